@@ -1,0 +1,196 @@
+"""The one contract every sandbox implements, and the registry that names them.
+
+The agent lifecycle knows only this module: an executor receives variables and
+tools once per run, then runs code blocks and answers with a `CodeOutput`.
+Everything about *where* the code runs lives in the executor's own module.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from codeward.platform.tools import Tool
+
+__all__ = [
+    "FINAL_ANSWER_TOOL",
+    "CodeOutput",
+    "ExecutionError",
+    "ExecutionTimeout",
+    "Executor",
+    "ExecutorError",
+    "FinalAnswerSignal",
+    "SandboxError",
+    "available_executors",
+    "create_executor",
+    "register_executor",
+]
+
+#: The tool whose call ends a run. Every sandbox makes it raise a `BaseException`
+#: so that `except Exception:` in the model's code cannot swallow it.
+FINAL_ANSWER_TOOL = "final_answer"
+
+
+class FinalAnswerSignal(BaseException):
+    """Raised by `final_answer(x)` inside an in-process sandbox; carries `x`."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__("final_answer called")
+        self.value = value
+
+
+class ExecutorError(Exception):
+    """Base of every error an executor raises to its caller.
+
+    `logs` holds what the code printed before the failure, so that nothing the
+    model's code produced is lost when it fails.
+    """
+
+    def __init__(self, message: str, *, logs: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.logs = logs
+
+
+class ExecutionError(ExecutorError):
+    """The model's code failed inside the sandbox.
+
+    `traceback` is the sandbox's own traceback text; `error_type` is the name of
+    the exception class raised there (e.g. ``"ZeroDivisionError"``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        logs: str = "",
+        traceback: str = "",
+        error_type: str | None = None,
+    ) -> None:
+        super().__init__(message, logs=logs)
+        self.traceback = traceback
+        self.error_type = error_type
+
+
+class ExecutionTimeout(ExecutionError):
+    """The code ran past its time limit and was stopped inside the sandbox."""
+
+
+class SandboxError(ExecutorError):
+    """The sandbox itself failed (killed, out of memory, daemon gone).
+
+    The executor starts a fresh sandbox on the next run and sends variables and
+    tools again; `state_lost` says that names defined by earlier code are gone.
+    """
+
+    def __init__(self, message: str, *, logs: str = "", state_lost: bool = True) -> None:
+        super().__init__(message, logs=logs)
+        self.state_lost = state_lost
+
+
+@dataclass
+class CodeOutput:
+    """What one code block produced.
+
+    `output` is the final answer when `is_final_answer` is true, otherwise the
+    value of the block's last expression (or None).
+    """
+
+    output: Any
+    logs: str
+    is_final_answer: bool
+
+
+class Executor(ABC):
+    """A sandbox that runs code blocks and keeps state between them.
+
+    Executors are context managers; `close()` is idempotent.
+    """
+
+    #: The registry name, e.g. ``"local"``.
+    name: ClassVar[str] = ""
+
+    @abstractmethod
+    def send_variables(self, variables: dict[str, Any]) -> None:
+        """Make each item a real variable inside the sandbox."""
+
+    @abstractmethod
+    def send_tools(self, tools: dict[str, Tool]) -> None:
+        """Make each tool callable by its name inside the sandbox.
+
+        The tool named `FINAL_ANSWER_TOOL` must, when called, end the block with
+        a `CodeOutput` whose `is_final_answer` is true.
+        """
+
+    @abstractmethod
+    def run(self, code: str) -> CodeOutput:
+        """Run one code block; raise `ExecutionError`, `ExecutionTimeout` or `SandboxError`."""
+
+    def __call__(self, code: str) -> CodeOutput:
+        return self.run(code)
+
+    def install_packages(self, packages: list[str]) -> list[str]:
+        """Install packages into the sandbox and return the names now importable."""
+        raise ExecutorError(
+            f"the {self.name or type(self).__name__} executor cannot install packages; "
+            "use a sandbox that can (jupyter, docker with network, e2b)"
+        )
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the sandbox. Calling it again does nothing."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+# name -> (module, class name, extra that installs its dependencies or None)
+_REGISTRY: dict[str, tuple[str, str, str | None]] = {}
+
+
+def register_executor(name: str, module: str, class_name: str, extra: str | None = None) -> None:
+    """Make `create_executor(name)` build `module.class_name`, imported only when asked for."""
+    _REGISTRY[name] = (module, class_name, extra)
+
+
+def available_executors() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def executor_class(name: str) -> type[Executor]:
+    """Import the executor class registered as `name`, with errors that say how to fix it."""
+    if not isinstance(name, str) or name not in _REGISTRY:
+        known = ", ".join(repr(n) for n in available_executors())
+        raise ValueError(f"unknown executor {name!r}; choose one of {known}, or pass an Executor instance")
+    module_name, class_name, extra = _REGISTRY[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if extra is None or (error.name or "").startswith("codeward"):
+            raise
+        raise ImportError(
+            f"the {name!r} executor needs the package {error.name!r}, which is not installed; "
+            f"install it with: pip install 'codeward[{extra}]'"
+        ) from error
+    cls: type[Executor] = getattr(module, class_name)
+    return cls
+
+
+def create_executor(name: str, **kwargs: Any) -> Executor:
+    """Build the executor registered as `name` with `kwargs`."""
+    return executor_class(name)(**kwargs)
+
+
+register_executor("local", "codeward.executors.local", "LocalExecutor")

@@ -1,0 +1,1 @@
+"""The agent lifecycle shared by every sandbox: agents, memory, models, tools, errors."""
