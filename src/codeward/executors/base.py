@@ -178,7 +178,8 @@ def executor_class(name: str) -> type[Executor]:
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:
-        if extra is None or (error.name or "").startswith("codeward"):
+        missing = error.name or ""
+        if extra is None or module_name == missing or module_name.startswith(missing + "."):
             raise
         raise ImportError(
             f"the {name!r} executor needs the package {error.name!r}, which is not installed; "

@@ -1,0 +1,453 @@
+"""The run loop every agent shares: task, steps, planning, errors fed back, final answer.
+
+What a step *does* (run code in a sandbox, or call tools) is the subclass's
+`_step_stream`; everything around it lives here once.
+"""
+
+from __future__ import annotations
+
+import inspect
+import reprlib
+import time
+from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from codeward.platform.display import AgentLogger, LogLevel
+from codeward.platform.errors import AgentError, AgentGenerationError, AgentMaxStepsError
+from codeward.platform.memory import (
+    ActionStep,
+    AgentMemory,
+    FinalAnswerStep,
+    MemoryStep,
+    PlanningStep,
+    TaskStep,
+    Timing,
+)
+from codeward.platform.models import ChatMessage, ChatMessageStreamDelta, Model, TokenUsage, ToolCall
+from codeward.platform.prompts import render, validate_prompt_templates
+from codeward.platform.tools import FinalAnswerTool, Tool
+
+__all__ = ["ActionOutput", "ManagedAgentTool", "MultiStepAgent", "RunResult", "ToolOutput", "describe_variables"]
+
+
+@dataclass
+class ActionOutput:
+    """What one action produced; `is_final_answer` ends the run."""
+
+    output: Any
+    is_final_answer: bool
+
+
+@dataclass
+class ToolOutput:
+    """The result of one tool call made by a tool-calling agent."""
+
+    id: str
+    output: Any
+    is_final_answer: bool
+    observation: str
+    tool_call: ToolCall
+
+
+@dataclass
+class RunResult:
+    """A whole run: its answer, how it ended, its steps, tokens and time."""
+
+    output: Any
+    state: str
+    steps: list[MemoryStep]
+    token_usage: TokenUsage
+    timing: Timing
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "output": self.output,
+            "state": self.state,
+            "steps": [step.to_dict() for step in self.steps],
+            "token_usage": self.token_usage.to_dict(),
+            "timing": self.timing.to_dict(),
+        }
+
+
+_PREVIEW = reprlib.Repr()
+_PREVIEW.maxstring = 80
+_PREVIEW.maxother = 80
+_PREVIEW.maxlist = _PREVIEW.maxtuple = _PREVIEW.maxset = _PREVIEW.maxdict = 5
+
+
+def _preview(value: Any) -> str:
+    """A short description that never renders a large value whole."""
+    kind = type(value).__name__
+    shape = getattr(value, "shape", None)
+    if shape is not None and hasattr(value, "dtype") or kind in ("DataFrame", "Series"):
+        columns = getattr(value, "columns", None)
+        names = f", columns {_PREVIEW.repr(list(columns[:10]))}" if columns is not None else ""
+        return f"{kind}, shape {tuple(shape or ())}{names}"
+    size = f", {len(value)} items" if isinstance(value, (list, tuple, dict, set, frozenset)) else ""
+    if isinstance(value, str) and len(value) > 80:
+        size = f", {len(value)} characters"
+    text = _PREVIEW.repr(value)
+    return f"{kind}{size}: {text[:200]}"
+
+
+def describe_variables(variables: dict[str, Any]) -> str:
+    lines = [f"- {name} ({_preview(value)})" for name, value in variables.items()]
+    return (
+        "\nYou have been given these variables, which your code can use directly by name:\n" + "\n".join(lines)
+    )
+
+
+def _call_callback(callback: Callable[..., Any], step: MemoryStep, agent: MultiStepAgent) -> None:
+    try:
+        parameters = inspect.signature(callback).parameters
+    except (TypeError, ValueError):
+        parameters = {}
+    takes_agent = "agent" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+    if takes_agent:
+        callback(step, agent=agent)
+    else:
+        callback(step)
+
+
+class MultiStepAgent:
+    """Runs a task in steps until the model gives a final answer or the steps run out."""
+
+    prompt_kind = "code_agent"
+
+    def __init__(
+        self,
+        tools: Iterable[Tool],
+        model: Model,
+        prompt_templates: dict[str, Any] | None = None,
+        instructions: str | None = None,
+        max_steps: int = 20,
+        add_base_tools: bool = False,
+        verbosity_level: LogLevel | int = LogLevel.INFO,
+        managed_agents: Iterable[MultiStepAgent] | None = None,
+        step_callbacks: list[Callable[..., Any]] | dict[type, list[Callable[..., Any]]] | None = None,
+        planning_interval: int | None = None,
+        name: str | None = None,
+        description: str | None = None,
+        provide_run_summary: bool = False,
+        final_answer_checks: list[Callable[..., Any]] | None = None,
+        return_full_result: bool = False,
+        logger: AgentLogger | None = None,
+    ) -> None:
+        from codeward.platform.prompts import load_prompt_templates
+
+        if not isinstance(model, Model) and not callable(getattr(model, "generate", None)):
+            raise TypeError(f"model must be a codeward Model (e.g. LiteLLMModel), got {type(model).__name__}")
+        if not isinstance(max_steps, int) or max_steps < 1:
+            raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+        if planning_interval is not None and (not isinstance(planning_interval, int) or planning_interval < 1):
+            raise ValueError(f"planning_interval must be a positive integer or None, got {planning_interval!r}")
+        self.model = model
+        self.prompt_templates = prompt_templates or load_prompt_templates(self.prompt_kind)
+        validate_prompt_templates(self.prompt_templates)
+        self.instructions = instructions
+        self.max_steps = max_steps
+        self.planning_interval = planning_interval
+        self.name = name
+        self.description = description
+        self.provide_run_summary = provide_run_summary
+        self.final_answer_checks = list(final_answer_checks or [])
+        self.return_full_result = return_full_result
+        self.logger = logger or AgentLogger(verbosity_level)
+        self.managed_agents = self._setup_managed_agents(managed_agents)
+        self.tools = self._setup_tools(tools, add_base_tools)
+        self.step_callbacks = step_callbacks
+        self.state: dict[str, Any] = {}
+        self.memory = AgentMemory(self.initialize_system_prompt())
+        self.task = ""
+        self.step_number = 0
+        self.interrupt_switch = False
+
+    # -- set-up -----------------------------------------------------------------
+
+    def _setup_managed_agents(self, agents: Iterable[MultiStepAgent] | None) -> dict[str, ManagedAgentTool]:
+        managed: dict[str, ManagedAgentTool] = {}
+        for agent in agents or []:
+            if not agent.name or not agent.description:
+                raise ValueError("a managed agent needs a name and a description, so the manager knows when to call it")
+            if agent.name in managed:
+                raise ValueError(f"two managed agents are named {agent.name!r}; names must be unique")
+            managed[agent.name] = ManagedAgentTool(agent)
+        return managed
+
+    def _base_tools(self) -> list[Tool]:
+        return []
+
+    def _setup_tools(self, tools: Iterable[Tool], add_base_tools: bool) -> dict[str, Tool]:
+        if isinstance(tools, Tool):
+            raise TypeError("tools must be a list of tools, e.g. tools=[my_tool]")
+        table: dict[str, Tool] = {}
+        for tool in [*tools, *(self._base_tools() if add_base_tools else [])]:
+            if not isinstance(tool, Tool):
+                raise TypeError(f"{tool!r} is not a Tool; decorate the function with @tool or subclass Tool")
+            if tool.name in table:
+                raise ValueError(f"two tools are named {tool.name!r}; tool names must be unique")
+            if tool.name in self.managed_agents:
+                raise ValueError(f"{tool.name!r} names both a tool and a managed agent; names must be unique")
+            table[tool.name] = tool
+        table.setdefault("final_answer", FinalAnswerTool())
+        return table
+
+    def initialize_system_prompt(self) -> str:
+        return render(self.prompt_templates["system_prompt"], **self._prompt_variables())
+
+    def _prompt_variables(self) -> dict[str, Any]:
+        return {"tools": self.tools, "managed_agents": self.managed_agents, "custom_instructions": self.instructions}
+
+    # -- running ------------------------------------------------------------------
+
+    def run(
+        self,
+        task: str,
+        stream: bool = False,
+        reset: bool = True,
+        images: list[Any] | None = None,
+        additional_args: dict[str, Any] | None = None,
+        max_steps: int | None = None,
+        return_full_result: bool | None = None,
+    ) -> Any:
+        """Run `task`; return the final answer, a `RunResult`, or (with `stream=True`) a generator of events."""
+        if not isinstance(task, str) or not task.strip():
+            raise ValueError("task must be a non-empty string saying what the agent should do")
+        max_steps = self.max_steps if max_steps is None else max_steps
+        if not isinstance(max_steps, int) or max_steps < 1:
+            raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+        self.task = task
+        if additional_args:
+            self._check_variable_names(additional_args)
+            self.state.update(additional_args)
+            self.task += describe_variables(additional_args)
+        self.interrupt_switch = False
+        self.memory.system_prompt.system_prompt = self.initialize_system_prompt()
+        if reset:
+            self.memory.reset()
+        self.memory.steps.append(TaskStep(self.task, images))
+        self.logger.task(self.task, getattr(self.model, "model_id", type(self.model).__name__), self._executor_name())
+        self._setup_run()
+        events = self._run_stream(self.task, max_steps, images, streaming=stream)
+        if stream:
+            return events
+        started = Timing()
+        final_step = None
+        for event in events:
+            final_step = event
+        assert isinstance(final_step, FinalAnswerStep)
+        started.end_time = time.time()
+        full = self.return_full_result if return_full_result is None else return_full_result
+        if not full:
+            return final_step.output
+        last_action = next((s for s in reversed(self.memory.steps) if isinstance(s, ActionStep)), None)
+        state = "max_steps_error" if last_action and isinstance(last_action.error, AgentMaxStepsError) else "success"
+        return RunResult(final_step.output, state, list(self.memory.steps), self.memory.token_usage(), started)
+
+    def _check_variable_names(self, variables: dict[str, Any]) -> None:
+        if not isinstance(variables, dict):
+            raise TypeError(f"additional_args must be a dict of variable names to values, got {type(variables).__name__}")
+        for name in variables:
+            if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
+                raise ValueError(
+                    f"additional_args key {name!r} cannot be a variable name; "
+                    "use Python identifiers that do not start with an underscore"
+                )
+            if name in self.tools or name in self.managed_agents:
+                raise ValueError(f"additional_args key {name!r} would hide the tool of that name; rename it")
+
+    def _executor_name(self) -> str | None:
+        return None
+
+    def _setup_run(self) -> None:
+        """Hook: a code agent sends variables and tools to its sandbox here."""
+
+    def interrupt(self) -> None:
+        """Stop the run before its next step (safe to call from another thread or a callback)."""
+        self.interrupt_switch = True
+
+    def _run_stream(
+        self, task: str, max_steps: int, images: list[Any] | None, streaming: bool
+    ) -> Generator[Any, None, None]:
+        self.step_number = 1
+        final_output: Any = None
+        returned_final_answer = False
+        while not returned_final_answer and self.step_number <= max_steps:
+            if self.interrupt_switch:
+                raise AgentError("the run was interrupted")
+            if self._planning_due():
+                planning_step = None
+                for event in self._planning_step(task, max_steps, streaming):
+                    if isinstance(event, PlanningStep):
+                        planning_step = event
+                    yield event
+                assert planning_step is not None
+                self.memory.steps.append(planning_step)
+                self.logger.plan(planning_step)
+                self._fire_callbacks(planning_step)
+            action_step = ActionStep(self.step_number, Timing(), observations_images=images)
+            self.logger.step_start(self.step_number)
+            try:
+                for event in self._step_stream(action_step, streaming):
+                    yield event
+                    if isinstance(event, (ActionOutput, ToolOutput)) and event.is_final_answer:
+                        self._check_final_answer(event.output)
+                        action_step.action_output = final_output = event.output
+                        action_step.is_final_answer = returned_final_answer = True
+            except AgentGenerationError:
+                raise
+            except AgentError as error:
+                action_step.error = error
+                self.logger.error(error.message)
+            finally:
+                action_step.timing.end_time = time.time()
+                self.memory.steps.append(action_step)
+                self.logger.step_end(action_step)
+                self._fire_callbacks(action_step)
+            yield action_step
+            self.step_number += 1
+        if not returned_final_answer:
+            final_output = self._answer_after_max_steps(task, images)
+            yield self.memory.steps[-1]
+        final_step = FinalAnswerStep(final_output)
+        self.logger.final_answer(final_output)
+        self._fire_callbacks(final_step)
+        yield final_step
+
+    def _planning_due(self) -> bool:
+        interval = self.planning_interval
+        return bool(interval) and (self.step_number == 1 or (self.step_number - 1) % interval == 0)
+
+    def _generate(
+        self, messages: list[ChatMessage], streaming: bool, **kwargs: Any
+    ) -> Generator[ChatMessageStreamDelta, None, ChatMessage]:
+        """Ask the model, yielding deltas when streaming; any model failure is an AgentGenerationError."""
+        try:
+            if not (streaming and getattr(self.model, "supports_streaming", False)):
+                return self.model.generate(messages, **kwargs)
+            parts: list[str] = []
+            usage = TokenUsage()
+            calls: list[ToolCall] = []
+            for delta in self.model.generate_stream(messages, **kwargs):
+                yield delta
+                parts.append(delta.content or "")
+                usage += delta.token_usage or TokenUsage()
+                calls.extend(delta.tool_calls or [])
+            return ChatMessage("assistant", "".join(parts), calls or None, usage)
+        except AgentError:
+            raise
+        except Exception as error:
+            raise AgentGenerationError(f"the model failed to answer: {type(error).__name__}: {error}") from error
+
+    def _planning_step(self, task: str, max_steps: int, streaming: bool) -> Generator[Any, None, None]:
+        started = Timing()
+        templates = self.prompt_templates["planning"]
+        variables = self._prompt_variables() | {"task": task}
+        if self.step_number == 1:
+            messages = [ChatMessage("user", render(templates["initial_plan"], **variables))]
+        else:
+            remaining = max_steps - self.step_number + 1
+            messages = [
+                ChatMessage("system", render(templates["update_plan_pre_messages"], **variables)),
+                *self.memory.to_messages(summary_mode=True)[1:],
+                ChatMessage("user", render(templates["update_plan_post_messages"], remaining_steps=remaining, **variables)),
+            ]
+        message = yield from self._generate(messages, streaming, stop_sequences=["<end_plan>"])
+        plan = message.text().replace("<end_plan>", "").strip()
+        intro = "Here are the facts I know and the plan I will follow:" if self.step_number == 1 else "My updated plan:"
+        started.end_time = time.time()
+        yield PlanningStep(messages, message, f"{intro}\n{plan}", started, message.token_usage)
+
+    def _step_stream(self, action_step: ActionStep, streaming: bool) -> Generator[Any, None, None]:
+        raise NotImplementedError
+
+    def _check_final_answer(self, answer: Any) -> None:
+        for check in self.final_answer_checks:
+            name = getattr(check, "__name__", repr(check))
+            try:
+                passed = check(answer, self.memory)
+            except Exception as error:
+                raise AgentError(f"the final answer failed the check {name!r}: {error}") from error
+            if not passed:
+                raise AgentError(f"the final answer {answer!r:.200} failed the check {name!r}; correct it and answer again")
+
+    def _answer_after_max_steps(self, task: str, images: list[Any] | None) -> Any:
+        """Out of steps: ask the model once for the best answer from all the work so far."""
+        step = ActionStep(self.step_number, Timing(), error=AgentMaxStepsError("reached the maximum number of steps"))
+        templates = self.prompt_templates["final_answer"]
+        messages = [
+            ChatMessage("system", render(templates["pre_messages"])),
+            *self.memory.to_messages()[1:],
+            ChatMessage("user", render(templates["post_messages"], task=task)),
+        ]
+        try:
+            generation = self._generate(messages, streaming=False)
+            while True:
+                next(generation)
+        except StopIteration as stop:
+            message: ChatMessage = stop.value
+        finally:
+            step.timing.end_time = time.time()
+            self.memory.steps.append(step)
+        step.model_output_message = message
+        step.model_output = step.action_output = message.text()
+        step.token_usage = message.token_usage
+        self._fire_callbacks(step)
+        return step.action_output
+
+    def _fire_callbacks(self, step: MemoryStep) -> None:
+        callbacks = self.step_callbacks
+        if not callbacks:
+            return
+        if isinstance(callbacks, dict):
+            selected = [cb for kind, cbs in callbacks.items() if isinstance(step, kind) for cb in cbs]
+        else:
+            selected = list(callbacks)
+        for callback in selected:
+            _call_callback(callback, step, self)
+
+    # -- memory ---------------------------------------------------------------------
+
+    def write_memory_to_messages(self, summary_mode: bool = False) -> list[ChatMessage]:
+        return self.memory.to_messages(summary_mode)
+
+    def replay(self) -> None:
+        """Print the last run step by step."""
+        self.logger.replay(self.memory)
+
+    def __call__(self, task: str, **kwargs: Any) -> str:
+        """Run as a managed agent: the manager's task in, a report out."""
+        return ManagedAgentTool(self).forward(task, kwargs.get("additional_args"))
+
+
+class ManagedAgentTool(Tool):
+    """An agent offered to a manager agent as a tool taking a task."""
+
+    output_type = "string"
+
+    def __init__(self, agent: MultiStepAgent) -> None:
+        self.agent = agent
+        self.name = agent.name or ""
+        self.description = agent.description or ""
+        self.inputs = {
+            "task": {"type": "string", "description": "What the team member should do, in detail."},
+            "additional_args": {
+                "type": "object",
+                "nullable": True,
+                "description": "Variables to hand to the team member, by name.",
+            },
+        }
+        super().__init__()
+
+    def forward(self, task: str, additional_args: dict[str, Any] | None = None) -> str:
+        agent = self.agent
+        templates = agent.prompt_templates["managed_agent"]
+        full_task = render(templates["task"], name=agent.name, task=task)
+        result = agent.run(full_task, additional_args=additional_args or None, return_full_result=False)
+        report = render(templates["report"], name=agent.name, final_answer=result)
+        if agent.provide_run_summary:
+            summary = "\n".join(m.text() for m in agent.write_memory_to_messages(summary_mode=True))
+            report += f"\n\nWhat '{agent.name}' did:\n{summary}"
+        return report
+

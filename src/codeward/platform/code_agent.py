@@ -1,0 +1,167 @@
+"""The code agent: each step, the model writes Python and a sandbox runs it."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable
+from typing import Any
+
+from codeward.executors.base import (
+    ExecutionError,
+    ExecutionTimeout,
+    Executor,
+    SandboxError,
+    create_executor,
+)
+from codeward.platform.agents import ActionOutput, MultiStepAgent
+from codeward.platform.errors import AgentExecutionError, AgentParsingError, AgentToolCallError
+from codeward.platform.memory import ActionStep
+from codeward.platform.models import Model, ToolCall
+from codeward.platform.parsing import extract_code
+from codeward.platform.tools import Tool
+
+__all__ = ["CodeAgent"]
+
+_TAGS = {None: ("<code>", "</code>"), "markdown": ("```python", "```")}
+_OUTPUT_PREVIEW = 10_000
+
+
+def _code_block_tags(tags: str | tuple[str, str] | None) -> tuple[str, str]:
+    if tags in _TAGS:
+        return _TAGS[tags]  # type: ignore[index]
+    if isinstance(tags, (tuple, list)) and len(tags) == 2 and all(isinstance(t, str) and t for t in tags):
+        return tags[0], tags[1]
+    raise ValueError(f"code_block_tags must be None, 'markdown' or a pair of strings, got {tags!r}")
+
+
+class CodeAgent(MultiStepAgent):
+    """An agent whose actions are Python code, run in the sandbox named by `executor`.
+
+    `executor` is a registered name (``"local"``, ``"jupyter"``, ``"docker"``,
+    ``"e2b"``) built with `executor_kwargs`, or an `Executor` you built yourself.
+    """
+
+    prompt_kind = "code_agent"
+
+    def __init__(
+        self,
+        tools: Iterable[Tool],
+        model: Model,
+        prompt_templates: dict[str, Any] | None = None,
+        additional_authorized_imports: list[str] | None = None,
+        executor: str | Executor = "local",
+        executor_kwargs: dict[str, Any] | None = None,
+        code_block_tags: str | tuple[str, str] | None = None,
+        max_print_outputs_length: int | None = None,
+        stream_outputs: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        self.code_block_tags = _code_block_tags(code_block_tags)
+        self.additional_authorized_imports = list(additional_authorized_imports or [])
+        self.max_print_outputs_length = max_print_outputs_length
+        self.stream_outputs = stream_outputs
+        self.executor = self._create_executor(executor, dict(executor_kwargs or {}))
+        try:
+            super().__init__(tools, model, prompt_templates, **kwargs)
+        except BaseException:
+            self.executor.close()
+            raise
+
+    def _create_executor(self, executor: str | Executor, kwargs: dict[str, Any]) -> Executor:
+        if isinstance(executor, Executor):
+            if kwargs:
+                raise ValueError("executor_kwargs apply only when executor is a name; configure your Executor instance directly")
+            return executor
+        if executor == "local":
+            if self.additional_authorized_imports:
+                kwargs.setdefault("authorized_imports", self.additional_authorized_imports)
+            if self.max_print_outputs_length is not None:
+                kwargs.setdefault("max_print_outputs_length", self.max_print_outputs_length)
+        return create_executor(executor, **kwargs)
+
+    def _prompt_variables(self) -> dict[str, Any]:
+        opening, closing = self.code_block_tags
+        imports = getattr(self.executor, "authorized_imports", None)
+        if imports is None:
+            note = "You can import any module installed in the sandbox."
+        elif "*" in imports:
+            note = "You can import any module."
+        else:
+            note = f"You can import only these modules: {', '.join(sorted(imports)) or 'none'}."
+        return super()._prompt_variables() | {
+            "authorized_imports": note,
+            "code_block_opening_tag": opening,
+            "code_block_closing_tag": closing,
+        }
+
+    def _executor_name(self) -> str | None:
+        return self.executor.name or type(self.executor).__name__
+
+    def _setup_run(self) -> None:
+        self.executor.send_variables(self.state)
+        self.executor.send_tools({**self.tools, **self.managed_agents})
+
+    def _step_stream(self, action_step: ActionStep, streaming: bool) -> Generator[Any, None, None]:
+        opening, closing = self.code_block_tags
+        messages = self.write_memory_to_messages()
+        action_step.model_input_messages = messages
+        stop = [closing] if closing != opening else []
+        message = yield from self._generate(messages, streaming or self.stream_outputs, stop_sequences=stop + ["Observation:"])
+        text = message.text()
+        if opening != closing and text.count(opening) > text.count(closing):
+            text += closing  # the stop sequence cut it off
+        message.content = text
+        action_step.model_output_message = message
+        action_step.model_output = text
+        action_step.token_usage = message.token_usage
+        self.logger.model_output(text)
+        try:
+            code = extract_code(text, opening, closing)
+        except ValueError as error:
+            raise AgentParsingError(str(error)) from None
+        action_step.code_action = code
+        call = ToolCall("python_interpreter", code, f"call_{self.step_number}")
+        action_step.tool_calls = [call]
+        yield call
+        self.logger.code(code)
+        result = self._execute(code, action_step)
+        yield result
+
+    def _execute(self, code: str, action_step: ActionStep) -> ActionOutput:
+        try:
+            output = self.executor.run(code)
+        except ExecutionTimeout as error:
+            self._record_logs(action_step, error.logs)
+            raise AgentExecutionError(f"{error.message}\nMake the code faster, or do the work in smaller steps.") from None
+        except SandboxError as error:
+            self._record_logs(action_step, error.logs)
+            lost = " Variables and functions defined by earlier code are lost; tools and given variables were sent again." if error.state_lost else ""
+            raise AgentExecutionError(f"The sandbox failed: {error.message}.{lost}") from None
+        except ExecutionError as error:
+            self._record_logs(action_step, error.logs)
+            detail = error.traceback.strip() or error.message
+            kind = AgentToolCallError if error.error_type == "ToolCallError" else AgentExecutionError
+            raise kind(f"Code execution failed:\n{detail}") from None
+        observation = f"Execution logs:\n{output.logs}" if output.logs else ""
+        if not output.is_final_answer:
+            shown = str(output.output)
+            if len(shown) > _OUTPUT_PREVIEW:
+                shown = shown[:_OUTPUT_PREVIEW] + f"... ({len(shown) - _OUTPUT_PREVIEW} more characters)"
+            observation += f"{chr(10) if observation else ''}Last output from code snippet:\n{shown}"
+        action_step.observations = observation
+        self.logger.observation(observation)
+        return ActionOutput(output.output, output.is_final_answer)
+
+    @staticmethod
+    def _record_logs(action_step: ActionStep, logs: str) -> None:
+        if logs:
+            action_step.observations = f"Execution logs:\n{logs}"
+
+    def close(self) -> None:
+        """Close the sandbox. Also done by `with CodeAgent(...) as agent:`."""
+        self.executor.close()
+
+    def __enter__(self) -> CodeAgent:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,85 @@
+"""What a run shows on the terminal, with rich: steps, code, logs, errors, timing and tokens."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.rule import Rule
+from rich.syntax import Syntax
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from codeward.platform.memory import ActionStep, AgentMemory, PlanningStep
+
+__all__ = ["AgentLogger", "LogLevel"]
+
+
+class LogLevel(IntEnum):
+    OFF = -1
+    ERROR = 0
+    INFO = 1
+    DEBUG = 2
+
+
+class AgentLogger:
+    def __init__(self, level: LogLevel | int = LogLevel.INFO, console: Console | None = None) -> None:
+        self.level = LogLevel(level)
+        self.console = console or Console(highlight=False)
+
+    def _show(self, level: LogLevel, *renderables: Any) -> None:
+        if self.level >= level:
+            self.console.print(*renderables)
+
+    def task(self, task: str, model_id: str, executor: str | None) -> None:
+        where = f" · executor {executor}" if executor else ""
+        self._show(LogLevel.INFO, Panel(Text(task), title="New run", subtitle=f"{model_id}{where}", border_style="cyan"))
+
+    def step_start(self, number: int) -> None:
+        self._show(LogLevel.INFO, Rule(f"Step {number}", style="cyan"))
+
+    def code(self, code: str) -> None:
+        self._show(LogLevel.INFO, Panel(Syntax(code, "python", theme="monokai", line_numbers=False), title="Code"))
+
+    def model_output(self, text: str) -> None:
+        self._show(LogLevel.DEBUG, Panel(Text(text), title="Model output", border_style="dim"))
+
+    def observation(self, text: str) -> None:
+        self._show(LogLevel.INFO, Text(text, style="default"))
+
+    def error(self, message: str) -> None:
+        self._show(LogLevel.ERROR, Text(message, style="bold red"))
+
+    def plan(self, step: PlanningStep) -> None:
+        self._show(LogLevel.INFO, Panel(Text(step.plan), title="Plan", border_style="magenta"))
+
+    def step_end(self, step: ActionStep) -> None:
+        usage = step.token_usage
+        tokens = f" · tokens in {usage.input_tokens} out {usage.output_tokens}" if usage else ""
+        duration = step.timing.duration or 0.0
+        self._show(LogLevel.INFO, Text(f"[step {step.step_number}: {duration:.2f} s{tokens}]", style="dim"))
+
+    def final_answer(self, output: Any) -> None:
+        self._show(LogLevel.INFO, Text(f"Final answer: {output}", style="bold green"))
+
+    def replay(self, memory: AgentMemory) -> None:
+        """Show a whole run again, whatever the log level."""
+        from codeward.platform.memory import ActionStep, FinalAnswerStep, PlanningStep, TaskStep
+
+        for step in memory.steps:
+            if isinstance(step, TaskStep):
+                self.console.print(Panel(Text(step.task), title="Task", border_style="cyan"))
+            elif isinstance(step, PlanningStep):
+                self.console.print(Panel(Text(step.plan), title="Plan", border_style="magenta"))
+            elif isinstance(step, ActionStep):
+                self.console.print(Rule(f"Step {step.step_number}", style="cyan"))
+                if step.code_action:
+                    self.console.print(Panel(Syntax(step.code_action, "python", theme="monokai"), title="Code"))
+                if step.observations:
+                    self.console.print(Text(step.observations))
+                if step.error:
+                    self.console.print(Text(step.error.message, style="bold red"))
+            elif isinstance(step, FinalAnswerStep):
+                self.console.print(Text(f"Final answer: {step.output}", style="bold green"))

@@ -1,0 +1,268 @@
+"""The agent's memory: what happened at each step, and the messages the model sees.
+
+The system prompt is kept apart from the steps, so `reset=True` clears the run
+and keeps the agent's instructions. A memory saves to JSON: the record that
+`ReplayModel` plays and `agent.replay()` shows.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from codeward.platform.errors import AgentError
+from codeward.platform.models import ChatMessage, TokenUsage, ToolCall
+
+__all__ = [
+    "ActionStep",
+    "AgentMemory",
+    "FinalAnswerStep",
+    "MemoryStep",
+    "PlanningStep",
+    "SystemPromptStep",
+    "TaskStep",
+    "Timing",
+]
+
+
+@dataclass
+class Timing:
+    start_time: float = field(default_factory=time.time)
+    end_time: float | None = None
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.end_time is None else self.end_time - self.start_time
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {"start_time": self.start_time, "end_time": self.end_time, "duration": self.duration}
+
+
+class MemoryStep:
+    def to_messages(self, summary_mode: bool = False) -> list[ChatMessage]:
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+def _user(text: str) -> ChatMessage:
+    return ChatMessage("user", text)
+
+
+@dataclass
+class SystemPromptStep(MemoryStep):
+    system_prompt: str
+
+    def to_messages(self, summary_mode: bool = False) -> list[ChatMessage]:
+        return [] if summary_mode else [ChatMessage("system", self.system_prompt)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "system_prompt", "system_prompt": self.system_prompt}
+
+
+@dataclass
+class TaskStep(MemoryStep):
+    task: str
+    task_images: list[Any] | None = None
+
+    def to_messages(self, summary_mode: bool = False) -> list[ChatMessage]:
+        text = f"New task:\n{self.task}"
+        if not self.task_images:
+            return [_user(text)]
+        from codeward.platform.images import image_parts
+
+        return [ChatMessage("user", [{"type": "text", "text": text}, *image_parts(self.task_images)])]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "task", "task": self.task, "images": len(self.task_images or [])}
+
+
+@dataclass
+class PlanningStep(MemoryStep):
+    model_input_messages: list[ChatMessage]
+    model_output_message: ChatMessage
+    plan: str
+    timing: Timing
+    token_usage: TokenUsage | None = None
+
+    def to_messages(self, summary_mode: bool = False) -> list[ChatMessage]:
+        if summary_mode:
+            return []
+        return [ChatMessage("assistant", self.plan.strip()), _user("Now proceed and carry out this plan.")]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "planning",
+            "plan": self.plan,
+            "model_output_message": self.model_output_message.to_dict(),
+            "timing": self.timing.to_dict(),
+            "token_usage": self.token_usage.to_dict() if self.token_usage else None,
+        }
+
+
+@dataclass
+class ActionStep(MemoryStep):
+    step_number: int
+    timing: Timing = field(default_factory=Timing)
+    model_input_messages: list[ChatMessage] | None = None
+    model_output_message: ChatMessage | None = None
+    model_output: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    code_action: str | None = None
+    observations: str | None = None
+    observations_images: list[Any] | None = None
+    action_output: Any = None
+    error: AgentError | None = None
+    token_usage: TokenUsage | None = None
+    is_final_answer: bool = False
+
+    def to_messages(self, summary_mode: bool = False) -> list[ChatMessage]:
+        messages = []
+        if self.model_output and not summary_mode:
+            messages.append(ChatMessage("assistant", self.model_output.strip()))
+        if self.tool_calls and not self.code_action:
+            calls = [call.to_dict() for call in self.tool_calls]
+            messages.append(ChatMessage("assistant", "Calling tools:\n" + json.dumps(calls, default=str)))
+        if self.observations is not None:
+            messages.append(_user(f"Observation:\n{self.observations}"))
+        if self.error is not None:
+            messages.append(
+                _user(
+                    f"Error:\n{self.error.message}\n"
+                    "Now let's retry: take care not to repeat previous errors! "
+                    "If you have retried several times, try a completely different approach."
+                )
+            )
+        return messages
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "action",
+            "step_number": self.step_number,
+            "timing": self.timing.to_dict(),
+            "model_output_message": self.model_output_message.to_dict() if self.model_output_message else None,
+            "model_output": self.model_output,
+            "tool_calls": [call.to_dict() for call in self.tool_calls or []],
+            "code_action": self.code_action,
+            "observations": self.observations,
+            "action_output": _describe(self.action_output),
+            "error": self.error.to_dict() if self.error else None,
+            "token_usage": self.token_usage.to_dict() if self.token_usage else None,
+            "is_final_answer": self.is_final_answer,
+        }
+
+
+@dataclass
+class FinalAnswerStep(MemoryStep):
+    output: Any
+
+    def to_messages(self, summary_mode: bool = False) -> list[ChatMessage]:
+        return []
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "final_answer", "output": _describe(self.output)}
+
+
+def _describe(value: Any) -> Any:
+    """JSON-safe form of a value for the saved record; the live value stays in memory."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)[:2000]
+
+
+class AgentMemory:
+    """The system prompt and the steps of the current run."""
+
+    def __init__(self, system_prompt: str) -> None:
+        self.system_prompt = SystemPromptStep(system_prompt)
+        self.steps: list[MemoryStep] = []
+
+    def reset(self) -> None:
+        self.steps = []
+
+    def to_messages(self, summary_mode: bool = False) -> list[ChatMessage]:
+        messages = self.system_prompt.to_messages(summary_mode)
+        for step in self.steps:
+            messages.extend(step.to_messages(summary_mode))
+        return messages
+
+    def action_steps(self) -> list[ActionStep]:
+        return [step for step in self.steps if isinstance(step, ActionStep)]
+
+    def token_usage(self) -> TokenUsage:
+        total = TokenUsage()
+        for step in self.steps:
+            usage = getattr(step, "token_usage", None)
+            if usage:
+                total += usage
+        return total
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": "codeward.memory/1",
+            "system_prompt": self.system_prompt.system_prompt,
+            "steps": [step.to_dict() for step in self.steps],
+        }
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.write_text(json.dumps(self.to_dict(), indent=2, default=str), encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> AgentMemory:
+        """Rebuild a saved memory: enough to read, show and replay it (live values become text)."""
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or "steps" not in data:
+            raise ValueError(f"{path} is not a saved agent memory (no 'steps')")
+        memory = cls(data.get("system_prompt", ""))
+        memory.steps = [_step_from_dict(step) for step in data["steps"]]
+        return memory
+
+
+def _timing(data: dict[str, Any] | None) -> Timing:
+    data = data or {}
+    return Timing(data.get("start_time") or 0.0, data.get("end_time"))
+
+
+def _usage(data: dict[str, Any] | None) -> TokenUsage | None:
+    return TokenUsage(data["input_tokens"], data["output_tokens"]) if data else None
+
+
+def _step_from_dict(data: dict[str, Any]) -> MemoryStep:
+    kind = data.get("type")
+    if kind == "task":
+        return TaskStep(data["task"])
+    if kind == "planning":
+        return PlanningStep(
+            [], ChatMessage.from_dict(data["model_output_message"]), data["plan"],
+            _timing(data.get("timing")), _usage(data.get("token_usage")),
+        )
+    if kind == "final_answer":
+        return FinalAnswerStep(data.get("output"))
+    if kind == "action":
+        error = data.get("error")
+        message = data.get("model_output_message")
+        return ActionStep(
+            step_number=data["step_number"],
+            timing=_timing(data.get("timing")),
+            model_output_message=ChatMessage.from_dict(message) if message else None,
+            model_output=data.get("model_output"),
+            tool_calls=[ToolCall(c["function"]["name"], c["function"]["arguments"], c["id"]) for c in data.get("tool_calls") or []]
+            or None,
+            code_action=data.get("code_action"),
+            observations=data.get("observations"),
+            action_output=data.get("action_output"),
+            error=AgentError(error["message"]) if error else None,
+            token_usage=_usage(data.get("token_usage")),
+            is_final_answer=data.get("is_final_answer", False),
+        )
+    raise ValueError(f"unknown step type {kind!r} in saved memory")

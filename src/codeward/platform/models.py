@@ -1,0 +1,389 @@
+"""Models: the one place that talks to a language model.
+
+`LiteLLMModel` reaches every provider through litellm; `ScriptedModel` and
+`ReplayModel` play fixed or recorded responses, which is how tests, CI and
+offline users drive an agent without a provider.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from codeward.platform.tools import Tool
+
+__all__ = [
+    "ChatMessage",
+    "ChatMessageStreamDelta",
+    "LiteLLMModel",
+    "Model",
+    "ModelError",
+    "ReplayModel",
+    "ScriptedModel",
+    "TokenUsage",
+    "ToolCall",
+]
+
+ROLES = ("system", "user", "assistant")
+
+
+@dataclass
+class TokenUsage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens)
+
+    def to_dict(self) -> dict[str, int]:
+        return {**asdict(self), "total_tokens": self.total_tokens}
+
+
+@dataclass
+class ToolCall:
+    """One call the model asked for: a tool by name, or the code a code agent runs."""
+
+    name: str
+    arguments: Any
+    id: str = field(default_factory=lambda: f"call_{uuid.uuid4().hex[:12]}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass
+class ChatMessage:
+    """A message to or from the model. `content` is text, or a list of parts when images ride along."""
+
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[ToolCall] | None = None
+    token_usage: TokenUsage | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return "".join(part.get("text", "") for part in self.content if part.get("type") == "text")
+        return self.content or ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            data["tool_calls"] = [call.to_dict() for call in self.tool_calls]
+        if self.token_usage:
+            data["token_usage"] = self.token_usage.to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ChatMessage:
+        calls = data.get("tool_calls")
+        usage = data.get("token_usage")
+        return cls(
+            role=data.get("role", "assistant"),
+            content=data.get("content"),
+            tool_calls=[
+                ToolCall(c["function"]["name"], c["function"]["arguments"], c.get("id") or f"call_{i}")
+                for i, c in enumerate(calls)
+            ]
+            if calls
+            else None,
+            token_usage=TokenUsage(usage["input_tokens"], usage["output_tokens"]) if usage else None,
+        )
+
+
+@dataclass
+class ChatMessageStreamDelta:
+    """A piece of a streamed answer; the agent joins them into one `ChatMessage`."""
+
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    token_usage: TokenUsage | None = None
+
+
+class ModelError(RuntimeError):
+    """The model could not answer (exhausted script, unreachable provider, bad response)."""
+
+
+class Model:
+    """The interface agents call. Subclasses implement `generate`; streaming is optional."""
+
+    model_id: str = "model"
+    supports_streaming: bool = False
+
+    def generate(
+        self,
+        messages: Sequence[ChatMessage],
+        stop_sequences: list[str] | None = None,
+        tools_to_call_from: list[Tool] | None = None,
+        **kwargs: Any,
+    ) -> ChatMessage:
+        raise NotImplementedError
+
+    def generate_stream(
+        self,
+        messages: Sequence[ChatMessage],
+        stop_sequences: list[str] | None = None,
+        tools_to_call_from: list[Tool] | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatMessageStreamDelta]:
+        message = self.generate(messages, stop_sequences, tools_to_call_from, **kwargs)
+        yield ChatMessageStreamDelta(message.text(), message.tool_calls, message.token_usage)
+
+    def __call__(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
+        return self.generate(messages, **kwargs)
+
+
+def apply_stop_sequences(text: str, stop_sequences: list[str] | None) -> str:
+    """Cut the text at the first stop sequence, as a provider's API does."""
+    for stop in stop_sequences or ():
+        index = text.find(stop)
+        if index != -1:
+            text = text[:index]
+    return text
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters a token: a stand-in count for models that report none."""
+    return max(1, (len(text) + 3) // 4) if text else 0
+
+
+class ScriptedModel(Model):
+    """Plays the given responses in order, whatever it is asked.
+
+    A response is a string (the assistant's text), a `ChatMessage`, or a dict
+    ``{"content": ..., "tool_calls": [{"name": ..., "arguments": ...}]}``. Token
+    counts are estimated from the text (four characters a token). Every call's
+    messages are kept in `calls`, so tests can check what the model was shown.
+    """
+
+    model_id = "scripted"
+    supports_streaming = True
+
+    def __init__(self, responses: Sequence[str | ChatMessage | dict[str, Any]]) -> None:
+        if isinstance(responses, (str, bytes)) or not isinstance(responses, Sequence):
+            raise TypeError("ScriptedModel takes a list of responses, e.g. ScriptedModel(['<code>final_answer(1)</code>'])")
+        self.responses = [self._to_message(r, i) for i, r in enumerate(responses)]
+        self.calls: list[list[ChatMessage]] = []
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _to_message(response: Any, index: int) -> ChatMessage:
+        if isinstance(response, ChatMessage):
+            return response
+        if isinstance(response, str):
+            return ChatMessage("assistant", response)
+        if isinstance(response, dict):
+            calls = [
+                ToolCall(c["name"], c.get("arguments", {}), c.get("id") or f"call_{index}_{j}")
+                for j, c in enumerate(response.get("tool_calls") or [])
+            ]
+            return ChatMessage("assistant", response.get("content"), calls or None)
+        raise TypeError(
+            f"scripted response {index} is a {type(response).__name__}; use a string, a ChatMessage or a dict"
+        )
+
+    def generate(
+        self,
+        messages: Sequence[ChatMessage],
+        stop_sequences: list[str] | None = None,
+        tools_to_call_from: list[Tool] | None = None,
+        **kwargs: Any,
+    ) -> ChatMessage:
+        with self._lock:
+            index = len(self.calls)
+            if index >= len(self.responses):
+                raise ModelError(
+                    f"{type(self).__name__} has no response left: it holds {len(self.responses)} "
+                    f"and was asked for number {index + 1}; add responses or lower max_steps"
+                )
+            self.calls.append(list(messages))
+        scripted = self.responses[index]
+        content = scripted.content
+        if isinstance(content, str):
+            content = apply_stop_sequences(content, stop_sequences)
+        prompt_chars = sum(len(m.text()) for m in messages)
+        usage = TokenUsage(estimate_tokens("x" * prompt_chars), estimate_tokens(content if isinstance(content, str) else ""))
+        return ChatMessage("assistant", content, scripted.tool_calls, usage)
+
+    def generate_stream(
+        self,
+        messages: Sequence[ChatMessage],
+        stop_sequences: list[str] | None = None,
+        tools_to_call_from: list[Tool] | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatMessageStreamDelta]:
+        message = self.generate(messages, stop_sequences, tools_to_call_from, **kwargs)
+        pieces = re.findall(r"\S*\s*", message.text()) or [""]
+        for piece in pieces:
+            if piece:
+                yield ChatMessageStreamDelta(content=piece)
+        yield ChatMessageStreamDelta(tool_calls=message.tool_calls, token_usage=message.token_usage)
+
+
+class ReplayModel(ScriptedModel):
+    """Plays the model messages of a saved run (`agent.memory.save(path)`), in order."""
+
+    model_id = "replay"
+
+    def __init__(self, path: str | Path) -> None:
+        path = Path(path)
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no saved run at {path}; save one with agent.memory.save(path)") from None
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path} is not a saved run: invalid JSON ({error})") from None
+        steps = record.get("steps") if isinstance(record, dict) else None
+        if not isinstance(steps, list):
+            raise ValueError(f"{path} is not a saved run: it has no 'steps' list")
+        outputs = [s["model_output_message"] for s in steps if s.get("model_output_message")]
+        if not outputs:
+            raise ValueError(f"{path} holds no model messages to replay")
+        super().__init__([ChatMessage.from_dict(m) for m in outputs])
+        self.path = path
+
+
+_TRANSIENT_ERRORS = (
+    "RateLimitError",
+    "Timeout",
+    "APIConnectionError",
+    "ServiceUnavailableError",
+    "InternalServerError",
+)
+
+
+class LiteLLMModel(Model):
+    """Any provider litellm knows (`"openai/gpt-4o-mini"`, `"anthropic/..."`, `"ollama/..."`).
+
+    Rate limits and transient failures are retried with exponential backoff and
+    jitter; `requests_per_minute` spaces calls out for providers with a quota.
+    """
+
+    supports_streaming = True
+
+    def __init__(
+        self,
+        model_id: str,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        *,
+        max_retries: int = 5,
+        requests_per_minute: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(model_id, str) or not model_id.strip():
+            raise ValueError("LiteLLMModel needs a model id such as 'openai/gpt-4o-mini'")
+        self.model_id = model_id
+        self.api_base = api_base
+        self.api_key = api_key
+        self.max_retries = max_retries
+        self.kwargs = kwargs
+        self._interval = 60.0 / requests_per_minute if requests_per_minute else 0.0
+        self._next_call = 0.0
+        self._pace_lock = threading.Lock()
+
+    def _completion_kwargs(
+        self, messages: Sequence[ChatMessage], stop_sequences: list[str] | None, tools: list[Tool] | None
+    ) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "model": self.model_id,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            **self.kwargs,
+        }
+        if stop_sequences:
+            kwargs["stop"] = stop_sequences
+        if tools:
+            kwargs["tools"] = [tool.to_json_schema() for tool in tools]
+            kwargs["tool_choice"] = "required"
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+        if self.api_key:
+            kwargs["api_key"] = self.api_key
+        return kwargs
+
+    def _wait_for_slot(self) -> None:
+        if not self._interval:
+            return
+        with self._pace_lock:
+            now = time.monotonic()
+            delay = self._next_call - now
+            self._next_call = max(now, self._next_call) + self._interval
+        if delay > 0:
+            time.sleep(delay)
+
+    def _call(self, **kwargs: Any) -> Any:
+        # codeward does not use litellm's price table: keep its import from fetching one over the network
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+        from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+        def transient(error: BaseException) -> bool:
+            return type(error).__name__ in _TRANSIENT_ERRORS
+
+        for attempt in Retrying(
+            retry=retry_if_exception(transient),
+            wait=wait_random_exponential(multiplier=1, max=60),
+            stop=stop_after_attempt(self.max_retries + 1),
+            reraise=True,
+        ):
+            with attempt:
+                self._wait_for_slot()
+                return litellm.completion(**kwargs)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def generate(
+        self,
+        messages: Sequence[ChatMessage],
+        stop_sequences: list[str] | None = None,
+        tools_to_call_from: list[Tool] | None = None,
+        **kwargs: Any,
+    ) -> ChatMessage:
+        response = self._call(**self._completion_kwargs(messages, stop_sequences, tools_to_call_from), **kwargs)
+        choice = response.choices[0].message
+        calls = [
+            ToolCall(c.function.name, _parse_arguments(c.function.arguments), c.id) for c in (choice.tool_calls or [])
+        ]
+        usage = getattr(response, "usage", None)
+        return ChatMessage(
+            "assistant",
+            choice.content,
+            calls or None,
+            TokenUsage(usage.prompt_tokens, usage.completion_tokens) if usage else None,
+        )
+
+    def generate_stream(
+        self,
+        messages: Sequence[ChatMessage],
+        stop_sequences: list[str] | None = None,
+        tools_to_call_from: list[Tool] | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatMessageStreamDelta]:
+        request = self._completion_kwargs(messages, stop_sequences, tools_to_call_from)
+        stream = self._call(**request, stream=True, stream_options={"include_usage": True}, **kwargs)
+        for chunk in stream:
+            usage = getattr(chunk, "usage", None)
+            if usage:
+                yield ChatMessageStreamDelta(token_usage=TokenUsage(usage.prompt_tokens, usage.completion_tokens))
+            if chunk.choices and chunk.choices[0].delta and chunk.choices[0].delta.content:
+                yield ChatMessageStreamDelta(content=chunk.choices[0].delta.content)
+
+
+def _parse_arguments(arguments: Any) -> Any:
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except json.JSONDecodeError:
+            return arguments
+    return arguments

@@ -1,0 +1,77 @@
+"""Models: scripted, replayed, and litellm against a real OpenAI-protocol server on loopback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from codeward import ChatMessage, LiteLLMModel, ModelError, ReplayModel, ScriptedModel
+from tests.platform.openai_server import ChatServer
+
+USER = [ChatMessage("user", "Say hello")]
+
+
+def test_scripted_model_plays_in_order_cuts_at_stop_sequences_and_counts_tokens():
+    model = ScriptedModel(["one <code>x</code> tail", "two"])
+    first = model.generate(USER, stop_sequences=["</code>"])
+    assert first.content == "one <code>x"
+    assert first.token_usage.input_tokens > 0 and first.token_usage.output_tokens > 0
+    assert model.generate(USER).content == "two"
+    assert model.calls == [USER, USER]
+
+
+def test_scripted_model_says_when_it_runs_out():
+    model = ScriptedModel(["only"])
+    model.generate(USER)
+    with pytest.raises(ModelError, match="holds 1 and was asked for number 2"):
+        model.generate(USER)
+
+
+def test_scripted_model_refuses_a_bare_string():
+    with pytest.raises(TypeError, match="list of responses"):
+        ScriptedModel("final_answer(1)")
+
+
+def test_replay_model_explains_bad_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no saved run"):
+        ReplayModel(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match="invalid JSON"):
+        ReplayModel(bad)
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"steps": [{"type": "task", "task": "t"}]}))
+    with pytest.raises(ValueError, match="no model messages"):
+        ReplayModel(empty)
+
+
+def test_litellm_model_talks_to_an_openai_compatible_server():
+    with ChatServer(["Hello there <code>stop here"]) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.url, api_key="test-key")
+        message = model.generate(USER, stop_sequences=["<code>"])
+    assert message.content.strip() == "Hello there"
+    assert (message.token_usage.input_tokens, message.token_usage.output_tokens) == (11, 7)
+    assert server.requests[0]["messages"] == [{"role": "user", "content": "Say hello"}]
+    assert server.requests[0]["stop"] == ["<code>"]
+
+
+def test_litellm_model_retries_rate_limits_with_backoff():
+    with ChatServer(["finally"], fail_first=2) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.url, api_key="k", num_retries=0)
+        message = model.generate(USER)
+    assert message.content == "finally"
+    assert len(server.requests) == 3
+
+
+def test_litellm_model_streams_deltas_and_usage():
+    with ChatServer(["one two three"]) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.url, api_key="k")
+        deltas = list(model.generate_stream(USER))
+    assert "".join(d.content or "" for d in deltas) == "one two three"
+    assert any(d.token_usage and d.token_usage.output_tokens == 7 for d in deltas)
+
+
+def test_litellm_model_needs_a_model_id():
+    with pytest.raises(ValueError, match="needs a model id"):
+        LiteLLMModel("")
