@@ -1,0 +1,45 @@
+"""The built-in demo: a recorded model solves a small multi-step task in a real sandbox.
+
+The task uses `additional_args` and a tool, and the recording includes a
+mistake the model recovers from, so one run shows the whole lifecycle.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from codeward.platform.tools import tool
+
+__all__ = ["DEMO_TASK", "DEMO_VARIABLES", "forecast", "recording_path"]
+
+DEMO_TASK = (
+    "Which of the given cities will be warmest tomorrow, and how many degrees warmer "
+    "is it than the coldest of them?"
+)
+DEMO_VARIABLES: dict[str, Any] = {"cities": ["Oslo", "Rome", "Cairo", "Lima"]}
+
+_FORECASTS = {
+    "Oslo": {"high": 3.5, "low": -2.0, "sky": "snow"},
+    "Rome": {"high": 16.0, "low": 8.5, "sky": "clear"},
+    "Cairo": {"high": 24.5, "low": 14.0, "sky": "clear"},
+    "Lima": {"high": 22.0, "low": 17.5, "sky": "cloudy"},
+}
+
+
+@tool
+def forecast(city: str) -> dict:
+    """Tomorrow's forecast for a city (the demo's built-in table, not a live service).
+
+    Args:
+        city: The city's name, e.g. "Rome".
+    """
+    if city not in _FORECASTS:
+        raise KeyError(f"no forecast for {city!r}; known cities: {', '.join(_FORECASTS)}")
+    return dict(_FORECASTS[city])
+
+
+def recording_path() -> Path:
+    """The saved run the demo's ReplayModel plays."""
+    return Path(str(resources.files("codeward.demo").joinpath("recording.json")))

@@ -1,0 +1,32 @@
+"""`codeward demo`, run as a user runs it: the real command in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def codeward(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": SRC, "COLUMNS": "120"}
+    return subprocess.run(
+        [sys.executable, "-m", "codeward.cli", *args], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def test_demo_runs_the_recorded_task_in_the_local_sandbox():
+    done = codeward("demo")
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "The model in this demo is a recording" in done.stdout
+    assert "KeyError" in done.stdout  # the recorded mistake, really raised by the sandbox
+    assert "Cairo will be warmest at 24.5 °C, 21.0 °C warmer than Oslo." in done.stdout
+
+
+def test_demo_with_an_unknown_executor_says_which_exist():
+    done = codeward("demo", "--executor", "nope")
+    assert done.returncode == 2
+    assert "unknown executor 'nope'" in done.stdout and "'local'" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
