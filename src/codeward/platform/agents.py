@@ -217,6 +217,7 @@ class MultiStepAgent:
         max_steps = self.max_steps if max_steps is None else max_steps
         if not isinstance(max_steps, int) or max_steps < 1:
             raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+        started = Timing()
         self.task = task
         if additional_args:
             self._check_variable_names(additional_args)
@@ -232,7 +233,6 @@ class MultiStepAgent:
         events = self._run_stream(self.task, max_steps, images, streaming=stream)
         if stream:
             return events
-        started = Timing()
         final_step = None
         for event in events:
             final_step = event

@@ -122,9 +122,9 @@ class ActionStep(MemoryStep):
 
     def to_messages(self, summary_mode: bool = False) -> list[ChatMessage]:
         messages = []
-        if self.model_output and not summary_mode:
+        if self.model_output and self.model_output.strip() and not summary_mode:
             messages.append(ChatMessage("assistant", self.model_output.strip()))
-        if self.tool_calls and not self.code_action:
+        elif self.tool_calls and not self.code_action:
             calls = [call.to_dict() for call in self.tool_calls]
             messages.append(ChatMessage("assistant", "Calling tools:\n" + json.dumps(calls, default=str)))
         if self.observations is not None:
