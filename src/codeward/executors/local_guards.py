@@ -22,12 +22,15 @@ from typing import Any
 from codeward.executors.data_policy import DataPolicy
 from codeward.executors.local_imports import REFUSED, ImportGate, SandboxViolation
 from codeward.executors.local_limits import Limits, TimeLimitReached, ticking_itertools
-from codeward.executors.restricted_policy import FORBIDDEN_ATTRIBUTES
+from codeward.executors.restricted_policy import FORBIDDEN_ATTRIBUTES, READABLE_DUNDERS
 
 __all__ = ["Guards", "SANDBOX_MODULE"]
 
 #: `__name__` of the sandbox's globals, hence `__module__` of the model's classes.
-SANDBOX_MODULE = "__sandbox__"
+#: An empty module of that name sits in `sys.modules` because `dataclasses`
+#: looks a class's module up there; it holds nothing.
+SANDBOX_MODULE = "__codeward_sandbox__"
+sys.modules.setdefault(SANDBOX_MODULE, ModuleType(SANDBOX_MODULE, "Placeholder for classes defined in codeward's local sandbox."))
 
 _STRING_METHODS = frozenset({"ljust", "rjust", "center", "zfill", "expandtabs", "replace"})
 _FORMAT_METHODS = frozenset({"format", "format_map"})
@@ -122,7 +125,7 @@ class Guards:
         """The `getattr` builtin: names are checked at run time, since they are data."""
         if not isinstance(name, str):
             raise TypeError(f"attribute name must be a string, not {type(name).__name__}")
-        if name.startswith("_") or name in FORBIDDEN_ATTRIBUTES:
+        if (name.startswith("_") and name not in READABLE_DUNDERS) or name in FORBIDDEN_ATTRIBUTES:
             raise SandboxViolation(f"the attribute {name!r} is not available in the sandbox")
         try:
             value = getattr(obj, name)

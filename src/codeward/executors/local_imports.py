@@ -47,6 +47,7 @@ _DANGEROUS_BUILTINS = (
     "open", "eval", "exec", "compile", "__import__", "input", "breakpoint", "globals", "locals",
     "vars", "help", "exit", "quit", "getattr", "setattr", "delattr", "memoryview", "__build_class__",
 )
+_MACHINE_TOPS = frozenset(name.lstrip("_") for name in _MACHINE_MODULES)
 _PLAIN_VALUES = (str, bytes, int, float, bool, type(None), tuple, frozenset, complex)
 _INTERNAL_TYPES = (FrameType, TracebackType, CodeType)
 
@@ -66,8 +67,11 @@ def _machine_objects() -> dict[int, tuple[Any, str]]:
             except ImportError:
                 continue
         for value in vars(module).values():
-            if not isinstance(value, _PLAIN_VALUES):
-                found.setdefault(id(value), (value, name))
+            if isinstance(value, (ModuleType, *_PLAIN_VALUES)):
+                continue
+            if callable(value) and _top(getattr(value, "__module__", None)) not in _MACHINE_TOPS:
+                continue  # a re-export, such as pickle's copy of itertools.islice
+            found.setdefault(id(value), (value, name))
     for name in _DANGEROUS_BUILTINS:
         value = getattr(builtins, name, None)
         if value is not None:
@@ -223,6 +227,10 @@ class ImportGate:
                 f"{label!r} belongs to the module {entry[1]!r}, which is not available in the sandbox"
             )
         return value
+
+
+def _top(module_name: object) -> str:
+    return module_name.split(".")[0].lstrip("_") if isinstance(module_name, str) else ""
 
 
 def _valid_entry(entry: str) -> bool:

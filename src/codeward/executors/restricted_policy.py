@@ -24,7 +24,7 @@ from types import CodeType
 
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
 
-__all__ = ["CodeRefused", "compile_block", "RESULT_NAME", "FORBIDDEN_ATTRIBUTES", "MAX_FORMAT_WIDTH"]
+__all__ = ["FORBIDDEN_ATTRIBUTES", "MAX_FORMAT_WIDTH", "READABLE_DUNDERS", "RESULT_NAME", "CodeRefused", "compile_block"]
 
 #: Where the value of the block's last expression is left for the executor.
 RESULT_NAME = "_result_"
@@ -47,6 +47,14 @@ ALLOWED_DUNDERS = frozenset(
     "__add__ __radd__ __iadd__ __sub__ __rsub__ __isub__ __mul__ __rmul__ __imul__ "
     "__truediv__ __rtruediv__ __floordiv__ __mod__ __neg__ __pos__ __abs__ __bool__ "
     "__int__ __float__ __call__ __enter__ __exit__".split()
+)
+
+#: Special attributes the code may read: its own special methods (for
+#: ``super().__init__(...)``) and names. Item access dunders are not here, since
+#: calling them directly would skip the item guard.
+READABLE_DUNDERS = frozenset(
+    "__init__ __post_init__ __name__ __qualname__ __doc__ __str__ __repr__ __eq__ __ne__ "
+    "__lt__ __le__ __gt__ __ge__ __hash__ __len__ __contains__ __enter__ __exit__".split()
 )
 
 #: Format-spec widths and precisions above this are refused (they allocate).
@@ -114,7 +122,8 @@ class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
         return node
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-        if node.attr.startswith("_"):
+        readable = node.attr in READABLE_DUNDERS and isinstance(node.ctx, ast.Load)
+        if node.attr.startswith("_") and not readable:
             self.error(
                 node,
                 f'attributes starting with "_" are not allowed ({node.attr!r}); '
@@ -173,6 +182,9 @@ class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
                 "write it out, e.g. x[k] = x[k] * y",
             )
         return node
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
+        return self.node_contents_visit(node)
 
     def visit_Nonlocal(self, node: ast.Nonlocal) -> ast.AST:
         for name in node.names:
