@@ -24,7 +24,8 @@ def attack(canary: Path):
 
 def run_attack(code: str, canary: Path, **options) -> ExecutionError:
     """Run `code`; it must fail with a clear error, leave no trace, and leave the executor usable."""
-    with LocalExecutor(timeout_seconds=5, **options) as executor:
+    options.setdefault("timeout_seconds", 5)
+    with LocalExecutor(**options) as executor:
         with pytest.raises(ExecutionError) as info:
             executor.run(code.replace("CANARY", str(canary)))
         assert executor.run("1 + 1").output == 2, "the executor must stay usable after an attack"
