@@ -219,3 +219,17 @@ def test_async_code_is_refused(attack):
 
 def test_except_star_is_refused(attack):
     attack("try:\n    pass\nexcept* ValueError:\n    pass")
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "type(int)('X', (), {'__del__': lambda self: None})",
+        "type(type(1))('X', (), {})",
+        "class Meta(type):\n    pass",
+        "import collections\ntype(collections.abc.Sized)",
+    ],
+    ids=lambda c: c[:40],
+)
+def test_metaclasses_cannot_build_classes_with_special_methods(code, attack):
+    attack(code)

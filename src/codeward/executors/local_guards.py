@@ -82,6 +82,7 @@ class Guards:
         self.globals = sandbox_globals
         self.formatter = _SafeFormatter(self)
         self.tool_types: tuple[type, ...] = ()
+        self.own_types: set[type] = set()
         self.data_policy: DataPolicy | None = None
 
     # Attribute and item access ---------------------------------------------
@@ -159,6 +160,18 @@ class Guards:
         return self.gate.vet(obj[key])
 
     # Writes --------------------------------------------------------------
+    def make_write(self) -> Callable[[Any], Any]:
+        """``_write_``; instances of the code's own classes pass on a set lookup."""
+        own_types = self.own_types
+        check = self.write
+
+        def guarded_write(obj: Any) -> Any:
+            if type(obj) in own_types:
+                return obj
+            return check(obj)
+
+        return guarded_write
+
     def write(self, obj: Any) -> Any:
         """Attributes may be set on the code's own objects and on data objects, not on
         modules, classes and functions that came from outside (that would change the host)."""
@@ -171,6 +184,8 @@ class Guards:
             raise SandboxViolation(f"cannot set attributes on {_describe(obj)}: it belongs to the host")
         if id(obj) in self.gate.machine:
             raise SandboxViolation(f"cannot set attributes on {_describe(obj)}: it belongs to the host")
+        if kind.__module__ == SANDBOX_MODULE:
+            self.own_types.add(kind)
         return obj
 
     def setattr(self, obj: Any, name: str, value: Any) -> None:
@@ -200,14 +215,14 @@ class Guards:
         names = {name: getattr(builtins, name) for name in _SAFE_BUILTIN_NAMES + _exception_names()}
         limits = self.limits
         names.update(
-            __build_class__=builtins.__build_class__,
+            __build_class__=_build_class,
             __import__=self.gate.import_module,
             print=print_function,
             getattr=self.getattr,
             hasattr=self.hasattr,
             setattr=self.setattr,
             delattr=self.delattr,
-            type=_type_of,
+            type=type_of,
             format=limits.format,
             pow=limits.pow,
             range=limits.range,
@@ -223,7 +238,7 @@ class Guards:
         return {
             "_getattr_": self.make_getattr(),
             "_getitem_": self.make_getitem(),
-            "_write_": self.write,
+            "_write_": self.make_write(),
             "_slice_": slice,
             "_handled_": self.handled,
             "_mul_": limits.mul,
@@ -286,11 +301,25 @@ class Guards:
         return lambda name: table.get(name, {})
 
 
-def _type_of(*args: Any) -> type:
-    """`type(x)`; the three-argument form would build classes with any special method."""
+def type_of(*args: Any) -> Any:
+    """`type(x)`. The three-argument form, and metaclasses reached as the type of a
+    class, would build classes with any special method (`__del__`), so they are not given."""
     if len(args) != 1:
         raise SandboxViolation("type() takes one argument here; define classes with a class statement")
-    return type(args[0])
+    kind = type(args[0])
+    if kind is type:
+        return type_of
+    if issubclass(kind, type):
+        raise SandboxViolation(f"the metaclass of {args[0].__name__!r} is not available in the sandbox")
+    return kind
+
+
+def _build_class(function: Any, name: str, *bases: Any, **keywords: Any) -> type:
+    """The class statement, refusing metaclasses made by subclassing `type`."""
+    for base in bases:
+        if base is type_of or (isinstance(base, type) and issubclass(base, type)):
+            raise SandboxViolation(f"class {name} cannot derive from type; metaclasses are not allowed")
+    return builtins.__build_class__(function, name, *bases, **keywords)  # type: ignore[no-any-return]
 
 
 def _describe(obj: Any) -> str:
