@@ -101,3 +101,27 @@ def test_regex_work_is_bounded_by_the_timeout_for_python_level_loops(attack):
         max_memory_bytes=None,
     )
     assert isinstance(error, ExecutionTimeout)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        # a loop variable rebound elsewhere in the function is no longer a certain int
+        "def f():\n    for i in range(1):\n        pass\n    i = '%10000000000d'\n    return i % 1\nf()",
+        # at module level a function called in the loop can rebind the name
+        "def g():\n    global i\n    i = '%10000000000d'\nfor i in range(1):\n    g()\n    i % 1",
+        # a nested function can rebind it with nonlocal
+        "def f():\n    def g():\n        nonlocal i\n        i = 'ab'\n    for i in range(1):\n        g()\n        i * 10**12\nf()",
+        # a comprehension clause rebinding the variable
+        "[i * 10**12 for i in range(1) for i in ['ab']]",
+    ],
+    ids=["rebound-local", "global-rebind", "nonlocal-rebind", "comprehension-rebind"],
+)
+def test_unguarded_int_operators_cannot_be_tricked(code, attack):
+    error = attack(code)
+    assert "the sandbox allows" in error.message or "not supported" in error.message
+
+
+def test_range_cannot_be_redefined(attack):
+    error = attack("range = lambda n: ['%10000000000d']")
+    assert "'range' cannot be redefined" in error.message

@@ -168,8 +168,8 @@ class LocalExecutor(Executor):
                 raise ValueError(f"variable name {name!r} is not a Python identifier")
             if name.startswith("_"):
                 raise ValueError(f"variable {name!r} starts with '_', which the code cannot read; rename it")
-            if name in self._tools:
-                raise ValueError(f"variable {name!r} has the name of a tool; rename it")
+            if name in self._tools or name == "range":
+                raise ValueError(f"variable {name!r} has the name of a tool or of range; rename it")
             self._globals[name] = value
 
     def send_tools(self, tools: dict[str, Tool]) -> None:

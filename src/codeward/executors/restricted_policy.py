@@ -24,6 +24,8 @@ from types import CodeType
 
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
 
+from codeward.executors.int_inference import comprehension_ints, function_ints
+
 __all__ = ["FORBIDDEN_ATTRIBUTES", "MAX_FORMAT_WIDTH", "READABLE_DUNDERS", "RESULT_NAME", "CodeRefused", "compile_block"]
 
 #: Where the value of the block's last expression is left for the executor.
@@ -109,6 +111,8 @@ class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
             return
         if name.startswith("_") and name != "_":
             self.error(node, f'names starting with "_" are not allowed here ({name!r}); use a public name')
+        elif name == "range":
+            self.error(node, "'range' cannot be redefined in the sandbox; pick another name")
         elif name in self.reserved:
             self.error(node, f"{name!r} is a tool and cannot be redefined; pick another name")
 
@@ -304,6 +308,26 @@ class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
 class Instrumenter(ast.NodeTransformer):
     """Adds ticks, operator size guards, signal re-raises and result capture."""
 
+    def __init__(self) -> None:
+        self.ints: list[frozenset[str]] = [frozenset()]  # names certainly ints, per scope
+
+    def _in_scope(self, node: ast.AST, ints: frozenset[str]) -> None:
+        self.ints.append(ints)
+        try:
+            self.generic_visit(node)
+        finally:
+            self.ints.pop()
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        self._in_scope(node, frozenset())
+        return node
+
+    def _visit_comprehension_scope(self, node: ast.AST) -> ast.AST:
+        self._in_scope(node, self.ints[-1] | comprehension_ints(node))
+        return node
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _visit_comprehension_scope
+
     def visit_For(self, node: ast.For) -> ast.AST:
         self.generic_visit(node)
         node.body.insert(0, _located(_tick(), node))
@@ -312,7 +336,7 @@ class Instrumenter(ast.NodeTransformer):
     visit_While = visit_For  # type: ignore[assignment]
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
-        self.generic_visit(node)
+        self._in_scope(node, function_ints(node))
         has_docstring = (
             node.body
             and isinstance(node.body[0], ast.Expr)
@@ -325,7 +349,7 @@ class Instrumenter(ast.NodeTransformer):
         return node
 
     def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
-        self.generic_visit(node)
+        self._in_scope(node, frozenset())
         node.body = _located(ast.BoolOp(op=ast.And(), values=[_call("_tick_"), node.body]), node.body)
         return node
 
@@ -342,7 +366,7 @@ class Instrumenter(ast.NodeTransformer):
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
         self.generic_visit(node)
         guard = _SIZED_OPERATORS.get(type(node.op))
-        if guard is None or _cannot_grow(node):
+        if guard is None or _cannot_grow(node, self.ints[-1]):
             return node
         return _located(_call(guard, node.left, node.right), node)
 
@@ -394,17 +418,31 @@ def _tick() -> ast.Expr:
 
 
 def _located(new: ast.AST, old: ast.AST) -> ast.AST:
-    ast.copy_location(new, old)
-    ast.fix_missing_locations(new)
-    return new
+    """Give `new` the position of `old` (children get theirs in one pass at the end)."""
+    return ast.copy_location(new, old)
 
 
-def _cannot_grow(node: ast.BinOp) -> bool:
-    """True when a float constant is an operand: the result is a number, never a huge one."""
+def _cannot_grow(node: ast.BinOp, ints: frozenset[str]) -> bool:
+    """True when the operation is on numbers only, so its result cannot be huge in one step:
+    a float constant times anything, or ``*`` and ``%`` between certain ints and int constants."""
     sides = (node.left, node.right)
+    if isinstance(node.op, ast.Mult) and any(_is_constant(side, float) for side in sides):
+        return True
+    if isinstance(node.op, ast.Mod):
+        return _is_int(node.left, ints)
     if isinstance(node.op, ast.Mult):
-        return any(isinstance(side, ast.Constant) and type(side.value) is float for side in sides)
+        return all(_is_int(side, ints) for side in sides)
     return False
+
+
+def _is_constant(node: ast.expr, kind: type) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is kind
+
+
+def _is_int(node: ast.expr, ints: frozenset[str]) -> bool:
+    return (isinstance(node, ast.Name) and node.id in ints) or (
+        _is_constant(node, int) and abs(node.value) < 1 << 64  # type: ignore[attr-defined]
+    )
 
 
 def _finally_escape(statement: ast.stmt) -> ast.stmt | None:
