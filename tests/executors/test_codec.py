@@ -18,6 +18,8 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -102,8 +104,44 @@ def same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-# Comparisons for third-party types, registered by test_codec_data (kept there, with those imports).
-_SAME_BY_MODULE: dict[str, Any] = {}
+def _same_numpy(a: Any, b: Any) -> bool:
+    if isinstance(a, np.dtype):
+        return a == b and a.descr == b.descr
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.dtype.kind in "OT":
+        return all(same(x, y) for x, y in zip(a.ravel().tolist(), b.ravel().tolist()))
+    return a.tobytes() == b.tobytes()  # bit-exact, nan payloads and -0.0 included
+
+
+def _same_pandas(a: Any, b: Any) -> bool:
+    checks = {pd.DataFrame: pd.testing.assert_frame_equal, pd.Series: pd.testing.assert_series_equal}
+    check = checks.get(type(a))
+    if check is None:
+        if isinstance(a, pd.Index):
+            check = pd.testing.assert_index_equal
+        else:  # Timestamp, Timedelta, NaT, NA
+            return repr(a) == repr(b) and (a is b or bool(a == b))
+    strict: dict[str, Any] = {"check_exact": True}
+    if check is pd.testing.assert_index_equal:
+        strict["exact"] = True
+    else:
+        strict.update(check_index_type=True, check_freq=True)
+    if check is pd.testing.assert_frame_equal:
+        strict["check_column_type"] = True
+    try:
+        check(a, b, **strict)
+    except AssertionError:
+        return False
+    return getattr(a.index, "freq", None) == getattr(b.index, "freq", None) if hasattr(a, "index") else True
+
+
+def _same_pil(a: Any, b: Any) -> bool:
+    return (a.mode, a.size, a.tobytes(), a.getpalette(), a.info) == (b.mode, b.size, b.tobytes(), b.getpalette(), b.info)
+
+
+_SAME_BY_MODULE = {"numpy": _same_numpy, "pandas": _same_pandas, "PIL": _same_pil}
 
 
 def round_trip(value: Any, **kw: Any) -> Any:
@@ -119,6 +157,9 @@ def assert_round_trip(value: Any) -> None:
 
 
 # ------------------------------------------------------------------ strategies
+
+# Hypothesis warns when it prints these (large, nested) strategies; the warning says nothing about the codec.
+pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
 
 fixed_offsets = st.builds(
     dt.timezone,

@@ -348,6 +348,15 @@ def _enc_dtype(dt: Any) -> Any:
 
 
 def _enc_pandas(e: _Encoder, v: Any) -> Any:
+    try:
+        return _enc_pandas_value(e, v)
+    except _Refused:
+        if not e.allow_pickle:
+            raise
+        return e.fallback(v)  # a frame with one column that cannot be carried travels whole, pickled
+
+
+def _enc_pandas_value(e: _Encoder, v: Any) -> Any:
     pd = sys.modules["pandas"]
     t = type(v)
     if t is pd.DataFrame:
