@@ -206,15 +206,16 @@ class _Encoder:
         out: Any = {} if plain else []
         enc = self.enc
         for k, x in mapping.items():
+            key = k if plain else self.key(k)
             try:
                 ex = enc(x)
-                if plain:
-                    out[k] = ex
-                else:
-                    out.append([self.key(k), ex])
             except _Refused as exc:
                 exc.path.append(fmt.format(k))
                 raise
+            if plain:
+                out[k] = ex
+            else:
+                out.append([key, ex])
         return out if plain else _tag("dict", v=out)
 
     def key(self, k: Any) -> Any:
