@@ -25,6 +25,7 @@ pandas and PIL only when a value of theirs is met.
 from __future__ import annotations
 
 import base64
+import binascii
 import dataclasses
 import datetime as _dt
 import enum
@@ -57,7 +58,7 @@ _PICKLE_HINT = (
 )
 # Ints above this many bits travel as hex: every Python parses them, whatever its
 # int-to-decimal-string digit limit (the minimum settable limit is 640 digits).
-_BIG_INT_BITS = 2000
+_INT_LIMIT = 2**2000
 
 
 class CodecError(TypeError):
@@ -158,6 +159,8 @@ class _Encoder:
         t = type(v)
         if t is str or t is bool or v is None:
             return v
+        if t is int:
+            return v if -_INT_LIMIT < v < _INT_LIMIT else _tag("int", hex=hex(v))
         encode = _ENCODERS.get(t)
         if encode is not None:
             return encode(self, v)
@@ -202,13 +205,16 @@ class _Encoder:
 
     def items(self, mapping: dict[Any, Any], fmt: str = "[{!r}]") -> Any:
         """A dict: a JSON object when its keys are plain str, else a list of pairs."""
-        plain = TAG not in mapping and all(type(k) is str for k in mapping)
+        plain = TAG not in mapping and set(map(type, mapping)) <= {str}
+        if plain and _is_plain(mapping.values()):
+            return mapping
         out: Any = {} if plain else []
         enc = self.enc
         for k, x in mapping.items():
             key = k if plain else self.key(k)
+            t = type(x)
             try:
-                ex = enc(x)
+                ex = x if t is str or t is bool or x is None else enc(x)
             except _Refused as exc:
                 exc.path.append(fmt.format(k))
                 raise
@@ -226,8 +232,28 @@ class _Encoder:
             raise
 
 
-def _enc_int(e: _Encoder, v: int) -> Any:
-    return v if v.bit_length() <= _BIG_INT_BITS else _tag("int", hex=hex(v))
+_JSON_SCALARS = frozenset({str, bool, type(None), int, float})
+
+
+def _is_plain(values: Any) -> bool:
+    """True when every item is a JSON scalar that needs no tag, so the container is sent as is.
+
+    Checked with C-level loops (map, set, all), which is what keeps plain data near `json` speed.
+    """
+    kinds = set(map(type, values))
+    if not kinds <= _JSON_SCALARS:
+        return False
+    if int in kinds or float in kinds:
+        numbers = values if kinds <= {int, float} else [x for x in values if type(x) is int or type(x) is float]
+        try:  # an int too big for a float overflows here, and takes the slow path
+            return all(map(math.isfinite, numbers)) and max(map(abs, numbers), default=0) < _INT_LIMIT
+        except OverflowError:
+            return False
+    return True
+
+
+def _enc_list(e: _Encoder, v: list[Any], fmt: str = "[{}]") -> Any:
+    return v if _is_plain(v) else e.each(v, fmt)
 
 
 def _enc_float(e: _Encoder, v: float) -> Any:
@@ -270,20 +296,19 @@ def _enc_tz_value(e: _Encoder, v: Any) -> Any:
 
 
 _ENCODERS: dict[type, Callable[[_Encoder, Any], Any]] = {
-    int: _enc_int,
     float: _enc_float,
-    list: lambda e, v: e.each(v),
+    list: _enc_list,
     dict: lambda e, v: e.items(v),
-    tuple: lambda e, v: _tag("tuple", v=e.each(v)),
-    set: lambda e, v: _tag("set", v=e.each(v, "{{item {}}}")),
-    frozenset: lambda e, v: _tag("frozenset", v=e.each(v, "{{item {}}}")),
+    tuple: lambda e, v: _tag("tuple", v=_enc_list(e, v)),
+    set: lambda e, v: _tag("set", v=_enc_list(e, list(v), "{{item {}}}")),
+    frozenset: lambda e, v: _tag("frozenset", v=_enc_list(e, list(v), "{{item {}}}")),
     bytes: lambda e, v: _tag("bytes", b64=_b64(v)),
     bytearray: lambda e, v: _tag("bytearray", b64=_b64(v)),
     complex: lambda e, v: _tag("complex", v=[_enc_float(e, v.real), _enc_float(e, v.imag)]),
     Decimal: lambda e, v: _tag("decimal", v=str(v)),
-    fractions.Fraction: lambda e, v: _tag("fraction", v=[_enc_int(e, v.numerator), _enc_int(e, v.denominator)]),
+    fractions.Fraction: lambda e, v: _tag("fraction", v=[e.enc(v.numerator), e.enc(v.denominator)]),
     uuid.UUID: lambda e, v: _tag("uuid", v=str(v)),
-    range: lambda e, v: _tag("range", v=[_enc_int(e, v.start), _enc_int(e, v.stop), _enc_int(e, v.step)]),
+    range: lambda e, v: _tag("range", v=[e.enc(v.start), e.enc(v.stop), e.enc(v.step)]),
     _dt.datetime: _enc_with_tz("datetime"),
     _dt.time: _enc_with_tz("time"),
     _dt.date: lambda e, v: _tag("date", v=v.isoformat()),
@@ -483,10 +508,13 @@ class _Decoder:
         return pickle.loads(_unb64(obj["b64"]))
 
 
+_STRICT_BASE64 = {"strict_mode": True} if sys.version_info >= (3, 11) else {}
+
+
 def _unb64(text: Any) -> bytes:
     if not isinstance(text, str):
         raise CodecError("binary payload is not a base64 string")
-    return base64.b64decode(text, validate=True)
+    return binascii.a2b_base64(text, **_STRICT_BASE64)
 
 
 def _dec_int(x: Any) -> int:
