@@ -6,6 +6,7 @@ nan kept, Decimal representation kept, order of dicts kept.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime as dt
 import enum
@@ -61,6 +62,9 @@ class Slotted:
     b: Any = dataclasses.field(default=None, compare=True)
 
 
+Pair = collections.namedtuple("Pair", ["left", "right"])
+
+
 def _same_float(a: float, b: float) -> bool:
     if math.isnan(a):
         return math.isnan(b)
@@ -84,9 +88,13 @@ def same(a: Any, b: Any) -> bool:
         return _same_float(a.real, b.real) and _same_float(a.imag, b.imag)
     if t is Decimal:
         return a.compare_total(b) == 0
-    if t in (list, tuple):
+    if isinstance(a, tuple):  # tuples and namedtuples
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if t is dict:
+    if t is list:
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if t is collections.deque:
+        return a.maxlen == b.maxlen and same(list(a), list(b))
+    if isinstance(a, dict):  # dict, OrderedDict, Counter: same items in the same order
         return len(a) == len(b) and all(same(ka, kb) and same(va, vb) for (ka, va), (kb, vb) in zip(a.items(), b.items()))
     if t in (set, frozenset):
         return len(a) == len(b) and all(any(same(x, y) for y in b) for x in a)
@@ -198,7 +206,11 @@ values = st.recursive(
     | st.sets(hashables, max_size=4)
     | st.frozensets(hashables, max_size=4)
     | st.builds(Point, inner, inner)
-    | st.builds(Slotted, st.integers(), inner),
+    | st.builds(Slotted, st.integers(), inner)
+    | st.builds(Pair, inner, inner)
+    | st.dictionaries(hashables, inner, max_size=4).map(collections.OrderedDict)
+    | st.dictionaries(hashables, st.integers(), max_size=4).map(collections.Counter)
+    | st.builds(collections.deque, st.lists(inner, max_size=4), st.none() | st.integers(4, 6)),
     max_leaves=20,
 )
 json_values = st.recursive(
@@ -255,7 +267,8 @@ def test_variables_round_trip(variables: dict[str, Any]) -> None:
         uuid.UUID(int=0), pathlib.PurePosixPath("/a/b"), pathlib.Path("rel/x"), pathlib.PureWindowsPath(r"C:\x\y"),
         range(0), range(-3, 10**30, 7),
         Color.PAIR, Level.HIGH, Perm.R | Perm.X, Point(Color.RED, {"k": (1, 2)}), Frozen("n", (Level.LOW,)),
-        Slotted(1, [Point(1)]),
+        Slotted(1, [Point(1)]), Pair(1, Pair((), None)), collections.OrderedDict([(2, "b"), ("$", "a")]),
+        collections.Counter("abracadabra"), collections.deque([1, (2,)], maxlen=5),
     ],
     ids=lambda v: type(v).__name__,
 )

@@ -91,6 +91,8 @@ def test_a_payload_naming_an_unimported_module_does_not_import_it(tmp_path: Path
         assert loads(json.dumps({"$": "dc", "cls": f"{name}:Thing", "f": {"a": 1}})) == {"a": 1}
     with pytest.warns(CodecWarning, match="not loaded here"):
         assert loads(json.dumps({"$": "enum", "cls": f"{name}:Kind", "name": "A", "v": 1})) == 1
+    with pytest.warns(CodecWarning, match="as a plain tuple"):
+        assert loads(json.dumps({"$": "nt", "cls": f"{name}:Pair", "v": [1, 2]})) == (1, 2)
     assert name not in sys.modules and not marker.exists()
 
 
@@ -124,7 +126,7 @@ def test_dataclasses_are_restored_without_running_their_code() -> None:
 
 @pytest.mark.parametrize("ref", ["os:system", "builtins:eval", "subprocess:Popen", "os:path.join", "nonsense", 7])
 def test_a_payload_cannot_name_functions_or_non_dataclasses(ref: Any) -> None:
-    with pytest.warns(CodecWarning, match="decoded the instance as a dict"):
+    with pytest.warns(CodecWarning, match="decoded it as a dict of its fields"):
         assert loads(json.dumps({"$": "dc", "cls": ref, "f": {"args": "id"}})) == {"args": "id"}
 
 

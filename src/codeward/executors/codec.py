@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import collections
 import dataclasses
 import datetime as _dt
 import enum
@@ -172,6 +173,8 @@ class _Encoder:
         if dataclasses.is_dataclass(v) and not isinstance(v, type):
             fields = {f.name: getattr(v, f.name) for f in dataclasses.fields(v)}
             return _tag("dc", cls=_class_ref(type(v)), f=self.items(fields, ".{}"))
+        if isinstance(v, tuple) and "_fields" in vars(type(v)):  # a namedtuple
+            return _tag("nt", cls=_class_ref(type(v)), v=self.each(v))
         module = type(v).__module__ or ""
         for prefix, encode in _LAZY_ENCODERS:
             if module == prefix or module.startswith(prefix + "."):
@@ -313,6 +316,9 @@ _ENCODERS: dict[type, Callable[[_Encoder, Any], Any]] = {
     _dt.time: _enc_with_tz("time"),
     _dt.date: lambda e, v: _tag("date", v=v.isoformat()),
     _dt.timedelta: lambda e, v: _tag("timedelta", v=_td_parts(v)),
+    collections.OrderedDict: lambda e, v: _tag("odict", v=e.items(v)),
+    collections.Counter: lambda e, v: _tag("counter", v=e.items(v)),
+    collections.deque: lambda e, v: _tag("deque", v=_enc_list(e, list(v)), maxlen=v.maxlen),
     _dt.timezone: _enc_tz_value,
     zoneinfo.ZoneInfo: _enc_tz_value,
     **{cls: _enc_path for cls in (pathlib.PurePath, pathlib.PurePosixPath, pathlib.PureWindowsPath,
@@ -560,6 +566,12 @@ def _dec_str(x: Any) -> str:
     return x
 
 
+def _dec_dict(x: Any) -> dict[Any, Any]:
+    if type(x) is not dict:
+        raise CodecError(f"expected a mapping, got {type(x).__name__}")
+    return x
+
+
 def _dec_td(x: Any) -> _dt.timedelta:
     days, seconds, micros = (_dec_int(p) for p in _dec_list(x))
     return _dt.timedelta(days=days, seconds=seconds, microseconds=micros)
@@ -609,6 +621,15 @@ def _dec_path(d: _Decoder, obj: dict[str, Any]) -> pathlib.PurePath:
         return pure(_dec_str(obj["v"]))
 
 
+def _decoded_plainer(ref: Any, kind: str, as_what: str) -> None:
+    warnings.warn(
+        f"{kind} {ref!r} is not loaded here, or differs from the one that was sent (the codec never imports "
+        f"modules named by a payload); decoded it as {as_what}. Import its module before decoding to get it back.",
+        CodecWarning,
+        stacklevel=4,
+    )
+
+
 def _dec_enum(d: _Decoder, obj: dict[str, Any]) -> Any:
     cls, value, name = _resolve_class(obj["cls"]), obj["v"], obj.get("name")
     if cls is not None and issubclass(cls, enum.Enum):
@@ -622,12 +643,7 @@ def _dec_enum(d: _Decoder, obj: dict[str, Any]) -> Any:
             member = cls(value)
         if member is not None:
             return member
-    warnings.warn(
-        f"enum class {obj['cls']!r} is not loaded here (the codec never imports modules named by a payload); "
-        "decoded the member as its plain value",
-        CodecWarning,
-        stacklevel=2,
-    )
+    _decoded_plainer(obj["cls"], "enum class", "the member's plain value")
     return value
 
 
@@ -647,13 +663,17 @@ def _dec_dataclass(d: _Decoder, obj: dict[str, Any]) -> Any:
         for name, value in fields.items():
             object.__setattr__(instance, name, value)
         return instance
-    warnings.warn(
-        f"dataclass {obj['cls']!r} is not loaded here, or its fields differ (the codec never imports modules "
-        "named by a payload); decoded the instance as a dict of its fields",
-        CodecWarning,
-        stacklevel=2,
-    )
+    _decoded_plainer(obj["cls"], "dataclass", "a dict of its fields")
     return fields
+
+
+def _dec_namedtuple(d: _Decoder, obj: dict[str, Any]) -> Any:
+    items = _dec_list(obj["v"])
+    cls = _resolve_class(obj["cls"])
+    if cls is not None and issubclass(cls, tuple) and len(vars(cls).get("_fields", ())) == len(items):
+        return tuple.__new__(cls, items)  # bypasses the class's own __new__, like pickle's copyreg path
+    _decoded_plainer(obj["cls"], "namedtuple", "a plain tuple")
+    return tuple(items)
 
 
 def _import(name: str) -> Any:
@@ -842,6 +862,10 @@ _DECODERS: dict[str, Callable[[_Decoder, dict[str, Any]], Any]] = {
     "path": _dec_path,
     "enum": _dec_enum,
     "dc": _dec_dataclass,
+    "nt": _dec_namedtuple,
+    "odict": lambda d, o: collections.OrderedDict(_dec_dict(o["v"])),
+    "counter": lambda d, o: collections.Counter(_dec_dict(o["v"])),
+    "deque": lambda d, o: collections.deque(_dec_list(o["v"]), maxlen=o["maxlen"]),
     "pickle": lambda d, o: d.unpickle(o),
     "nd": _dec_ndarray,
     "npscalar": _dec_ndarray,
