@@ -17,15 +17,16 @@ import pickle
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import numpy as np
+import pandas as pd
 
-from codeward.executors.codec import dumps, loads  # noqa: E402
+from codeward.executors.codec import dumps, loads
 
 
 def median_seconds(fn: Callable[[], Any], repeat: int) -> float:
@@ -40,27 +41,34 @@ def median_seconds(fn: Callable[[], Any], repeat: int) -> float:
 
 def cases() -> dict[str, Any]:
     rng = np.random.default_rng(0)
-    records = [{"id": i, "name": f"user{i}", "score": i * 0.5, "tags": ["a", "b"], "active": i % 2 == 0}
-               for i in range(10_000)]
+    records = [
+        {"id": i, "name": f"user{i}", "score": i * 0.5, "tags": ["a", "b"], "active": i % 2 == 0} for i in range(10_000)
+    ]
     return {
         "JSON records (10k dicts)": records,
         "ints (100k)": list(range(100_000)),
         "mixed types (10k tuples)": [(i, dt.date(2020, 1, 1 + i % 28), {i, -i}, b"x") for i in range(10_000)],
         "float64 array (1M)": rng.standard_normal(1_000_000),
-        "DataFrame (100k x 5)": pd.DataFrame({
-            "i": np.arange(100_000), "f": rng.standard_normal(100_000),
-            "s": pd.array([f"s{i % 100}" for i in range(100_000)], dtype="str"),
-            "c": pd.Categorical(rng.choice(["x", "y", "z"], 100_000)),
-            "t": pd.date_range("2020", periods=100_000, freq="s", tz="UTC"),
-        }),
+        "DataFrame (100k x 5)": pd.DataFrame(
+            {
+                "i": np.arange(100_000),
+                "f": rng.standard_normal(100_000),
+                "s": pd.array([f"s{i % 100}" for i in range(100_000)], dtype="str"),
+                "c": pd.Categorical(rng.choice(["x", "y", "z"], 100_000)),
+                "t": pd.date_range("2020", periods=100_000, freq="s", tz="UTC"),
+            }
+        ),
     }
 
 
 def baseline(value: Any) -> tuple[str, Callable[[], Any], Callable[[], Any]] | None:
     if isinstance(value, np.ndarray):
         text = base64.b64encode(value.tobytes()).decode()
-        return ("base64 copy", lambda: base64.b64encode(value.tobytes()).decode(),
-                lambda: np.frombuffer(base64.b64decode(text), value.dtype))
+        return (
+            "base64 copy",
+            lambda: base64.b64encode(value.tobytes()).decode(),
+            lambda: np.frombuffer(base64.b64decode(text), value.dtype),
+        )
     if isinstance(value, list) and isinstance(value[0], (dict, int)):
         text = json.dumps(value)
         return "json", lambda: json.dumps(value), lambda: json.loads(text)
@@ -71,22 +79,33 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
-    print(f"{'case':28} {'op':6} {'codec ms':>9} {'pickle ms':>9} {'x pickle':>8} {'floor':>12} {'floor ms':>9} "
-          f"{'x floor':>8} {'size x pickle':>13}")
+    print(
+        f"{'case':28} {'op':6} {'codec ms':>9} {'pickle ms':>9} {'x pickle':>8} {'floor':>12} {'floor ms':>9} "
+        f"{'x floor':>8} {'size x pickle':>13}"
+    )
     for name, value in cases().items():
         text, blob = dumps(value), pickle.dumps(value, protocol=5)
         floor = baseline(value)
         ops = {
-            "dumps": (lambda: dumps(value), lambda: pickle.dumps(value, protocol=5), floor[1] if floor else None),
-            "loads": (lambda: loads(text), lambda: pickle.loads(blob), floor[2] if floor else None),
+            "dumps": (
+                lambda v=value: dumps(v),
+                lambda v=value: pickle.dumps(v, protocol=5),
+                floor[1] if floor else None,
+            ),
+            "loads": (lambda t=text: loads(t), lambda b=blob: pickle.loads(b), floor[2] if floor else None),
         }
         for op, (ours, theirs, floor_fn) in ops.items():
             t_ours, t_pickle = median_seconds(ours, args.repeat), median_seconds(theirs, args.repeat)
             t_floor = median_seconds(floor_fn, args.repeat) if floor_fn else None
-            floor_cols = (f"{floor[0]:>12} {t_floor * 1e3:9.2f} {t_ours / t_floor:8.2f}" if floor and t_floor
-                          else f"{'-':>12} {'-':>9} {'-':>8}")
-            print(f"{name:28} {op:6} {t_ours * 1e3:9.2f} {t_pickle * 1e3:9.2f} {t_ours / t_pickle:8.2f} {floor_cols} "
-                  f"{len(text) / len(blob):13.2f}")
+            floor_cols = (
+                f"{floor[0]:>12} {t_floor * 1e3:9.2f} {t_ours / t_floor:8.2f}"
+                if floor and t_floor
+                else f"{'-':>12} {'-':>9} {'-':>8}"
+            )
+            print(
+                f"{name:28} {op:6} {t_ours * 1e3:9.2f} {t_pickle * 1e3:9.2f} {t_ours / t_pickle:8.2f} {floor_cols} "
+                f"{len(text) / len(blob):13.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -74,7 +74,12 @@ def _same_float(a: float, b: float) -> bool:
 def _same_tz(a: Any, b: Any) -> bool:
     if a is None or b is None:
         return a is b
-    return type(a) is type(b) and a == b and a.tzname(None) == b.tzname(None) and getattr(a, "key", 0) == getattr(b, "key", 0)
+    return (
+        type(a) is type(b)
+        and a == b
+        and a.tzname(None) == b.tzname(None)
+        and getattr(a, "key", 0) == getattr(b, "key", 0)
+    )
 
 
 def same(a: Any, b: Any) -> bool:
@@ -95,7 +100,9 @@ def same(a: Any, b: Any) -> bool:
     if t is collections.deque:
         return a.maxlen == b.maxlen and same(list(a), list(b))
     if isinstance(a, dict):  # dict, OrderedDict, Counter: same items in the same order
-        return len(a) == len(b) and all(same(ka, kb) and same(va, vb) for (ka, va), (kb, vb) in zip(a.items(), b.items()))
+        return len(a) == len(b) and all(
+            same(ka, kb) and same(va, vb) for (ka, va), (kb, vb) in zip(a.items(), b.items())
+        )
     if t in (set, frozenset):
         return len(a) == len(b) and all(any(same(x, y) for y in b) for x in a)
     if t in (dt.datetime, dt.time):
@@ -146,7 +153,13 @@ def _same_pandas(a: Any, b: Any) -> bool:
 
 
 def _same_pil(a: Any, b: Any) -> bool:
-    return (a.mode, a.size, a.tobytes(), a.getpalette(), a.info) == (b.mode, b.size, b.tobytes(), b.getpalette(), b.info)
+    return (a.mode, a.size, a.tobytes(), a.getpalette(), a.info) == (
+        b.mode,
+        b.size,
+        b.tobytes(),
+        b.getpalette(),
+        b.info,
+    )
 
 
 _SAME_BY_MODULE = {"numpy": _same_numpy, "pandas": _same_pandas, "PIL": _same_pil}
@@ -172,51 +185,79 @@ pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
 fixed_offsets = st.builds(
     dt.timezone,
     st.timedeltas(min_value=dt.timedelta(hours=-23, minutes=-59), max_value=dt.timedelta(hours=23, minutes=59)),
-) | st.builds(dt.timezone, st.timedeltas(min_value=dt.timedelta(hours=-3), max_value=dt.timedelta(hours=3)),
-              st.text(st.characters(min_codepoint=65, max_codepoint=90), min_size=1, max_size=5))
+) | st.builds(
+    dt.timezone,
+    st.timedeltas(min_value=dt.timedelta(hours=-3), max_value=dt.timedelta(hours=3)),
+    st.text(st.characters(min_codepoint=65, max_codepoint=90), min_size=1, max_size=5),
+)
 time_zones = st.none() | st.just(dt.timezone.utc) | fixed_offsets | st.timezones()
 texts = st.text(st.characters(blacklist_categories=())) | st.just("$")  # lone surrogates included
 # Around the size where ints switch to hex, and far beyond the int-to-str digit limit.
-big_ints = st.builds(lambda n, bits: n * 2**bits, st.integers(-(2**64), 2**64), st.sampled_from([1936, 1990, 2000, 16000]))
+big_ints = st.builds(
+    lambda n, bits: n * 2**bits, st.integers(-(2**64), 2**64), st.sampled_from([1936, 1990, 2000, 16000])
+)
 ints = st.integers() | big_ints
-floats = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([0.0, -0.0, math.inf, -math.inf, math.nan, 5e-324])
+floats = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(
+    [0.0, -0.0, math.inf, -math.inf, math.nan, 5e-324]
+)
 
 hashable_scalars = (
-    st.none() | st.booleans() | ints | floats | texts | st.binary(max_size=20)
+    st.none()
+    | st.booleans()
+    | ints
+    | floats
+    | texts
+    | st.binary(max_size=20)
     | st.complex_numbers(allow_nan=True, allow_infinity=True)
-    | st.decimals(allow_nan=True, allow_infinity=True).filter(lambda d: not d.is_snan()) | st.fractions() | st.uuids()
-    | st.dates() | st.datetimes(timezones=time_zones, allow_imaginary=False) | st.times(timezones=time_zones)
-    | st.timedeltas() | st.sampled_from(list(Color) + list(Level) + [Perm.R | Perm.W, Perm(0)])
-    | st.builds(pathlib.PurePosixPath, st.text(max_size=10)) | st.builds(pathlib.PosixPath, st.text(max_size=10))
+    | st.decimals(allow_nan=True, allow_infinity=True).filter(lambda d: not d.is_snan())
+    | st.fractions()
+    | st.uuids()
+    | st.dates()
+    | st.datetimes(timezones=time_zones, allow_imaginary=False)
+    | st.times(timezones=time_zones)
+    | st.timedeltas()
+    | st.sampled_from(list(Color) + list(Level) + [Perm.R | Perm.W, Perm(0)])
+    | st.builds(pathlib.PurePosixPath, st.text(max_size=10))
+    | st.builds(pathlib.PosixPath, st.text(max_size=10))
     | st.builds(pathlib.PureWindowsPath, st.text(max_size=10))
     | st.builds(range, st.integers(-5, 5), st.integers(-5, 50), st.integers(1, 3))
     | time_zones.filter(lambda tz: tz is not None)
 )
 hashables = st.recursive(
     hashable_scalars,
-    lambda inner: st.lists(inner, max_size=3).map(tuple) | st.frozensets(inner, max_size=3)
-    | st.builds(Frozen, texts, st.lists(inner, max_size=2).map(tuple)),
+    lambda inner: (
+        st.lists(inner, max_size=3).map(tuple)
+        | st.frozensets(inner, max_size=3)
+        | st.builds(Frozen, texts, st.lists(inner, max_size=2).map(tuple))
+    ),
     max_leaves=8,
 )
 values = st.recursive(
     hashables | st.binary(max_size=20).map(bytearray) | st.decimals(allow_nan=True, allow_infinity=True),
-    lambda inner: st.lists(inner, max_size=4)
-    | st.lists(inner, max_size=4).map(tuple)
-    | st.dictionaries(hashables | texts, inner, max_size=4)
-    | st.sets(hashables, max_size=4)
-    | st.frozensets(hashables, max_size=4)
-    | st.builds(Point, inner, inner)
-    | st.builds(Slotted, st.integers(), inner)
-    | st.builds(Pair, inner, inner)
-    | st.dictionaries(hashables, inner, max_size=4).map(collections.OrderedDict)
-    | st.dictionaries(hashables, st.integers(), max_size=4).map(collections.Counter)
-    | st.builds(collections.deque, st.lists(inner, max_size=4), st.none() | st.integers(4, 6)),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=4).map(tuple)
+        | st.dictionaries(hashables | texts, inner, max_size=4)
+        | st.sets(hashables, max_size=4)
+        | st.frozensets(hashables, max_size=4)
+        | st.builds(Point, inner, inner)
+        | st.builds(Slotted, st.integers(), inner)
+        | st.builds(Pair, inner, inner)
+        | st.dictionaries(hashables, inner, max_size=4).map(collections.OrderedDict)
+        | st.dictionaries(hashables, st.integers(), max_size=4).map(collections.Counter)
+        | st.builds(collections.deque, st.lists(inner, max_size=4), st.none() | st.integers(4, 6))
+    ),
     max_leaves=20,
 )
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**200), 2**200) | st.floats(allow_nan=False, allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**200), 2**200)
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text().filter(lambda k: k != "$"), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text().filter(lambda k: k != "$"), inner, max_size=4)
+    ),
     max_leaves=20,
 )
 
@@ -250,25 +291,72 @@ def test_variables_round_trip(variables: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        -0.0, math.nan, math.inf, -math.inf, 5e-324, 1.7976931348623157e308,
-        2**2000, 2**2000 + 1, -(2**2001), 10**5000, -(10**5000),
-        "\ud800", "a\udfffb", "", "$", "\x00", "ünï😀",
-        b"", b"\x00\xff", bytearray(b"\x01"),
-        (), [], {}, set(), frozenset(), ((),), [[]], {"$": 1}, {"$": {"$": "tuple"}}, {"a": 1, "$": 2},
+        -0.0,
+        math.nan,
+        math.inf,
+        -math.inf,
+        5e-324,
+        1.7976931348623157e308,
+        2**2000,
+        2**2000 + 1,
+        -(2**2001),
+        10**5000,
+        -(10**5000),
+        "\ud800",
+        "a\udfffb",
+        "",
+        "$",
+        "\x00",
+        "ünï😀",
+        b"",
+        b"\x00\xff",
+        bytearray(b"\x01"),
+        (),
+        [],
+        {},
+        set(),
+        frozenset(),
+        ((),),
+        [[]],
+        {"$": 1},
+        {"$": {"$": "tuple"}},
+        {"a": 1, "$": 2},
         {(1, "a"): 1, frozenset({1, 2}): 2, 3: 3, None: 4, 1.5: 5, "s": 6},
         {True: "t", 2: "two"},
-        complex(-0.0, math.nan), complex(math.inf, -math.inf),
-        Decimal("NaN"), Decimal("-sNaN"), Decimal("-0E+3"), Decimal("1.2300"), Decimal("-Infinity"),
-        Fraction(-10**50, 3),
+        complex(-0.0, math.nan),
+        complex(math.inf, -math.inf),
+        Decimal("NaN"),
+        Decimal("-sNaN"),
+        Decimal("-0E+3"),
+        Decimal("1.2300"),
+        Decimal("-Infinity"),
+        Fraction(-(10**50), 3),
         dt.datetime(2021, 11, 7, 1, 30, fold=1, tzinfo=zoneinfo.ZoneInfo("America/New_York")),
         dt.datetime(2000, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=5, minutes=30, microseconds=7), "IST?")),
-        dt.datetime.min, dt.datetime.max, dt.date.min, dt.time(23, 59, 59, 999999, tzinfo=dt.timezone.utc),
-        dt.timedelta.min, dt.timedelta.max, dt.timezone.utc, zoneinfo.ZoneInfo("Asia/Kathmandu"),
-        uuid.UUID(int=0), pathlib.PurePosixPath("/a/b"), pathlib.Path("rel/x"), pathlib.PureWindowsPath(r"C:\x\y"),
-        range(0), range(-3, 10**30, 7),
-        Color.PAIR, Level.HIGH, Perm.R | Perm.X, Point(Color.RED, {"k": (1, 2)}), Frozen("n", (Level.LOW,)),
-        Slotted(1, [Point(1)]), Pair(1, Pair((), None)), collections.OrderedDict([(2, "b"), ("$", "a")]),
-        collections.Counter("abracadabra"), collections.deque([1, (2,)], maxlen=5),
+        dt.datetime.min,
+        dt.datetime.max,
+        dt.date.min,
+        dt.time(23, 59, 59, 999999, tzinfo=dt.timezone.utc),
+        dt.timedelta.min,
+        dt.timedelta.max,
+        dt.timezone.utc,
+        zoneinfo.ZoneInfo("Asia/Kathmandu"),
+        uuid.UUID(int=0),
+        pathlib.PurePosixPath("/a/b"),
+        pathlib.Path("rel/x"),
+        pathlib.PureWindowsPath(r"C:\x\y"),
+        range(0),
+        range(-3, 10**30, 7),
+        Color.PAIR,
+        Level.HIGH,
+        Perm.R | Perm.X,
+        Point(Color.RED, {"k": (1, 2)}),
+        Frozen("n", (Level.LOW,)),
+        Slotted(1, [Point(1)]),
+        Pair(1, Pair((), None)),
+        collections.OrderedDict([(2, "b"), ("$", "a")]),
+        collections.Counter("abracadabra"),
+        collections.deque([1, (2,)], maxlen=5),
     ],
     ids=lambda v: type(v).__name__,
 )

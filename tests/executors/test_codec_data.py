@@ -24,10 +24,14 @@ pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
 shapes = nps.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=4)
 plain_dtypes = (
     nps.boolean_dtypes()
-    | nps.integer_dtypes(endianness="?") | nps.unsigned_integer_dtypes(endianness="?")
-    | nps.floating_dtypes(endianness="?", sizes=(16, 32, 64, 128)) | nps.complex_number_dtypes(endianness="?")
-    | nps.datetime64_dtypes(endianness="?") | nps.timedelta64_dtypes(endianness="?")
-    | nps.byte_string_dtypes(min_len=1, max_len=4) | nps.unicode_string_dtypes(min_len=1, max_len=4)
+    | nps.integer_dtypes(endianness="?")
+    | nps.unsigned_integer_dtypes(endianness="?")
+    | nps.floating_dtypes(endianness="?", sizes=(16, 32, 64, 128))
+    | nps.complex_number_dtypes(endianness="?")
+    | nps.datetime64_dtypes(endianness="?")
+    | nps.timedelta64_dtypes(endianness="?")
+    | nps.byte_string_dtypes(min_len=1, max_len=4)
+    | nps.unicode_string_dtypes(min_len=1, max_len=4)
 )
 dtypes = plain_dtypes | nps.array_dtypes(plain_dtypes, min_size=1, max_size=3, allow_subarrays=True)
 
@@ -52,8 +56,12 @@ def test_numpy_scalars_keep_their_type(scalar_array: np.ndarray) -> None:
     assert type(back) is type(scalar) and same(scalar, back)
 
 
-@given(st.lists(st.none() | st.integers() | st.text() | st.tuples(st.floats()) | st.builds(Point, st.integers()),
-                max_size=6), shapes)
+@given(
+    st.lists(
+        st.none() | st.integers() | st.text() | st.tuples(st.floats()) | st.builds(Point, st.integers()), max_size=6
+    ),
+    shapes,
+)
 def test_object_arrays_are_carried_elementwise(items: list[Any], shape: tuple[int, ...]) -> None:
     array = np.empty(len(items), dtype=object)
     for i, item in enumerate(items):
@@ -71,11 +79,15 @@ def test_object_arrays_are_carried_elementwise(items: list[Any], shape: tuple[in
         np.zeros((0, 5, 0)),
         np.zeros((2, 0), dtype="U3"),
         np.array([(1, (2.0, 3.0))], dtype=np.dtype([("a", "u1"), ("b", "f4", (2,))], align=True)),
-        np.array([(1, 2)], dtype=np.dtype({"names": ["x", "y"], "formats": ["i2", "i2"], "offsets": [0, 4],
-                                          "itemsize": 8})),
+        np.array(
+            [(1, 2)], dtype=np.dtype({"names": ["x", "y"], "formats": ["i2", "i2"], "offsets": [0, 4], "itemsize": 8})
+        ),
         np.array([b"\x00\x01"], dtype="V2"),
         np.dtype([("a", "<i8"), ("b", ">U3", (2, 2))]),
-        np.float16(-0.0), np.longdouble(1) / 3, np.datetime64("2020-01-01T00:00:00.123456789"), np.str_("x"),
+        np.float16(-0.0),
+        np.longdouble(1) / 3,
+        np.datetime64("2020-01-01T00:00:00.123456789"),
+        np.str_("x"),
         np.array([(1, "a")], dtype=[("n", "i4"), ("s", "U2")])[0],
     ],
     ids=lambda v: f"{type(v).__name__}-{getattr(v, 'dtype', v)}",
@@ -105,27 +117,48 @@ def test_numpy_types_it_cannot_carry_are_refused_by_name() -> None:
 OSLO = zoneinfo.ZoneInfo("Europe/Oslo")
 # One strategy per column kind: builds a column of n values.
 column_kinds = {
-    "int64": lambda n: st.lists(st.integers(-(2**63), 2**63 - 1), min_size=n, max_size=n).map(lambda v: pd.array(np.array(v, dtype="int64"))),
-    "float": lambda n: st.lists(st.floats(), min_size=n, max_size=n).map(lambda v: pd.array(np.array(v, dtype="float64"))),
+    "int64": lambda n: st.lists(st.integers(-(2**63), 2**63 - 1), min_size=n, max_size=n).map(
+        lambda v: pd.array(np.array(v, dtype="int64"))
+    ),
+    "float": lambda n: st.lists(st.floats(), min_size=n, max_size=n).map(
+        lambda v: pd.array(np.array(v, dtype="float64"))
+    ),
     "bool": lambda n: st.lists(st.booleans(), min_size=n, max_size=n).map(lambda v: pd.array(np.array(v, dtype=bool))),
     "str": lambda n: st.lists(st.text() | st.none(), min_size=n, max_size=n).map(lambda v: pd.array(v, dtype="str")),
-    "string": lambda n: st.lists(st.text() | st.none(), min_size=n, max_size=n).map(lambda v: pd.array(v, dtype="string")),
-    "object": lambda n: st.lists(st.none() | st.integers() | st.text() | st.tuples(st.integers()), min_size=n, max_size=n)
-    .map(lambda v: _object_array(v)),
+    "string": lambda n: st.lists(st.text() | st.none(), min_size=n, max_size=n).map(
+        lambda v: pd.array(v, dtype="string")
+    ),
+    "object": lambda n: st.lists(
+        st.none() | st.integers() | st.text() | st.tuples(st.integers()), min_size=n, max_size=n
+    ).map(lambda v: _object_array(v)),
     "category": lambda n: st.lists(st.sampled_from(["a", "b", "c"]) | st.none(), min_size=n, max_size=n).flatmap(
-        lambda v: st.booleans().map(lambda ordered: pd.Categorical(v, categories=["c", "a", "b"], ordered=ordered))),
-    "Int64": lambda n: st.lists(st.integers(-(2**63), 2**63 - 1) | st.none(), min_size=n, max_size=n).map(lambda v: pd.array(v, dtype="Int64")),
-    "UInt8": lambda n: st.lists(st.integers(0, 255) | st.none(), min_size=n, max_size=n).map(lambda v: pd.array(v, dtype="UInt8")),
-    "Float32": lambda n: st.lists(st.floats(width=32, allow_nan=False) | st.none(), min_size=n, max_size=n).map(lambda v: pd.array(v, dtype="Float32")),
-    "boolean": lambda n: st.lists(st.booleans() | st.none(), min_size=n, max_size=n).map(lambda v: pd.array(v, dtype="boolean")),
-    "datetime-tz": lambda n: st.lists(st.datetimes(min_value=dt.datetime(1900, 1, 1), max_value=dt.datetime(2200, 1, 1)),
-                                      min_size=n, max_size=n).flatmap(
+        lambda v: st.booleans().map(lambda ordered: pd.Categorical(v, categories=["c", "a", "b"], ordered=ordered))
+    ),
+    "Int64": lambda n: st.lists(st.integers(-(2**63), 2**63 - 1) | st.none(), min_size=n, max_size=n).map(
+        lambda v: pd.array(v, dtype="Int64")
+    ),
+    "UInt8": lambda n: st.lists(st.integers(0, 255) | st.none(), min_size=n, max_size=n).map(
+        lambda v: pd.array(v, dtype="UInt8")
+    ),
+    "Float32": lambda n: st.lists(st.floats(width=32, allow_nan=False) | st.none(), min_size=n, max_size=n).map(
+        lambda v: pd.array(v, dtype="Float32")
+    ),
+    "boolean": lambda n: st.lists(st.booleans() | st.none(), min_size=n, max_size=n).map(
+        lambda v: pd.array(v, dtype="boolean")
+    ),
+    "datetime-tz": lambda n: st.lists(
+        st.datetimes(min_value=dt.datetime(1900, 1, 1), max_value=dt.datetime(2200, 1, 1)), min_size=n, max_size=n
+    ).flatmap(
         lambda v: st.sampled_from([OSLO, dt.timezone.utc, dt.timezone(dt.timedelta(hours=-5))]).map(
-            lambda tz: pd.array(pd.DatetimeIndex(v).tz_localize("UTC").tz_convert(tz)))),
-    "datetime": lambda n: st.lists(st.datetimes(min_value=dt.datetime(1900, 1, 1)), min_size=n, max_size=n)
-    .map(lambda v: pd.array(np.array(v, dtype="datetime64[us]"))),
-    "timedelta": lambda n: st.lists(st.timedeltas(max_value=dt.timedelta(days=10**5), min_value=dt.timedelta(days=-10**5)),
-                                    min_size=n, max_size=n).map(lambda v: pd.array(np.array(v, dtype="timedelta64[ns]"))),
+            lambda tz: pd.array(pd.DatetimeIndex(v).tz_localize("UTC").tz_convert(tz))
+        )
+    ),
+    "datetime": lambda n: st.lists(st.datetimes(min_value=dt.datetime(1900, 1, 1)), min_size=n, max_size=n).map(
+        lambda v: pd.array(np.array(v, dtype="datetime64[us]"))
+    ),
+    "timedelta": lambda n: st.lists(
+        st.timedeltas(max_value=dt.timedelta(days=10**5), min_value=dt.timedelta(days=-(10**5))), min_size=n, max_size=n
+    ).map(lambda v: pd.array(np.array(v, dtype="timedelta64[ns]"))),
 }
 
 
@@ -140,13 +173,22 @@ def _object_array(items: list[Any]) -> np.ndarray:
 def indexes(n: int) -> st.SearchStrategy[pd.Index]:
     names = st.none() | st.text(max_size=3) | st.tuples(st.integers(), st.text(max_size=2))
     return st.one_of(
-        st.builds(lambda start, step, name: pd.RangeIndex(start, start + n * step, step, name=name),
-                  st.integers(-5, 5), st.integers(1, 3), names),
-        st.sampled_from(sorted(column_kinds)).flatmap(lambda kind: column_kinds[kind](n)).flatmap(
-            lambda values: names.map(lambda name: pd.Index(values, dtype=values.dtype, name=name))),
+        st.builds(
+            lambda start, step, name: pd.RangeIndex(start, start + n * step, step, name=name),
+            st.integers(-5, 5),
+            st.integers(1, 3),
+            names,
+        ),
+        st.sampled_from(sorted(column_kinds))
+        .flatmap(lambda kind: column_kinds[kind](n))
+        .flatmap(lambda values: names.map(lambda name: pd.Index(values, dtype=values.dtype, name=name))),
         st.lists(st.tuples(st.integers(0, 3), st.sampled_from("xyz")), min_size=n, max_size=n).flatmap(
-            lambda tuples: st.tuples(names, names).map(lambda ns: pd.MultiIndex.from_tuples(tuples, names=list(ns)))
-            if n else st.just(pd.MultiIndex.from_arrays([[], []], names=["a", "b"]))),
+            lambda tuples: (
+                st.tuples(names, names).map(lambda ns: pd.MultiIndex.from_tuples(tuples, names=list(ns)))
+                if n
+                else st.just(pd.MultiIndex.from_arrays([[], []], names=["a", "b"]))
+            )
+        ),
         st.just(pd.date_range("2020-01-01", periods=n, freq="h", tz=OSLO, name="when")),
     )
 
@@ -156,14 +198,21 @@ def frames(draw: st.DrawFn) -> pd.DataFrame:
     n = draw(st.integers(0, 4))
     kinds = draw(st.lists(st.sampled_from(sorted(column_kinds)), max_size=5))
     columns = [draw(column_kinds[kind](n)) for kind in kinds]
-    names = draw(st.one_of(
-        st.lists(st.text(max_size=3), min_size=len(kinds), max_size=len(kinds)),  # duplicates allowed
-        st.just(list(range(len(kinds)))),
-        st.lists(st.tuples(st.text(max_size=2), st.integers()), min_size=len(kinds), max_size=len(kinds), unique=True)
-        .map(lambda ts: pd.MultiIndex.from_tuples(ts) if ts else pd.Index([], dtype=object)),
-    ))
+    names = draw(
+        st.one_of(
+            st.lists(st.text(max_size=3), min_size=len(kinds), max_size=len(kinds)),  # duplicates allowed
+            st.just(list(range(len(kinds)))),
+            st.lists(
+                st.tuples(st.text(max_size=2), st.integers()), min_size=len(kinds), max_size=len(kinds), unique=True
+            ).map(lambda ts: pd.MultiIndex.from_tuples(ts) if ts else pd.Index([], dtype=object)),
+        )
+    )
     frame = pd.DataFrame({i: pd.Series(c, dtype=c.dtype) for i, c in enumerate(columns)}, index=pd.RangeIndex(n))
-    frame.columns = names if isinstance(names, pd.Index) else pd.Index(names, dtype=object if names and isinstance(names[0], str) else None)
+    frame.columns = (
+        names
+        if isinstance(names, pd.Index)
+        else pd.Index(names, dtype=object if names and isinstance(names[0], str) else None)
+    )
     frame.index = draw(indexes(n))
     return frame
 
@@ -175,9 +224,15 @@ def test_dataframes_round_trip_with_dtypes_index_and_column_names(frame: pd.Data
 
 
 @settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow], deadline=None)
-@given(st.integers(0, 4).flatmap(lambda n: st.tuples(
-    st.sampled_from(sorted(column_kinds)).flatmap(lambda kind: column_kinds[kind](n)), indexes(n),
-    st.none() | st.text(max_size=3) | st.tuples(st.integers()))))
+@given(
+    st.integers(0, 4).flatmap(
+        lambda n: st.tuples(
+            st.sampled_from(sorted(column_kinds)).flatmap(lambda kind: column_kinds[kind](n)),
+            indexes(n),
+            st.none() | st.text(max_size=3) | st.tuples(st.integers()),
+        )
+    )
+)
 def test_series_round_trip_with_dtype_index_and_name(parts: tuple[Any, pd.Index, Any]) -> None:
     values, index, name = parts
     assert_round_trip(pd.Series(values, index=index, name=name, dtype=values.dtype))
@@ -187,10 +242,17 @@ def test_series_round_trip_with_dtype_index_and_name(parts: tuple[Any, pd.Index,
     "value",
     [
         pd.Timestamp("2020-10-25 00:30", tz="UTC").as_unit("s").tz_convert(OSLO),
-        pd.Timestamp("1677-09-22").as_unit("us"), pd.Timedelta(days=-3, microseconds=5), pd.NaT, pd.NA,
-        pd.RangeIndex(3, 30, 4, name=("r", 1)), pd.Index([], dtype="int8"), pd.DatetimeIndex(["2020-01-01"], freq="D"),
+        pd.Timestamp("1677-09-22").as_unit("us"),
+        pd.Timedelta(days=-3, microseconds=5),
+        pd.NaT,
+        pd.NA,
+        pd.RangeIndex(3, 30, 4, name=("r", 1)),
+        pd.Index([], dtype="int8"),
+        pd.DatetimeIndex(["2020-01-01"], freq="D"),
         pd.CategoricalIndex(["a", "b"], categories=["b", "a"], ordered=True, name="c"),
-        pd.Series([1, None], dtype="Int64", name=0), pd.DataFrame(), pd.DataFrame(index=[1, 2]),
+        pd.Series([1, None], dtype="Int64", name=0),
+        pd.DataFrame(),
+        pd.DataFrame(index=[1, 2]),
         pd.DataFrame({"a": [pd.Timestamp("2020", tz="UTC"), pd.NaT, None]}, dtype=object),
         pd.DataFrame([[1, 2]], columns=pd.Index(["x", "x"], name="dup")),
         {"frame": pd.DataFrame({"x": [1.5]}), ("series",): pd.Series([True])},
@@ -219,10 +281,15 @@ def images(draw: st.DrawFn) -> Image.Image:
     mode = draw(st.sampled_from(MODES))
     size = draw(st.tuples(st.integers(0, 9), st.integers(0, 9)))
     raw_length = len(Image.new(mode, size).tobytes())
-    image = Image.frombytes(mode, size, draw(st.binary(min_size=raw_length, max_size=raw_length))) if raw_length \
+    image = (
+        Image.frombytes(mode, size, draw(st.binary(min_size=raw_length, max_size=raw_length)))
+        if raw_length
         else Image.new(mode, size)
+    )
     if mode in ("P", "PA"):
-        image.putpalette(draw(st.lists(st.integers(0, 255), min_size=3, max_size=768).filter(lambda p: len(p) % 3 == 0)))
+        image.putpalette(
+            draw(st.lists(st.integers(0, 255), min_size=3, max_size=768).filter(lambda p: len(p) % 3 == 0))
+        )
         image.info["transparency"] = draw(st.integers(0, 255))
     return image
 

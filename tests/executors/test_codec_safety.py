@@ -71,7 +71,8 @@ def test_pickle_is_an_explicit_opt_in_for_what_cannot_be_carried() -> None:
 
 def _write_module(folder: Path, marker: Path) -> str:
     name = f"codec_bait_{uuid.uuid4().hex}"
-    (folder / f"{name}.py").write_text(textwrap.dedent(f"""
+    (folder / f"{name}.py").write_text(
+        textwrap.dedent(f"""
         import dataclasses, enum, pathlib
         pathlib.Path({str(marker)!r}).write_text("imported")
         @dataclasses.dataclass
@@ -79,11 +80,14 @@ def _write_module(folder: Path, marker: Path) -> str:
             a: int
         class Kind(enum.Enum):
             A = 1
-    """))
+    """)
+    )
     return name
 
 
-def test_a_payload_naming_an_unimported_module_does_not_import_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_payload_naming_an_unimported_module_does_not_import_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     marker = tmp_path / "imported"
     name = _write_module(tmp_path, marker)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -154,9 +158,19 @@ HUGE_CLAIMS = {
     "negative shape": {"$": "nd", "dtype": "<i1", "shape": [-1], "b64": ""},
     "image size": {"$": "image", "mode": "RGBA", "size": [10**5, 10**5], "b64": "AAAA", "palette": None},
     "image mode": {"$": "image", "mode": "XYZ", "size": [1, 1], "b64": "AAAA", "palette": None},
-    "pointer buffer": {"$": "nd", "dtype": "|O", "shape": [1], "order": "C", "b64": base64.b64encode(b"\x01" * 8).decode()},
-    "structured pointers": {"$": "nd", "dtype": {"names": ["p"], "formats": ["|O"], "offsets": [0], "titles": [None],
-                                                 "itemsize": 8, "aligned": False}, "shape": [1], "b64": "AAAAAAAAAAA="},
+    "pointer buffer": {
+        "$": "nd",
+        "dtype": "|O",
+        "shape": [1],
+        "order": "C",
+        "b64": base64.b64encode(b"\x01" * 8).decode(),
+    },
+    "structured pointers": {
+        "$": "nd",
+        "dtype": {"names": ["p"], "formats": ["|O"], "offsets": [0], "titles": [None], "itemsize": 8, "aligned": False},
+        "shape": [1],
+        "b64": "AAAAAAAAAAA=",
+    },
     "bad base64": {"$": "bytes", "b64": "not base64!"},
     "unknown tag": {"$": "eval", "v": "__import__('os')"},
     "tag not a string": {"$": ["tuple"], "v": []},
@@ -175,14 +189,31 @@ def test_hostile_payloads_fail_as_codec_errors(payload: Any) -> None:
         loads(json.dumps(payload))
 
 
-@pytest.mark.parametrize("text", [
-    "[" * 200_000 + "]" * 200_000,
-    '{"a":' * 200_000 + "1" + "}" * 200_000,
-    '{"$":"tuple","v":[' * 50_000 + "]}" * 50_000,
-    "1" * 20_000,  # beyond the int-to-decimal digit limit
-    "NaN", "[Infinity]", "{", "", "\x00",
-], ids=["deep lists", "deep dicts", "deep tags", "huge int literal", "nan literal", "inf literal", "truncated",
-        "empty", "nul"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 200_000 + "]" * 200_000,
+        '{"a":' * 200_000 + "1" + "}" * 200_000,
+        '{"$":"tuple","v":[' * 50_000 + "]}" * 50_000,
+        "1" * 20_000,  # beyond the int-to-decimal digit limit
+        "NaN",
+        "[Infinity]",
+        "{",
+        "",
+        "\x00",
+    ],
+    ids=[
+        "deep lists",
+        "deep dicts",
+        "deep tags",
+        "huge int literal",
+        "nan literal",
+        "inf literal",
+        "truncated",
+        "empty",
+        "nul",
+    ],
+)
 def test_malformed_or_deep_text_fails_as_codec_error(text: str) -> None:
     with pytest.raises(CodecError):
         loads(text)
@@ -243,7 +274,9 @@ def test_time_zones_it_cannot_carry_are_named() -> None:
         def utcoffset(self, when: Any) -> dt.timedelta:
             return dt.timedelta(0)
 
-    with pytest.raises(CodecError, match=r"value\[0\]: cannot carry <class 'datetime.datetime'> \(only datetime.timezone"):
+    with pytest.raises(
+        CodecError, match=r"value\[0\]: cannot carry <class 'datetime.datetime'> \(only datetime.timezone"
+    ):
         dumps([dt.datetime(2020, 1, 1, tzinfo=Custom())])
 
 
@@ -282,7 +315,11 @@ def test_the_module_source_runs_alone_without_codeward_numpy_or_pandas() -> None
     host_payload = encode_variables({"cfg": {"n": (1, 2), "when": __import__("datetime").date(2020, 1, 2)}})
     result = subprocess.run(
         [sys.executable, "-I", "-c", SANDBOX_SCRIPT, codec.__file__],
-        input=host_payload, capture_output=True, text=True, timeout=60, check=False,
+        input=host_payload,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)

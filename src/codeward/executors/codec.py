@@ -40,8 +40,9 @@ import types
 import uuid
 import warnings
 import zoneinfo
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 
 __all__ = [
     "CodecError",
@@ -187,7 +188,7 @@ class _Encoder:
             raise _Refused(v, reason)
         try:
             return _tag("pickle", b64=_b64(pickle.dumps(v, protocol=4)))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - pickling fails in many ways; each is a refusal
             raise _Refused(v, f"pickling it failed: {exc}") from None
 
     def each(self, values: Any, fmt: str = "[{}]") -> list[Any]:
@@ -321,8 +322,17 @@ _ENCODERS: dict[type, Callable[[_Encoder, Any], Any]] = {
     collections.deque: lambda e, v: _tag("deque", v=_enc_list(e, list(v)), maxlen=v.maxlen),
     _dt.timezone: _enc_tz_value,
     zoneinfo.ZoneInfo: _enc_tz_value,
-    **{cls: _enc_path for cls in (pathlib.PurePath, pathlib.PurePosixPath, pathlib.PureWindowsPath,
-                                  pathlib.Path, pathlib.PosixPath, pathlib.WindowsPath)},
+    **{
+        cls: _enc_path
+        for cls in (
+            pathlib.PurePath,
+            pathlib.PurePosixPath,
+            pathlib.PureWindowsPath,
+            pathlib.Path,
+            pathlib.PosixPath,
+            pathlib.WindowsPath,
+        )
+    },
 }
 
 
@@ -420,8 +430,12 @@ def _enc_pdarray(e: _Encoder, s: Any) -> Any:
     if isinstance(dt, np.dtype):
         return _enc_ndarray(e, s.to_numpy(), "nd")
     if isinstance(dt, pd.CategoricalDtype):
-        return _tag("pdcat", codes=_enc_ndarray(e, np.asarray(arr.codes), "nd"),
-                    categories=_enc_index(e, dt.categories), ordered=bool(dt.ordered))
+        return _tag(
+            "pdcat",
+            codes=_enc_ndarray(e, np.asarray(arr.codes), "nd"),
+            categories=_enc_index(e, dt.categories),
+            ordered=bool(dt.ordered),
+        )
     if isinstance(dt, pd.DatetimeTZDtype):
         utc = arr.tz_convert("UTC").tz_localize(None).to_numpy()
         return _tag("pddttz", v=_enc_ndarray(e, utc, "nd"), tz=_enc_tz(dt.tz))
@@ -430,8 +444,12 @@ def _enc_pdarray(e: _Encoder, s: Any) -> Any:
         return _tag("pdmask", data=_enc_ndarray(e, values, "nd"), mask=_enc_ndarray(e, arr.isna(), "nd"))
     if isinstance(dt, pd.StringDtype):
         na = getattr(dt, "na_value", pd.NA)
-        return _tag("pdstr", storage=dt.storage, na="NA" if na is pd.NA else "nan",
-                    v=e.each(arr.to_numpy(dtype=object, na_value=None).tolist()))
+        return _tag(
+            "pdstr",
+            storage=dt.storage,
+            na="NA" if na is pd.NA else "nan",
+            v=e.each(arr.to_numpy(dtype=object, na_value=None).tolist()),
+        )
     raise _Refused(s, f"pandas dtype {dt} is not carried")
 
 
@@ -440,8 +458,12 @@ def _enc_index(e: _Encoder, idx: Any) -> Any:
     if type(idx) is pd.RangeIndex:
         return _tag("pdrange", v=[idx.start, idx.stop, idx.step], name=e.enc(idx.name))
     if isinstance(idx, pd.MultiIndex):
-        return _tag("pdmulti", levels=[_enc_index(e, level) for level in idx.levels],
-                    codes=[_enc_ndarray(e, c, "nd") for c in idx.codes], names=e.each(idx.names))
+        return _tag(
+            "pdmulti",
+            levels=[_enc_index(e, level) for level in idx.levels],
+            codes=[_enc_ndarray(e, c, "nd") for c in idx.codes],
+            names=e.each(idx.names),
+        )
     freq = getattr(idx, "freqstr", None) if isinstance(idx, (pd.DatetimeIndex, pd.TimedeltaIndex)) else None
     return _tag("pdindex", v=_enc_pdarray(e, idx), name=e.enc(idx.name), freq=freq)
 
@@ -458,7 +480,11 @@ def _enc_pil(e: _Encoder, v: Any) -> Any:
         except _Refused:
             continue
     return _tag(
-        "image", mode=v.mode, size=list(v.size), b64=_b64(v.tobytes()), info=e.items(info) if info else None,
+        "image",
+        mode=v.mode,
+        size=list(v.size),
+        b64=_b64(v.tobytes()),
+        info=e.items(info) if info else None,
         palette=[palette.mode, v.getpalette(palette.mode)] if palette is not None else None,
     )
 
@@ -502,7 +528,7 @@ class _Decoder:
             return decode(self, obj)
         except CodecError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever a hostile payload breaks is a CodecError
             raise CodecError(f"malformed {tag!r} value in payload: {type(exc).__name__}: {exc}") from None
 
     def unpickle(self, obj: dict[str, Any]) -> Any:
@@ -604,8 +630,17 @@ def _dec_pair(p: Any) -> tuple[Any, Any]:
     return p[0], p[1]
 
 
-_PATH_CLASSES = {cls.__name__: cls for cls in (pathlib.PurePath, pathlib.PurePosixPath, pathlib.PureWindowsPath,
-                                               pathlib.Path, pathlib.PosixPath, pathlib.WindowsPath)}
+_PATH_CLASSES = {
+    cls.__name__: cls
+    for cls in (
+        pathlib.PurePath,
+        pathlib.PurePosixPath,
+        pathlib.PureWindowsPath,
+        pathlib.Path,
+        pathlib.PosixPath,
+        pathlib.WindowsPath,
+    )
+}
 
 
 def _dec_path(d: _Decoder, obj: dict[str, Any]) -> pathlib.PurePath:
@@ -617,7 +652,9 @@ def _dec_path(d: _Decoder, obj: dict[str, Any]) -> pathlib.PurePath:
         return cls(_dec_str(obj["v"]))
     except NotImplementedError:
         pure = pathlib.PureWindowsPath if "Windows" in name else pathlib.PurePosixPath
-        warnings.warn(f"a {name} cannot exist on this system; decoded it as {pure.__name__}", CodecWarning, stacklevel=2)
+        warnings.warn(
+            f"a {name} cannot exist on this system; decoded it as {pure.__name__}", CodecWarning, stacklevel=2
+        )
         return pure(_dec_str(obj["v"]))
 
 
@@ -726,8 +763,9 @@ def _dec_ndarray(d: _Decoder, obj: dict[str, Any]) -> Any:
             raise CodecError(f"refused a raw buffer for numpy dtype {dt}, which holds pointers")
         data = _unb64(obj["b64"])
         if len(data) != count * dt.itemsize:
-            raise CodecError(f"array of shape {shape} and dtype {dt} needs {count * dt.itemsize} bytes, "
-                             f"payload has {len(data)}")
+            raise CodecError(
+                f"array of shape {shape} and dtype {dt} needs {count * dt.itemsize} bytes, payload has {len(data)}"
+            )
         flat = np.frombuffer(bytearray(data), dtype=dt) if data else np.zeros(count, dtype=dt)
         a = flat.reshape(shape, order="F" if obj.get("order") == "F" else "C")
     return a[()] if obj[TAG] == "npscalar" else a
@@ -754,8 +792,9 @@ def _dec_pddttz(d: _Decoder, obj: dict[str, Any]) -> Any:
 def _dec_pdmask(d: _Decoder, obj: dict[str, Any]) -> Any:
     pd = _import("pandas")
     data, mask = obj["data"], obj["mask"]
-    kind = {"i": pd.arrays.IntegerArray, "u": pd.arrays.IntegerArray, "f": pd.arrays.FloatingArray,
-            "b": pd.arrays.BooleanArray}.get(getattr(getattr(data, "dtype", None), "kind", None))
+    classes = {"i": pd.arrays.IntegerArray, "u": pd.arrays.IntegerArray, "f": pd.arrays.FloatingArray}
+    classes["b"] = pd.arrays.BooleanArray
+    kind = classes.get(getattr(getattr(data, "dtype", None), "kind", ""))
     if kind is None:
         raise CodecError("nullable array data is not a numeric or bool numpy array")
     return kind(data, mask.astype(bool))
@@ -805,8 +844,9 @@ def _dec_df(d: _Decoder, obj: dict[str, Any]) -> Any:
     if len(arrays) != len(columns):
         raise CodecError(f"DataFrame has {len(columns)} column names but {len(arrays)} columns")
     # Series with an explicit dtype: pandas would otherwise re-infer object columns (e.g. as str).
-    df = pd.DataFrame({i: pd.Series(a, index=index, dtype=a.dtype, copy=False) for i, a in enumerate(arrays)},
-                      index=index)
+    df = pd.DataFrame(
+        {i: pd.Series(a, index=index, dtype=a.dtype, copy=False) for i, a in enumerate(arrays)}, index=index
+    )
     df.columns = columns
     return df
 
