@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as nps
 from PIL import Image
-from test_codec import Color, Point, assert_round_trip, round_trip, same
+from test_codec import RELAXED, Color, Point, assert_round_trip, round_trip, same
 
 from codeward.executors.codec import CodecError, dumps, encode_variables, loads
 
@@ -36,12 +36,13 @@ plain_dtypes = (
 dtypes = plain_dtypes | nps.array_dtypes(plain_dtypes, min_size=1, max_size=3, allow_subarrays=True)
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@settings(RELAXED, max_examples=150)
 @given(nps.arrays(dtypes, shapes))
 def test_arrays_of_every_fixed_size_dtype_round_trip_bit_exactly(array: np.ndarray) -> None:
     assert_round_trip(array)
 
 
+@RELAXED
 @given(nps.arrays(dtypes, nps.array_shapes(min_dims=2, max_dims=3, max_side=3)))
 def test_fortran_ordered_and_non_contiguous_arrays_round_trip(array: np.ndarray) -> None:
     assert_round_trip(np.asfortranarray(array))
@@ -49,6 +50,7 @@ def test_fortran_ordered_and_non_contiguous_arrays_round_trip(array: np.ndarray)
     assert_round_trip(array.T)
 
 
+@RELAXED
 @given(nps.arrays(plain_dtypes, ()))
 def test_numpy_scalars_keep_their_type(scalar_array: np.ndarray) -> None:
     scalar = scalar_array[()]
@@ -56,6 +58,7 @@ def test_numpy_scalars_keep_their_type(scalar_array: np.ndarray) -> None:
     assert type(back) is type(scalar) and same(scalar, back)
 
 
+@RELAXED
 @given(
     st.lists(
         st.none() | st.integers() | st.text() | st.tuples(st.floats()) | st.builds(Point, st.integers()), max_size=6
@@ -217,13 +220,13 @@ def frames(draw: st.DrawFn) -> pd.DataFrame:
     return frame
 
 
-@settings(max_examples=120, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(RELAXED, max_examples=120)
 @given(frames())
 def test_dataframes_round_trip_with_dtypes_index_and_column_names(frame: pd.DataFrame) -> None:
     assert_round_trip(frame)
 
 
-@settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(RELAXED, max_examples=80)
 @given(
     st.integers(0, 4).flatmap(
         lambda n: st.tuples(
@@ -294,7 +297,7 @@ def images(draw: st.DrawFn) -> Image.Image:
     return image
 
 
-@settings(suppress_health_check=[HealthCheck.too_slow])
+@RELAXED
 @given(images())
 def test_images_round_trip_losslessly_with_their_mode(image: Image.Image) -> None:
     assert_round_trip(image)

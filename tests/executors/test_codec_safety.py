@@ -6,6 +6,7 @@ they hand-craft payloads that try to unpickle, import, run code, or exhaust memo
 
 from __future__ import annotations
 
+import ast
 import base64
 import dataclasses
 import json
@@ -309,6 +310,15 @@ except ns["CodecError"] as exc:
 print(json.dumps({"host": repr(host), "numpy_error": numpy_error,
                   "loaded": sorted(m for m in ("numpy", "pandas", "PIL") if sys.modules.get(m) is not None)}))
 """
+
+
+def test_the_module_imports_only_the_standard_library_at_top_level() -> None:
+    tree = ast.parse(Path(codec.__file__).read_text(encoding="utf-8"))
+    top_level = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    names = {alias.name.split(".")[0] for node in top_level if isinstance(node, ast.Import) for alias in node.names}
+    names |= {node.module.split(".")[0] for node in top_level if isinstance(node, ast.ImportFrom) and node.module}
+    assert all(isinstance(node, ast.Import) or node.level == 0 for node in top_level)  # no relative imports
+    assert names and names <= set(sys.stdlib_module_names) | {"__future__"}, names - set(sys.stdlib_module_names)
 
 
 def test_the_module_source_runs_alone_without_codeward_numpy_or_pandas() -> None:
