@@ -369,6 +369,14 @@ def test_edge_values_round_trip(value: Any) -> None:
     assert_round_trip(value)
 
 
+def test_large_binary_payloads_are_spliced_in_exactly() -> None:
+    """Large base64 texts bypass the JSON encoder; several in one value must land in their own places."""
+    value = [b"\x00" * 100_000, "\x00:0", bytearray(range(256)) * 300, {"k": (b"ab" * 40_000,)}, b"small"]
+    text = dumps(value)
+    assert "\\u0000" in text and text.count("\\u0000") == 1  # only the string that holds one
+    assert_round_trip(value)
+
+
 def test_dict_order_is_kept_whatever_the_keys() -> None:
     value = {3: "c", 1: "a", (2,): "b"}
     assert list(round_trip(value)) == [3, 1, (2,)]

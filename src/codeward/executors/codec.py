@@ -33,6 +33,7 @@ import enum
 import fractions
 import json
 import math
+import os
 import pathlib
 import pickle
 import sys
@@ -86,7 +87,8 @@ class _Refused(Exception):
 
 def dumps(value: Any, *, allow_pickle: bool = False) -> str:
     """Encode one value as JSON text; raise `CodecError` if it cannot be carried."""
-    return _to_text(_Encoder(allow_pickle).run(value, "value"))
+    encoder = _Encoder(allow_pickle)
+    return encoder.text(encoder.run(value, "value"))
 
 
 def loads(text: str, *, allow_pickle: bool = False) -> Any:
@@ -114,7 +116,7 @@ def encode_variables(variables: dict[str, Any], *, allow_pickle: bool = False) -
         if type(name) is not str:
             raise CodecError(f"variable names must be str, got {name!r} ({type(name)!r})")
         out[name] = encoder.run(value, f"variable {name!r}")
-    return _to_text(out if TAG not in out else _tag("dict", v=[[k, v] for k, v in out.items()]))
+    return encoder.text(out if TAG not in out else _tag("dict", v=[[k, v] for k, v in out.items()]))
 
 
 def decode_variables(text: str, *, allow_pickle: bool = False) -> dict[str, Any]:
@@ -128,17 +130,14 @@ def decode_variables(text: str, *, allow_pickle: bool = False) -> dict[str, Any]
 # ----------------------------------------------------------------------- encoding
 
 
-def _to_text(tree: Any) -> str:
-    # ensure_ascii keeps lone surrogates exact (as \\udxxx escapes) and the text pure ASCII.
-    return json.dumps(tree, ensure_ascii=True, allow_nan=False, check_circular=False, separators=(",", ":"))
+# ensure_ascii keeps lone surrogates exact (as \\udxxx escapes) and the text pure ASCII.
+_JSON = json.JSONEncoder(ensure_ascii=True, allow_nan=False, check_circular=False, separators=(",", ":"))
+# Base64 texts longer than this skip the JSON encoder's character scan (see `_Encoder.blob`).
+_SPLICE_AT = 1 << 16
 
 
 def _tag(tag: str, /, **fields: Any) -> dict[str, Any]:
     return {TAG: tag, **fields}
-
-
-def _b64(data: bytes | bytearray | memoryview) -> str:
-    return base64.b64encode(data).decode("ascii")
 
 
 class _Encoder:
@@ -146,6 +145,32 @@ class _Encoder:
 
     def __init__(self, allow_pickle: bool) -> None:
         self.allow_pickle = allow_pickle
+        self.blobs: list[str] = []
+        self.marker = f"\x00{os.urandom(8).hex()}:"  # unguessable, so no string in the value can match it
+
+    def blob(self, data: bytes | bytearray | memoryview) -> str:
+        """Base64 of binary data; a large one stands in the tree as a marker until `text` splices it in.
+
+        Base64 needs no JSON escaping, yet the JSON encoder would scan and copy every character of it,
+        which costs more than the base64 encoding itself for arrays and images.
+        """
+        text = base64.b64encode(data).decode("ascii")
+        if len(text) < _SPLICE_AT:
+            return text
+        self.blobs.append(text)
+        return f"{self.marker}{len(self.blobs) - 1}"
+
+    def text(self, tree: Any) -> str:
+        """The JSON text of an encoded tree, with the large base64 texts spliced in."""
+        text = _JSON.encode(tree)
+        if not self.blobs:
+            return text
+        parts = text.split(_JSON.encode(self.marker)[:-1])  # the marker as JSON writes it, without its end quote
+        out = [parts[0]]
+        for part in parts[1:]:
+            index, rest = part.split('"', 1)
+            out += ['"', self.blobs[int(index)], '"', rest]
+        return "".join(out)
 
     def run(self, value: Any, label: str) -> Any:
         try:
@@ -187,7 +212,7 @@ class _Encoder:
         if not self.allow_pickle:
             raise _Refused(v, reason)
         try:
-            return _tag("pickle", b64=_b64(pickle.dumps(v, protocol=4)))
+            return _tag("pickle", b64=self.blob(pickle.dumps(v, protocol=4)))
         except Exception as exc:  # noqa: BLE001 - pickling fails in many ways; each is a refusal
             raise _Refused(v, f"pickling it failed: {exc}") from None
 
@@ -306,8 +331,8 @@ _ENCODERS: dict[type, Callable[[_Encoder, Any], Any]] = {
     tuple: lambda e, v: _tag("tuple", v=_enc_list(e, v)),
     set: lambda e, v: _tag("set", v=_enc_list(e, list(v), "{{item {}}}")),
     frozenset: lambda e, v: _tag("frozenset", v=_enc_list(e, list(v), "{{item {}}}")),
-    bytes: lambda e, v: _tag("bytes", b64=_b64(v)),
-    bytearray: lambda e, v: _tag("bytearray", b64=_b64(v)),
+    bytes: lambda e, v: _tag("bytes", b64=e.blob(v)),
+    bytearray: lambda e, v: _tag("bytearray", b64=e.blob(v)),
     complex: lambda e, v: _tag("complex", v=[_enc_float(e, v.real), _enc_float(e, v.imag)]),
     Decimal: lambda e, v: _tag("decimal", v=str(v)),
     fractions.Fraction: lambda e, v: _tag("fraction", v=[e.enc(v.numerator), e.enc(v.denominator)]),
@@ -369,7 +394,7 @@ def _enc_ndarray(e: _Encoder, a: Any, tag: str) -> Any:
     if dt.hasobject or dt.kind == "T":
         return e.fallback(a, f"numpy dtype {dt} holds Python objects or missing-value markers")
     order = "F" if a.flags.f_contiguous and not a.flags.c_contiguous else "C"
-    return _tag(tag, dtype=_enc_dtype(dt), shape=shape, order=order, b64=_b64(a.tobytes(order)))
+    return _tag(tag, dtype=_enc_dtype(dt), shape=shape, order=order, b64=e.blob(a.tobytes(order)))
 
 
 def _enc_dtype(dt: Any) -> Any:
@@ -483,7 +508,7 @@ def _enc_pil(e: _Encoder, v: Any) -> Any:
         "image",
         mode=v.mode,
         size=list(v.size),
-        b64=_b64(v.tobytes()),
+        b64=e.blob(v.tobytes()),
         info=e.items(info) if info else None,
         palette=[palette.mode, v.getpalette(palette.mode)] if palette is not None else None,
     )
