@@ -303,6 +303,14 @@ def test_images_round_trip_losslessly_with_their_mode(image: Image.Image) -> Non
     assert_round_trip(image)
 
 
+def test_image_metadata_is_carried_where_it_can_be() -> None:
+    image = Image.new("RGB", (2, 2), (1, 2, 3))
+    image.info.update(dpi=(72.0, 72.0), comment=b"made here", handle=object())
+    back = round_trip(image)
+    assert back.info == {"dpi": (72.0, 72.0), "comment": b"made here"}
+    assert back.tobytes() == image.tobytes()
+
+
 def test_image_files_come_back_as_images_with_the_same_pixels(tmp_path: Any) -> None:
     Image.effect_noise((16, 8), 40).convert("RGB").save(tmp_path / "noise.png")
     with Image.open(tmp_path / "noise.png") as opened:

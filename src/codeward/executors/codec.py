@@ -7,19 +7,36 @@ nan, bytes...), so a value that JSON cannot hold exactly becomes a tagged object
 floats, ints, lists, dicts with str keys) stays plain, so payloads stay compact.
 Binary payloads (bytes, array buffers, image pixels) are base64 inside the JSON.
 
+Carried exactly, types kept: None, bool, int (any size), float (nan, inf, -0.0),
+str (lone surrogates included: the text is pure-ASCII JSON), bytes, bytearray,
+list, tuple, dict (any hashable keys, order kept), set, frozenset, complex,
+Decimal, Fraction, UUID, range, datetime/date/time/timedelta with fixed-offset
+or zoneinfo time zones, pathlib paths, OrderedDict, Counter, deque; enum members,
+dataclass instances and namedtuples by class; numpy arrays (any shape; every
+fixed-size dtype as a raw buffer, structured ones included; object and
+StringDType arrays element by element), numpy scalars and dtypes; pandas
+DataFrame, Series and Index (numpy, categorical, tz-aware datetime, nullable
+and string dtypes; RangeIndex, MultiIndex, names, freq), Timestamp, Timedelta,
+NaT, NA; PIL images (raw pixels, mode, palette). Not kept: object identity
+(shared references arrive as copies), the sign and payload of a Python float nan,
+DataFrame.attrs, and image metadata the codec cannot carry. Anything else fails
+with `CodecError`, or is pickled when the sender opts in with ``allow_pickle=True``.
+
 Security, because the host decodes what comes out of a sandbox:
 - `loads` never unpickles unless ``allow_pickle=True`` (the host never passes it
   for sandbox output); pickle is only a host-to-sandbox opt-in for trusted setups.
-- `loads` never imports a module named by a payload: dataclass and enum classes
-  are looked up in ``sys.modules`` only, through plain ``__dict__`` lookups, and
-  dataclass instances are restored without running ``__init__``.
+- `loads` never imports a module named by a payload: enum, dataclass and namedtuple
+  classes are looked up in ``sys.modules`` only, through plain ``__dict__`` lookups,
+  and instances are restored without running their ``__init__``. A class that is
+  not loaded where the value is decoded gives its plain form and a `CodecWarning`.
 - No payload decodes to more memory than a small multiple of its own size (no
   compression, buffer sizes checked against shapes before anything is allocated),
   and nesting too deep for the interpreter fails as `CodecError`.
 
 This module's source is also executed as-is inside sandboxes where codeward is
 not installed: it imports only the standard library at top level, and numpy,
-pandas and PIL only when a value of theirs is met.
+pandas and PIL only when a value of theirs is met. That is why it is one module,
+longer than most: a sandbox receives exactly one source text.
 """
 
 from __future__ import annotations
@@ -59,8 +76,8 @@ _PICKLE_HINT = (
     "convert it to a carried type, or, for a sandbox you trust, pass allow_pickle=True "
     "to send it pickled (host to sandbox only: the host never unpickles sandbox output)"
 )
-# Ints above this many bits travel as hex: every Python parses them, whatever its
-# int-to-decimal-string digit limit (the minimum settable limit is 640 digits).
+# Ints this large travel as hex: every Python parses that, whatever its
+# int-to-decimal-string digit limit (the lowest settable limit is 640 digits).
 _INT_LIMIT = 2**2000
 
 
@@ -498,10 +515,10 @@ def _enc_pil(e: _Encoder, v: Any) -> Any:
     if image_module is None or not isinstance(v, image_module.Image):
         return e.fallback(v, "only PIL images are carried from PIL")
     palette = v.palette
-    info = {}
+    info = []
     for key, value in v.info.items():
         try:  # metadata is carried where it can be; the pixels always are
-            info[key] = e.enc(value)
+            info.append([e.enc(key), e.enc(value)])
         except _Refused:
             continue
     return _tag(
@@ -509,7 +526,7 @@ def _enc_pil(e: _Encoder, v: Any) -> Any:
         mode=v.mode,
         size=list(v.size),
         b64=e.blob(v.tobytes()),
-        info=e.items(info) if info else None,
+        info=_tag("dict", v=info) if info else None,
         palette=[palette.mode, v.getpalette(palette.mode)] if palette is not None else None,
     )
 
