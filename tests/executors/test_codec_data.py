@@ -303,6 +303,21 @@ def test_images_round_trip_losslessly_with_their_mode(image: Image.Image) -> Non
     assert_round_trip(image)
 
 
+@settings(RELAXED, max_examples=40)
+@given(
+    st.lists(nps.arrays(plain_dtypes, shapes) | frames() | images(), max_size=3).flatmap(
+        lambda parts: st.sampled_from([parts, tuple(parts), {f"k{i}": p for i, p in enumerate(parts)}])
+    )
+)
+def test_data_values_nest_inside_containers(value: Any) -> None:
+    assert_round_trip(value)
+    assert_round_trip({"$": [value], (1, "key"): Point(value)})
+
+
+def test_numpy_and_pandas_scalars_work_as_dict_keys() -> None:
+    assert_round_trip({np.int64(1): "a", np.float32(2.5): "b", pd.Timestamp("2020-01-01"): "c", np.str_("s"): "d"})
+
+
 def test_image_metadata_is_carried_where_it_can_be() -> None:
     image = Image.new("RGB", (2, 2), (1, 2, 3))
     image.info.update(dpi=(72.0, 72.0), comment=b"made here", handle=object())

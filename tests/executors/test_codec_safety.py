@@ -155,9 +155,11 @@ HUGE_CLAIMS = {
     "array shape": {"$": "nd", "dtype": "<f8", "shape": [10**6, 10**6], "order": "C", "b64": "AAAAAAAAAAA="},
     "array itemsize": {"$": "nd", "dtype": "<U999999999", "shape": [3], "b64": ""},
     "object items": {"$": "nd", "dtype": "|O", "shape": [10**12], "items": [1]},
+    "zero-size items": {"$": "nd", "dtype": "|V0", "shape": [10**15], "order": "C", "b64": ""},
     "dims": {"$": "nd", "dtype": "<i1", "shape": [1] * 100, "b64": "AA=="},
     "negative shape": {"$": "nd", "dtype": "<i1", "shape": [-1], "b64": ""},
     "image size": {"$": "image", "mode": "RGBA", "size": [10**5, 10**5], "b64": "AAAA", "palette": None},
+    "image width": {"$": "image", "mode": "RGBA", "size": [2**40, 0], "b64": "", "palette": None},
     "image mode": {"$": "image", "mode": "XYZ", "size": [1, 1], "b64": "AAAA", "palette": None},
     "pointer buffer": {
         "$": "nd",

@@ -366,14 +366,7 @@ _ENCODERS: dict[type, Callable[[_Encoder, Any], Any]] = {
     zoneinfo.ZoneInfo: _enc_tz_value,
     **{
         cls: _enc_path
-        for cls in (
-            pathlib.PurePath,
-            pathlib.PurePosixPath,
-            pathlib.PureWindowsPath,
-            pathlib.Path,
-            pathlib.PosixPath,
-            pathlib.WindowsPath,
-        )
+        for cls in (pathlib.PurePosixPath, pathlib.PureWindowsPath, pathlib.PosixPath, pathlib.WindowsPath)
     },
 }
 
@@ -672,17 +665,7 @@ def _dec_pair(p: Any) -> tuple[Any, Any]:
     return p[0], p[1]
 
 
-_PATH_CLASSES = {
-    cls.__name__: cls
-    for cls in (
-        pathlib.PurePath,
-        pathlib.PurePosixPath,
-        pathlib.PureWindowsPath,
-        pathlib.Path,
-        pathlib.PosixPath,
-        pathlib.WindowsPath,
-    )
-}
+_PATH_CLASSES = {cls.__name__: cls for cls in _ENCODERS if isinstance(cls, type) and issubclass(cls, pathlib.PurePath)}
 
 
 def _dec_path(d: _Decoder, obj: dict[str, Any]) -> pathlib.PurePath:
@@ -782,6 +765,9 @@ def _dec_dtype(np: Any, x: Any) -> Any:
     raise CodecError(f"invalid numpy dtype {x!r}")
 
 
+_MAX_EMPTY_ITEMS = 1 << 16
+
+
 def _dec_ndarray(d: _Decoder, obj: dict[str, Any]) -> Any:
     np = _import("numpy")
     shape = _dec_shape(obj["shape"])
@@ -803,6 +789,8 @@ def _dec_ndarray(d: _Decoder, obj: dict[str, Any]) -> Any:
         dt = _dec_dtype(np, obj["dtype"])
         if dt.hasobject or dt.kind == "T":  # a buffer of object pointers would be memory corruption
             raise CodecError(f"refused a raw buffer for numpy dtype {dt}, which holds pointers")
+        if dt.itemsize == 0 and count > _MAX_EMPTY_ITEMS:  # costs no bytes, yet anything iterating it would hang
+            raise CodecError(f"refused {count} elements of the zero-size numpy dtype {dt}")
         data = _unb64(obj["b64"])
         if len(data) != count * dt.itemsize:
             raise CodecError(
