@@ -10,6 +10,7 @@ import ast
 import base64
 import dataclasses
 import json
+import os
 import pickle
 import socket
 import subprocess
@@ -323,10 +324,15 @@ def test_the_module_imports_only_the_standard_library_at_top_level() -> None:
     assert names and names <= set(sys.stdlib_module_names) | {"__future__"}, names - set(sys.stdlib_module_names)
 
 
-def test_the_module_source_runs_alone_without_codeward_numpy_or_pandas() -> None:
+# Sandboxes may run another Python than the host: list more interpreters to try in this variable.
+OTHER_PYTHONS = [p for p in os.environ.get("CODEWARD_TEST_PYTHONS", "").split(os.pathsep) if p]
+
+
+@pytest.mark.parametrize("python", [sys.executable, *OTHER_PYTHONS])
+def test_the_module_source_runs_alone_without_codeward_numpy_or_pandas(python: str) -> None:
     host_payload = encode_variables({"cfg": {"n": (1, 2), "when": __import__("datetime").date(2020, 1, 2)}})
     result = subprocess.run(
-        [sys.executable, "-I", "-c", SANDBOX_SCRIPT, codec.__file__],
+        [python, "-I", "-c", SANDBOX_SCRIPT, codec.__file__],
         input=host_payload,
         capture_output=True,
         text=True,
