@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import zoneinfo
 from typing import Any
 
@@ -15,7 +16,7 @@ from hypothesis.extra import numpy as nps
 from PIL import Image
 from test_codec import RELAXED, Color, Point, assert_round_trip, round_trip, same
 
-from codeward.executors.codec import CodecError, dumps, encode_variables, loads
+from codeward.executors.codec import CodecError, CodecWarning, dumps, encode_variables, loads
 
 pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
 
@@ -264,6 +265,24 @@ def test_series_round_trip_with_dtype_index_and_name(parts: tuple[Any, pd.Index,
 )
 def test_pandas_edge_values_round_trip(value: Any) -> None:
     assert_round_trip(value)
+
+
+@pytest.mark.parametrize(("sent", "kept"), [("H", "h"), ("2T", "2min"), ("M", "ME"), ("Q-DEC", "QE-DEC"), ("h", "h")])
+def test_index_frequencies_survive_pandas_renaming_its_aliases(sent: str, kept: str) -> None:
+    """A sandbox may run a pandas from before 2.2, which spells hourly "H" where later ones spell "h"."""
+    index = pd.date_range("2020-01-31", periods=3, freq=kept)
+    payload = json.loads(dumps(index))
+    payload["freq"] = sent
+    back = loads(json.dumps(payload))
+    assert back.freqstr == index.freqstr and same(index, back)
+
+
+def test_an_unknown_index_frequency_is_dropped_with_a_warning() -> None:
+    payload = json.loads(dumps(pd.date_range("2020", periods=2, freq="D")))
+    payload["freq"] = "fortnightly"
+    with pytest.warns(CodecWarning, match="frequency 'fortnightly'"):
+        back = loads(json.dumps(payload))
+    assert back.freq is None and len(back) == 2
 
 
 def test_pandas_dtypes_it_cannot_carry_are_refused_naming_the_column() -> None:

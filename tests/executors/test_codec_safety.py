@@ -344,3 +344,63 @@ def test_the_module_source_runs_alone_without_codeward_numpy_or_pandas(python: s
     assert report["host"] == "{'cfg': {'n': (1, 2), 'when': datetime.date(2020, 1, 2)}}"
     assert "numpy cannot be imported here" in report["numpy_error"]
     assert report["loaded"] == []
+
+
+ECHO_SCRIPT = r"""
+import sys
+ns = {"__name__": "codeward_codec"}
+exec(compile(open(sys.argv[1], encoding="utf-8").read(), "codec.py", "exec"), ns)
+value = ns["loads"](sys.stdin.read())
+print(ns["dumps"](value))
+"""
+
+
+def _has_data_libraries(python: str) -> bool:
+    probe = subprocess.run([python, "-c", "import numpy, pandas, PIL"], capture_output=True, check=False, timeout=60)
+    return probe.returncode == 0
+
+
+@pytest.mark.parametrize(
+    "python", OTHER_PYTHONS or [pytest.param("", marks=pytest.mark.skip("set CODEWARD_TEST_PYTHONS"))]
+)
+def test_data_values_cross_to_another_interpreter_and_back(python: str) -> None:
+    """A sandbox on another venv may have other numpy/pandas/PIL versions: values must survive both ways."""
+    import numpy as np
+    import pandas as pd
+    from PIL import Image
+    from test_codec import same
+
+    if not _has_data_libraries(python):
+        pytest.skip(f"{python} has no numpy, pandas and PIL")
+    frame = pd.DataFrame(
+        {
+            "i": np.arange(3),
+            "f": [0.5, np.nan, -0.0],
+            "o": pd.Series(["a", None, (1, 2)], dtype=object),
+            "s": pd.array(["x", None, "z"], dtype=pd.StringDtype("python")),  # pyarrow may be missing there
+            "n": pd.array([1, None, 3], dtype="Int64"),
+            "c": pd.Categorical([1, 2, 1], ordered=True),
+            "t": pd.date_range("2020-03-28", periods=3, freq="D", tz="Europe/Oslo"),
+        },
+        index=pd.MultiIndex.from_arrays([[1, 1, 2], pd.Index([10, 20, 10], dtype="int16")], names=["k", ("v", 1)]),
+    )
+    frame.columns = pd.Index(frame.columns, dtype=object)  # pandas before 3 has no "str" dtype
+    image = Image.new("P", (3, 2), 1)
+    image.putpalette([0, 0, 0, 255, 0, 0])
+    value = {
+        "frame": frame,
+        "series": pd.Series([1.5, 2.5], index=pd.date_range("2021", periods=2, freq="h"), name="x"),
+        "array": np.array([(1, 2.0 + 1j, "2020-01-01")], dtype=[("a", ">i2"), ("b", "c8"), ("c", "M8[s]")]),
+        "scalar": np.float16(-0.0),
+        "image": image,
+    }
+    result = subprocess.run(
+        [python, "-I", "-c", ECHO_SCRIPT, codec.__file__],
+        input=dumps(value),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert same(value, loads(result.stdout))

@@ -846,12 +846,35 @@ def _dec_pdstr(d: _Decoder, obj: dict[str, Any]) -> Any:
     return pd.array([None if x is None else _dec_str(x) for x in _dec_list(obj["v"])], dtype=dtype)
 
 
+# Frequency aliases that pandas 2.2 renamed: a sandbox may run a pandas on the other side of that change.
+_FREQ_RENAMES = {"H": "h", "BH": "bh", "CBH": "cbh", "T": "min", "S": "s", "L": "ms", "U": "us", "N": "ns"}
+_FREQ_RENAMES |= {"M": "ME", "BM": "BME", "SM": "SME", "CBM": "CBME", "Q": "QE", "BQ": "BQE", "A": "YE", "BA": "BYE"}
+_FREQ_RENAMES |= {new: old for old, new in list(_FREQ_RENAMES.items())}
+
+
+def _freq_spellings(freq: str) -> list[str]:
+    """The frequency as sent, then as the other side of pandas' 2.2 renaming spells it."""
+    digits = len(freq) - len(freq.lstrip("-0123456789"))
+    base, _, suffix = freq[digits:].partition("-")
+    renamed = _FREQ_RENAMES.get(base)
+    return [freq] if renamed is None else [freq, freq[:digits] + renamed + (f"-{suffix}" if suffix else "")]
+
+
 def _dec_index(d: _Decoder, obj: dict[str, Any]) -> Any:
     pd = _import("pandas")
     values, name, freq = _dec_pdarray(pd, obj["v"]), obj["name"], obj.get("freq")
     if freq is not None and values.dtype.kind in "mM":
         cls = pd.DatetimeIndex if values.dtype.kind == "M" else pd.TimedeltaIndex
-        return cls(values, freq=_dec_str(freq), name=name)
+        for spelling in _freq_spellings(_dec_str(freq)):
+            try:
+                return cls(values, freq=spelling, name=name)
+            except ValueError:
+                continue
+        warnings.warn(
+            f"pandas here does not know the index frequency {freq!r}; decoded the index without it",
+            CodecWarning,
+            stacklevel=3,
+        )
     return pd.Index(values, dtype=values.dtype, name=name, copy=False)
 
 
