@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import warnings
 import zoneinfo
 from typing import Any
 
@@ -77,7 +78,7 @@ def test_object_arrays_are_carried_elementwise(items: list[Any], shape: tuple[in
 @pytest.mark.parametrize(
     "value",
     [
-        np.array(["a", "", "ünï"], dtype=np.dtypes.StringDType()),
+        *([np.array(["a", "", "ünï"], dtype=np.dtypes.StringDType())] if hasattr(np.dtypes, "StringDType") else []),
         np.array([np.nan, -0.0, np.inf], dtype=">f8"),
         np.array(["2020-01-01", "NaT"], dtype="datetime64[ms]"),
         np.zeros((0, 5, 0)),
@@ -108,7 +109,7 @@ def test_arrays_travel_as_base64_buffers_not_number_lists() -> None:
 
 
 def test_numpy_types_it_cannot_carry_are_refused_by_name() -> None:
-    with pytest.raises(CodecError, match=r"variable 'r': cannot carry <class 'numpy.rec.recarray'>.*np.asarray"):
+    with pytest.raises(CodecError, match=r"variable 'r': cannot carry <class 'numpy\.(rec\.)?recarray'>.*np.asarray"):
         encode_variables({"r": np.rec.fromrecords([(1,)], names="a")})
     with pytest.raises(CodecError, match=r"\[0\].*MaskedArray"):
         dumps([np.ma.masked_array([1, 2], mask=[0, 1])])
@@ -267,12 +268,19 @@ def test_pandas_edge_values_round_trip(value: Any) -> None:
     assert_round_trip(value)
 
 
-@pytest.mark.parametrize(("sent", "kept"), [("H", "h"), ("2T", "2min"), ("M", "ME"), ("Q-DEC", "QE-DEC"), ("h", "h")])
-def test_index_frequencies_survive_pandas_renaming_its_aliases(sent: str, kept: str) -> None:
-    """A sandbox may run a pandas from before 2.2, which spells hourly "H" where later ones spell "h"."""
-    index = pd.date_range("2020-01-31", periods=3, freq=kept)
+@pytest.mark.parametrize("spellings", [("H", "h"), ("2T", "2min"), ("M", "ME"), ("Q-DEC", "QE-DEC")])
+def test_index_frequencies_survive_pandas_renaming_its_aliases(spellings: tuple[str, str]) -> None:
+    """Pandas 2.2 renamed frequency aliases ("H" became "h"): a sandbox may spell them the other way."""
+    for local, foreign in (spellings, spellings[::-1]):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # the spelling this pandas takes without a deprecation
+                index = pd.date_range("2020-01-31", periods=3, freq=local)
+            break
+        except (ValueError, FutureWarning):
+            continue
     payload = json.loads(dumps(index))
-    payload["freq"] = sent
+    payload["freq"] = foreign
     back = loads(json.dumps(payload))
     assert back.freqstr == index.freqstr and same(index, back)
 
