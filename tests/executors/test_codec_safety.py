@@ -19,6 +19,7 @@ import textwrap
 import types
 import uuid
 import warnings
+import zoneinfo
 from pathlib import Path
 from typing import Any
 
@@ -380,7 +381,7 @@ def test_data_values_cross_to_another_interpreter_and_back(python: str) -> None:
             "s": pd.array(["x", None, "z"], dtype=pd.StringDtype("python")),  # pyarrow may be missing there
             "n": pd.array([1, None, 3], dtype="Int64"),
             "c": pd.Categorical([1, 2, 1], ordered=True),
-            "t": pd.date_range("2020-03-28", periods=3, freq="D", tz="Europe/Oslo"),
+            "t": pd.date_range("2020-03-28", periods=3, freq="D", tz=zoneinfo.ZoneInfo("Europe/Oslo")),
         },
         index=pd.MultiIndex.from_arrays([[1, 1, 2], pd.Index([10, 20, 10], dtype="int16")], names=["k", ("v", 1)]),
     )

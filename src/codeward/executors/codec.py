@@ -306,8 +306,13 @@ def _enc_float(e: _Encoder, v: float) -> Any:
     return v if math.isfinite(v) else _tag("float", v=repr(v))
 
 
-def _enc_tz(tz: Any) -> Any:
-    """A time zone as JSON: fixed offsets (UTC included) and zoneinfo zones by key."""
+def _enc_tz(tz: Any, *, pytz_zones: bool = False) -> Any:
+    """A time zone as JSON: fixed offsets (UTC included) and zoneinfo zones by key.
+
+    pandas before 3 gives tz-aware columns pytz zones, so those are carried by key too where
+    pandas holds them (``pytz_zones``); a datetime holding a pytz zone is refused, as its
+    offset depends on how it was localized.
+    """
     if tz is None:
         return None
     if type(tz) is _dt.timezone:
@@ -315,6 +320,8 @@ def _enc_tz(tz: Any) -> Any:
         return {"offset": _td_parts(offset), "name": name[0] if name else None}
     if type(tz) is zoneinfo.ZoneInfo and tz.key is not None:
         return {"key": tz.key}
+    if pytz_zones and type(tz).__module__.startswith("pytz") and isinstance(getattr(tz, "zone", None), str):
+        return {"key": tz.zone, "lib": "pytz"}
     raise _Refused(tz, "only datetime.timezone offsets and zoneinfo.ZoneInfo zones with a key are carried")
 
 
@@ -450,7 +457,7 @@ def _enc_pandas_value(e: _Encoder, v: Any) -> Any:
     if isinstance(v, pd.Index):
         return _enc_index(e, v)
     if t is pd.Timestamp:
-        return _tag("pdts", v=e.enc(v.to_datetime64()), tz=_enc_tz(v.tzinfo))
+        return _tag("pdts", v=e.enc(v.to_datetime64()), tz=_enc_tz(v.tzinfo, pytz_zones=True))
     if t is pd.Timedelta:
         return _tag("pdtd", v=e.enc(v.to_timedelta64()))
     if v is pd.NaT or v is pd.NA:
@@ -473,7 +480,7 @@ def _enc_pdarray(e: _Encoder, s: Any) -> Any:
         )
     if isinstance(dt, pd.DatetimeTZDtype):
         utc = arr.tz_convert("UTC").tz_localize(None).to_numpy()
-        return _tag("pddttz", v=_enc_ndarray(e, utc, "nd"), tz=_enc_tz(dt.tz))
+        return _tag("pddttz", v=_enc_ndarray(e, utc, "nd"), tz=_enc_tz(dt.tz, pytz_zones=True))
     if isinstance(arr, (pd.arrays.IntegerArray, pd.arrays.FloatingArray, pd.arrays.BooleanArray)):
         values = arr.to_numpy(dtype=dt.numpy_dtype, na_value=dt.numpy_dtype.type(0))
         return _tag("pdmask", data=_enc_ndarray(e, values, "nd"), mask=_enc_ndarray(e, arr.isna(), "nd"))
@@ -642,6 +649,8 @@ def _dec_tz(x: Any) -> _dt.tzinfo | None:
     if x is None:
         return None
     if "key" in x:
+        if x.get("lib") == "pytz" and _importable("pytz"):
+            return sys.modules["pytz"].timezone(_dec_str(x["key"]))  # pytz knows its keys; unknown ones raise
         # Zone keys are validated by zoneinfo (normalized relative paths only).
         return zoneinfo.ZoneInfo(_dec_str(x["key"]))
     offset = _dec_td(x["offset"])
@@ -740,10 +749,17 @@ def _dec_namedtuple(d: _Decoder, obj: dict[str, Any]) -> Any:
 
 def _import(name: str) -> Any:
     """Import a fixed third-party module a payload's tag needs (never a name from the payload)."""
+    if not _importable(name):
+        raise CodecError(f"payload holds a {name} value, but {name} cannot be imported here")
+    return sys.modules[name]
+
+
+def _importable(name: str) -> bool:
     try:
-        return __import__(name, fromlist=["_"])
+        __import__(name)
     except ImportError:
-        raise CodecError(f"payload holds a {name} value, but {name} cannot be imported here") from None
+        return False
+    return True
 
 
 def _dec_shape(x: Any) -> tuple[int, ...]:
@@ -832,12 +848,7 @@ def _dec_pdmask(d: _Decoder, obj: dict[str, Any]) -> Any:
 
 def _dec_pdstr(d: _Decoder, obj: dict[str, Any]) -> Any:
     pd = _import("pandas")
-    storage = obj["storage"] if obj["storage"] in ("python", "pyarrow") else "python"
-    if storage == "pyarrow" and "pyarrow" not in sys.modules:
-        try:
-            __import__("pyarrow")
-        except ImportError:
-            storage = "python"
+    storage = obj["storage"] if obj["storage"] == "pyarrow" and _importable("pyarrow") else "python"
     na = pd.NA if obj["na"] == "NA" else float("nan")
     try:
         dtype = pd.StringDtype(storage, na_value=na)
