@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_codec import Color, Point
 
 from codeward.executors import codec
@@ -192,6 +194,78 @@ HUGE_CLAIMS = {
 def test_hostile_payloads_fail_as_codec_errors(payload: Any) -> None:
     with pytest.raises(CodecError):
         loads(json.dumps(payload))
+
+
+# Random JSON in the codec's shape: objects that carry a real tag with fields of random values.
+_FIELDS = [
+    "v",
+    "b64",
+    "hex",
+    "cls",
+    "name",
+    "f",
+    "tz",
+    "fold",
+    "key",
+    "offset",
+    "dtype",
+    "shape",
+    "order",
+    "items",
+    "mode",
+    "size",
+    "palette",
+    "info",
+    "index",
+    "columns",
+    "data",
+    "codes",
+    "categories",
+    "ordered",
+    "levels",
+    "names",
+    "mask",
+    "storage",
+    "na",
+    "freq",
+    "maxlen",
+    "sub",
+    "formats",
+    "offsets",
+    "titles",
+    "itemsize",
+]
+_json_leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=6)
+    | st.sampled_from(["<f8", "|O", "T", "nan", "AAAA", "UTC", "Europe/Oslo", "P", "RGB", "H", "NA", "pyarrow"])
+)
+_hostile = st.recursive(
+    _json_leaves,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(_FIELDS), inner, max_size=5).flatmap(
+            lambda fields: st.sampled_from(sorted(codec._DECODERS)).map(lambda tag: {**fields, "$": tag})
+        )
+    ),
+    max_leaves=25,
+)
+
+
+@settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(_hostile)
+def test_any_payload_decodes_or_fails_as_codec_error(payload: Any) -> None:
+    """Whatever a sandbox sends, the host gets a value or a CodecError: never another exception."""
+    text = json.dumps(payload)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CodecWarning)
+        try:
+            loads(text)
+        except CodecError:
+            pass
 
 
 @pytest.mark.parametrize(
