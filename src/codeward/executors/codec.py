@@ -284,17 +284,18 @@ _JSON_SCALARS = frozenset({str, bool, type(None), int, float})
 def _is_plain(values: Any) -> bool:
     """True when every item is a JSON scalar that needs no tag, so the container is sent as is.
 
-    Checked with C-level loops (map, set, all), which is what keeps plain data near `json` speed.
+    Checked with C-level loops (map, set, all, min, max), which keeps plain data near `json` speed.
     """
     kinds = set(map(type, values))
     if not kinds <= _JSON_SCALARS:
         return False
-    if int in kinds or float in kinds:
-        numbers = values if kinds <= {int, float} else [x for x in values if type(x) is int or type(x) is float]
-        try:  # an int too big for a float overflows here, and takes the slow path
-            return all(map(math.isfinite, numbers)) and max(map(abs, numbers), default=0) < _INT_LIMIT
-        except OverflowError:
+    if float in kinds:
+        floats = values if len(kinds) == 1 else [x for x in values if type(x) is float]
+        if not all(map(math.isfinite, floats)):
             return False
+    if int in kinds:
+        ints = values if len(kinds) == 1 else [x for x in values if type(x) is int]
+        return -_INT_LIMIT < min(ints) and max(ints) < _INT_LIMIT
     return True
 
 
@@ -634,6 +635,13 @@ def _dec_str(x: Any) -> str:
     return x
 
 
+def _dec_strings(x: Any, *, missing: bool = False) -> list[str | None]:
+    """A list of strings (and None where ``missing``), checked at C speed."""
+    if not set(map(type, _dec_list(x))) <= ({str, type(None)} if missing else {str}):
+        raise CodecError("expected a list of strings")
+    return x  # type: ignore[no-any-return]
+
+
 def _dec_dict(x: Any) -> dict[Any, Any]:
     if type(x) is not dict:
         raise CodecError(f"expected a mapping, got {type(x).__name__}")
@@ -793,7 +801,7 @@ def _dec_ndarray(d: _Decoder, obj: dict[str, Any]) -> Any:
         if len(items) != count:
             raise CodecError(f"array of shape {shape} needs {count} items, payload has {len(items)}")
         if obj["dtype"] == "T":
-            a = np.array([_dec_str(x) for x in items], dtype=np.dtypes.StringDType())
+            a = np.array(_dec_strings(items), dtype=np.dtypes.StringDType())
         elif obj["dtype"] == "|O":
             a = np.empty(count, dtype=object)
             for i, x in enumerate(items):
@@ -854,7 +862,7 @@ def _dec_pdstr(d: _Decoder, obj: dict[str, Any]) -> Any:
         dtype = pd.StringDtype(storage, na_value=na)
     except TypeError:  # pandas before 2.3 has no na_value
         dtype = pd.StringDtype(storage)
-    return pd.array([None if x is None else _dec_str(x) for x in _dec_list(obj["v"])], dtype=dtype)
+    return pd.array(_dec_strings(obj["v"], missing=True), dtype=dtype)
 
 
 # Frequency aliases that pandas 2.2 renamed: a sandbox may run a pandas on the other side of that change.
