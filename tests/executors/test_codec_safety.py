@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import base64
 import dataclasses
+import enum
 import json
 import os
 import pickle
@@ -26,7 +27,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_codec import Color, Point
+from test_codec import Color, Perm, Point
 
 from codeward.executors import codec
 from codeward.executors.codec import CodecError, CodecWarning, decode_variables, dumps, encode_variables, loads
@@ -144,6 +145,29 @@ def test_dataclass_with_other_fields_than_the_loaded_class_decodes_as_dict() -> 
     with pytest.warns(CodecWarning):
         assert loads(json.dumps({"$": "dc", "cls": ref, "f": {"x": 1, "z": 2}})) == {"x": 1, "z": 2}
     assert loads(json.dumps({"$": "dc", "cls": ref, "f": {"x": 1, "y": 2}})) == Point(1, 2)
+
+
+_MISSING_CALLS: list[Any] = []
+
+
+class _Counted(enum.Flag):
+    A = 1
+    B = 2
+
+    @classmethod
+    def _missing_(cls, value: Any) -> Any:
+        _MISSING_CALLS.append(value)
+        return super()._missing_(value)
+
+
+def test_enum_lookup_runs_no_code_of_the_class() -> None:
+    payload = json.loads(dumps(_Counted.A))
+    calls = len(_MISSING_CALLS)
+    with pytest.warns(CodecWarning):  # value 3 is no member yet, and the class's own _missing_ is not asked
+        assert loads(json.dumps({**payload, "name": None, "v": 3})) == 3
+    assert loads(json.dumps(payload)) is _Counted.A
+    assert len(_MISSING_CALLS) == calls
+    assert loads(dumps(Perm.R | Perm.W)) is Perm.R | Perm.W  # combinations of plain flags still decode
 
 
 def test_enum_members_decode_by_value_when_the_class_is_loaded() -> None:

@@ -709,6 +709,9 @@ def _decoded_plainer(ref: Any, kind: str, as_what: str) -> None:
     )
 
 
+_FLAG_MISSING = enum.Flag._missing_.__func__  # type: ignore[attr-defined]
+
+
 def _dec_enum(d: _Decoder, obj: dict[str, Any]) -> Any:
     cls, value, name = _resolve_class(obj["cls"]), obj["v"], obj.get("name")
     if cls is not None and issubclass(cls, enum.Enum):
@@ -718,8 +721,8 @@ def _dec_enum(d: _Decoder, obj: dict[str, Any]) -> Any:
             member = None
         if member is None and isinstance(name, str):
             member = cls.__members__.get(name)
-        if member is None and issubclass(cls, enum.Flag):
-            member = cls(value)
+        if member is None and issubclass(cls, enum.Flag) and getattr(cls._missing_, "__func__", None) is _FLAG_MISSING:
+            member = cls(value)  # a combination of flags; only with the standard library's own _missing_
         if member is not None:
             return member
     _decoded_plainer(obj["cls"], "enum class", "the member's plain value")
