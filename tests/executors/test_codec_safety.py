@@ -10,6 +10,7 @@ import ast
 import base64
 import dataclasses
 import enum
+import importlib.util
 import json
 import os
 import pickle
@@ -104,6 +105,28 @@ def test_a_payload_naming_an_unimported_module_does_not_import_it(
     with pytest.warns(CodecWarning, match="as a plain tuple"):
         assert loads(json.dumps({"$": "nt", "cls": f"{name}:Pair", "v": [1, 2]})) == (1, 2)
     assert name not in sys.modules and not marker.exists()
+
+
+def test_a_lazily_imported_module_is_not_loaded_by_a_payload(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module in sys.modules may be a lazy stub (importlib.util.LazyLoader) that runs on first attribute access."""
+    marker = tmp_path / "imported"
+    name = _write_module(tmp_path, marker)
+    spec = importlib.util.spec_from_file_location(name, tmp_path / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, name, module)
+    spec.loader.exec_module(module)  # lazy: nothing has run yet
+    with pytest.warns(CodecWarning):
+        loads(json.dumps({"$": "dc", "cls": f"{name}:Thing", "f": {"a": 1}}))
+    assert not marker.exists()
+
+
+def test_classes_resolve_in_a_module_like_main(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Embedded IPython makes __main__ a plain object holding the user's namespace; classes defined there resolve."""
+    monkeypatch.setitem(sys.modules, "codec_embedded_main", types.SimpleNamespace(Inner=Point))
+    payload = {"$": "dc", "cls": "codec_embedded_main:Inner", "f": {"x": 1, "y": None}}
+    assert loads(json.dumps(payload)) == Point(1)
 
 
 def test_class_lookup_runs_no_module_getattr(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -549,8 +549,13 @@ def _resolve_class(ref: Any) -> type | None:
     module_name, qualname = ref.split(":", 1)
     obj: Any = sys.modules.get(module_name)
     for part in qualname.split("."):
-        # vars() lookups only: no module __getattr__ (which may import) and no descriptors run.
-        obj = vars(obj).get(part) if isinstance(obj, (types.ModuleType, type)) else None
+        # The namespace is read past any __getattribute__/__getattr__ hook: a module may import on
+        # attribute access (module __getattr__, importlib's LazyLoader), and no descriptor runs.
+        try:
+            namespace = object.__getattribute__(obj, "__dict__")
+        except AttributeError:
+            return None
+        obj = namespace.get(part) if isinstance(namespace, (dict, types.MappingProxyType)) else None
     return obj if isinstance(obj, type) else None
 
 
