@@ -345,6 +345,11 @@ def test_malformed_or_deep_text_fails_as_codec_error(text: str) -> None:
         loads(text)
 
 
+def test_an_unknown_time_zone_says_what_to_install() -> None:
+    with pytest.raises(CodecError, match="time zone 'Mars/Olympus_Mons' is unknown here.*tzdata"):
+        loads(json.dumps({"$": "tz", "tz": {"key": "Mars/Olympus_Mons"}}))
+
+
 def test_non_text_input_is_refused() -> None:
     with pytest.raises(CodecError, match="expects JSON text"):
         loads(None)  # type: ignore[arg-type]

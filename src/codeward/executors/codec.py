@@ -664,8 +664,10 @@ def _dec_tz(x: Any) -> _dt.tzinfo | None:
     if "key" in x:
         if x.get("lib") == "pytz" and _importable("pytz"):
             return sys.modules["pytz"].timezone(_dec_str(x["key"]))  # pytz knows its keys; unknown ones raise
-        # Zone keys are validated by zoneinfo (normalized relative paths only).
-        return zoneinfo.ZoneInfo(_dec_str(x["key"]))
+        try:  # zoneinfo validates keys: normalized relative paths only
+            return zoneinfo.ZoneInfo(_dec_str(x["key"]))
+        except zoneinfo.ZoneInfoNotFoundError:
+            raise CodecError(f"time zone {x['key']!r} is unknown here (no tz database? install tzdata)") from None
     offset = _dec_td(x["offset"])
     return _dt.timezone(offset) if x.get("name") is None else _dt.timezone(offset, _dec_str(x["name"]))
 
