@@ -300,7 +300,129 @@ def _class_ref(cls: type) -> str:
 
 # Encoders for third-party types, found by the value's module name so that this
 # module never imports numpy, pandas or PIL just to check a value's type.
-_LAZY_ENCODERS: list[tuple[str, Callable[[_Encoder, Any], Any]]] = []
+_LAZY_ENCODERS: list[tuple[str, Callable[[_Encoder, Any], Any]]] = []  # filled below
+
+
+# ------------------------------------------------- numpy, pandas and PIL (lazily)
+
+
+def _enc_numpy(e: _Encoder, v: Any) -> Any:
+    np = sys.modules["numpy"]
+    if type(v) is np.ndarray:
+        return _enc_ndarray(e, v, "nd")
+    if isinstance(v, np.generic):
+        return _enc_ndarray(e, np.asarray(v), "npscalar")
+    if isinstance(v, np.dtype):
+        return _tag("npdtype", v=_enc_dtype(v))
+    return e.fallback(v, "only numpy ndarrays, scalars and dtypes are carried; for a subclass pass np.asarray(x)")
+
+
+def _enc_ndarray(e: _Encoder, a: Any, tag: str) -> Any:
+    """Raw buffer in base64 for fixed-size dtypes; elementwise for object and variable-width strings."""
+    dt, shape = a.dtype, list(a.shape)
+    if dt.kind == "O":
+        return _tag(tag, dtype="|O", shape=shape, items=e.each(a.ravel(), "[flat index {}]"))
+    if dt.kind == "T" and not hasattr(dt, "na_object"):
+        return _tag(tag, dtype="T", shape=shape, items=a.ravel().tolist())
+    if dt.hasobject or dt.kind == "T":
+        return e.fallback(a, f"numpy dtype {dt} holds Python objects or missing-value markers")
+    order = "F" if a.flags.f_contiguous and not a.flags.c_contiguous else "C"
+    return _tag(tag, dtype=_enc_dtype(dt), shape=shape, order=order, b64=_b64(a.tobytes(order)))
+
+
+def _enc_dtype(dt: Any) -> Any:
+    """A numpy dtype as JSON, structured and subarray dtypes included (offsets and padding kept)."""
+    if dt.names is not None:
+        fields = [dt.fields[name] for name in dt.names]
+        return {
+            "names": list(dt.names),
+            "formats": [_enc_dtype(f[0]) for f in fields],
+            "offsets": [f[1] for f in fields],
+            "titles": [f[2] if len(f) > 2 else None for f in fields],
+            "itemsize": dt.itemsize,
+            "aligned": dt.isalignedstruct,
+        }
+    if dt.subdtype is not None:
+        return {"sub": _enc_dtype(dt.subdtype[0]), "shape": list(dt.subdtype[1])}
+    return dt.str
+
+
+def _enc_pandas(e: _Encoder, v: Any) -> Any:
+    pd = sys.modules["pandas"]
+    t = type(v)
+    if t is pd.DataFrame:
+        columns = []
+        for i in range(v.shape[1]):
+            try:
+                columns.append(_enc_pdarray(e, v.iloc[:, i]))
+            except _Refused as exc:
+                exc.path.append(f"[column {v.columns[i]!r}]")
+                raise
+        return _tag("df", index=_enc_index(e, v.index), columns=_enc_index(e, v.columns), data=columns)
+    if t is pd.Series:
+        return _tag("series", index=_enc_index(e, v.index), name=e.enc(v.name), data=_enc_pdarray(e, v))
+    if isinstance(v, pd.Index):
+        return _enc_index(e, v)
+    if t is pd.Timestamp:
+        return _tag("pdts", v=e.enc(v.to_datetime64()), tz=_enc_tz(v.tzinfo))
+    if t is pd.Timedelta:
+        return _tag("pdtd", v=e.enc(v.to_timedelta64()))
+    if v is pd.NaT or v is pd.NA:
+        return _tag("pdnull", v="NaT" if v is pd.NaT else "NA")
+    return e.fallback(v, "pandas DataFrame, Series, Index, Timestamp, Timedelta, NaT and NA are carried")
+
+
+def _enc_pdarray(e: _Encoder, s: Any) -> Any:
+    """The values of a Series or Index, by dtype: numpy, categorical, tz-aware, nullable, string."""
+    pd, np = sys.modules["pandas"], sys.modules["numpy"]
+    dt, arr = s.dtype, s.array
+    if isinstance(dt, np.dtype):
+        return _enc_ndarray(e, s.to_numpy(), "nd")
+    if isinstance(dt, pd.CategoricalDtype):
+        return _tag("pdcat", codes=_enc_ndarray(e, np.asarray(arr.codes), "nd"),
+                    categories=_enc_index(e, dt.categories), ordered=bool(dt.ordered))
+    if isinstance(dt, pd.DatetimeTZDtype):
+        utc = arr.tz_convert("UTC").tz_localize(None).to_numpy()
+        return _tag("pddttz", v=_enc_ndarray(e, utc, "nd"), tz=_enc_tz(dt.tz))
+    if isinstance(arr, (pd.arrays.IntegerArray, pd.arrays.FloatingArray, pd.arrays.BooleanArray)):
+        values = arr.to_numpy(dtype=dt.numpy_dtype, na_value=dt.numpy_dtype.type(0))
+        return _tag("pdmask", data=_enc_ndarray(e, values, "nd"), mask=_enc_ndarray(e, arr.isna(), "nd"))
+    if isinstance(dt, pd.StringDtype):
+        na = getattr(dt, "na_value", pd.NA)
+        return _tag("pdstr", storage=dt.storage, na="NA" if na is pd.NA else "nan",
+                    v=e.each(arr.to_numpy(dtype=object, na_value=None).tolist()))
+    raise _Refused(s, f"pandas dtype {dt} is not carried")
+
+
+def _enc_index(e: _Encoder, idx: Any) -> Any:
+    pd = sys.modules["pandas"]
+    if type(idx) is pd.RangeIndex:
+        return _tag("pdrange", v=[idx.start, idx.stop, idx.step], name=e.enc(idx.name))
+    if isinstance(idx, pd.MultiIndex):
+        return _tag("pdmulti", levels=[_enc_index(e, level) for level in idx.levels],
+                    codes=[_enc_ndarray(e, c, "nd") for c in idx.codes], names=e.each(idx.names))
+    freq = getattr(idx, "freqstr", None) if isinstance(idx, (pd.DatetimeIndex, pd.TimedeltaIndex)) else None
+    return _tag("pdindex", v=_enc_pdarray(e, idx), name=e.enc(idx.name), freq=freq)
+
+
+def _enc_pil(e: _Encoder, v: Any) -> Any:
+    image_module = sys.modules.get("PIL.Image")
+    if image_module is None or not isinstance(v, image_module.Image):
+        return e.fallback(v, "only PIL images are carried from PIL")
+    palette = v.palette
+    info = {}
+    for key, value in v.info.items():
+        try:  # metadata is carried where it can be; the pixels always are
+            info[key] = e.enc(value)
+        except _Refused:
+            continue
+    return _tag(
+        "image", mode=v.mode, size=list(v.size), b64=_b64(v.tobytes()), info=e.items(info) if info else None,
+        palette=[palette.mode, v.getpalette(palette.mode)] if palette is not None else None,
+    )
+
+
+_LAZY_ENCODERS += [("numpy", _enc_numpy), ("pandas", _enc_pandas), ("PIL", _enc_pil)]
 
 
 # ----------------------------------------------------------------------- decoding
@@ -496,6 +618,170 @@ def _dec_dataclass(d: _Decoder, obj: dict[str, Any]) -> Any:
     return fields
 
 
+def _import(name: str) -> Any:
+    """Import a fixed third-party module a payload's tag needs (never a name from the payload)."""
+    try:
+        return __import__(name, fromlist=["_"])
+    except ImportError:
+        raise CodecError(f"payload holds a {name} value, but {name} cannot be imported here") from None
+
+
+def _dec_shape(x: Any) -> tuple[int, ...]:
+    shape = tuple(_dec_int(n) for n in _dec_list(x))
+    if len(shape) > 64 or any(n < 0 for n in shape):
+        raise CodecError(f"invalid array shape {shape}")
+    return shape
+
+
+def _dec_dtype(np: Any, x: Any) -> Any:
+    if isinstance(x, str):
+        return np.dtype(x)
+    if isinstance(x, dict) and "sub" in x:
+        return np.dtype((_dec_dtype(np, x["sub"]), _dec_shape(x["shape"])))
+    if isinstance(x, dict) and "names" in x:
+        spec = {key: x[key] for key in ("names", "offsets", "titles", "itemsize")}
+        spec["formats"] = [_dec_dtype(np, f) for f in _dec_list(x["formats"])]
+        return np.dtype(spec, align=bool(x.get("aligned")))
+    raise CodecError(f"invalid numpy dtype {x!r}")
+
+
+def _dec_ndarray(d: _Decoder, obj: dict[str, Any]) -> Any:
+    np = _import("numpy")
+    shape = _dec_shape(obj["shape"])
+    count = math.prod(shape)
+    if "items" in obj:
+        items = _dec_list(obj["items"])
+        if len(items) != count:
+            raise CodecError(f"array of shape {shape} needs {count} items, payload has {len(items)}")
+        if obj["dtype"] == "T":
+            a = np.array([_dec_str(x) for x in items], dtype=np.dtypes.StringDType())
+        elif obj["dtype"] == "|O":
+            a = np.empty(count, dtype=object)
+            for i, x in enumerate(items):
+                a[i] = x
+        else:
+            raise CodecError(f"elementwise arrays are object or string arrays, not {obj['dtype']!r}")
+        a = a.reshape(shape)
+    else:
+        dt = _dec_dtype(np, obj["dtype"])
+        if dt.hasobject or dt.kind == "T":  # a buffer of object pointers would be memory corruption
+            raise CodecError(f"refused a raw buffer for numpy dtype {dt}, which holds pointers")
+        data = _unb64(obj["b64"])
+        if len(data) != count * dt.itemsize:
+            raise CodecError(f"array of shape {shape} and dtype {dt} needs {count * dt.itemsize} bytes, "
+                             f"payload has {len(data)}")
+        flat = np.frombuffer(bytearray(data), dtype=dt) if data else np.zeros(count, dtype=dt)
+        a = flat.reshape(shape, order="F" if obj.get("order") == "F" else "C")
+    return a[()] if obj[TAG] == "npscalar" else a
+
+
+def _dec_pdarray(pd: Any, a: Any) -> Any:
+    """The values inside a Series or Index: a numpy array or a pandas extension array."""
+    if type(a) is not sys.modules["numpy"].ndarray and not isinstance(a, pd.api.extensions.ExtensionArray):
+        raise CodecError(f"expected array values, got {type(a).__name__}")
+    return a
+
+
+def _dec_pdcat(d: _Decoder, obj: dict[str, Any]) -> Any:
+    pd = _import("pandas")
+    dtype = pd.CategoricalDtype(obj["categories"], ordered=bool(obj["ordered"]))
+    return pd.Categorical.from_codes(obj["codes"], dtype=dtype)
+
+
+def _dec_pddttz(d: _Decoder, obj: dict[str, Any]) -> Any:
+    pd = _import("pandas")
+    return pd.array(obj["v"]).tz_localize("UTC").tz_convert(_dec_tz(obj["tz"]))
+
+
+def _dec_pdmask(d: _Decoder, obj: dict[str, Any]) -> Any:
+    pd = _import("pandas")
+    data, mask = obj["data"], obj["mask"]
+    kind = {"i": pd.arrays.IntegerArray, "u": pd.arrays.IntegerArray, "f": pd.arrays.FloatingArray,
+            "b": pd.arrays.BooleanArray}.get(getattr(getattr(data, "dtype", None), "kind", None))
+    if kind is None:
+        raise CodecError("nullable array data is not a numeric or bool numpy array")
+    return kind(data, mask.astype(bool))
+
+
+def _dec_pdstr(d: _Decoder, obj: dict[str, Any]) -> Any:
+    pd = _import("pandas")
+    storage = obj["storage"] if obj["storage"] in ("python", "pyarrow") else "python"
+    if storage == "pyarrow" and "pyarrow" not in sys.modules:
+        try:
+            __import__("pyarrow")
+        except ImportError:
+            storage = "python"
+    na = pd.NA if obj["na"] == "NA" else float("nan")
+    try:
+        dtype = pd.StringDtype(storage, na_value=na)
+    except TypeError:  # pandas before 2.3 has no na_value
+        dtype = pd.StringDtype(storage)
+    return pd.array([None if x is None else _dec_str(x) for x in _dec_list(obj["v"])], dtype=dtype)
+
+
+def _dec_index(d: _Decoder, obj: dict[str, Any]) -> Any:
+    pd = _import("pandas")
+    values, name, freq = _dec_pdarray(pd, obj["v"]), obj["name"], obj.get("freq")
+    if freq is not None and values.dtype.kind in "mM":
+        cls = pd.DatetimeIndex if values.dtype.kind == "M" else pd.TimedeltaIndex
+        return cls(values, freq=_dec_str(freq), name=name)
+    return pd.Index(values, dtype=values.dtype, name=name, copy=False)
+
+
+def _dec_series(d: _Decoder, obj: dict[str, Any]) -> Any:
+    pd = _import("pandas")
+    values = _dec_pdarray(pd, obj["data"])
+    return pd.Series(values, index=_dec_pdindex(pd, obj["index"]), dtype=values.dtype, name=obj["name"], copy=False)
+
+
+def _dec_pdindex(pd: Any, x: Any) -> Any:
+    if not isinstance(x, pd.Index):
+        raise CodecError(f"expected a pandas Index, got {type(x).__name__}")
+    return x
+
+
+def _dec_df(d: _Decoder, obj: dict[str, Any]) -> Any:
+    pd = _import("pandas")
+    index, columns = _dec_pdindex(pd, obj["index"]), _dec_pdindex(pd, obj["columns"])
+    arrays = [_dec_pdarray(pd, a) for a in _dec_list(obj["data"])]
+    if len(arrays) != len(columns):
+        raise CodecError(f"DataFrame has {len(columns)} column names but {len(arrays)} columns")
+    # Series with an explicit dtype: pandas would otherwise re-infer object columns (e.g. as str).
+    df = pd.DataFrame({i: pd.Series(a, index=index, dtype=a.dtype, copy=False) for i, a in enumerate(arrays)},
+                      index=index)
+    df.columns = columns
+    return df
+
+
+def _dec_image(d: _Decoder, obj: dict[str, Any]) -> Any:
+    image_module = _import("PIL.Image")
+    mode = _dec_str(obj["mode"])
+    width, height = _dec_shape(obj["size"])
+    data = _unb64(obj["b64"])
+    # Check the buffer against the size before PIL allocates anything.
+    row = (width + 7) // 8 if mode == "1" else width * len(image_module.new(mode, (1, 1)).tobytes())
+    if len(data) != row * height:
+        raise CodecError(f"a {mode} image of {width}x{height} needs {row * height} bytes, payload has {len(data)}")
+    image = image_module.frombytes(mode, (width, height), data) if data else image_module.new(mode, (width, height))
+    if obj.get("palette") is not None:
+        palette_mode, palette = _dec_list(obj["palette"])
+        image.putpalette(palette, rawmode=_dec_str(palette_mode))
+    if obj.get("info"):
+        image.info.update(obj["info"])
+    return image
+
+
+def _dec_pdscalar(d: _Decoder, obj: dict[str, Any]) -> Any:
+    pd = _import("pandas")
+    if obj[TAG] == "pdnull":
+        return pd.NaT if obj["v"] == "NaT" else pd.NA
+    if obj[TAG] == "pdtd":
+        return pd.Timedelta(obj["v"])
+    stamp = pd.Timestamp(obj["v"])
+    tz = _dec_tz(obj.get("tz"))
+    return stamp if tz is None else stamp.tz_localize("UTC").tz_convert(tz)
+
+
 _DECODERS: dict[str, Callable[[_Decoder, dict[str, Any]], Any]] = {
     "int": lambda d, o: _dec_big_int(o),
     "float": lambda d, o: _dec_special_float(o),
@@ -519,4 +805,20 @@ _DECODERS: dict[str, Callable[[_Decoder, dict[str, Any]], Any]] = {
     "enum": _dec_enum,
     "dc": _dec_dataclass,
     "pickle": lambda d, o: d.unpickle(o),
+    "nd": _dec_ndarray,
+    "npscalar": _dec_ndarray,
+    "npdtype": lambda d, o: _dec_dtype(_import("numpy"), o["v"]),
+    "pdcat": _dec_pdcat,
+    "pddttz": _dec_pddttz,
+    "pdmask": _dec_pdmask,
+    "pdstr": _dec_pdstr,
+    "pdindex": _dec_index,
+    "pdrange": lambda d, o: _import("pandas").RangeIndex(*(_dec_int(p) for p in _dec_list(o["v"])[:3]), name=o["name"]),
+    "pdmulti": lambda d, o: _import("pandas").MultiIndex(levels=o["levels"], codes=o["codes"], names=o["names"]),
+    "series": _dec_series,
+    "df": _dec_df,
+    "pdts": _dec_pdscalar,
+    "pdtd": _dec_pdscalar,
+    "pdnull": _dec_pdscalar,
+    "image": _dec_image,
 }
