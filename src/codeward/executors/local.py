@@ -29,6 +29,7 @@ from codeward.executors.data_policy import DataPolicy
 from codeward.executors.local_guards import Guards
 from codeward.executors.local_imports import DEFAULT_AUTHORIZED_IMPORTS, ImportGate
 from codeward.executors.local_limits import (
+    BudgetSpentOutsideRun,
     Limits,
     MemoryLimitReached,
     OperationLimitReached,
@@ -157,7 +158,7 @@ class LocalExecutor(Executor):
         self._guards.data_policy = self.data_policy
         self._globals.update(self._guards.guard_names())
         self._globals["__builtins__"] = self._guards.builtins(self._print)
-        self._globals["_tick_"] = make_tick(self.max_operations)
+        self._globals["_tick_"] = make_tick(self.max_operations, BudgetSpentOutsideRun)
 
     # The contract -----------------------------------------------------------
     def send_variables(self, variables: dict[str, Any]) -> None:
@@ -200,7 +201,7 @@ class LocalExecutor(Executor):
             error = self._execute(compiled)
         finally:
             # Code the host triggers between blocks (a repr, a callback) keeps a budget.
-            self._globals["_tick_"] = make_tick(self.max_operations)
+            self._globals["_tick_"] = make_tick(self.max_operations, BudgetSpentOutsideRun)
             self._globals.update(self._tools)
         logs = self._logs.text()
         if error is None:
