@@ -64,9 +64,7 @@ class _Exhausted:
 
     def __next__(self) -> bool:
         raise self.error(
-            "code defined in the sandbox ran past its operation budget"
-            if self.error is BudgetSpentOutsideRun
-            else ""
+            "code defined in the sandbox ran past its operation budget" if self.error is BudgetSpentOutsideRun else ""
         )
 
 
