@@ -18,18 +18,23 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from codeward.executors.local import LocalExecutor  # noqa: E402
+from codeward.executors.local import LocalExecutor
 
 SNIPPETS: dict[str, tuple[bool, str]] = {
     # name: (loop-heavy, code)
-    "loop_sum": (True, """
+    "loop_sum": (
+        True,
+        """
         total = 0
         for i in range(20000):
             if i % 3 == 0:
                 total += i * i
         total
-    """),
-    "while_loop": (True, """
+    """,
+    ),
+    "while_loop": (
+        True,
+        """
         n, steps = 27, 0
         for start in range(1, 300):
             n = start
@@ -37,33 +42,48 @@ SNIPPETS: dict[str, tuple[bool, str]] = {
                 n = n // 2 if n % 2 == 0 else 3 * n + 1
                 steps += 1
         steps
-    """),
-    "string_building": (True, """
+    """,
+    ),
+    "string_building": (
+        True,
+        """
         words = []
         for i in range(5000):
             words.append(f"item-{i:05d}".upper())
         text = ",".join(words)
         len(text.split(",")), text[:20]
-    """),
-    "dict_counting": (True, """
+    """,
+    ),
+    "dict_counting": (
+        True,
+        """
         counts = {}
         text = "the quick brown fox jumps over the lazy dog " * 400
         for word in text.split():
             counts[word] = counts.get(word, 0) + 1
         sorted(counts.items(), key=lambda kv: -kv[1])[:3]
-    """),
-    "comprehensions": (False, """
+    """,
+    ),
+    "comprehensions": (
+        False,
+        """
         squares = [x * x for x in range(20000)]
         evens = {x: x // 2 for x in squares if x % 2 == 0}
         total = sum(v for v in evens.values())
         total
-    """),
-    "functions": (True, """
+    """,
+    ),
+    "functions": (
+        True,
+        """
         def fib(n):
             return n if n < 2 else fib(n - 1) + fib(n - 2)
         fib(18)
-    """),
-    "classes": (True, """
+    """,
+    ),
+    "classes": (
+        True,
+        """
         class Account:
             def __init__(self, owner):
                 self.owner = owner
@@ -76,15 +96,19 @@ SNIPPETS: dict[str, tuple[bool, str]] = {
             for account in accounts:
                 account.deposit(step)
         sum(a.balance for a in accounts)
-    """),
-    "stdlib_calls": (False, """
+    """,
+    ),
+    "stdlib_calls": (
+        False,
+        """
         import json, re, statistics
         rows = [{"id": i, "name": f"n{i}", "score": (i * 37) % 100} for i in range(2000)]
         blob = json.dumps(rows)
         parsed = json.loads(blob)
         ids = re.findall(r'"id": (\\d+)', blob)
         statistics.mean(r["score"] for r in parsed), len(ids)
-    """),
+    """,
+    ),
 }
 
 
@@ -101,7 +125,7 @@ def time_runner(run: Callable[[str], object], code: str, repeat: int) -> float:
 def cpython_runner() -> Callable[[str], object]:
     def run(code: str) -> object:
         namespace: dict[str, object] = {}
-        exec(compile(code, "<snippet>", "exec"), namespace)
+        exec(compile(code, "<snippet>", "exec"), namespace)  # noqa: S102 - the baseline
         return namespace
 
     return run
@@ -135,7 +159,9 @@ def main() -> None:
         base = time_runner(cpython, code, args.repeat)
         ours = time_runner(local.run, code, args.repeat)
         local_ratios.append(ours / base)
-        line = f"{name:<16} {'yes' if loop_heavy else 'no':>5} {base * 1e3:>11.2f} {ours * 1e3:>9.2f} {ours / base:>8.2f}x"
+        line = (
+            f"{name:<16} {'yes' if loop_heavy else 'no':>5} {base * 1e3:>11.2f} {ours * 1e3:>9.2f} {ours / base:>8.2f}x"
+        )
         if smol:
             theirs = time_runner(smol, code, max(3, args.repeat // 2))
             line += f" {theirs * 1e3:>14.1f} {theirs / ours:>9.1f}x"

@@ -125,3 +125,22 @@ def test_unguarded_int_operators_cannot_be_tricked(code, attack):
 def test_range_cannot_be_redefined(attack):
     error = attack("range = lambda n: ['%10000000000d']")
     assert "'range' cannot be redefined" in error.message
+
+
+def test_model_code_run_by_the_host_after_the_block_stays_bounded():
+    """A final answer whose __repr__ never ends: the host's repr() stops with an ordinary error."""
+    from codeward.executors.local import LocalExecutor
+    from codeward.executors.local_limits import BudgetSpentOutsideRun
+    from codeward.platform.tools import FinalAnswerTool
+
+    with LocalExecutor(max_operations=100_000) as ex:
+        ex.send_tools({"final_answer": FinalAnswerTool()})
+        out = ex.run(
+            "class Sticky:\n    def __repr__(self):\n        while True:\n            pass\nfinal_answer(Sticky())"
+        )
+        assert out.is_final_answer
+        started = time.monotonic()
+        with pytest.raises(BudgetSpentOutsideRun):
+            repr(out.output)
+        assert time.monotonic() - started < 5
+        assert ex.run("2 + 2").output == 4

@@ -43,7 +43,8 @@ def function_ints(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset
         if isinstance(node, _COMPREHENSIONS):
             # Only a walrus inside a comprehension binds in the enclosing function.
             other.update(
-                inner.target.id for inner in ast.walk(node)
+                inner.target.id
+                for inner in ast.walk(node)
                 if isinstance(inner, ast.NamedExpr) and isinstance(inner.target, ast.Name)
             )
             continue
