@@ -1,7 +1,9 @@
 """The audit trail: one record per code block a batch job ran, with the tool calls it made.
 
 `AuditingExecutor` wraps the job's sandbox: it sees every block the agent runs
-(and the outcome, even when the block is cancelled mid-run), and it wraps each
+(and the outcome, even when the block is cancelled mid-run). It announces each
+block before running it, so that if the worker process dies mid-block the
+parent writes the record instead (outcome ``worker_lost``). It wraps each
 tool so that calls made from inside the block are recorded where they run, on
 the host. Tools a sandbox runs inside itself (e2b ships their source) are not
 seen by the host, and their calls are not in the record.
@@ -88,13 +90,21 @@ def _outcome(error: BaseException) -> tuple[str, str]:
 class AuditingExecutor(Executor):
     """Runs code in `inner` and writes one audit record per block through `write`."""
 
-    def __init__(self, inner: Executor, job_id: str, step: Callable[[], int], write: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(
+        self,
+        inner: Executor,
+        job_id: str,
+        step: Callable[[], int],
+        write: Callable[[dict[str, Any]], None],
+        announce: Callable[[dict[str, Any] | None], None] | None = None,
+    ) -> None:
         self.inner = inner
         self.name = inner.name or type(inner).__name__  # type: ignore[misc]
         self.sandbox_id = getattr(inner, "sandbox_id", None) or f"{self.name}-{uuid.uuid4().hex[:12]}"
         self.job_id = job_id
         self._step = step
         self._write = write
+        self._announce = announce or (lambda record: None)
         self._calls: list[dict[str, Any]] = []
         self._lock = threading.Lock()
 
@@ -121,6 +131,7 @@ class AuditingExecutor(Executor):
             "sandbox_id": self.sandbox_id,
             "start": iso_time(started),
         }
+        self._announce(record)  # so a block whose process dies mid-run is still recorded, by the parent
         try:
             output = self.inner.run(code)
         except BaseException as error:
@@ -134,6 +145,7 @@ class AuditingExecutor(Executor):
             with self._lock:
                 record["tool_calls"] = list(self._calls)
             self._write(record)
+            self._announce(None)
 
     def install_packages(self, packages: list[str]) -> list[str]:
         return self.inner.install_packages(packages)

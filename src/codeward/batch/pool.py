@@ -64,6 +64,7 @@ class Worker:
         os.set_blocking(read_end, False)
         self._buffer = b""
         self.job: Any = None
+        self.block: dict[str, Any] | None = None  # the audit record of the code block running now
         self.started_at: float | None = None
         self.deadline: float | None = None
         self.cancel_reason: str | None = None
@@ -97,7 +98,7 @@ class Worker:
         self.deadline = now + timeout if timeout else None
 
     def finish_job(self) -> None:
-        self.job = None
+        self.job = self.block = None
         self.started_at = self.deadline = self.cancel_reason = self.kill_at = None
 
     def read_events(self) -> tuple[list[dict[str, Any]], bool]:

@@ -14,6 +14,7 @@ import signal
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -72,6 +73,10 @@ class Interrupts:
         signal.signal(signal.SIGINT, self._previous)
 
 
+def _epoch(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
+
+
 def finished_ids(results: Path) -> tuple[dict[str, str], int]:
     """Ids already in the results file (id -> status), after cutting a torn last line."""
     records, dropped = repair_and_read(results)
@@ -89,6 +94,7 @@ class _Batch:
         self.selector = selectors.DefaultSelector()
         self.outcome = BatchOutcome()
         self.results = JsonlAppender(options.results)
+        self.audit = JsonlAppender(options.audit) if options.audit else None
 
     # -- workers -------------------------------------------------------------------
 
@@ -131,6 +137,12 @@ class _Batch:
         error = description
         if status == "timeout":
             error = f"the job ran past its timeout of {job.timeout_seconds} s and did not stop when asked; {description}"
+        if worker.block is not None and self.audit is not None:
+            block = worker.block
+            block["outcome"], block["error"] = "worker_lost", description
+            block["duration_seconds"] = round(time.time() - _epoch(block["start"]), 6)
+            block.setdefault("tool_calls", None)  # made in the lost process: not known
+            self.audit.append(block)
         started = worker.started_at
         self._record(worker, {
             "id": job.id, "status": status, "output": None, "error": error, "model": job.model,
@@ -145,6 +157,8 @@ class _Batch:
         for event in events:
             if event["event"] == "started":
                 worker.job_started(time.monotonic())
+            elif event["event"] == "block":
+                worker.block = event["record"]
             elif event["event"] == "done" and worker.job is not None:
                 self._record(worker, event["result"])
         if closed:
@@ -192,6 +206,8 @@ class _Batch:
                 self._retire(worker)
                 worker.stop(self.options.grace_seconds)
             self.results.close()
+            if self.audit is not None:
+                self.audit.close()
             self.selector.close()
             self.outcome.duration_seconds = time.monotonic() - started
         return self.outcome

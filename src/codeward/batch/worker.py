@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
@@ -31,11 +31,12 @@ from codeward.batch.jobs import file_reference
 __all__ = ["JobCancelled", "main", "run_job"]
 
 
-class JobCancelled(BaseException):
+class JobCancelled(KeyboardInterrupt):
     """The parent cancelled the job (Ctrl-C, a timeout, or the parent is gone).
 
-    A BaseException, so that `except Exception` in the agent's loop does not
-    record it as a step error and carry on.
+    A KeyboardInterrupt, because that is what every layer already lets through:
+    the agent's loop does not record it as a step error, `except Exception` in
+    the model's code does not catch it, and a sandbox stops the code it runs.
     """
 
 
@@ -65,6 +66,11 @@ class _Cancellation:
             os.kill(os.getpid(), signal.SIGUSR1)
 
     def on_signal(self, signum: int, frame: Any) -> None:
+        if self.enabled and self.requested():
+            raise JobCancelled()
+
+    def check(self, *step: Any) -> None:
+        """A step callback: stop between steps even if a sandbox swallowed the signal's exception."""
         if self.enabled and self.requested():
             raise JobCancelled()
 
@@ -112,7 +118,9 @@ def _sandbox(agent: Any) -> dict[str, Any]:
     }
 
 
-def run_job(job: dict[str, Any], audit: Any | None) -> dict[str, Any]:
+def run_job(
+    job: dict[str, Any], audit: Any | None, announce: Callable[[dict[str, Any] | None], None] | None = None
+) -> dict[str, Any]:
     """Run one job to its result record: failures and cancellation are statuses, not exceptions."""
     from codeward.batch.audit import AuditingExecutor, iso_time
     from codeward.json_values import carry
@@ -133,10 +141,13 @@ def run_job(job: dict[str, Any], audit: Any | None) -> dict[str, Any]:
                 additional_authorized_imports=job["authorized_imports"] or None,
                 max_steps=job["max_steps"],
                 verbosity_level=-1,
+                step_callbacks=[_cancellation.check],
             )
         try:
             if audit is not None:
-                agent.executor = AuditingExecutor(agent.executor, job["id"], lambda: agent.step_number, audit.append)
+                agent.executor = AuditingExecutor(
+                    agent.executor, job["id"], lambda: agent.step_number, audit.append, announce
+                )
             with _cancellation.interruptible():
                 run = agent.run(job["task"], additional_args=_variables(job) or None, return_full_result=True)
         finally:
@@ -200,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         _cancellation.current = job["id"]
         _send(channel, {"event": "started", "id": job["id"]})
         try:
-            result = run_job(job, audit)
+            result = run_job(job, audit, lambda block: _send(channel, {"event": "block", "record": block}))
         except BaseException:  # a cancel landing between the job's end and here: report, not crash
             result = {"id": job["id"], "status": "cancelled", "error": traceback.format_exc(limit=1)}
         _cancellation.current = None
