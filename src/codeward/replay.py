@@ -24,7 +24,7 @@ from codeward.platform.code_agent import CodeAgent
 from codeward.platform.errors import AgentGenerationError
 from codeward.platform.models import ReplayModel
 from codeward.platform.tools import Tool
-from codeward.tool_specs import load_tool_specs
+from codeward.tool_specs import load_tool_specs, spec_relative_to, spec_under
 
 __all__ = ["RUN_RECORD", "Difference", "ReplayReport", "replay_run", "save_run"]
 
@@ -42,9 +42,10 @@ def save_run(
     authorized_imports: list[str],
 ) -> str | None:
     """Write the agent's last run with its replay record; return a warning if variables were left out."""
+    path = Path(path)
     data = agent.memory.to_dict()
     record: dict[str, Any] = {
-        "tools": list(tool_specs),
+        "tools": [spec_relative_to(spec, path.parent) for spec in tool_specs],
         "executor": executor,
         "authorized_imports": list(authorized_imports),
         "planning_interval": agent.planning_interval,
@@ -55,7 +56,6 @@ def save_run(
     except CodecError as error:
         warning = f"the variables were not saved ({error}); pass them to codeward replay with --var"
     data[RUN_RECORD] = record
-    path = Path(path)
     temporary = path.with_name(path.name + ".tmp")
     temporary.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
     os.replace(temporary, path)
@@ -133,8 +133,8 @@ def _fields(steps: list[dict[str, Any]]) -> tuple[dict[int, dict[str, str]], str
                 "observation": step.get("observations") or "",
                 "error": error.get("message", ""),
             }
-    finals = [step for step in steps if step.get("type") == "final_answer"]
-    final = json.dumps(finals[-1].get("output"), default=str) if finals else ""
+    actions = [step for step in steps if step.get("type") == "action"]
+    final = json.dumps(actions[-1].get("action_output"), default=str) if actions else ""
     return by_step, final
 
 
@@ -176,7 +176,8 @@ def replay_run(
     record = data.get(RUN_RECORD) or {}
     chosen = executor or record.get("executor") or "local"
     if tools is None:
-        tools = load_tool_specs(tool_specs if tool_specs is not None else record.get("tools", []))
+        recorded = [spec_under(spec, path.parent) for spec in record.get("tools", [])]
+        tools = load_tool_specs(tool_specs if tool_specs is not None else recorded)
     given = decode_variables(record["variables"]) if record.get("variables") else {}
     given.update(variables or {})
     tasks = [step["task"] for step in data["steps"] if step.get("type") == "task"]

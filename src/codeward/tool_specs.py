@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -17,7 +18,7 @@ from typing import Any
 
 from codeward.platform.tools import Tool
 
-__all__ = ["ToolSpecError", "load_tools", "load_tool_specs"]
+__all__ = ["ToolSpecError", "load_tool_specs", "load_tools", "spec_relative_to", "spec_under"]
 
 
 class ToolSpecError(ValueError):
@@ -78,3 +79,20 @@ def load_tool_specs(specs: list[str]) -> list[Tool]:
                 raise ToolSpecError(f"two tools are named {tool.name!r} (the second from --tools {spec})")
             tools[tool.name] = tool
     return list(tools.values())
+
+
+def spec_relative_to(spec: str, folder: Path) -> str:
+    """The spec with a file path made relative to `folder`: how a saved run records it, portably."""
+    target, sep, attr = spec.partition(":")
+    if not target.endswith(".py"):
+        return spec
+    path = Path(target).expanduser().resolve()
+    return f"{os.path.relpath(path, folder.resolve())}{sep}{attr}"
+
+
+def spec_under(spec: str, folder: Path) -> str:
+    """The spec with a relative file path read from `folder`: how a saved run's spec is loaded."""
+    target, sep, attr = spec.partition(":")
+    if not target.endswith(".py") or Path(target).expanduser().is_absolute():
+        return spec
+    return f"{folder / target}{sep}{attr}"
