@@ -40,13 +40,13 @@ def _module_from_file(path: Path) -> ModuleType:
     return module
 
 
-def _import(target: str) -> ModuleType:
+def _import(target: str, spec: str) -> ModuleType:
     if target.endswith(".py"):
         return _module_from_file(Path(target).expanduser())
     try:
         return importlib.import_module(target)
     except ModuleNotFoundError as error:
-        raise ToolSpecError(f"--tools {target}: cannot import {error.name!r}; is it installed or on PYTHONPATH?") from None
+        raise ToolSpecError(f"--tools {spec}: cannot import {error.name!r}; is it installed or on PYTHONPATH?") from None
 
 
 def load_tools(spec: str) -> list[Tool]:
@@ -54,7 +54,7 @@ def load_tools(spec: str) -> list[Tool]:
     target, _, attr = spec.partition(":")
     if not target:
         raise ToolSpecError(f"--tools {spec!r}: write module:attr, module, or file.py[:attr]")
-    module = _import(target)
+    module = _import(target, spec)
     if not attr:
         found = [value for value in vars(module).values() if isinstance(value, Tool)]
         if not found:

@@ -173,12 +173,12 @@ def _check_entry(where: str, entry: Any, base_dir: Path, defaults: JobDefaults) 
     if not isinstance(entry, dict):
         return None, [f"{where}: a job is a map with at least 'id' and 'task', got {type(entry).__name__}"]
     check = _Checker(where, entry, base_dir)
-    for name in entry:
-        if name not in _FIELDS:
-            check.fault(name, f"is not a job field; the fields are: {', '.join(_FIELDS)}")
     job_id = check.string("id", required=True)
     if job_id:
         check.where = f"{where} (id {job_id!r})"
+    for name in entry:
+        if name not in _FIELDS:
+            check.fault(name, f"is not a job field; the fields are: {', '.join(_FIELDS)}")
     task = check.string("task", required=True)
     executor = check.string("executor") or defaults.executor
     if executor not in available_executors():
