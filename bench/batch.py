@@ -31,9 +31,9 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 sys.path.insert(0, str(SRC))
 
-from codeward.batch.jobs import JobDefaults, load_jobs  # noqa: E402
-from codeward.batch.jsonl import JsonlAppender  # noqa: E402
-from codeward.batch.worker import run_job  # noqa: E402
+from codeward.batch.jobs import JobDefaults, load_jobs
+from codeward.batch.jsonl import JsonlAppender
+from codeward.batch.worker import run_job
 
 STEPS = [
     "Thought: work.\n<code>\nx = sum(i * i for i in range(20000))\nprint(x)\n</code>",
@@ -97,6 +97,20 @@ def executors_to_measure(requested: list[str]) -> list[str]:
     return chosen
 
 
+def bench_executor(executor: str, count: int, repeats: int) -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        jobs_path = write_jobs(folder, count, executor)
+        run_job(load_jobs(jobs_path, JobDefaults())[0].to_dict(), None)  # warm up: imports, prompt templates
+        baseline = median_rate(lambda: in_process(jobs_path, folder, None), count, repeats)
+        print(f"\n[{executor}] baseline, in-process one after another: {baseline:8.1f} jobs/s  (1.00x)")
+        for concurrency in CONCURRENCY:
+            threads = median_rate(lambda c=concurrency: in_process(jobs_path, folder, c), count, repeats)
+            batch = median_rate(lambda c=concurrency: command(jobs_path, folder, c), count, repeats)
+            print(f"[{executor}] concurrency {concurrency}: codeward batch (processes) {batch:8.1f} jobs/s "
+                  f"({batch / baseline:.2f}x) · threads in-process {threads:8.1f} jobs/s ({threads / baseline:.2f}x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=100)
@@ -105,16 +119,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{args.jobs} jobs, median of {args.repeats} runs, {os.cpu_count()} cores; jobs/s (ratio to the baseline)")
     for executor in executors_to_measure(args.executor or ["local"]):
-        with tempfile.TemporaryDirectory() as scratch:
-            folder = Path(scratch)
-            jobs_path = write_jobs(folder, args.jobs, executor)
-            baseline = median_rate(lambda: in_process(jobs_path, folder, None), args.jobs, args.repeats)
-            print(f"\n[{executor}] baseline, in-process one after another: {baseline:8.1f} jobs/s  (1.00x)")
-            for concurrency in CONCURRENCY:
-                threads = median_rate(lambda: in_process(jobs_path, folder, concurrency), args.jobs, args.repeats)
-                batch = median_rate(lambda: command(jobs_path, folder, concurrency), args.jobs, args.repeats)
-                print(f"[{executor}] concurrency {concurrency}: codeward batch (processes) {batch:8.1f} jobs/s "
-                      f"({batch / baseline:.2f}x) · threads in-process {threads:8.1f} jobs/s ({threads / baseline:.2f}x)")
+        bench_executor(executor, args.jobs, args.repeats)
 
 
 if __name__ == "__main__":

@@ -246,6 +246,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, ImportError, FileNotFoundError) as error:
         console.print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False)
         return 2
+    except KeyboardInterrupt:  # the sandbox was closed on the way out (agents are context managers)
+        console.print("[yellow]interrupted[/yellow]")
+        return 130
 
 
 if __name__ == "__main__":

@@ -98,18 +98,6 @@ class ReplayReport:
         return "\n\n".join([head, *(d.render() for d in self.differences)])
 
 
-def _load(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"no saved run at {path}; save one with codeward run --save or agent.memory.save") from None
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not a saved run: invalid JSON ({error})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
-        raise ValueError(f"{path} is not a saved run: it has no 'steps' list")
-    return data
-
-
 def _planning_interval(steps: list[dict[str, Any]]) -> int | None:
     """Infer how often the recorded agent planned, so the replay asks the model in the same order."""
     positions, actions = [], 0
@@ -172,7 +160,8 @@ def replay_run(
     `variables` are added to (and override) the recorded ones.
     """
     path = Path(path)
-    data = _load(path)
+    model = ReplayModel(path)  # checks that the file is a saved run, with errors that say so
+    data = json.loads(path.read_text(encoding="utf-8"))
     record = data.get(RUN_RECORD) or {}
     chosen = executor or record.get("executor") or "local"
     if tools is None:
@@ -188,7 +177,7 @@ def replay_run(
         actions = actions[:-1]  # the answer asked for after the last step, not a step of its own
     agent = CodeAgent(
         tools=tools,
-        model=ReplayModel(path),
+        model=model,
         executor=chosen,
         executor_kwargs=executor_kwargs,
         additional_authorized_imports=record.get("authorized_imports") or None,

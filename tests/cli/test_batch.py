@@ -136,9 +136,7 @@ def test_sigkill_halfway_then_rerun_ends_with_exactly_fifty_results(spawn, codew
 
 def test_ctrl_c_cancels_running_jobs_and_leaves_no_process(spawn, tmp_path):
     model = write_script(tmp_path / "sleepy.yaml", "import time\ntime.sleep(60)")
-    with open(tmp_path / "jobs.yaml", "w") as handle:
-        for index in range(6):
-            handle.write(f"- id: sleepy-{index}\n  task: Sleep.\n  model: {model}\n")
+    (tmp_path / "jobs.yaml").write_text("".join(f"- {{id: sleepy-{n}, task: Sleep., model: '{model}'}}\n" for n in range(6)))
     batch = spawn("batch", "jobs.yaml", "--concurrency", "3")
     audit = tmp_path / "audit.jsonl"
     deadline = time.monotonic() + 30

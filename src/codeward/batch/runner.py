@@ -23,7 +23,7 @@ from codeward.batch.jobs import Job
 from codeward.batch.jsonl import JsonlAppender, repair_and_read
 from codeward.batch.pool import Worker
 
-__all__ = ["BatchOptions", "BatchOutcome", "FAILED_STATUSES", "STATUSES", "run_batch"]
+__all__ = ["FAILED_STATUSES", "STATUSES", "BatchOptions", "BatchOutcome", "run_batch"]
 
 STATUSES = ("success", "max_steps_error", "error", "timeout", "cancelled")
 #: Statuses that make the command's exit code non-zero.
@@ -56,21 +56,24 @@ class BatchOutcome:
 
 
 class Interrupts:
-    """Counts Ctrl-C presses while installed, instead of raising KeyboardInterrupt."""
+    """Counts Ctrl-C presses (and SIGTERMs, as a CI runner's timeout sends) instead of dying of them."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self) -> None:
         self.count = 0
-        self._previous: Any = None
+        self._previous: dict[int, Any] = {}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.count += 1
 
     def __enter__(self) -> Interrupts:
-        self._previous = signal.signal(signal.SIGINT, self._handle)
+        self._previous = {signum: signal.signal(signum, self._handle) for signum in self.SIGNALS}
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        signal.signal(signal.SIGINT, self._previous)
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
 
 
 def _epoch(iso: str) -> float:
