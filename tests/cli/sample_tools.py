@@ -1,6 +1,7 @@
 """Tools the command-line tests give their agents (loaded with --tools FILE.py)."""
 
 import os
+import time
 
 from codeward import tool
 
@@ -23,3 +24,19 @@ def crash_worker(code: int) -> int:
         code: The exit code.
     """
     os._exit(code)
+
+
+@tool
+def stubborn_wait(seconds: float) -> str:
+    """Waits, ignoring every attempt to interrupt it: a host tool stuck in a call that cannot be cancelled.
+
+    Args:
+        seconds: How long to wait.
+    """
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            time.sleep(0.05)
+        except BaseException:  # noqa: BLE001 - deliberately deaf to cancellation
+            pass
+    return "done"

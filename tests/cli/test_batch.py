@@ -153,3 +153,22 @@ def test_ctrl_c_cancels_running_jobs_and_leaves_no_process(spawn, tmp_path):
     assert (tmp_path / "results.jsonl").read_text() == ""  # cancelled jobs are not finished: a rerun does them
     cancelled = read_lines(audit)
     assert len(cancelled) == 3 and all(line["outcome"] == "cancelled" for line in cancelled)
+
+
+def test_a_job_deaf_to_cancellation_is_killed_after_the_grace_period(codeward, tmp_path):
+    stuck = write_script(tmp_path / "stuck.yaml", "stubborn_wait(60)")
+    fine = write_script(tmp_path / "fine.yaml", "final_answer(double(2))")
+    (tmp_path / "jobs.yaml").write_text(
+        f"- {{id: stuck, task: Wait., model: '{stuck}', timeout_seconds: 1}}\n"
+        f"- {{id: fine, task: Double., model: '{fine}'}}\n"
+    )
+    started = time.monotonic()
+    done = codeward("batch", "jobs.yaml", "--tools", SAMPLE_TOOLS, "--concurrency", "1", "--cancel-grace", "0.5")
+    assert time.monotonic() - started < 30  # not the 60 s the tool wanted
+    assert done.returncode == 1, done.stdout + done.stderr
+    results = {r["id"]: r for r in read_lines(tmp_path / "results.jsonl")}
+    assert results["stuck"]["status"] == "timeout" and "did not stop when asked" in results["stuck"]["error"]
+    assert results["fine"]["status"] == "success" and results["fine"]["output"] == 4  # on a fresh worker
+    assert results["fine"]["sandbox"]["worker_pid"] != results["stuck"]["sandbox"]["worker_pid"]
+    audit = {line["job_id"]: line for line in read_lines(tmp_path / "audit.jsonl")}
+    assert audit["stuck"]["outcome"] == "worker_lost" and audit["stuck"]["code"] == "stubborn_wait(60)"

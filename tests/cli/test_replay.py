@@ -99,3 +99,10 @@ def test_replay_of_a_file_that_is_not_a_run_says_so(codeward, tmp_path):
     (tmp_path / "nope.json").write_text("[1, 2]")
     done = codeward("replay", "nope.json")
     assert done.returncode == 2 and "is not a saved run" in done.stdout
+
+
+def test_a_saved_run_is_also_a_model_id(codeward, recorded):
+    done = codeward("run", "Total in euros?", "--model", "replay:run.json", "--tools", "rates.py",
+                    "--var", "amounts=@amounts.json", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["output"] == 102.0
