@@ -55,7 +55,7 @@ def write_jobs(folder: Path, count: int, executor: str) -> Path:
 def in_process(jobs_path: Path, folder: Path, threads: int | None) -> float:
     """Seconds to run every job in this process: in a loop, or on `threads` threads."""
     jobs = [job.to_dict() for job in load_jobs(jobs_path, JobDefaults())]
-    with JsonlAppender(folder / f"audit-inproc-{threads}-{time.monotonic_ns()}.jsonl") as audit:
+    with JsonlAppender(folder / f"audit-inproc-{threads}-{time.monotonic_ns()}.jsonl", shared=True) as audit:
         started = time.perf_counter()
         if threads is None:
             results = [run_job(job, audit) for job in jobs]

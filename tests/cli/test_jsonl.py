@@ -7,7 +7,7 @@ import multiprocessing
 
 import pytest
 
-from codeward.batch.jsonl import JsonlAppender, repair_and_read
+from codeward.batch.jsonl import JsonlAppender, exclusive_writer, repair_and_read
 
 
 @pytest.mark.parametrize(
@@ -38,7 +38,7 @@ def test_a_torn_line_in_the_middle_is_reported_not_skipped(tmp_path):
 
 
 def _append_many(path: str, writer: int) -> None:
-    with JsonlAppender(path) as out:
+    with JsonlAppender(path, shared=True) as out:
         for index in range(100):
             out.append({"writer": writer, "index": index, "padding": "x" * 20_000})  # several pages per line
 
@@ -54,3 +54,12 @@ def test_lines_from_concurrent_processes_never_interleave(tmp_path):
     records, cut = repair_and_read(path)
     assert cut == 0
     assert sorted((r["writer"], r["index"]) for r in records) == [(w, i) for w in range(4) for i in range(100)]
+
+
+def test_a_second_writer_of_a_results_file_is_refused(tmp_path):
+    path = tmp_path / "results.jsonl"
+    with exclusive_writer(path), pytest.raises(ValueError, match="another running codeward batch"):
+        with exclusive_writer(path):
+            pass
+    with exclusive_writer(path):  # released with the first
+        pass

@@ -5,8 +5,10 @@ then ``fsync``: a finished record is on disk before the batch moves on. A kill
 can still cut the *last* line short (a large write is not atomic against
 SIGKILL), so whoever opens the file again first cuts that torn tail off; a torn
 line is never followed by another, and readers see only whole records.
-Several processes may append to one file (the audit): an ``flock`` around each
-write keeps their lines whole.
+Several processes may append to one file (the audit): with ``shared=True`` an
+``flock`` around each write keeps their lines whole. A file with one writer
+(the results) is instead held with `exclusive_writer` for the writer's whole
+life, so a second batch on the same file is refused rather than interleaved.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["JsonlAppender", "repair_and_read"]
+__all__ = ["JsonlAppender", "exclusive_writer", "repair_and_read"]
 
 
 def _cut_torn_tail(path: Path) -> int:
@@ -74,11 +78,28 @@ def _fsync_directory(path: Path) -> None:
         os.close(fd)
 
 
+@contextmanager
+def exclusive_writer(path: str | Path) -> Iterator[None]:
+    """Hold `path` for one writer; raise if another process holds it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(f"{path} is being written by another running codeward batch; wait for it, or use --out") from None
+        yield
+    finally:
+        os.close(fd)
+
+
 class JsonlAppender:
     """Appends one record per line; each `append` returns once the line is on disk."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, shared: bool = False) -> None:
         self.path = Path(path)
+        self.shared = shared
         created = not self.path.exists()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -89,7 +110,8 @@ class JsonlAppender:
         if self._fd is None:
             raise ValueError(f"{self.path} is closed")
         data = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        if self.shared:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:
             view = memoryview(data)
             while view:
@@ -97,7 +119,8 @@ class JsonlAppender:
                 view = view[written:]
             os.fsync(self._fd)
         finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            if self.shared:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
         if self._fd is not None:

@@ -20,7 +20,7 @@ from types import FrameType
 from typing import Any
 
 from codeward.batch.jobs import Job
-from codeward.batch.jsonl import JsonlAppender, repair_and_read
+from codeward.batch.jsonl import JsonlAppender, exclusive_writer, repair_and_read
 from codeward.batch.pool import Worker
 
 __all__ = ["FAILED_STATUSES", "STATUSES", "BatchOptions", "BatchOutcome", "run_batch"]
@@ -97,7 +97,7 @@ class _Batch:
         self.selector = selectors.DefaultSelector()
         self.outcome = BatchOutcome()
         self.results = JsonlAppender(options.results)
-        self.audit = JsonlAppender(options.audit) if options.audit else None
+        self.audit = JsonlAppender(options.audit, shared=True) if options.audit else None
 
     # -- workers -------------------------------------------------------------------
 
@@ -225,15 +225,17 @@ class _Batch:
 
 def run_batch(jobs: list[Job], options: BatchOptions, progress: Any) -> BatchOutcome:
     """Run the jobs not already finished in `options.results`; `progress` hears of each result."""
-    done, dropped = finished_ids(options.results)
-    if options.audit is not None:
-        _, audit_dropped = repair_and_read(options.audit)
-        dropped += audit_dropped
-    todo = [job for job in jobs if job.id not in done]
-    earlier = Counter(status for job_id, status in done.items() if job_id in {j.id for j in jobs})
-    progress.start(len(todo), skipped=len(jobs) - len(todo))
-    with Interrupts() as interrupts:
-        outcome = _Batch(todo, options, progress).run(interrupts)
+    with exclusive_writer(options.results):
+        done, dropped = finished_ids(options.results)
+        if options.audit is not None:
+            _, audit_dropped = repair_and_read(options.audit)
+            dropped += audit_dropped
+        todo = [job for job in jobs if job.id not in done]
+        ids = {job.id for job in jobs}
+        earlier = Counter(status for job_id, status in done.items() if job_id in ids)
+        progress.start(len(todo), skipped=len(jobs) - len(todo))
+        with Interrupts() as interrupts:
+            outcome = _Batch(todo, options, progress).run(interrupts)
     outcome.earlier = earlier
     outcome.dropped_bytes = dropped
     return outcome

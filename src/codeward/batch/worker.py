@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) > 1:
         from codeward.batch.jsonl import JsonlAppender
 
-        audit = JsonlAppender(argv[1])
+        audit = JsonlAppender(argv[1], shared=True)
     jobs: queue.Queue[dict[str, Any] | None] = queue.Queue()
     threading.Thread(target=_read_stdin, args=(jobs,), daemon=True).start()
     _send(channel, {"event": "ready", "pid": os.getpid()})
