@@ -107,8 +107,8 @@ def bench_executor(executor: str, count: int, repeats: int) -> None:
         for concurrency in CONCURRENCY:
             threads = median_rate(lambda c=concurrency: in_process(jobs_path, folder, c), count, repeats)
             batch = median_rate(lambda c=concurrency: command(jobs_path, folder, c), count, repeats)
-            print(f"[{executor}] concurrency {concurrency}: codeward batch (processes) {batch:8.1f} jobs/s "
-                  f"({batch / baseline:.2f}x) · threads in-process {threads:8.1f} jobs/s ({threads / baseline:.2f}x)")
+            print(f"[{executor}] concurrency {concurrency}: codeward batch (processes) {batch:6.1f} jobs/s "
+                  f"({batch / baseline:.2f}x) · threads in-process {threads:6.1f} jobs/s ({threads / baseline:.2f}x)")
 
 
 def main() -> None:

@@ -40,3 +40,14 @@ def stubborn_wait(seconds: float) -> str:
         except BaseException:  # noqa: BLE001 - deliberately deaf to cancellation
             pass
     return "done"
+
+
+@tool
+def touch(name: str) -> str:
+    """Creates an empty file in the current folder, so a test can see that the code got this far.
+
+    Args:
+        name: The file's name.
+    """
+    open(name, "w").close()
+    return name

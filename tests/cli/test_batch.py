@@ -9,6 +9,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import yaml
+
 from tests.cli.conftest import SAMPLE_TOOLS, alive, children, write_script
 
 # What each kind of job does, how it ends, and how many code blocks it runs.
@@ -135,24 +137,27 @@ def test_sigkill_halfway_then_rerun_ends_with_exactly_fifty_results(spawn, codew
 
 
 def test_ctrl_c_cancels_running_jobs_and_leaves_no_process(spawn, tmp_path):
-    model = write_script(tmp_path / "sleepy.yaml", "import time\ntime.sleep(60)")
-    (tmp_path / "jobs.yaml").write_text("".join(f"- {{id: sleepy-{n}, task: Sleep., model: '{model}'}}\n" for n in range(6)))
-    batch = spawn("batch", "jobs.yaml", "--concurrency", "3")
-    audit = tmp_path / "audit.jsonl"
-    deadline = time.monotonic() + 30
-    workers: list[int] = []
-    while time.monotonic() < deadline and len(workers) < 3:
-        workers = children(batch.pid)
+    jobs = []
+    for n in range(6):
+        model = write_script(tmp_path / f"sleepy-{n}.yaml", f"touch('started-{n}')", "import time\ntime.sleep(60)")
+        jobs.append({"id": f"sleepy-{n}", "task": "Sleep.", "model": model})
+    (tmp_path / "jobs.yaml").write_text(yaml.safe_dump(jobs))
+    batch = spawn("batch", "jobs.yaml", "--concurrency", "3", "--tools", SAMPLE_TOOLS)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list(tmp_path.glob("started-*"))) < 3:
         time.sleep(0.05)
-    time.sleep(1.0)  # let the jobs reach their code
+    workers = children(batch.pid)
+    assert len(workers) == 3
+    time.sleep(0.3)  # into the sleeping block
     batch.send_signal(signal.SIGINT)
     out, err = batch.communicate(timeout=30)
     assert batch.returncode == 130, out + err
     assert "interrupted" in out and "cancelled" in out and "not started" in out
     assert not [pid for pid in workers if alive(pid)]
     assert (tmp_path / "results.jsonl").read_text() == ""  # cancelled jobs are not finished: a rerun does them
-    cancelled = read_lines(audit)
-    assert len(cancelled) == 3 and all(line["outcome"] == "cancelled" for line in cancelled)
+    audit = read_lines(tmp_path / "audit.jsonl")
+    assert [line["outcome"] for line in audit].count("cancelled") == 3  # each sandbox saw its block stopped
+    assert len(list(tmp_path.glob("started-*"))) == 3  # no job was started after Ctrl-C
 
 
 def test_a_job_deaf_to_cancellation_is_killed_after_the_grace_period(codeward, tmp_path):
