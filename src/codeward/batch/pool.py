@@ -14,6 +14,7 @@ against running the same jobs in-process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -140,11 +141,7 @@ class Worker:
 
     def stop(self, wait_seconds: float) -> None:
         """Close its stdin (the worker finishes and exits); kill it if it does not in time."""
-        try:
-            if self.process.stdin is not None:
-                self.process.stdin.close()
-        except BrokenPipeError:
-            pass
+        self._close_stdin()
         try:
             self.process.wait(timeout=wait_seconds)
         except subprocess.TimeoutExpired:
@@ -152,11 +149,16 @@ class Worker:
         self._signal(signal.SIGKILL, group=True)  # anything it started and left behind
         self.release()
 
+    def _close_stdin(self) -> None:
+        if self.process.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()
+
     def release(self) -> None:
-        try:
+        """Close the parent's ends of the worker's pipes (once it has exited)."""
+        with contextlib.suppress(OSError):
             os.close(self.channel)
-        except OSError:
-            pass
+        self._close_stdin()
         self.stderr.close()
 
     def exit_description(self) -> str:

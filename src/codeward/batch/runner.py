@@ -177,10 +177,13 @@ class _Batch:
             if worker.deadline is not None and now >= worker.deadline:
                 worker.cancel("timeout", self.options.grace_seconds)
             if worker.kill_at is not None and now >= worker.kill_at and worker.job is not None:
-                self._retire(worker)
-                worker.kill()
-                self._lost(worker, "the worker was killed after the grace period")
-                worker.release()
+                self._kill(worker, "the worker was killed after the grace period")
+
+    def _kill(self, worker: Worker, description: str) -> None:
+        self._retire(worker)
+        worker.kill()
+        self._lost(worker, description)
+        worker.release()
 
     def _next_wakeup(self) -> float:
         clocks = [t for w in self.workers for t in (w.deadline, w.kill_at) if t is not None]
@@ -193,12 +196,8 @@ class _Batch:
                 if interrupts.count and not self.outcome.interrupted:
                     self._stop_starting()
                 if interrupts.count > 1:
-                    for worker in list(self.workers):
-                        if worker.job is not None:
-                            self._retire(worker)
-                            worker.kill()
-                            self._lost(worker, "cancelled by a second Ctrl-C: the worker was killed")
-                            worker.release()
+                    for worker in [w for w in self.workers if w.job is not None]:
+                        self._kill(worker, "cancelled by a second Ctrl-C: the worker was killed")
                 if not self.outcome.interrupted:
                     self._hand_out()
                 for key, _ in self.selector.select(self._next_wakeup()):
