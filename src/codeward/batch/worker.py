@@ -20,7 +20,6 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -110,12 +109,8 @@ def _variables(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _sandbox(agent: Any) -> dict[str, Any]:
-    executor = getattr(agent, "executor", None)
-    return {
-        "executor": getattr(executor, "name", None),
-        "id": getattr(executor, "sandbox_id", None),
-        "worker_pid": os.getpid(),
-    }
+    executor = agent.executor
+    return {"executor": executor.name, "id": getattr(executor, "sandbox_id", None), "worker_pid": os.getpid()}
 
 
 def run_job(
@@ -164,9 +159,7 @@ def run_job(
         result["steps"] = len(agent.memory.action_steps())
         result["token_usage"] = agent.memory.token_usage().to_dict()
         result["sandbox"] = _sandbox(agent)
-        errors = [s.error.message for s in agent.memory.action_steps() if s.error is not None]
-        if errors:
-            result["step_errors"] = len(errors)
+        result["step_errors"] = sum(step.error is not None for step in agent.memory.action_steps())
     result["model"] = job["model"]
     result["started_at"] = iso_time(started)
     result["duration_seconds"] = round(time.time() - started, 4)
@@ -206,14 +199,10 @@ def main(argv: list[str] | None = None) -> int:
         audit = JsonlAppender(argv[1], shared=True)
     jobs: queue.Queue[dict[str, Any] | None] = queue.Queue()
     threading.Thread(target=_read_stdin, args=(jobs,), daemon=True).start()
-    _send(channel, {"event": "ready", "pid": os.getpid()})
     while (job := jobs.get()) is not None:
         _cancellation.current = job["id"]
         _send(channel, {"event": "started", "id": job["id"]})
-        try:
-            result = run_job(job, audit, lambda block: _send(channel, {"event": "block", "record": block}))
-        except BaseException:  # a cancel landing between the job's end and here: report, not crash
-            result = {"id": job["id"], "status": "cancelled", "error": traceback.format_exc(limit=1)}
+        result = run_job(job, audit, lambda block: _send(channel, {"event": "block", "record": block}))
         _cancellation.current = None
         _send(channel, {"event": "done", "id": job["id"], "result": result})
     return 0
