@@ -7,7 +7,12 @@ import time
 
 import pytest
 
-from codeward.executors.base import ExecutionError, ExecutionTimeout, ExecutorError, create_executor
+from codeward.executors.base import (
+    ExecutionError,
+    ExecutionTimeout,
+    ExecutorError,
+    create_executor,
+)
 from codeward.executors.local import LocalExecutor
 from codeward.platform.tools import FinalAnswerTool, ToolCallError, tool
 
@@ -78,14 +83,21 @@ def test_tool_error_traceback_shows_only_the_models_lines(executor):
     with pytest.raises(ExecutionError) as info:
         executor.run("x = 1\nexplode('bad input')")
     tb = info.value.traceback
-    assert '<code block' in tb and "line 2" in tb and "RuntimeError: bad input" in tb
+    assert "<code block" in tb and "line 2" in tb and "RuntimeError: bad input" in tb
     assert "tools.py" not in tb and "local.py" not in tb
 
 
-@pytest.mark.parametrize("code", [
-    "add = 1", "def add(a, b):\n    return 0", "for add in range(2):\n    pass",
-    "import math as add", "class final_answer:\n    pass", "def f():\n    global add\n    add = 2",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "add = 1",
+        "def add(a, b):\n    return 0",
+        "for add in range(2):\n    pass",
+        "import math as add",
+        "class final_answer:\n    pass",
+        "def f():\n    global add\n    add = 2",
+    ],
+)
 def test_tools_cannot_be_rebound(executor, code):
     with pytest.raises(ExecutionError) as info:
         executor.run(code)
@@ -108,7 +120,9 @@ def test_final_answer_ends_the_block(executor):
     assert out.is_final_answer and out.output == {"a": 1} and out.logs == "before\n"
 
 
-@pytest.mark.parametrize("handler", ["except Exception:", "except:", "except BaseException:", "except BaseException as e:"])
+@pytest.mark.parametrize(
+    "handler", ["except Exception:", "except:", "except BaseException:", "except BaseException as e:"]
+)
 def test_final_answer_cannot_be_swallowed(executor, handler):
     out = executor.run(f"try:\n    final_answer(7)\n{handler}\n    pass\n'not reached'")
     assert out.is_final_answer and out.output == 7
@@ -171,9 +185,8 @@ def test_timeout_cannot_be_caught_by_the_code():
 
 
 def test_timeout_stops_a_loop_in_finally():
-    with LocalExecutor(timeout_seconds=0.3, max_operations=10**12) as ex:
-        with pytest.raises(ExecutionTimeout):
-            ex.run("try:\n    while True:\n        pass\nfinally:\n    while True:\n        pass")
+    with LocalExecutor(timeout_seconds=0.3, max_operations=10**12) as ex, pytest.raises(ExecutionTimeout):
+        ex.run("try:\n    while True:\n        pass\nfinally:\n    while True:\n        pass")
 
 
 def test_no_stray_signal_reaches_the_host_after_a_run():
@@ -184,17 +197,15 @@ def test_no_stray_signal_reaches_the_host_after_a_run():
 
 
 def test_operation_budget_stops_endless_loops(executor):
-    with LocalExecutor(max_operations=10_000) as ex:
-        with pytest.raises(ExecutionError) as info:
-            ex.run("n = 0\nwhile True:\n    n += 1")
+    with LocalExecutor(max_operations=10_000) as ex, pytest.raises(ExecutionError) as info:
+        ex.run("n = 0\nwhile True:\n    n += 1")
         assert "10,000 operations" in info.value.message
         assert ex.run("n > 9000").output is True
 
 
 def test_operation_budget_counts_calls():
-    with LocalExecutor(max_operations=1_000) as ex:
-        with pytest.raises(ExecutionError):
-            ex.run("f = lambda v: v\nlist(map(f, range(5000)))")
+    with LocalExecutor(max_operations=1_000) as ex, pytest.raises(ExecutionError):
+        ex.run("f = lambda v: v\nlist(map(f, range(5000)))")
 
 
 def test_recursion_is_an_error_the_code_sees(executor):
@@ -206,11 +217,13 @@ def test_recursion_is_an_error_the_code_sees(executor):
 def test_runs_from_another_thread():
     results = []
     with LocalExecutor(timeout_seconds=0.3, max_operations=10**12) as ex:
+
         def worker():
             try:
                 ex.run("while True:\n    pass")
             except ExecutionTimeout:
                 results.append("timeout")
+
         thread = threading.Thread(target=worker)
         thread.start()
         thread.join(5)

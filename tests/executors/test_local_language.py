@@ -21,7 +21,9 @@ def run(executor: LocalExecutor, code: str):
 
 
 def test_assignments_of_every_form(executor):
-    assert run(executor, """
+    assert run(
+        executor,
+        """
         a, *rest = [1, 2, 3, 4]
         (b, c), d = (5, 6), 7
         x = y = 2
@@ -30,38 +32,53 @@ def test_assignments_of_every_form(executor):
             pass
         d2 = {}; d2["k"] = 1; d2["k"] += 1
         a, rest, b, c, d, x, y, z, n, d2
-    """) == (1, [2, 3, 4], 5, 6, 7, 5, 8, 1024, 3, {"k": 2})
+    """,
+    ) == (1, [2, 3, 4], 5, 6, 7, 5, 8, 1024, 3, {"k": 2})
 
 
 def test_comprehensions_and_generators(executor):
-    assert run(executor, """
+    assert run(
+        executor,
+        """
         pairs = {k: v for k, v in zip("ab", (1, 2))}
         squares = [i * i for i in range(5) if i % 2 == 0]
         nested = [(i, j) for i in range(2) for j in range(2)]
         total = sum(x for x in range(10))
         unique = {c for c in "hello"}
         pairs, squares, nested, total, sorted(unique)
-    """) == ({"a": 1, "b": 2}, [0, 4, 16], [(0, 0), (0, 1), (1, 0), (1, 1)], 45, ["e", "h", "l", "o"])
+    """,
+    ) == ({"a": 1, "b": 2}, [0, 4, 16], [(0, 0), (0, 1), (1, 0), (1, 1)], 45, ["e", "h", "l", "o"])
 
 
 def test_fstrings_with_conversions_and_specs(executor):
-    assert run(executor, """
+    assert (
+        run(
+            executor,
+            """
         name, value, width = "pi", 3.14159, 8
         f"{name!r}: {value:.2f} |{value:>{width}.1f}| {name!s:^6} {255:#x} {1234567:,}"
-    """) == "'pi': 3.14 |     3.1|   pi   0xff 1,234,567"
+    """,
+        )
+        == "'pi': 3.14 |     3.1|   pi   0xff 1,234,567"
+    )
 
 
 def test_functions_with_every_parameter_kind_and_lambdas(executor):
-    assert run(executor, """
+    assert run(
+        executor,
+        """
         def f(a, /, b, c=3, *args, d, e=5, **kwargs):
             return (a, b, c, args, d, e, kwargs)
         square = lambda v: v * v
         f(1, 2, 4, 6, 7, d=8, z=9), square(7), sorted([3, 1, 2], key=lambda v: -v)
-    """) == ((1, 2, 4, (6, 7), 8, 5, {"z": 9}), 49, [3, 2, 1])
+    """,
+    ) == ((1, 2, 4, (6, 7), 8, 5, {"z": 9}), 49, [3, 2, 1])
 
 
 def test_decorators_property_dataclass_and_functools(executor):
-    assert run(executor, """
+    assert run(
+        executor,
+        """
         import functools
         from dataclasses import dataclass, field
 
@@ -91,11 +108,14 @@ def test_decorators_property_dataclass_and_functools(executor):
 
         p = Point(3, 4)
         three(), fib(30), p.norm2, p == Point(3, 4), repr(p), Point(1) < Point(2)
-    """) == (6, 832040, 25, True, "Point(x=3, y=4, tags=[])", True)
+    """,
+    ) == (6, 832040, 25, True, "Point(x=3, y=4, tags=[])", True)
 
 
 def test_classes_inheritance_super_and_dunders(executor):
-    assert run(executor, """
+    assert run(
+        executor,
+        """
         class Animal:
             def __init__(self, name):
                 self.name = name
@@ -121,11 +141,14 @@ def test_classes_inheritance_super_and_dunders(executor):
         d.age = 3
         d.age += 1
         d.speak(), repr(d), d == Dog("rex", "x"), len(d), len({d, Dog("rex", "y")}), d.age, isinstance(d, Animal)
-    """) == ("...woof", "<rex>", True, 3, 1, 4, True)
+    """,
+    ) == ("...woof", "<rex>", True, 3, 1, 4, True)
 
 
 def test_loops_with_else_and_control_flow(executor):
-    assert run(executor, """
+    assert run(
+        executor,
+        """
         found = []
         for i in range(5):
             if i == 10:
@@ -142,11 +165,14 @@ def test_loops_with_else_and_control_flow(executor):
                 continue
             found.append(i)
         found
-    """) == ["for-else", "while-else", 0, 2]
+    """,
+    ) == ["for-else", "while-else", 0, 2]
 
 
 def test_exceptions_try_else_finally_raise_from(executor):
-    assert run(executor, """
+    assert run(
+        executor,
+        """
         log = []
         try:
             x = 1
@@ -171,11 +197,14 @@ def test_exceptions_try_else_finally_raise_from(executor):
         except (TypeError, MyError) as e:
             log.append(e.args[0])
         log
-    """) == ["else", "finally", "wrapped", "cause", "mine"]
+    """,
+    ) == ["else", "finally", "wrapped", "cause", "mine"]
 
 
 def test_with_match_global_nonlocal_yield(executor):
-    assert run(executor, """
+    assert run(
+        executor,
+        """
         class Ctx:
             def __init__(self):
                 self.events = []
@@ -222,7 +251,8 @@ def test_with_match_global_nonlocal_yield(executor):
         add = make(); add(2)
         (ctx.events, describe({"kind": "point", "x": 1, "y": 2}), describe([1, 2, 3]), describe(5),
          describe("s"), counter, add(3), list(gen(2)))
-    """) == (["enter", "exit"], "point 1,2", "list 1 +2", "positive", "other", 2, 5, [0, 1, 10, 11])
+    """,
+    ) == (["enter", "exit"], "point 1,2", "list 1 +2", "positive", "other", 2, 5, [0, 1, 10, 11])
 
 
 def test_print_with_sep_and_end_goes_to_logs(executor):
@@ -239,7 +269,9 @@ def test_print_is_truncated_with_a_note():
 
 
 def test_allowed_imports_work(executor):
-    assert run(executor, """
+    assert run(
+        executor,
+        """
         import json, re, math, statistics, collections, itertools, datetime, random, string
         from collections import Counter, defaultdict
         random.seed(1)
@@ -248,7 +280,8 @@ def test_allowed_imports_work(executor):
         (json.dumps({"a": [1, 2]}), re.findall(r"\\d+", "a1b22"), math.floor(2.5), statistics.mean([1, 2, 3]),
          counts, dict(dd), list(itertools.islice(itertools.count(), 3)), datetime.date(2024, 1, 2).isoformat(),
          string.ascii_lowercase[:3], 0 <= random.random() < 1)
-    """) == ('{"a": [1, 2]}', ["1", "22"], 2, 2, [("a", 5)], {"a": [1]}, [0, 1, 2], "2024-01-02", "abc", True)
+    """,
+    ) == ('{"a": [1, 2]}', ["1", "22"], 2, 2, [("a", 5)], {"a": [1]}, [0, 1, 2], "2024-01-02", "abc", True)
 
 
 def test_sandbox_random_does_not_touch_the_host_random_state(executor):

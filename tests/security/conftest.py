@@ -8,6 +8,7 @@ import pytest
 
 from codeward.executors.base import ExecutionError
 from codeward.executors.local import LocalExecutor
+from codeward.platform.tools import FinalAnswerTool
 
 
 @pytest.fixture
@@ -23,9 +24,15 @@ def attack(canary: Path):
 
 
 def run_attack(code: str, canary: Path, **options) -> ExecutionError:
-    """Run `code`; it must fail with a clear error, leave no trace, and leave the executor usable."""
+    """Run `code`; it must fail with a clear error, leave no trace, and leave the executor usable.
+
+    `tools=True` gives the code the final_answer tool to attack.
+    """
     options.setdefault("timeout_seconds", 5)
+    tools = options.pop("tools", False)
     with LocalExecutor(**options) as executor:
+        if tools:
+            executor.send_tools({"final_answer": FinalAnswerTool()})
         with pytest.raises(ExecutionError) as info:
             executor.run(code.replace("CANARY", str(canary)))
         assert executor.run("1 + 1").output == 2, "the executor must stay usable after an attack"

@@ -58,9 +58,8 @@ def test_data_work_runs():
 )
 def test_file_routes_are_refused_without_allowed_paths(code, secret, tmp_path):
     out = tmp_path / "written.bin"
-    with LocalExecutor(authorized_imports=DATA) as ex:
-        with pytest.raises(ExecutionError) as info:
-            ex.run(code.replace("SECRET", str(secret)).replace("OUT", str(out)))
+    with LocalExecutor(authorized_imports=DATA) as ex, pytest.raises(ExecutionError) as info:
+        ex.run(code.replace("SECRET", str(secret)).replace("OUT", str(out)))
     assert "not allowed" in info.value.message or "not available" in info.value.message
     assert not out.exists()
 
@@ -88,9 +87,8 @@ def test_file_routes_are_refused_without_allowed_paths(code, secret, tmp_path):
 def test_pickle_eval_and_os_routes_stay_refused_with_allowed_paths(code, tmp_path):
     payload = tmp_path / "evil.pkl"
     pd.DataFrame({"a": [1]}).to_pickle(payload)
-    with LocalExecutor(authorized_imports=DATA, allowed_paths=[tmp_path]) as ex:
-        with pytest.raises(ExecutionError):
-            ex.run(code.replace("PICKLE", str(payload)).replace("OUT", str(tmp_path / "o.pkl")))
+    with LocalExecutor(authorized_imports=DATA, allowed_paths=[tmp_path]) as ex, pytest.raises(ExecutionError):
+        ex.run(code.replace("PICKLE", str(payload)).replace("OUT", str(tmp_path / "o.pkl")))
     assert not (tmp_path / "o.pkl").exists()
 
 
@@ -116,9 +114,8 @@ def test_symlink_out_of_the_workspace_is_refused(tmp_path, secret):
     workspace = tmp_path / "work"
     workspace.mkdir()
     (workspace / "link.csv").symlink_to(secret)
-    with LocalExecutor(authorized_imports=DATA, allowed_paths=[workspace]) as ex:
-        with pytest.raises(ExecutionError) as info:
-            ex.run(f"import pandas as pd\npd.read_csv({str(workspace / 'link.csv')!r})")
+    with LocalExecutor(authorized_imports=DATA, allowed_paths=[workspace]) as ex, pytest.raises(ExecutionError) as info:
+        ex.run(f"import pandas as pd\npd.read_csv({str(workspace / 'link.csv')!r})")
     assert "only paths inside" in info.value.message
 
 

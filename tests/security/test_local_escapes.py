@@ -62,16 +62,9 @@ def test_function_code_is_refused(attack):
     attack("def f():\n    pass\ngetattr(f, '__code__')")
 
 
-def test_tool_function_globals_are_refused(canary):
-    from codeward.platform.tools import FinalAnswerTool
-
-    with pytest.raises(Exception):
-        from codeward.executors.local import LocalExecutor
-
-        with LocalExecutor() as ex:
-            ex.send_tools({"final_answer": FinalAnswerTool()})
-            ex.run("getattr(final_answer, 'forward')")
-    assert not canary.exists()
+def test_tool_internals_are_refused(attack):
+    attack("getattr(final_answer, 'forward')", tools=True)
+    attack("final_answer._tool.forward.__globals__", tools=True)
 
 
 # Frames and tracebacks --------------------------------------------------------
@@ -163,9 +156,7 @@ def test_three_argument_type_is_refused(attack):
 
 
 def test_string_annotations_cannot_be_evaluated_through_typing(attack):
-    attack(
-        "import typing\ndef f(x: \"().__class__.__base__\"):\n    pass\ntyping.get_type_hints(f)"
-    )
+    attack('import typing\ndef f(x: "().__class__.__base__"):\n    pass\ntyping.get_type_hints(f)')
 
 
 def test_singledispatch_annotation_eval_is_refused(attack):
@@ -197,13 +188,13 @@ def test_host_functions_cannot_be_patched(attack):
 
 def test_model_defined_del_is_refused(attack):
     """smolagents ran an agent-defined __del__ on the host after the step."""
-    error = attack(
-        "class Bomb:\n    def __del__(self):\n        open('CANARY', 'w')\nb = Bomb()\ndel b"
-    )
+    error = attack("class Bomb:\n    def __del__(self):\n        open('CANARY', 'w')\nb = Bomb()\ndel b")
     assert "'__del__' is not allowed" in error.message
 
 
-@pytest.mark.parametrize("method", ["__getattr__", "__getattribute__", "__setattr__", "__init_subclass__", "__reduce__"])
+@pytest.mark.parametrize(
+    "method", ["__getattr__", "__getattribute__", "__setattr__", "__init_subclass__", "__reduce__"]
+)
 def test_special_methods_that_change_lookup_are_refused(method, attack):
     attack(f"class A:\n    def {method}(self, *a):\n        pass")
 
@@ -219,3 +210,17 @@ def test_async_code_is_refused(attack):
 
 def test_except_star_is_refused(attack):
     attack("try:\n    pass\nexcept* ValueError:\n    pass")
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "type(int)('X', (), {'__del__': lambda self: None})",
+        "type(type(1))('X', (), {})",
+        "class Meta(type):\n    pass",
+        "import collections\ntype(collections.abc.Sized)",
+    ],
+    ids=lambda c: c[:40],
+)
+def test_metaclasses_cannot_build_classes_with_special_methods(code, attack):
+    attack(code)

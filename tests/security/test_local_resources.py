@@ -101,3 +101,46 @@ def test_regex_work_is_bounded_by_the_timeout_for_python_level_loops(attack):
         max_memory_bytes=None,
     )
     assert isinstance(error, ExecutionTimeout)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        # a loop variable rebound elsewhere in the function is no longer a certain int
+        "def f():\n    for i in range(1):\n        pass\n    i = '%10000000000d'\n    return i % 1\nf()",
+        # at module level a function called in the loop can rebind the name
+        "def g():\n    global i\n    i = '%10000000000d'\nfor i in range(1):\n    g()\n    i % 1",
+        # a nested function can rebind it with nonlocal
+        "def f():\n    def g():\n        nonlocal i\n        i = 'ab'\n    for i in range(1):\n        g()\n        i * 10**12\nf()",
+        # a comprehension clause rebinding the variable
+        "[i * 10**12 for i in range(1) for i in ['ab']]",
+    ],
+    ids=["rebound-local", "global-rebind", "nonlocal-rebind", "comprehension-rebind"],
+)
+def test_unguarded_int_operators_cannot_be_tricked(code, attack):
+    error = attack(code)
+    assert "the sandbox allows" in error.message or "not supported" in error.message
+
+
+def test_range_cannot_be_redefined(attack):
+    error = attack("range = lambda n: ['%10000000000d']")
+    assert "'range' cannot be redefined" in error.message
+
+
+def test_model_code_run_by_the_host_after_the_block_stays_bounded():
+    """A final answer whose __repr__ never ends: the host's repr() stops with an ordinary error."""
+    from codeward.executors.local import LocalExecutor
+    from codeward.executors.local_limits import BudgetSpentOutsideRun
+    from codeward.platform.tools import FinalAnswerTool
+
+    with LocalExecutor(max_operations=100_000) as ex:
+        ex.send_tools({"final_answer": FinalAnswerTool()})
+        out = ex.run(
+            "class Sticky:\n    def __repr__(self):\n        while True:\n            pass\nfinal_answer(Sticky())"
+        )
+        assert out.is_final_answer
+        started = time.monotonic()
+        with pytest.raises(BudgetSpentOutsideRun):
+            repr(out.output)
+        assert time.monotonic() - started < 5
+        assert ex.run("2 + 2").output == 4

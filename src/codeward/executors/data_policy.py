@@ -23,34 +23,111 @@ _LIBRARIES = ("numpy", "pandas")
 
 # Modules of these libraries that unpickle, reach the OS or run code.
 _REFUSED_MODULES = (
-    "numpy.ctypeslib", "numpy.f2py", "numpy.distutils", "numpy.lib.format", "numpy.testing",
-    "pandas.compat", "pandas.io.pickle", "pandas.io.clipboards", "pandas.io.clipboard",
-    "pandas.io.pytables", "pandas.io.sql", "pandas.io.formats.style", "pandas.core.computation",
+    "numpy.ctypeslib",
+    "numpy.f2py",
+    "numpy.distutils",
+    "numpy.lib.format",
+    "numpy.testing",
+    "pandas.compat",
+    "pandas.io.pickle",
+    "pandas.io.clipboards",
+    "pandas.io.clipboard",
+    "pandas.io.pytables",
+    "pandas.io.sql",
+    "pandas.io.formats.style",
+    "pandas.core.computation",
 )
 
 # Module-level functions: refused always, or allowed on paths inside allowed_paths.
-_ALWAYS_REFUSED = frozenset({
-    "read_pickle", "to_pickle", "eval", "read_clipboard", "read_sql", "read_sql_query",
-    "read_sql_table", "read_gbq", "read_hdf", "HDFStore", "DataSource", "memmap", "ExcelWriter",
-    "ExcelFile", "read_html", "read_xml", "set_eng_float_format",
-})
-_FILE_FUNCTIONS = frozenset({
-    "load", "save", "savez", "savez_compressed", "fromfile", "loadtxt", "savetxt", "genfromtxt",
-    "fromregex", "read_csv", "read_table", "read_fwf", "read_json", "read_excel", "read_parquet",
-    "read_feather", "read_orc", "read_sas", "read_spss", "read_stata",
-})
+_ALWAYS_REFUSED = frozenset(
+    {
+        "read_pickle",
+        "to_pickle",
+        "eval",
+        "read_clipboard",
+        "read_sql",
+        "read_sql_query",
+        "read_sql_table",
+        "read_gbq",
+        "read_hdf",
+        "HDFStore",
+        "DataSource",
+        "memmap",
+        "ExcelWriter",
+        "ExcelFile",
+        "read_html",
+        "read_xml",
+        "set_eng_float_format",
+    }
+)
+_FILE_FUNCTIONS = frozenset(
+    {
+        "load",
+        "save",
+        "savez",
+        "savez_compressed",
+        "fromfile",
+        "loadtxt",
+        "savetxt",
+        "genfromtxt",
+        "fromregex",
+        "read_csv",
+        "read_table",
+        "read_fwf",
+        "read_json",
+        "read_excel",
+        "read_parquet",
+        "read_feather",
+        "read_orc",
+        "read_sas",
+        "read_spss",
+        "read_stata",
+    }
+)
 
 # Methods of arrays, frames and series.
-_ALWAYS_REFUSED_METHODS = frozenset({
-    "to_pickle", "to_clipboard", "to_sql", "to_hdf", "query", "eval", "style", "dump", "dumps",
-})
-_FILE_METHODS = frozenset({
-    "to_csv", "to_json", "to_html", "to_latex", "to_markdown", "to_string", "to_excel", "to_parquet",
-    "to_feather", "to_stata", "to_xml", "to_orc", "tofile",
-})
+_ALWAYS_REFUSED_METHODS = frozenset(
+    {
+        "to_pickle",
+        "to_clipboard",
+        "to_sql",
+        "to_hdf",
+        "query",
+        "eval",
+        "style",
+        "dump",
+        "dumps",
+    }
+)
+_FILE_METHODS = frozenset(
+    {
+        "to_csv",
+        "to_json",
+        "to_html",
+        "to_latex",
+        "to_markdown",
+        "to_string",
+        "to_excel",
+        "to_parquet",
+        "to_feather",
+        "to_stata",
+        "to_xml",
+        "to_orc",
+        "tofile",
+    }
+)
 _PATH_KEYWORDS = (
-    "file", "fname", "filename", "filepath_or_buffer", "path", "path_or_buf", "path_or_buffer",
-    "buf", "io", "excel_writer", "fid",
+    "file",
+    "fname",
+    "filename",
+    "filepath_or_buffer",
+    "path",
+    "path_or_buf",
+    "path_or_buffer",
+    "buf",
+    "io",
+    "excel_writer",
+    "fid",
 )
 
 
@@ -135,6 +212,4 @@ class DataPolicy:
 
 
 def _refused_module(name: str) -> bool:
-    return any(name == refused or name.startswith(refused + ".") for refused in _REFUSED_MODULES) or (
-        "pickle" in name
-    )
+    return any(name == refused or name.startswith(refused + ".") for refused in _REFUSED_MODULES) or ("pickle" in name)

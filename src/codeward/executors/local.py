@@ -29,6 +29,7 @@ from codeward.executors.data_policy import DataPolicy
 from codeward.executors.local_guards import Guards
 from codeward.executors.local_imports import DEFAULT_AUTHORIZED_IMPORTS, ImportGate
 from codeward.executors.local_limits import (
+    BudgetSpentOutsideRun,
     Limits,
     MemoryLimitReached,
     OperationLimitReached,
@@ -53,7 +54,7 @@ class ToolHandle:
     checks). Calling the final-answer tool raises `FinalAnswerSignal`.
     """
 
-    __slots__ = ("_tool", "_final", "name", "description")
+    __slots__ = ("_final", "_tool", "description", "name")
 
     def __init__(self, tool: Tool, final: bool) -> None:
         self._tool = tool
@@ -149,15 +150,12 @@ class LocalExecutor(Executor):
 
         self.data_policy = DataPolicy(allowed_paths)
         self._limits = Limits(max_value_size, max_int_bits, lambda: self._globals["_tick_"])
-        self._guards = Guards(ImportGate((), lambda name: {}), self._limits, self._globals)
+        self._guards = Guards(self._limits, self._globals, self.data_policy, (ToolHandle,))
         overrides = self._guards.module_overrides(lambda: self._watchdog.deadline)
-        gate = ImportGate(self.authorized_imports, overrides, self.data_policy.vet_module_attribute)
-        self._guards.gate = gate
-        self._guards.tool_types = (ToolHandle,)
-        self._guards.data_policy = self.data_policy
+        self._guards.connect(ImportGate(self.authorized_imports, overrides, self.data_policy.vet_module_attribute))
         self._globals.update(self._guards.guard_names())
         self._globals["__builtins__"] = self._guards.builtins(self._print)
-        self._globals["_tick_"] = make_tick(self.max_operations)
+        self._globals["_tick_"] = make_tick(self.max_operations, BudgetSpentOutsideRun)
 
     # The contract -----------------------------------------------------------
     def send_variables(self, variables: dict[str, Any]) -> None:
@@ -168,8 +166,8 @@ class LocalExecutor(Executor):
                 raise ValueError(f"variable name {name!r} is not a Python identifier")
             if name.startswith("_"):
                 raise ValueError(f"variable {name!r} starts with '_', which the code cannot read; rename it")
-            if name in self._tools:
-                raise ValueError(f"variable {name!r} has the name of a tool; rename it")
+            if name in self._tools or name == "range":
+                raise ValueError(f"variable {name!r} has the name of a tool or of range; rename it")
             self._globals[name] = value
 
     def send_tools(self, tools: dict[str, Tool]) -> None:
@@ -200,7 +198,7 @@ class LocalExecutor(Executor):
             error = self._execute(compiled)
         finally:
             # Code the host triggers between blocks (a repr, a callback) keeps a budget.
-            self._globals["_tick_"] = make_tick(self.max_operations)
+            self._globals["_tick_"] = make_tick(self.max_operations, BudgetSpentOutsideRun)
             self._globals.update(self._tools)
         logs = self._logs.text()
         if error is None:
@@ -221,17 +219,19 @@ class LocalExecutor(Executor):
         try:
             self._watchdog.arm(self.timeout_seconds, self.max_memory_bytes)
             try:
-                exec(compiled, self._globals)
+                exec(compiled, self._globals)  # noqa: S102 - compiled under the sandbox policy
             finally:
                 self._watchdog.disarm()
         except (KeyboardInterrupt, SystemExit):
             self._watchdog.disarm()
             raise
-        except BaseException as error:  # the model's fault or a limit: reported, never re-raised
+        except BaseException as error:  # noqa: BLE001 - the model's fault or a limit, reported to it
             return error
         return None
 
-    def _print(self, *args: Any, sep: str | None = " ", end: str | None = "\n", file: Any = None, flush: bool = False) -> None:
+    def _print(
+        self, *args: Any, sep: str | None = " ", end: str | None = "\n", file: Any = None, flush: bool = False
+    ) -> None:
         text = (" " if sep is None else sep).join(str(arg) for arg in args) + ("\n" if end is None else end)
         if file is not None:
             file.write(text)

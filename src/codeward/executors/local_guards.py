@@ -9,7 +9,7 @@ per-module replacements (a private `random.Random`, a capped `time.sleep`,
 
 from __future__ import annotations
 
-import _string
+import _string  # type: ignore[import-not-found]
 import builtins
 import operator
 import string
@@ -24,23 +24,68 @@ from codeward.executors.local_imports import REFUSED, ImportGate, SandboxViolati
 from codeward.executors.local_limits import Limits, TimeLimitReached, ticking_itertools
 from codeward.executors.restricted_policy import FORBIDDEN_ATTRIBUTES, READABLE_DUNDERS
 
-__all__ = ["Guards", "SANDBOX_MODULE"]
+__all__ = ["SANDBOX_MODULE", "Guards"]
 
 #: `__name__` of the sandbox's globals, hence `__module__` of the model's classes.
 #: An empty module of that name sits in `sys.modules` because `dataclasses`
 #: looks a class's module up there; it holds nothing.
 SANDBOX_MODULE = "__codeward_sandbox__"
-sys.modules.setdefault(SANDBOX_MODULE, ModuleType(SANDBOX_MODULE, "Placeholder for classes defined in codeward's local sandbox."))
+sys.modules.setdefault(
+    SANDBOX_MODULE, ModuleType(SANDBOX_MODULE, "Placeholder for classes defined in codeward's local sandbox.")
+)
 
 _STRING_METHODS = frozenset({"ljust", "rjust", "center", "zfill", "expandtabs", "replace"})
 _FORMAT_METHODS = frozenset({"format", "format_map"})
 
-_SAFE_BUILTIN_NAMES = (
-    "abs all any ascii bin bool callable chr classmethod complex dict divmod enumerate filter "
-    "float frozenset hash hex id int isinstance issubclass iter len list map max min next object "
-    "oct ord property repr reversed round set slice sorted staticmethod str sum super tuple zip "
-    "NotImplemented Ellipsis"
-).split()
+_SAFE_BUILTIN_NAMES = [
+    "abs",
+    "all",
+    "any",
+    "ascii",
+    "bin",
+    "bool",
+    "callable",
+    "chr",
+    "classmethod",
+    "complex",
+    "dict",
+    "divmod",
+    "enumerate",
+    "filter",
+    "float",
+    "frozenset",
+    "hash",
+    "hex",
+    "id",
+    "int",
+    "isinstance",
+    "issubclass",
+    "iter",
+    "len",
+    "list",
+    "map",
+    "max",
+    "min",
+    "next",
+    "object",
+    "oct",
+    "ord",
+    "property",
+    "repr",
+    "reversed",
+    "round",
+    "set",
+    "slice",
+    "sorted",
+    "staticmethod",
+    "str",
+    "sum",
+    "super",
+    "tuple",
+    "zip",
+    "NotImplemented",
+    "Ellipsis",
+]
 
 
 def _exception_names() -> list[str]:
@@ -76,13 +121,23 @@ def _formatter_field_name_split(field_name: str) -> tuple[Any, Any]:
 class Guards:
     """The guard functions of one executor, sharing its gate, limits and globals."""
 
-    def __init__(self, gate: ImportGate, limits: Limits, sandbox_globals: dict[str, Any]) -> None:
-        self.gate = gate
+    def __init__(
+        self,
+        limits: Limits,
+        sandbox_globals: dict[str, Any],
+        data_policy: DataPolicy,
+        tool_types: tuple[type, ...],
+    ) -> None:
         self.limits = limits
         self.globals = sandbox_globals
+        self.data_policy = data_policy
+        self.tool_types = tool_types
         self.formatter = _SafeFormatter(self)
-        self.tool_types: tuple[type, ...] = ()
-        self.data_policy: DataPolicy | None = None
+        self.own_types: set[type] = set()
+        self.gate: ImportGate  # set by connect(): the gate needs this object's module overrides
+
+    def connect(self, gate: ImportGate) -> None:
+        self.gate = gate
 
     # Attribute and item access ---------------------------------------------
     def make_getattr(self) -> Callable[[Any, str], Any]:
@@ -91,7 +146,7 @@ class Guards:
         machine = self.gate.machine
         special = _STRING_METHODS | _FORMAT_METHODS
         slow = self.attribute_slow_path
-        data_names = self.data_policy.attribute_names if self.data_policy else frozenset()
+        data_names = self.data_policy.attribute_names
 
         def guarded_getattr(obj: Any, name: str) -> Any:
             value = getattr(obj, name)
@@ -107,9 +162,7 @@ class Guards:
             return self.safe_format(obj, name)
         if name in _STRING_METHODS and isinstance(obj, (str, bytes)):
             return self.limits.str_method(obj, name, value)
-        if self.data_policy is not None:
-            value = self.data_policy.vet_attribute(obj, name, value)
-        return value
+        return self.data_policy.vet_attribute(obj, name, value)
 
     def safe_format(self, owner: Any, name: str) -> Callable[..., str]:
         formatter = self.formatter
@@ -159,6 +212,18 @@ class Guards:
         return self.gate.vet(obj[key])
 
     # Writes --------------------------------------------------------------
+    def make_write(self) -> Callable[[Any], Any]:
+        """``_write_``; instances of the code's own classes pass on a set lookup."""
+        own_types = self.own_types
+        check = self.write
+
+        def guarded_write(obj: Any) -> Any:
+            if type(obj) in own_types:
+                return obj
+            return check(obj)
+
+        return guarded_write
+
     def write(self, obj: Any) -> Any:
         """Attributes may be set on the code's own objects and on data objects, not on
         modules, classes and functions that came from outside (that would change the host)."""
@@ -171,6 +236,8 @@ class Guards:
             raise SandboxViolation(f"cannot set attributes on {_describe(obj)}: it belongs to the host")
         if id(obj) in self.gate.machine:
             raise SandboxViolation(f"cannot set attributes on {_describe(obj)}: it belongs to the host")
+        if kind.__module__ == SANDBOX_MODULE:
+            self.own_types.add(kind)
         return obj
 
     def setattr(self, obj: Any, name: str, value: Any) -> None:
@@ -200,14 +267,14 @@ class Guards:
         names = {name: getattr(builtins, name) for name in _SAFE_BUILTIN_NAMES + _exception_names()}
         limits = self.limits
         names.update(
-            __build_class__=builtins.__build_class__,
+            __build_class__=_build_class,
             __import__=self.gate.import_module,
             print=print_function,
             getattr=self.getattr,
             hasattr=self.hasattr,
             setattr=self.setattr,
             delattr=self.delattr,
-            type=_type_of,
+            type=type_of,
             format=limits.format,
             pow=limits.pow,
             range=limits.range,
@@ -223,7 +290,7 @@ class Guards:
         return {
             "_getattr_": self.make_getattr(),
             "_getitem_": self.make_getitem(),
-            "_write_": self.write,
+            "_write_": self.make_write(),
             "_slice_": slice,
             "_handled_": self.handled,
             "_mul_": limits.mul,
@@ -276,7 +343,10 @@ class Guards:
             "operator": {"attrgetter": attrgetter, "methodcaller": methodcaller},
             "string": {"Formatter": Formatter},
             "itertools": ticking_itertools(lambda: self.globals["_tick_"]),
-            "math": {name: limits.math_function(name, getattr(__import__("math"), name)) for name in ("factorial", "comb", "perm")},
+            "math": {
+                name: limits.math_function(name, getattr(__import__("math"), name))
+                for name in ("factorial", "comb", "perm")
+            },
             "typing": {"get_type_hints": REFUSED},  # evaluates strings as code
             "functools": {"singledispatch": REFUSED, "singledispatchmethod": REFUSED},  # same
             "dataclasses": {"make_dataclass": REFUSED},  # takes a namespace of any names
@@ -286,14 +356,27 @@ class Guards:
         return lambda name: table.get(name, {})
 
 
-def _type_of(*args: Any) -> type:
-    """`type(x)`; the three-argument form would build classes with any special method."""
+def type_of(*args: Any) -> Any:
+    """`type(x)`. The three-argument form, and metaclasses reached as the type of a
+    class, would build classes with any special method (`__del__`), so they are not given."""
     if len(args) != 1:
         raise SandboxViolation("type() takes one argument here; define classes with a class statement")
-    return type(args[0])
+    kind = type(args[0])
+    if kind is type:
+        return type_of
+    if issubclass(kind, type):
+        raise SandboxViolation(f"the metaclass of {args[0].__name__!r} is not available in the sandbox")
+    return kind
+
+
+def _build_class(function: Any, name: str, *bases: Any, **keywords: Any) -> type:
+    """The class statement, refusing metaclasses made by subclassing `type`."""
+    for base in bases:
+        if base is type_of or (isinstance(base, type) and issubclass(base, type)):
+            raise SandboxViolation(f"class {name} cannot derive from type; metaclasses are not allowed")
+    return builtins.__build_class__(function, name, *bases, **keywords)  # type: ignore[no-any-return]
 
 
 def _describe(obj: Any) -> str:
     name = getattr(obj, "__name__", None)
     return f"{type(obj).__name__} {name!r}" if isinstance(name, str) else f"a {type(obj).__name__} object"
-

@@ -30,22 +30,92 @@ __all__ = ["DEFAULT_AUTHORIZED_IMPORTS", "ImportGate", "SandboxViolation"]
 #: special method), calendar (global settings), queue (blocks forever),
 #: uuid (runs system commands), pprint (writes to the host's stdout).
 DEFAULT_AUTHORIZED_IMPORTS: tuple[str, ...] = (
-    "base64", "bisect", "cmath", "collections", "copy", "dataclasses", "datetime", "difflib",
-    "functools", "hashlib", "heapq", "itertools", "json", "math", "numbers", "operator",
-    "random", "re", "statistics", "string", "textwrap", "time", "typing", "unicodedata",
+    "base64",
+    "bisect",
+    "cmath",
+    "collections",
+    "copy",
+    "dataclasses",
+    "datetime",
+    "difflib",
+    "functools",
+    "hashlib",
+    "heapq",
+    "itertools",
+    "json",
+    "math",
+    "numbers",
+    "operator",
+    "random",
+    "re",
+    "statistics",
+    "string",
+    "textwrap",
+    "time",
+    "typing",
+    "unicodedata",
 )
 
 # Modules whose functions and objects are refused wherever they are found,
 # unless the module itself is allowed by name (or "*").
 _MACHINE_MODULES = (
-    "os", "posix", "nt", "sys", "subprocess", "shutil", "socket", "io", "_io", "pickle", "_pickle",
-    "marshal", "importlib", "signal", "gc", "inspect", "threading", "_thread", "atexit", "tempfile",
-    "pathlib", "ctypes", "_ctypes", "multiprocessing", "runpy", "code", "codeop", "pty", "resource",
-    "faulthandler", "mmap", "select", "shelve", "sqlite3", "webbrowser", "zipimport", "pkgutil",
+    "os",
+    "posix",
+    "nt",
+    "sys",
+    "subprocess",
+    "shutil",
+    "socket",
+    "io",
+    "_io",
+    "pickle",
+    "_pickle",
+    "marshal",
+    "importlib",
+    "signal",
+    "gc",
+    "inspect",
+    "threading",
+    "_thread",
+    "atexit",
+    "tempfile",
+    "pathlib",
+    "ctypes",
+    "_ctypes",
+    "multiprocessing",
+    "runpy",
+    "code",
+    "codeop",
+    "pty",
+    "resource",
+    "faulthandler",
+    "mmap",
+    "select",
+    "shelve",
+    "sqlite3",
+    "webbrowser",
+    "zipimport",
+    "pkgutil",
 )
 _DANGEROUS_BUILTINS = (
-    "open", "eval", "exec", "compile", "__import__", "input", "breakpoint", "globals", "locals",
-    "vars", "help", "exit", "quit", "getattr", "setattr", "delattr", "memoryview", "__build_class__",
+    "open",
+    "eval",
+    "exec",
+    "compile",
+    "__import__",
+    "input",
+    "breakpoint",
+    "globals",
+    "locals",
+    "vars",
+    "help",
+    "exit",
+    "quit",
+    "getattr",
+    "setattr",
+    "delattr",
+    "memoryview",
+    "__build_class__",
 )
 _MACHINE_TOPS = frozenset(name.lstrip("_") for name in _MACHINE_MODULES)
 _PLAIN_VALUES = (str, bytes, int, float, bool, type(None), tuple, frozenset, complex)
@@ -108,9 +178,7 @@ class ImportGate:
         entries = [str(entry).strip() for entry in authorized_imports]
         bad = [entry for entry in entries if not _valid_entry(entry)]
         if bad:
-            raise ValueError(
-                f"authorized_imports entries must be module names, 'pkg.*' or '*'; got {bad!r}"
-            )
+            raise ValueError(f"authorized_imports entries must be module names, 'pkg.*' or '*'; got {bad!r}")
         self.everything = "*" in entries
         self.exact = {entry for entry in entries if not entry.endswith("*")}
         self.trees = {entry[:-2] for entry in entries if entry.endswith(".*")}
@@ -236,5 +304,5 @@ def _top(module_name: object) -> str:
 def _valid_entry(entry: str) -> bool:
     if entry == "*":
         return True
-    name = entry[:-2] if entry.endswith(".*") else entry
+    name = entry.removesuffix(".*")
     return bool(name) and all(part.isidentifier() for part in name.split("."))

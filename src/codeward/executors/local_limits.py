@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = [
+    "BudgetSpentOutsideRun",
     "Limits",
     "MemoryLimitReached",
     "OperationLimitReached",
@@ -43,6 +44,11 @@ class MemoryLimitReached(SandboxSignal):
     """The process grew past the memory allowance while the block ran."""
 
 
+class BudgetSpentOutsideRun(RuntimeError):
+    """Code defined in the sandbox, called by the host between blocks (a `repr` of an
+    answer, a callback), ran past the operation budget it has there."""
+
+
 class SizeLimitError(MemoryError):
     """One operation would build a value larger than the sandbox allows."""
 
@@ -50,20 +56,25 @@ class SizeLimitError(MemoryError):
 class _Exhausted:
     """The iterator after the budget: every further tick raises."""
 
+    def __init__(self, error: type[BaseException]) -> None:
+        self.error = error
+
     def __iter__(self) -> _Exhausted:
         return self
 
     def __next__(self) -> bool:
-        raise OperationLimitReached
+        raise self.error(
+            "code defined in the sandbox ran past its operation budget" if self.error is BudgetSpentOutsideRun else ""
+        )
 
 
-def make_tick(operations: int) -> Callable[[], bool]:
+def make_tick(operations: int, error: type[BaseException] = OperationLimitReached) -> Callable[[], bool]:
     """A tick for `operations` steps: a C-level ``next`` on a counter, so cheap.
 
     It returns True, so that it can sit inside lambdas and comprehension
     conditions, and raises `OperationLimitReached` once the budget is spent.
     """
-    return itertools.chain(itertools.repeat(True, operations), _Exhausted()).__next__
+    return itertools.chain(itertools.repeat(True, operations), _Exhausted(error)).__next__
 
 
 _PERCENT_FIELD = re.compile(rb"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")

@@ -17,7 +17,11 @@ import threading
 import time
 from dataclasses import dataclass
 
-from codeward.executors.local_limits import MemoryLimitReached, SandboxSignal, TimeLimitReached
+from codeward.executors.local_limits import (
+    MemoryLimitReached,
+    SandboxSignal,
+    TimeLimitReached,
+)
 
 __all__ = ["Watchdog"]
 

@@ -21,10 +21,20 @@ import ast
 import re
 from dataclasses import dataclass
 from types import CodeType
+from typing import TypeVar
 
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
 
-__all__ = ["FORBIDDEN_ATTRIBUTES", "MAX_FORMAT_WIDTH", "READABLE_DUNDERS", "RESULT_NAME", "CodeRefused", "compile_block"]
+from codeward.executors.int_inference import comprehension_ints, function_ints
+
+__all__ = [
+    "FORBIDDEN_ATTRIBUTES",
+    "MAX_FORMAT_WIDTH",
+    "READABLE_DUNDERS",
+    "RESULT_NAME",
+    "CodeRefused",
+    "compile_block",
+]
 
 #: Where the value of the block's last expression is left for the executor.
 RESULT_NAME = "_result_"
@@ -32,29 +42,102 @@ RESULT_NAME = "_result_"
 #: Attributes that lead to frames, code objects or interpreter internals even
 #: though they do not start with ``_``; refused at compile time and by `getattr`.
 FORBIDDEN_ATTRIBUTES = frozenset(INSPECT_ATTRIBUTES) | {
-    "f_back", "f_builtins", "f_code", "f_globals", "f_locals", "f_trace",
-    "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await",
-    "ag_frame", "ag_code", "ag_await", "tb_frame", "tb_next",
-    "func_globals", "func_code", "im_func", "im_self", "mro",
+    "f_back",
+    "f_builtins",
+    "f_code",
+    "f_globals",
+    "f_locals",
+    "f_trace",
+    "gi_frame",
+    "gi_code",
+    "gi_yieldfrom",
+    "cr_frame",
+    "cr_code",
+    "cr_await",
+    "ag_frame",
+    "ag_code",
+    "ag_await",
+    "tb_frame",
+    "tb_next",
+    "func_globals",
+    "func_code",
+    "im_func",
+    "im_self",
+    "mro",
 }
 
 #: Dunder methods the model may define on its own classes. Each runs as model
 #: code (ticked, guarded); ones that run at odd times (`__del__`) or change how
 #: attributes resolve (`__getattr__`, `__setattr__`) are not here.
 ALLOWED_DUNDERS = frozenset(
-    "__init__ __post_init__ __repr__ __str__ __eq__ __ne__ __lt__ __le__ __gt__ __ge__ "
-    "__hash__ __len__ __iter__ __next__ __contains__ __getitem__ __setitem__ __delitem__ "
-    "__add__ __radd__ __iadd__ __sub__ __rsub__ __isub__ __mul__ __rmul__ __imul__ "
-    "__truediv__ __rtruediv__ __floordiv__ __mod__ __neg__ __pos__ __abs__ __bool__ "
-    "__int__ __float__ __call__ __enter__ __exit__".split()
+    [
+        "__init__",
+        "__post_init__",
+        "__repr__",
+        "__str__",
+        "__eq__",
+        "__ne__",
+        "__lt__",
+        "__le__",
+        "__gt__",
+        "__ge__",
+        "__hash__",
+        "__len__",
+        "__iter__",
+        "__next__",
+        "__contains__",
+        "__getitem__",
+        "__setitem__",
+        "__delitem__",
+        "__add__",
+        "__radd__",
+        "__iadd__",
+        "__sub__",
+        "__rsub__",
+        "__isub__",
+        "__mul__",
+        "__rmul__",
+        "__imul__",
+        "__truediv__",
+        "__rtruediv__",
+        "__floordiv__",
+        "__mod__",
+        "__neg__",
+        "__pos__",
+        "__abs__",
+        "__bool__",
+        "__int__",
+        "__float__",
+        "__call__",
+        "__enter__",
+        "__exit__",
+    ]
 )
 
 #: Special attributes the code may read: its own special methods (for
 #: ``super().__init__(...)``) and names. Item access dunders are not here, since
 #: calling them directly would skip the item guard.
 READABLE_DUNDERS = frozenset(
-    "__init__ __post_init__ __name__ __qualname__ __doc__ __str__ __repr__ __eq__ __ne__ "
-    "__lt__ __le__ __gt__ __ge__ __hash__ __len__ __contains__ __enter__ __exit__".split()
+    [
+        "__init__",
+        "__post_init__",
+        "__name__",
+        "__qualname__",
+        "__doc__",
+        "__str__",
+        "__repr__",
+        "__eq__",
+        "__ne__",
+        "__lt__",
+        "__le__",
+        "__gt__",
+        "__ge__",
+        "__hash__",
+        "__len__",
+        "__contains__",
+        "__enter__",
+        "__exit__",
+    ]
 )
 
 #: Format-spec widths and precisions above this are refused (they allocate).
@@ -63,6 +146,7 @@ MAX_FORMAT_WIDTH = 100_000
 # Operators that can build a huge value in one C-level step, and their guards.
 _SIZED_OPERATORS = {ast.Mult: "_mul_", ast.Pow: "_pow_", ast.LShift: "_lshift_", ast.Mod: "_mod_"}
 _IOPERATOR = {ast.Mult: "*=", ast.Pow: "**=", ast.LShift: "<<=", ast.Mod: "%="}
+_Node = TypeVar("_Node", bound=ast.AST)
 _SPEC_NUMBERS = re.compile(r"(\d+)")
 
 
@@ -109,6 +193,8 @@ class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
             return
         if name.startswith("_") and name != "_":
             self.error(node, f'names starting with "_" are not allowed here ({name!r}); use a public name')
+        elif name == "range":
+            self.error(node, "'range' cannot be redefined in the sandbox; pick another name")
         elif name in self.reserved:
             self.error(node, f"{name!r} is a tool and cannot be redefined; pick another name")
 
@@ -126,8 +212,7 @@ class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
         if node.attr.startswith("_") and not readable:
             self.error(
                 node,
-                f'attributes starting with "_" are not allowed ({node.attr!r}); '
-                "use the object's public API instead",
+                f'attributes starting with "_" are not allowed ({node.attr!r}); use the object\'s public API instead',
             )
         elif node.attr in FORBIDDEN_ATTRIBUTES:
             self.error(node, f"the attribute {node.attr!r} reaches interpreter internals and is not allowed")
@@ -149,17 +234,12 @@ class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
         return _located(_call("_slice_", *parts), node)
 
     # Statements RestrictedPython handles differently from what agents need ----
-    def visit_Assign(self, node: ast.Assign) -> ast.AST:
+    def allow(self, node: ast.AST) -> ast.AST:
+        """Visit the children only: no unpacking or iteration guards (they protect nothing here)."""
         return self.node_contents_visit(node)
 
-    def visit_For(self, node: ast.For) -> ast.AST:
-        return self.node_contents_visit(node)
-
-    def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
-        return self.node_contents_visit(node)
-
-    def visit_With(self, node: ast.With) -> ast.AST:
-        return self.node_contents_visit(node)
+    visit_Assign = visit_AnnAssign = visit_For = visit_comprehension = visit_With = visit_Module = allow
+    visit_Match = visit_match_case = visit_MatchValue = visit_MatchSequence = visit_MatchOr = allow
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         if isinstance(node.func, ast.Name) and node.func.id in ("exec", "eval", "compile"):
@@ -182,9 +262,6 @@ class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
                 "write it out, e.g. x[k] = x[k] * y",
             )
         return node
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
-        return self.node_contents_visit(node)
 
     def visit_Nonlocal(self, node: ast.Nonlocal) -> ast.AST:
         for name in node.names:
@@ -236,51 +313,29 @@ class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
             else:
                 self.check_name(node, node.name)
         self.check_function_argument_names(node)
-        self.class_depth.append(False)
-        try:
-            return self.node_contents_visit(node)
-        finally:
-            self.class_depth.pop()
+        return self.visit_scope(node, in_class=False)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
         self.check_name(node, node.name)
         if any(keyword.arg == "metaclass" for keyword in node.keywords):
             self.error(node, "metaclasses are not allowed; use a plain class")
-        self.class_depth.append(True)
-        try:
-            return self.node_contents_visit(node)
-        finally:
-            self.class_depth.pop()
+        return self.visit_scope(node, in_class=True)
 
     def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
         self.check_function_argument_names(node)
-        self.class_depth.append(False)
+        return self.visit_scope(node, in_class=False)
+
+    def visit_scope(self, node: ast.AST, in_class: bool) -> ast.AST:
+        """Visit a new scope, remembering whether it is a class body (where dunder methods may be defined)."""
+        self.class_depth.append(in_class)
         try:
             return self.node_contents_visit(node)
         finally:
             self.class_depth.pop()
 
-    def visit_Module(self, node: ast.Module) -> ast.AST:
-        return self.node_contents_visit(node)
-
     # match statements -------------------------------------------------------
-    def visit_Match(self, node: ast.Match) -> ast.AST:
-        return self.node_contents_visit(node)
-
-    def visit_match_case(self, node: ast.match_case) -> ast.AST:
-        return self.node_contents_visit(node)
-
-    def visit_MatchValue(self, node: ast.MatchValue) -> ast.AST:
-        return self.node_contents_visit(node)
-
     def visit_MatchSingleton(self, node: ast.MatchSingleton) -> ast.AST:
         return node
-
-    def visit_MatchSequence(self, node: ast.MatchSequence) -> ast.AST:
-        return self.node_contents_visit(node)
-
-    def visit_MatchOr(self, node: ast.MatchOr) -> ast.AST:
-        return self.node_contents_visit(node)
 
     def visit_MatchStar(self, node: ast.MatchStar) -> ast.AST:
         self.check_name(node, node.name)
@@ -304,6 +359,26 @@ class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
 class Instrumenter(ast.NodeTransformer):
     """Adds ticks, operator size guards, signal re-raises and result capture."""
 
+    def __init__(self) -> None:
+        self.ints: list[frozenset[str]] = [frozenset()]  # names certainly ints, per scope
+
+    def _in_scope(self, node: ast.AST, ints: frozenset[str]) -> None:
+        self.ints.append(ints)
+        try:
+            self.generic_visit(node)
+        finally:
+            self.ints.pop()
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        self._in_scope(node, frozenset())
+        return node
+
+    def _visit_comprehension_scope(self, node: ast.AST) -> ast.AST:
+        self._in_scope(node, self.ints[-1] | comprehension_ints(node))
+        return node
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _visit_comprehension_scope
+
     def visit_For(self, node: ast.For) -> ast.AST:
         self.generic_visit(node)
         node.body.insert(0, _located(_tick(), node))
@@ -312,7 +387,7 @@ class Instrumenter(ast.NodeTransformer):
     visit_While = visit_For  # type: ignore[assignment]
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
-        self.generic_visit(node)
+        self._in_scope(node, function_ints(node))
         has_docstring = (
             node.body
             and isinstance(node.body[0], ast.Expr)
@@ -325,7 +400,7 @@ class Instrumenter(ast.NodeTransformer):
         return node
 
     def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
-        self.generic_visit(node)
+        self._in_scope(node, frozenset())
         node.body = _located(ast.BoolOp(op=ast.And(), values=[_call("_tick_"), node.body]), node.body)
         return node
 
@@ -342,7 +417,7 @@ class Instrumenter(ast.NodeTransformer):
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
         self.generic_visit(node)
         guard = _SIZED_OPERATORS.get(type(node.op))
-        if guard is None or _cannot_grow(node):
+        if guard is None or _cannot_grow(node, self.ints[-1]):
             return node
         return _located(_call(guard, node.left, node.right), node)
 
@@ -393,18 +468,32 @@ def _tick() -> ast.Expr:
     return ast.Expr(_call("_tick_"))
 
 
-def _located(new: ast.AST, old: ast.AST) -> ast.AST:
-    ast.copy_location(new, old)
-    ast.fix_missing_locations(new)
-    return new
+def _located(new: _Node, old: ast.AST) -> _Node:
+    """Give `new` the position of `old` (children get theirs in one pass at the end)."""
+    return ast.copy_location(new, old)
 
 
-def _cannot_grow(node: ast.BinOp) -> bool:
-    """True when a float constant is an operand: the result is a number, never a huge one."""
+def _cannot_grow(node: ast.BinOp, ints: frozenset[str]) -> bool:
+    """True when the operation is on numbers only, so its result cannot be huge in one step:
+    a float constant times anything, or ``*`` and ``%`` between certain ints and int constants."""
     sides = (node.left, node.right)
+    if isinstance(node.op, ast.Mult) and any(_is_constant(side, float) for side in sides):
+        return True
+    if isinstance(node.op, ast.Mod):
+        return _is_int(node.left, ints)
     if isinstance(node.op, ast.Mult):
-        return any(isinstance(side, ast.Constant) and type(side.value) is float for side in sides)
+        return all(_is_int(side, ints) for side in sides)
     return False
+
+
+def _is_constant(node: ast.expr, kind: type) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is kind
+
+
+def _is_int(node: ast.expr, ints: frozenset[str]) -> bool:
+    return (isinstance(node, ast.Name) and node.id in ints) or (
+        _is_constant(node, int) and abs(node.value) < 1 << 64  # type: ignore[attr-defined]
+    )
 
 
 def _finally_escape(statement: ast.stmt) -> ast.stmt | None:
@@ -425,7 +514,7 @@ def _capture_last_expression(tree: ast.Module) -> None:
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = tree.body[-1]
         store = ast.Name(id=RESULT_NAME, ctx=ast.Store())
-        tree.body[-1] = _located(ast.Assign(targets=[store], value=last.value), last)  # type: ignore[assignment]
+        tree.body[-1] = _located(ast.Assign(targets=[store], value=last.value), last)
 
 
 def _source_line(source: str, line: int) -> str:
