@@ -70,7 +70,7 @@ def read_lines(path: Path) -> list[dict]:
 
 def test_fifty_jobs_with_mixed_outcomes_all_recorded_and_audited(codeward, tmp_path):
     kinds = write_jobs(tmp_path)
-    done = codeward("batch", "jobs.jsonl", "--tools", SAMPLE_TOOLS, "--concurrency", "4")
+    done = codeward("batch", "jobs.jsonl", "--tools", SAMPLE_TOOLS, "--concurrency", "4", "--runs", "runs")
     assert done.returncode == 1, done.stdout + done.stderr  # some jobs failed: CI sees it
     results = read_lines(tmp_path / "results.jsonl")
     assert sorted(r["id"] for r in results) == sorted(kinds)
@@ -99,6 +99,10 @@ def test_fifty_jobs_with_mixed_outcomes_all_recorded_and_audited(codeward, tmp_p
     out = done.stdout
     assert "success" in out and "max_steps_error" in out and "timeout" in out and "jobs/s" in out
     assert "job-19" in out  # the summary lists the failures
+
+    assert len(list((tmp_path / "runs").glob("*.json"))) == 49  # every run but the one whose worker crashed
+    replayed = codeward("replay", "runs/job-00.json")  # tools and variables as the job had them
+    assert replayed.returncode == 0, replayed.stdout
 
     again = codeward("batch", "jobs.jsonl", "--tools", SAMPLE_TOOLS)
     assert again.returncode == 1 and "50 job(s) already in the results file" in again.stdout

@@ -36,6 +36,7 @@ class BatchOptions:
     audit: Path | None
     concurrency: int
     grace_seconds: float = 5.0
+    runs: Path | None = None
 
 
 @dataclass
@@ -102,7 +103,7 @@ class _Batch:
     # -- workers -------------------------------------------------------------------
 
     def _spawn(self) -> Worker:
-        worker = Worker(self.options.audit)
+        worker = Worker(self.options.audit, self.options.runs)
         self.workers.append(worker)
         self.selector.register(worker.channel, selectors.EVENT_READ, worker)
         return worker
@@ -224,6 +225,8 @@ class _Batch:
 
 def run_batch(jobs: list[Job], options: BatchOptions, progress: Any) -> BatchOutcome:
     """Run the jobs not already finished in `options.results`; `progress` hears of each result."""
+    if options.runs is not None:
+        options.runs.mkdir(parents=True, exist_ok=True)
     with exclusive_writer(options.results):
         done, dropped = finished_ids(options.results)
         if options.audit is not None:

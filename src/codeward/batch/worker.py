@@ -1,7 +1,7 @@
 """A batch worker process: runs jobs one at a time, each in a sandbox of its own.
 
 The parent (`codeward.batch.pool`) starts workers with ``python -m
-codeward.batch.worker FD``. Jobs arrive as lines on stdin (value-codec JSON);
+codeward.batch.worker FD [--audit FILE] [--runs DIR]``. Jobs arrive as lines on stdin (value-codec JSON);
 events go back as JSON lines on the inherited file descriptor FD, so nothing
 the job prints can be mistaken for a message.
 
@@ -13,8 +13,11 @@ cancels its job and exits, so a killed batch leaves no worker behind.
 
 from __future__ import annotations
 
+import argparse
+import hashlib
 import json
 import os
+import re
 import queue
 import signal
 import sys
@@ -113,19 +116,35 @@ def _sandbox(agent: Any) -> dict[str, Any]:
     return {"executor": executor.name, "id": getattr(executor, "sandbox_id", None), "worker_pid": os.getpid()}
 
 
+def run_file(runs: Path, job_id: str) -> Path:
+    """Where a job's run is saved: its id as a file name (made safe, and unique again by a hash if changed)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", job_id)
+    if safe != job_id:
+        safe += "-" + hashlib.sha256(job_id.encode("utf-8")).hexdigest()[:8]
+    return runs / f"{safe}.json"
+
+
 def run_job(
-    job: dict[str, Any], audit: Any | None, announce: Callable[[dict[str, Any] | None], None] | None = None
+    job: dict[str, Any],
+    audit: Any | None,
+    announce: Callable[[dict[str, Any] | None], None] | None = None,
+    runs: Path | None = None,
 ) -> dict[str, Any]:
-    """Run one job to its result record: failures and cancellation are statuses, not exceptions."""
+    """Run one job to its result record: failures and cancellation are statuses, not exceptions.
+
+    With `runs`, the job's run is saved there too, ready for `codeward replay`.
+    """
     from codeward.batch.audit import AuditingExecutor, iso_time
     from codeward.json_values import carry
     from codeward.model_ids import resolve_model
     from codeward.platform.code_agent import CodeAgent
+    from codeward.replay import save_run
     from codeward.tool_specs import load_tool_specs
 
     started = time.time()
     result: dict[str, Any] = {"id": job["id"], "status": "error", "output": None}
     agent = None
+    variables: dict[str, Any] = {}
     try:
         with _cancellation.interruptible():
             agent = CodeAgent(
@@ -144,9 +163,13 @@ def run_job(
                     agent.executor, job["id"], lambda: agent.step_number, audit.append, announce
                 )
             with _cancellation.interruptible():
-                run = agent.run(job["task"], additional_args=_variables(job) or None, return_full_result=True)
+                variables = _variables(job)
+                run = agent.run(job["task"], additional_args=variables or None, return_full_result=True)
         finally:
             agent.close()
+            if runs is not None:
+                save_run(agent, run_file(runs, job["id"]), tool_specs=job["tools"], variables=variables,
+                         executor=job["executor"], authorized_imports=job["authorized_imports"])
         result["status"] = run.state
         result["output"], description = carry(run.output)
         if description:
@@ -188,21 +211,25 @@ def _send(channel: TextIO, event: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="python -m codeward.batch.worker")
+    parser.add_argument("channel", type=int, help="the file descriptor to send events on")
+    parser.add_argument("--audit", type=Path, help="the audit file to append a line per code block to")
+    parser.add_argument("--runs", type=Path, help="a folder to save each job's run in")
+    args = parser.parse_args(argv)
     signal.signal(signal.SIGUSR1, _cancellation.on_signal)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to decide on
-    channel = os.fdopen(int(argv[0]), "w", encoding="utf-8")
+    channel = os.fdopen(args.channel, "w", encoding="utf-8")
     audit = None
-    if len(argv) > 1:
+    if args.audit is not None:
         from codeward.batch.jsonl import JsonlAppender
 
-        audit = JsonlAppender(argv[1], shared=True)
+        audit = JsonlAppender(args.audit, shared=True)
     jobs: queue.Queue[dict[str, Any] | None] = queue.Queue()
     threading.Thread(target=_read_stdin, args=(jobs,), daemon=True).start()
     while (job := jobs.get()) is not None:
         _cancellation.current = job["id"]
         _send(channel, {"event": "started", "id": job["id"]})
-        result = run_job(job, audit, lambda block: _send(channel, {"event": "block", "record": block}))
+        result = run_job(job, audit, lambda block: _send(channel, {"event": "block", "record": block}), args.runs)
         _cancellation.current = None
         _send(channel, {"event": "done", "id": job["id"], "result": result})
     return 0
