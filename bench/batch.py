@@ -10,7 +10,9 @@ sandbox of its own. Measured in the same run, for comparison:
 - batch: the real command, end to end (interpreter start, validation, workers,
   results and audit fsync'd per line).
 
-Run: ``python bench/batch.py [--jobs 100] [--repeats 3] [--executor local]``.
+Run: ``python bench/batch.py [--jobs 100] [--repeats 3] [--executor local] [--work 20000]``;
+a larger ``--work`` makes the jobs CPU-bound, where threads stop scaling (the GIL)
+and worker processes use every core.
 Docker rows (with and without a warm pool) join when the docker executor is
 registered and its engine answers.
 """
@@ -35,15 +37,13 @@ from codeward.batch.jobs import JobDefaults, load_jobs
 from codeward.batch.jsonl import JsonlAppender
 from codeward.batch.worker import run_job
 
-STEPS = [
-    "Thought: work.\n<code>\nx = sum(i * i for i in range(20000))\nprint(x)\n</code>",
-    "Thought: answer.\n<code>\nfinal_answer(x % 97)\n</code>",
-]
+STEP = "Thought: work.\n<code>\nx = sum(i * i for i in range({work}))\nprint(x)\n</code>"
+ANSWER = "Thought: answer.\n<code>\nfinal_answer(x % 97)\n</code>"
 CONCURRENCY = (1, 2, 4)
 
 
-def write_jobs(folder: Path, count: int, executor: str) -> Path:
-    (folder / "model.json").write_text(json.dumps(STEPS))
+def write_jobs(folder: Path, count: int, executor: str, work: int) -> Path:
+    (folder / "model.json").write_text(json.dumps([STEP.format(work=work), ANSWER]))
     path = folder / "jobs.jsonl"
     with open(path, "w") as handle:
         for index in range(count):
@@ -97,10 +97,10 @@ def executors_to_measure(requested: list[str]) -> list[str]:
     return chosen
 
 
-def bench_executor(executor: str, count: int, repeats: int) -> None:
+def bench_executor(executor: str, count: int, repeats: int, work: int) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
-        jobs_path = write_jobs(folder, count, executor)
+        jobs_path = write_jobs(folder, count, executor, work)
         run_job(load_jobs(jobs_path, JobDefaults())[0].to_dict(), None)  # warm up: imports, prompt templates
         baseline = median_rate(lambda: in_process(jobs_path, folder, None), count, repeats)
         print(f"\n[{executor}] baseline, in-process one after another: {baseline:8.1f} jobs/s  (1.00x)")
@@ -116,10 +116,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--executor", action="append", default=None)
+    parser.add_argument("--work", type=int, default=20_000, help="loop iterations in each job's first block")
     args = parser.parse_args()
-    print(f"{args.jobs} jobs, median of {args.repeats} runs, {os.cpu_count()} cores; jobs/s (ratio to the baseline)")
+    print(f"{args.jobs} jobs of {args.work:,} iterations, median of {args.repeats} runs, {os.cpu_count()} cores; "
+          "jobs/s (ratio to the baseline)")
     for executor in executors_to_measure(args.executor or ["local"]):
-        bench_executor(executor, args.jobs, args.repeats)
+        bench_executor(executor, args.jobs, args.repeats, args.work)
 
 
 if __name__ == "__main__":
