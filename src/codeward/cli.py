@@ -1,17 +1,30 @@
-"""The `codeward` command."""
+"""The `codeward` command.
+
+Each subcommand is a ``_add_<name>`` function that declares its arguments and a
+handler; the work itself lives in the modules the handlers import (lazily, so
+that ``codeward batch`` does not pay for litellm). Docker's ``images`` and
+``sandboxes`` commands join the same way.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 
 from codeward import __version__
 
 __all__ = ["main"]
+
+
+# -- demo ----------------------------------------------------------------------------
 
 
 def _demo(args: argparse.Namespace, console: Console) -> int:
@@ -39,13 +52,192 @@ def _demo(args: argparse.Namespace, console: Console) -> int:
     return 0 if result.state == "success" else 1
 
 
+def _add_demo(commands: Any) -> None:
+    demo = commands.add_parser("demo", help="run a built-in multi-step task with a recorded model")
+    demo.add_argument("--executor", default="local", help="the sandbox to run the code in (default: local)")
+    demo.set_defaults(handler=_demo)
+
+
+# -- run -------------------------------------------------------------------------------
+
+
+def _model_id(given: str | None) -> str:
+    from codeward.model_ids import check_model_id, default_model_id, no_model_message
+
+    model_id = given or default_model_id()
+    if model_id is None:
+        raise ValueError(no_model_message())
+    return check_model_id(model_id)
+
+
+def _variables(options: list[str]) -> dict[str, Any]:
+    from codeward.value_files import load_value_file, parse_var_option
+
+    parsed = [parse_var_option(option) for option in options]
+    return {name: load_value_file(path) for name, path in parsed}
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
+    from codeward import AgentGenerationError, AgentLogger, CodeAgent, LogLevel
+    from codeward.json_values import carry
+    from codeward.model_ids import resolve_model
+    from codeward.replay import save_run
+    from codeward.tool_specs import load_tool_specs
+
+    model_id = _model_id(args.model)
+    tools = load_tool_specs(args.tools)
+    variables = _variables(args.var)
+    logger = AgentLogger(LogLevel.OFF if args.json else LogLevel.INFO, console)
+    with CodeAgent(
+        tools=tools, model=resolve_model(model_id), executor=args.executor,
+        additional_authorized_imports=args.imports or None, max_steps=args.max_steps, logger=logger,
+    ) as agent:
+        try:
+            result = agent.run(args.task, additional_args=variables or None, return_full_result=True)
+        except AgentGenerationError as error:
+            console.print(f"[bold red]the model failed:[/bold red] {error.message}")
+            return 1
+    if args.save:
+        warning = save_run(agent, args.save, tool_specs=args.tools, variables=variables,
+                           executor=args.executor, authorized_imports=args.imports)
+        if warning:
+            console.print(f"[yellow]warning:[/yellow] {warning}")
+    if args.json:
+        payload = result.to_dict()
+        payload["output"], description = carry(result.output)
+        if description:
+            payload["output_description"] = description
+        sys.stdout.write(json.dumps(payload, default=str) + "\n")
+    else:
+        usage = result.token_usage
+        console.print(f"[dim]{result.state} · {len(agent.memory.action_steps())} steps · "
+                      f"{result.timing.duration:.2f} s · {usage.total_tokens} tokens[/dim]")
+    return 0 if result.state == "success" else 1
+
+
+def _add_model_options(parser: argparse.ArgumentParser, executor_help: str) -> None:
+    parser.add_argument("--model", metavar="ID",
+                        help="a litellm model id, replay:RUN.json or script:RESPONSES.yaml (default: $CODEWARD_MODEL)")
+    parser.add_argument("--executor", default="local", metavar="NAME", help=executor_help)
+    parser.add_argument("--tools", action="append", default=[], metavar="SPEC",
+                        help="tools to give the agent: module:attr, module, or file.py[:attr] (repeatable)")
+
+
+def _add_run(commands: Any) -> None:
+    run = commands.add_parser("run", help="run one task with a code agent, showing its steps")
+    run.add_argument("task", help="what the agent should do")
+    _add_model_options(run, "the sandbox to run the code in (default: local)")
+    run.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                     help="a module the code may import, beyond the defaults (repeatable; pkg.* for a package)")
+    run.add_argument("--var", action="append", default=[], metavar="NAME=@FILE",
+                     help="a variable for the code, read from .json, .csv, .parquet or .npy (repeatable)")
+    run.add_argument("--max-steps", type=int, default=20, metavar="N", help="steps before the model must answer (default 20)")
+    run.add_argument("--json", action="store_true", help="print the run's result as JSON instead of the steps")
+    run.add_argument("--save", metavar="RUN.json", help="save the run, for codeward replay or --model replay:RUN.json")
+    run.set_defaults(handler=_run)
+
+
+# -- batch -------------------------------------------------------------------------------
+
+
+def _batch(args: argparse.Namespace, console: Console) -> int:
+    from codeward.batch.display import BatchProgress, summary_table
+    from codeward.batch.jobs import JobDefaults, load_jobs
+    from codeward.batch.runner import BatchOptions, run_batch
+    from codeward.model_ids import default_model_id
+
+    if args.concurrency < 1:
+        raise ValueError(f"--concurrency must be at least 1, got {args.concurrency}")
+    defaults = JobDefaults(model=args.model or default_model_id(), executor=args.executor,
+                           tools=args.tools, max_steps=args.max_steps)
+    jobs = load_jobs(args.jobs, defaults)
+    if args.cancel_grace <= 0:
+        raise ValueError(f"--cancel-grace must be a positive number of seconds, got {args.cancel_grace}")
+    options = BatchOptions(Path(args.out), None if args.no_audit else Path(args.audit), args.concurrency,
+                           args.cancel_grace, Path(args.runs) if args.runs else None)
+    with BatchProgress(console) as progress:
+        outcome = run_batch(jobs, options, progress)
+    if outcome.dropped_bytes:
+        console.print(f"[yellow]cut a torn last line ({outcome.dropped_bytes} bytes) left by an earlier crash[/yellow]")
+    for renderable in summary_table(outcome):
+        console.print(renderable)
+    where = f"results: {options.results}" + (f" · audit: {options.audit}" if options.audit else "")
+    console.print(f"[dim]{where}[/dim]")
+    if outcome.interrupted:
+        console.print("[yellow]interrupted: run the same command again to finish the remaining jobs[/yellow]")
+        return 130
+    return 1 if outcome.failed else 0
+
+
+def _add_batch(commands: Any) -> None:
+    batch = commands.add_parser("batch", help="run many jobs, each in a sandbox of its own; results survive crashes")
+    batch.add_argument("jobs", metavar="JOBS", help="a .yaml or .jsonl file of jobs (id, task, ...)")
+    _add_model_options(batch, "the sandbox for jobs that name none (default: local)")
+    batch.add_argument("--concurrency", type=int, default=2, metavar="N", help="jobs running at once (default 2)")
+    batch.add_argument("--out", default="results.jsonl", help="results, one JSON line per finished job (default results.jsonl)")
+    batch.add_argument("--audit", default="audit.jsonl", help="one JSON line per code block run (default audit.jsonl)")
+    batch.add_argument("--no-audit", action="store_true", help="write no audit file")
+    batch.add_argument("--runs", metavar="DIR", help="save each job's run as DIR/ID.json, for codeward replay")
+    batch.add_argument("--max-steps", type=int, default=20, metavar="N", help="for jobs that set none (default 20)")
+    batch.add_argument("--cancel-grace", type=float, default=5.0, metavar="SECONDS",
+                       help="how long a cancelled or timed-out job may take to close its sandbox before "
+                       "its worker is killed (default 5)")
+    batch.set_defaults(handler=_batch)
+
+
+# -- replay -------------------------------------------------------------------------------
+
+
+def _replay(args: argparse.Namespace, console: Console) -> int:
+    from codeward.replay import replay_run
+
+    report = replay_run(args.run, executor=args.executor, tool_specs=args.tools or None, variables=_variables(args.var))
+    if report.ok:
+        console.print(f"[green]replay passed:[/green] {report.render()}")
+        return 0
+    console.print(f"[red]replay failed:[/red] {escape(report.render())}", highlight=False)
+    return 1
+
+
+def _add_replay(commands: Any) -> None:
+    replay = commands.add_parser("replay", help="re-run a saved run's code in a fresh sandbox and compare")
+    replay.add_argument("run", metavar="RUN.json", help="a run saved with codeward run --save or agent.memory.save")
+    replay.add_argument("--executor", metavar="NAME", help="the sandbox (default: the one the run recorded, else local)")
+    replay.add_argument("--tools", action="append", default=[], metavar="SPEC",
+                        help="the tools, if not the ones the run recorded: module:attr, module, file.py[:attr]")
+    replay.add_argument("--var", action="append", default=[], metavar="NAME=@FILE",
+                        help="a variable to add to (or replace in) the recorded ones")
+    replay.set_defaults(handler=_replay)
+
+
+# -- doctor -------------------------------------------------------------------------------
+
+
+def _doctor(args: argparse.Namespace, console: Console) -> int:
+    from codeward.doctor import run_checks
+
+    for check in run_checks():
+        mark = "[green]✓[/green]" if check.ok else "[yellow]✗[/yellow]"
+        console.print(f"{mark} [bold]{check.name}[/bold]: {check.detail}", highlight=False)
+        if check.fix:
+            console.print(f"    [dim]→ {check.fix}[/dim]", highlight=False)
+    return 0
+
+
+def _add_doctor(commands: Any) -> None:
+    doctor = commands.add_parser("doctor", help="what is installed and reachable, and how to fix what is not")
+    doctor.set_defaults(handler=_doctor)
+
+
+# -- the command -----------------------------------------------------------------------------
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="codeward", description="Agents that act by writing Python, in a sandbox.")
     parser.add_argument("--version", action="version", version=f"codeward {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    demo = commands.add_parser("demo", help="run a built-in multi-step task with a recorded model")
-    demo.add_argument("--executor", default="local", help="the sandbox to run the code in (default: local)")
-    demo.set_defaults(handler=_demo)
+    for add in (_add_demo, _add_run, _add_batch, _add_replay, _add_doctor):
+        add(commands)
     return parser
 
 
@@ -55,12 +247,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
-    console = Console()
+    console = Console(stderr=bool(getattr(args, "json", False)))
     try:
         return int(args.handler(args, console))
     except (ValueError, ImportError, FileNotFoundError) as error:
-        console.print(f"[bold red]error:[/bold red] {error}")
+        console.print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False)
         return 2
+    except KeyboardInterrupt:  # the sandbox was closed on the way out (agents are context managers)
+        console.print("[yellow]interrupted[/yellow]")
+        return 130
 
 
 if __name__ == "__main__":

@@ -2,22 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
-
-
-def codeward(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": SRC, "COLUMNS": "120"}
-    return subprocess.run(
-        [sys.executable, "-m", "codeward.cli", *args], capture_output=True, text=True, env=env, timeout=120
-    )
-
-
-def test_demo_runs_the_recorded_task_in_the_local_sandbox():
+def test_demo_runs_the_recorded_task_in_the_local_sandbox(codeward):
     done = codeward("demo")
     assert done.returncode == 0, done.stderr + done.stdout
     assert "The model in this demo is a recording" in done.stdout
@@ -25,7 +11,7 @@ def test_demo_runs_the_recorded_task_in_the_local_sandbox():
     assert "Cairo will be warmest at 24.5 °C, 21.0 °C warmer than Oslo." in done.stdout
 
 
-def test_demo_with_an_unknown_executor_says_which_exist():
+def test_demo_with_an_unknown_executor_says_which_exist(codeward):
     done = codeward("demo", "--executor", "nope")
     assert done.returncode == 2
     assert "unknown executor 'nope'" in done.stdout and "'local'" in done.stdout

@@ -1,0 +1,128 @@
+"""Jobs per second for `codeward batch`: 100 short jobs at concurrency 1, 2 and 4.
+
+Each job is a scripted two-step run (a little arithmetic, then the answer) in a
+sandbox of its own. Measured in the same run, for comparison:
+
+- baseline: the same jobs run in this process one after another (`run_job` in
+  a loop): no worker processes, no pipes, the floor of what a job costs;
+- threads: the same in-process jobs on a thread pool, the lighter design
+  `codeward batch` did not choose (shown to measure what the choice costs);
+- batch: the real command, end to end (interpreter start, validation, workers,
+  results and audit fsync'd per line).
+
+Run: ``python bench/batch.py [--jobs 100] [--repeats 3] [--executor local] [--work 20000]``;
+a larger ``--work`` makes the jobs CPU-bound, where threads stop scaling (the GIL)
+and worker processes use every core.
+Docker rows (with and without a warm pool) join when the docker executor is
+registered and its engine answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+sys.path.insert(0, str(SRC))
+
+from codeward.batch.jobs import JobDefaults, load_jobs
+from codeward.batch.jsonl import JsonlAppender
+from codeward.batch.worker import run_job
+
+STEP = "Thought: work.\n<code>\nx = sum(i * i for i in range({work}))\nprint(x)\n</code>"
+ANSWER = "Thought: answer.\n<code>\nfinal_answer(x % 97)\n</code>"
+CONCURRENCY = (1, 2, 4)
+
+
+def write_jobs(folder: Path, count: int, executor: str, work: int) -> Path:
+    (folder / "model.json").write_text(json.dumps([STEP.format(work=work), ANSWER]))
+    path = folder / "jobs.jsonl"
+    with open(path, "w") as handle:
+        for index in range(count):
+            job = {"id": f"job-{index}", "task": "Compute.", "model": "script:model.json", "executor": executor}
+            handle.write(json.dumps(job) + "\n")
+    return path
+
+
+def in_process(jobs_path: Path, folder: Path, threads: int | None) -> float:
+    """Seconds to run every job in this process: in a loop, or on `threads` threads."""
+    jobs = [job.to_dict() for job in load_jobs(jobs_path, JobDefaults())]
+    with JsonlAppender(folder / f"audit-inproc-{threads}-{time.monotonic_ns()}.jsonl", shared=True) as audit:
+        started = time.perf_counter()
+        if threads is None:
+            results = [run_job(job, audit) for job in jobs]
+        else:
+            with ThreadPoolExecutor(threads) as pool:
+                results = list(pool.map(lambda job: run_job(job, audit), jobs))
+        elapsed = time.perf_counter() - started
+    assert all(r["status"] == "success" for r in results), [r for r in results if r["status"] != "success"][:1]
+    return elapsed
+
+
+def command(jobs_path: Path, folder: Path, concurrency: int) -> float:
+    """Seconds for the whole `codeward batch` command, from start to exit."""
+    stamp = time.monotonic_ns()
+    out, audit = folder / f"results-{stamp}.jsonl", folder / f"audit-{stamp}.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "codeward.cli", "batch", str(jobs_path), "--concurrency", str(concurrency),
+         "--out", str(out), "--audit", str(audit)],
+        capture_output=True, text=True, env=env, cwd=folder,
+    )
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"codeward batch failed:\n{done.stdout}\n{done.stderr}")
+    return elapsed
+
+
+def median_rate(measure, count: int, repeats: int) -> float:
+    return count / statistics.median(measure() for _ in range(repeats))
+
+
+def executors_to_measure(requested: list[str]) -> list[str]:
+    from codeward.executors.base import available_executors
+
+    chosen = [name for name in requested if name in available_executors()]
+    for name in set(requested) - set(chosen):
+        print(f"({name}: not registered on this branch; skipped)")
+    return chosen
+
+
+def bench_executor(executor: str, count: int, repeats: int, work: int) -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        jobs_path = write_jobs(folder, count, executor, work)
+        run_job(load_jobs(jobs_path, JobDefaults())[0].to_dict(), None)  # warm up: imports, prompt templates
+        baseline = median_rate(lambda: in_process(jobs_path, folder, None), count, repeats)
+        print(f"\n[{executor}] baseline, in-process one after another: {baseline:8.1f} jobs/s  (1.00x)")
+        for concurrency in CONCURRENCY:
+            threads = median_rate(lambda c=concurrency: in_process(jobs_path, folder, c), count, repeats)
+            batch = median_rate(lambda c=concurrency: command(jobs_path, folder, c), count, repeats)
+            print(f"[{executor}] concurrency {concurrency}: codeward batch (processes) {batch:6.1f} jobs/s "
+                  f"({batch / baseline:.2f}x) · threads in-process {threads:6.1f} jobs/s ({threads / baseline:.2f}x)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--executor", action="append", default=None)
+    parser.add_argument("--work", type=int, default=20_000, help="loop iterations in each job's first block")
+    args = parser.parse_args()
+    print(f"{args.jobs} jobs of {args.work:,} iterations, median of {args.repeats} runs, {os.cpu_count()} cores; "
+          "jobs/s (ratio to the baseline)")
+    for executor in executors_to_measure(args.executor or ["local"]):
+        bench_executor(executor, args.jobs, args.repeats, args.work)
+
+
+if __name__ == "__main__":
+    main()

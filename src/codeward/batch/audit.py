@@ -1,0 +1,158 @@
+"""The audit trail: one record per code block a batch job ran, with the tool calls it made.
+
+`AuditingExecutor` wraps the job's sandbox: it sees every block the agent runs
+(and the outcome, even when the block is cancelled mid-run). It announces each
+block before running it, so that if the worker process dies mid-block the
+parent writes the record instead (outcome ``worker_lost``). It wraps each
+tool so that calls made from inside the block are recorded where they run, on
+the host. Tools a sandbox runs inside itself (e2b ships their source) are not
+seen by the host, and their calls are not in the record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from codeward.executors.base import (
+    FINAL_ANSWER_TOOL,
+    CodeOutput,
+    ExecutionError,
+    ExecutionTimeout,
+    Executor,
+    SandboxError,
+)
+from codeward.json_values import preview
+from codeward.platform.tools import Tool
+
+__all__ = ["AuditingExecutor", "RecordingTool", "iso_time"]
+
+
+def iso_time(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="milliseconds")
+
+
+class RecordingTool(Tool):
+    """A tool that behaves as the one it wraps and notes each call in `calls`."""
+
+    def __init__(self, inner: Tool, calls: list[dict[str, Any]], lock: threading.Lock) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.description = inner.description
+        self.inputs = inner.inputs
+        self.output_type = inner.output_type
+        self._calls = calls
+        self._lock = lock
+        super().__init__()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        started = time.time()
+        record: dict[str, Any] = {"tool": self.name, "args": preview(args, 300), "kwargs": preview(kwargs, 300)}
+        try:
+            result = super().__call__(*args, **kwargs)
+        except BaseException as error:
+            record["outcome"] = f"error: {type(error).__name__}: {preview(str(error), 300)}"
+            raise
+        else:
+            record["outcome"] = "ok"
+            record["result"] = preview(result, 300)
+            return result
+        finally:
+            record["duration_seconds"] = round(time.time() - started, 6)
+            with self._lock:
+                self._calls.append(record)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.inner.forward(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        # what a sandbox may ask of the tool beyond the Tool interface (e.g. `source()`)
+        return getattr(self.__dict__["inner"], name)
+
+
+def _outcome(error: BaseException) -> tuple[str, str]:
+    if isinstance(error, ExecutionTimeout):
+        return "timeout", error.message
+    if isinstance(error, SandboxError):
+        return "sandbox_error", error.message
+    if isinstance(error, ExecutionError):
+        return "error", f"{error.error_type or 'Error'}: {error.message}"
+    if isinstance(error, Exception):
+        return "error", f"{type(error).__name__}: {error}"
+    return "cancelled", type(error).__name__
+
+
+class AuditingExecutor(Executor):
+    """Runs code in `inner` and writes one audit record per block through `write`."""
+
+    def __init__(
+        self,
+        inner: Executor,
+        job_id: str,
+        step: Callable[[], int],
+        write: Callable[[dict[str, Any]], None],
+        announce: Callable[[dict[str, Any] | None], None] | None = None,
+    ) -> None:
+        self.inner = inner
+        self.name = inner.name or type(inner).__name__  # type: ignore[misc]
+        self.sandbox_id = getattr(inner, "sandbox_id", None) or f"{self.name}-{uuid.uuid4().hex[:12]}"
+        self.job_id = job_id
+        self._step = step
+        self._write = write
+        self._announce = announce or (lambda record: None)
+        self._calls: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def send_variables(self, variables: dict[str, Any]) -> None:
+        self.inner.send_variables(variables)
+
+    def send_tools(self, tools: dict[str, Tool]) -> None:
+        wrapped = {
+            name: tool if name == FINAL_ANSWER_TOOL else RecordingTool(tool, self._calls, self._lock)
+            for name, tool in tools.items()
+        }
+        self.inner.send_tools(wrapped)
+
+    def run(self, code: str) -> CodeOutput:
+        started = time.time()
+        with self._lock:
+            self._calls.clear()
+        record: dict[str, Any] = {
+            "job_id": self.job_id,
+            "step": self._step(),
+            "code": code,
+            "sha256": hashlib.sha256(code.encode("utf-8")).hexdigest(),
+            "executor": self.name,
+            "sandbox_id": self.sandbox_id,
+            "start": iso_time(started),
+        }
+        self._announce(record)  # so a block whose process dies mid-run is still recorded, by the parent
+        try:
+            output = self.inner.run(code)
+        except BaseException as error:
+            record["outcome"], record["error"] = _outcome(error)
+            raise
+        else:
+            record["outcome"] = "final_answer" if output.is_final_answer else "ok"
+            return output
+        finally:
+            record["duration_seconds"] = round(time.time() - started, 6)
+            with self._lock:
+                record["tool_calls"] = list(self._calls)
+            self._write(record)
+            self._announce(None)
+
+    def install_packages(self, packages: list[str]) -> list[str]:
+        return self.inner.install_packages(packages)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __getattr__(self, name: str) -> Any:
+        # executor-specific attributes the agent reads (e.g. `authorized_imports`)
+        return getattr(self.__dict__["inner"], name)

@@ -1,0 +1,92 @@
+"""What a batch shows: a live progress bar with counts by status, and the closing summary."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from codeward.batch.runner import STATUSES, BatchOutcome
+
+__all__ = ["BatchProgress", "summary_table"]
+
+_STYLES = {"success": "green", "max_steps_error": "yellow", "error": "red", "timeout": "magenta", "cancelled": "dim"}
+
+
+def _counts_text(counts: Counter[str]) -> str:
+    parts = [f"[{_STYLES[s]}]{s} {counts[s]}[/]" for s in STATUSES if counts[s]]
+    return " · ".join(parts) or "[dim]waiting for the first result[/]"
+
+
+class BatchProgress:
+    """The live bar; the runner calls `start` once and `advance` per finished job."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.counts: Counter[str] = Counter()
+        self._progress = Progress(
+            TextColumn("[bold]jobs"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[counts]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+        self._task: Any = None
+
+    def start(self, total: int, skipped: int = 0) -> None:
+        if skipped:
+            self.console.print(f"{skipped} job(s) already in the results file: skipped")
+        self._task = self._progress.add_task("jobs", total=total, counts=_counts_text(self.counts))
+        self._progress.start()
+
+    def advance(self, status: str) -> None:
+        self.counts[status] += 1
+        self._progress.update(self._task, advance=1, counts=_counts_text(self.counts))
+
+    def __enter__(self) -> BatchProgress:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._progress.stop()
+
+
+def summary_table(outcome: BatchOutcome, shown_failures: int = 20) -> list[Any]:
+    """The summary: counts by status (this run and earlier runs), then the failed jobs."""
+    counts = Table(title="codeward batch", show_edge=False)
+    counts.add_column("status")
+    counts.add_column("this run", justify="right")
+    counts.add_column("earlier runs", justify="right")
+    for status in STATUSES:
+        if outcome.counts[status] or outcome.earlier[status]:
+            counts.add_row(f"[{_STYLES[status]}]{status}[/]", str(outcome.counts[status]), str(outcome.earlier[status]))
+    if outcome.not_started:
+        counts.add_row("[dim]not started[/]", str(outcome.not_started), "")
+    ran = sum(outcome.counts.values())
+    rate = ran / outcome.duration_seconds if outcome.duration_seconds else 0.0
+    counts.caption = f"{ran} job(s) in {outcome.duration_seconds:.1f} s ({rate:.2f} jobs/s)"
+    shown: list[Any] = [counts]
+    if outcome.failures:
+        failures = Table(title="jobs that did not succeed", show_edge=False)
+        for column in ("id", "status", "steps", "error"):
+            failures.add_column(column, overflow="fold")
+        for result in outcome.failures[:shown_failures]:
+            error = str(result.get("error") or "").strip().splitlines()
+            failures.add_row(str(result["id"]), result.get("status", "error"), str(result.get("steps", "")), error[0][:200] if error else "")
+        if len(outcome.failures) > shown_failures:
+            failures.caption = f"... and {len(outcome.failures) - shown_failures} more in the results file"
+        shown.append(failures)
+    return shown

@@ -1,0 +1,243 @@
+"""Running a batch: jobs onto workers, results onto disk, Ctrl-C and timeouts handled.
+
+The parent is one loop over the workers' event pipes (no threads): it hands
+jobs to idle workers, starts each job's timeout when the worker says the job
+started, writes each result line the moment it arrives (the only writer of the
+results file), and on Ctrl-C stops handing out jobs and cancels the running
+ones. A second Ctrl-C kills the workers at once.
+"""
+
+from __future__ import annotations
+
+import selectors
+import signal
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from codeward.batch.jobs import Job
+from codeward.batch.jsonl import JsonlAppender, exclusive_writer, repair_and_read
+from codeward.batch.pool import Worker
+
+__all__ = ["FAILED_STATUSES", "STATUSES", "BatchOptions", "BatchOutcome", "run_batch"]
+
+STATUSES = ("success", "max_steps_error", "error", "timeout", "cancelled")
+#: Statuses that make the command's exit code non-zero.
+FAILED_STATUSES = frozenset(STATUSES) - {"success"}
+
+
+@dataclass
+class BatchOptions:
+    results: Path
+    audit: Path | None
+    concurrency: int
+    grace_seconds: float = 5.0
+    runs: Path | None = None
+
+
+@dataclass
+class BatchOutcome:
+    """What happened: this run's counts, the counts already on disk, the failures, whether Ctrl-C stopped it."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    earlier: Counter[str] = field(default_factory=Counter)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    interrupted: bool = False
+    not_started: int = 0
+    duration_seconds: float = 0.0
+    dropped_bytes: int = 0
+
+    @property
+    def failed(self) -> bool:
+        return any(self.counts[s] or self.earlier[s] for s in FAILED_STATUSES)
+
+
+class Interrupts:
+    """Counts Ctrl-C presses (and SIGTERMs, as a CI runner's timeout sends) instead of dying of them."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+
+    def __enter__(self) -> Interrupts:
+        self._previous = {signum: signal.signal(signum, self._handle) for signum in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+
+
+def _epoch(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
+
+
+def finished_ids(results: Path) -> tuple[dict[str, str], int]:
+    """Ids already in the results file (id -> status), after cutting a torn last line."""
+    records, dropped = repair_and_read(results)
+    return {str(r["id"]): str(r.get("status")) for r in records if "id" in r}, dropped
+
+
+class _Batch:
+    """The state of one run of the loop."""
+
+    def __init__(self, jobs: list[Job], options: BatchOptions, progress: Any) -> None:
+        self.pending = deque(jobs)
+        self.options = options
+        self.progress = progress
+        self.workers: list[Worker] = []
+        self.selector = selectors.DefaultSelector()
+        self.outcome = BatchOutcome()
+        self.results = JsonlAppender(options.results)
+        self.audit = JsonlAppender(options.audit, shared=True) if options.audit else None
+
+    # -- workers -------------------------------------------------------------------
+
+    def _spawn(self) -> Worker:
+        worker = Worker(self.options.audit, self.options.runs)
+        self.workers.append(worker)
+        self.selector.register(worker.channel, selectors.EVENT_READ, worker)
+        return worker
+
+    def _retire(self, worker: Worker) -> None:
+        self.selector.unregister(worker.channel)
+        self.workers.remove(worker)
+
+    def _hand_out(self) -> None:
+        for worker in self.workers:
+            if worker.idle and self.pending:
+                worker.assign(self.pending.popleft())
+        while self.pending and len(self.workers) < self.options.concurrency:
+            self._spawn().assign(self.pending.popleft())
+
+    # -- results -------------------------------------------------------------------
+
+    def _record(self, worker: Worker, result: dict[str, Any]) -> None:
+        if worker.cancel_reason == "timeout" and result.get("status") == "cancelled":
+            result["status"] = "timeout"
+            result["error"] = f"the job ran past its timeout of {worker.job.timeout_seconds} s and was stopped"
+        status = result.get("status", "error")
+        if status != "cancelled":  # a cancelled job did not finish: the next run does it again
+            self.results.append(result)
+        self.outcome.counts[status] += 1
+        if status != "success":
+            self.outcome.failures.append(result)
+        worker.finish_job()
+        self.progress.advance(status)
+
+    def _lost(self, worker: Worker, description: str) -> None:
+        """The worker died or was killed with a job on it: record what the parent knows."""
+        job = worker.job
+        status = {"timeout": "timeout", "cancelled": "cancelled"}.get(worker.cancel_reason or "", "error")
+        error = description
+        if status == "timeout":
+            error = f"the job ran past its timeout of {job.timeout_seconds} s and did not stop when asked; {description}"
+        if worker.block is not None and self.audit is not None:
+            block = worker.block
+            block["outcome"], block["error"] = "worker_lost", description
+            block["duration_seconds"] = round(time.time() - _epoch(block["start"]), 6)
+            block.setdefault("tool_calls", None)  # made in the lost process: not known
+            self.audit.append(block)
+        started = worker.started_at
+        self._record(worker, {
+            "id": job.id, "status": status, "output": None, "error": error, "model": job.model,
+            "sandbox": {"executor": job.executor, "id": None, "worker_pid": worker.pid},
+            "duration_seconds": round(time.monotonic() - started, 4) if started else 0.0,
+        })
+
+    # -- the loop --------------------------------------------------------------------
+
+    def _on_events(self, worker: Worker) -> None:
+        events, closed = worker.read_events()
+        for event in events:
+            if event["event"] == "started":
+                worker.job_started(time.monotonic())
+            elif event["event"] == "block":
+                worker.block = event["record"]
+            elif event["event"] == "done" and worker.job is not None:
+                self._record(worker, event["result"])
+        if closed:
+            self._retire(worker)
+            worker.process.wait()
+            if worker.job is not None:
+                self._lost(worker, worker.exit_description())
+            worker.release()
+
+    def _check_clocks(self) -> None:
+        now = time.monotonic()
+        for worker in list(self.workers):
+            if worker.deadline is not None and now >= worker.deadline:
+                worker.cancel("timeout", self.options.grace_seconds)
+            if worker.kill_at is not None and now >= worker.kill_at and worker.job is not None:
+                self._kill(worker, "the worker was killed after the grace period")
+
+    def _kill(self, worker: Worker, description: str) -> None:
+        self._retire(worker)
+        worker.kill()
+        self._lost(worker, description)
+        worker.release()
+
+    def _next_wakeup(self) -> float:
+        clocks = [t for w in self.workers for t in (w.deadline, w.kill_at) if t is not None]
+        return max(0.0, min([0.2, *(t - time.monotonic() for t in clocks)]))
+
+    def run(self, interrupts: Interrupts) -> BatchOutcome:
+        started = time.monotonic()
+        try:
+            while self.pending or any(not w.idle for w in self.workers):
+                if interrupts.count and not self.outcome.interrupted:
+                    self._stop_starting()
+                if interrupts.count > 1:
+                    for worker in [w for w in self.workers if w.job is not None]:
+                        self._kill(worker, "cancelled by a second Ctrl-C: the worker was killed")
+                if not self.outcome.interrupted:
+                    self._hand_out()
+                for key, _ in self.selector.select(self._next_wakeup()):
+                    self._on_events(key.data)
+                self._check_clocks()
+        finally:
+            for worker in list(self.workers):
+                self._retire(worker)
+                worker.stop(self.options.grace_seconds)
+            self.results.close()
+            if self.audit is not None:
+                self.audit.close()
+            self.selector.close()
+            self.outcome.duration_seconds = time.monotonic() - started
+        return self.outcome
+
+    def _stop_starting(self) -> None:
+        self.outcome.interrupted = True
+        self.outcome.not_started = len(self.pending)
+        self.pending.clear()
+        for worker in self.workers:
+            worker.cancel("cancelled", self.options.grace_seconds)
+
+
+def run_batch(jobs: list[Job], options: BatchOptions, progress: Any) -> BatchOutcome:
+    """Run the jobs not already finished in `options.results`; `progress` hears of each result."""
+    if options.runs is not None:
+        options.runs.mkdir(parents=True, exist_ok=True)
+    with exclusive_writer(options.results):
+        done, dropped = finished_ids(options.results)
+        if options.audit is not None:
+            _, audit_dropped = repair_and_read(options.audit)
+            dropped += audit_dropped
+        todo = [job for job in jobs if job.id not in done]
+        ids = {job.id for job in jobs}
+        earlier = Counter(status for job_id, status in done.items() if job_id in ids)
+        progress.start(len(todo), skipped=len(jobs) - len(todo))
+        with Interrupts() as interrupts:
+            outcome = _Batch(todo, options, progress).run(interrupts)
+    outcome.earlier = earlier
+    outcome.dropped_bytes = dropped
+    return outcome

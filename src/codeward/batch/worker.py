@@ -1,0 +1,242 @@
+"""A batch worker process: runs jobs one at a time, each in a sandbox of its own.
+
+The parent (`codeward.batch.pool`) starts workers with ``python -m
+codeward.batch.worker FD [--audit FILE] [--runs DIR]``. Jobs arrive as lines on stdin (value-codec JSON);
+events go back as JSON lines on the inherited file descriptor FD, so nothing
+the job prints can be mistaken for a message.
+
+Cancelling: the parent writes ``{"cancel": ID}`` on stdin; the worker signals
+itself (SIGUSR1) so that `JobCancelled` is raised in the job even while it waits
+in a system call, and unwinds through the agent, which closes its sandbox. A worker whose parent is gone (stdin closed)
+cancels its job and exits, so a killed batch leaves no worker behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import queue
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+from codeward.batch.jobs import file_reference
+
+__all__ = ["JobCancelled", "main", "run_job"]
+
+
+class JobCancelled(KeyboardInterrupt):
+    """The parent cancelled the job (Ctrl-C, a timeout, or the parent is gone).
+
+    A KeyboardInterrupt, because that is what every layer already lets through:
+    the agent's loop does not record it as a step error, `except Exception` in
+    the model's code does not catch it, and a sandbox stops the code it runs.
+    """
+
+
+class _Cancellation:
+    """Which jobs the parent cancelled, and whether the running job may be interrupted now.
+
+    Cancels arrive on stdin naming a job id (read by another thread), so a late
+    cancel meant for a finished job can never hit the next one; the signal only
+    wakes the main thread, which checks the id.
+    """
+
+    def __init__(self) -> None:
+        self.current: str | None = None
+        self.cancelled: set[str] = set()
+        self.everything = False  # the parent is gone
+        self.enabled = False
+
+    def requested(self) -> bool:
+        return self.everything or self.current in self.cancelled
+
+    def request(self, job_id: str | None) -> None:
+        if job_id is None:
+            self.everything = True
+        else:
+            self.cancelled.add(job_id)
+        if self.current is not None and self.requested():
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+    def on_signal(self, signum: int, frame: Any) -> None:
+        if self.enabled and self.requested():
+            raise JobCancelled()
+
+    def check(self, *step: Any) -> None:
+        """A step callback: stop between steps even if a sandbox swallowed the signal's exception."""
+        if self.enabled and self.requested():
+            raise JobCancelled()
+
+    @contextmanager
+    def interruptible(self) -> Iterator[None]:
+        """Let a cancel interrupt the job's own work, never the closing of its sandbox."""
+        if self.requested():
+            raise JobCancelled()
+        self.enabled = True
+        try:
+            yield
+        finally:
+            self.enabled = False
+
+
+_cancellation = _Cancellation()
+
+
+def _variables(job: dict[str, Any]) -> dict[str, Any]:
+    from codeward.value_files import load_value_file
+
+    given = job["additional_args"]
+    reference = file_reference(given)
+    if reference is not None:
+        loaded = load_value_file(Path(reference))
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{reference} must hold a JSON object of variables, not {type(loaded).__name__}")
+        return loaded
+    variables = {}
+    for name, value in given.items():
+        reference = file_reference(value)
+        if reference is not None:
+            variables[name] = load_value_file(Path(reference))
+        else:
+            variables[name] = value[1:] if isinstance(value, str) and value.startswith("@@") else value
+    return variables
+
+
+def _sandbox(agent: Any) -> dict[str, Any]:
+    executor = agent.executor
+    return {"executor": executor.name, "id": getattr(executor, "sandbox_id", None), "worker_pid": os.getpid()}
+
+
+def run_file(runs: Path, job_id: str) -> Path:
+    """Where a job's run is saved: its id as a file name (made safe, and unique again by a hash if changed)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", job_id)
+    if safe != job_id:
+        safe += "-" + hashlib.sha256(job_id.encode("utf-8")).hexdigest()[:8]
+    return runs / f"{safe}.json"
+
+
+def run_job(
+    job: dict[str, Any],
+    audit: Any | None,
+    announce: Callable[[dict[str, Any] | None], None] | None = None,
+    runs: Path | None = None,
+) -> dict[str, Any]:
+    """Run one job to its result record: failures and cancellation are statuses, not exceptions.
+
+    With `runs`, the job's run is saved there too, ready for `codeward replay`.
+    """
+    from codeward.batch.audit import AuditingExecutor, iso_time
+    from codeward.json_values import carry
+    from codeward.model_ids import resolve_model
+    from codeward.platform.code_agent import CodeAgent
+    from codeward.replay import save_run
+    from codeward.tool_specs import load_tool_specs
+
+    started = time.time()
+    result: dict[str, Any] = {"id": job["id"], "status": "error", "output": None}
+    agent = None
+    variables: dict[str, Any] = {}
+    try:
+        with _cancellation.interruptible():
+            agent = CodeAgent(
+                tools=load_tool_specs(job["tools"]),
+                model=resolve_model(job["model"]),
+                executor=job["executor"],
+                executor_kwargs=job["executor_kwargs"] or None,
+                additional_authorized_imports=job["authorized_imports"] or None,
+                max_steps=job["max_steps"],
+                verbosity_level=-1,
+                step_callbacks=[_cancellation.check],
+            )
+        try:
+            if audit is not None:
+                agent.executor = AuditingExecutor(
+                    agent.executor, job["id"], lambda: agent.step_number, audit.append, announce
+                )
+            with _cancellation.interruptible():
+                variables = _variables(job)
+                run = agent.run(job["task"], additional_args=variables or None, return_full_result=True)
+        finally:
+            agent.close()
+            if runs is not None:
+                save_run(agent, run_file(runs, job["id"]), tool_specs=job["tools"], variables=variables,
+                         executor=job["executor"], authorized_imports=job["authorized_imports"])
+        result["status"] = run.state
+        result["output"], description = carry(run.output)
+        if description:
+            result["output_description"] = description
+    except JobCancelled:
+        result["status"] = "cancelled"
+    except Exception as error:
+        result["error"] = f"{type(error).__name__}: {error}"
+    if agent is not None:
+        result["steps"] = len(agent.memory.action_steps())
+        result["token_usage"] = agent.memory.token_usage().to_dict()
+        result["sandbox"] = _sandbox(agent)
+        result["step_errors"] = sum(step.error is not None for step in agent.memory.action_steps())
+    result["model"] = job["model"]
+    result["started_at"] = iso_time(started)
+    result["duration_seconds"] = round(time.time() - started, 4)
+    return result
+
+
+def _read_stdin(jobs: queue.Queue[dict[str, Any] | None]) -> None:
+    """Jobs and cancels from the parent; end of input (closed, or the parent died) cancels all and stops."""
+    from codeward.executors.codec import loads
+
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        message = loads(line)
+        if "cancel" in message:
+            _cancellation.request(str(message["cancel"]))
+        else:
+            jobs.put(message)
+    jobs.put(None)
+    _cancellation.request(None)
+
+
+def _send(channel: TextIO, event: dict[str, Any]) -> None:
+    channel.write(json.dumps(event, default=str) + "\n")
+    channel.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m codeward.batch.worker")
+    parser.add_argument("channel", type=int, help="the file descriptor to send events on")
+    parser.add_argument("--audit", type=Path, help="the audit file to append a line per code block to")
+    parser.add_argument("--runs", type=Path, help="a folder to save each job's run in")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGUSR1, _cancellation.on_signal)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to decide on
+    channel = os.fdopen(args.channel, "w", encoding="utf-8")
+    audit = None
+    if args.audit is not None:
+        from codeward.batch.jsonl import JsonlAppender
+
+        audit = JsonlAppender(args.audit, shared=True)
+    jobs: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    threading.Thread(target=_read_stdin, args=(jobs,), daemon=True).start()
+    while (job := jobs.get()) is not None:
+        _cancellation.current = job["id"]
+        _send(channel, {"event": "started", "id": job["id"]})
+        result = run_job(job, audit, lambda block: _send(channel, {"event": "block", "record": block}), args.runs)
+        _cancellation.current = None
+        _send(channel, {"event": "done", "id": job["id"], "result": result})
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # the parent is gone: nobody to report to
+        os._exit(1)

@@ -1,0 +1,120 @@
+"""`codeward doctor`: what is installed and reachable, and what to do about what is not.
+
+Every check is quick, offline (the Docker engine is the only thing contacted,
+over its local socket), and never fails the command: a missing sandbox is a
+line saying how to get it, not an error.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from codeward.executors.base import available_executors, executor_class
+from codeward.model_ids import MODEL_ENV, PROVIDER_KEYS
+
+__all__ = ["Check", "run_checks"]
+
+#: The label every codeward sandbox image carries (set by the image builder).
+IMAGE_LABEL = "codeward.content"
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def _python() -> list[Check]:
+    from codeward import __version__
+
+    return [Check("codeward", True, f"{__version__} on Python {platform.python_version()} ({sys.executable})")]
+
+
+def _executors() -> list[Check]:
+    checks = []
+    for name in available_executors():
+        try:
+            executor_class(name)
+        except ImportError as error:
+            checks.append(Check(f"executor {name}", False, "cannot be imported", str(error)))
+        else:
+            checks.append(Check(f"executor {name}", True, "importable"))
+    return checks
+
+
+def _docker() -> list[Check]:
+    try:
+        import docker
+    except ImportError:
+        return [Check("docker", False, "the docker SDK is not installed", "pip install 'codeward[docker]'")]
+    try:
+        client = docker.from_env(timeout=3)
+        version = client.version().get("Version", "?")
+    except Exception as error:
+        return [Check(
+            "docker engine", False, f"not reachable ({type(error).__name__})",
+            "start the engine (Debian: apt-get install -y docker.io && dockerd &), or set DOCKER_HOST",
+        )]
+    images = client.images.list(filters={"label": IMAGE_LABEL})
+    tags = ", ".join(tag for image in images for tag in image.tags) or f"{len(images)} untagged"
+    return [
+        Check("docker engine", True, f"version {version}, reachable"),
+        Check("sandbox images", bool(images), tags if images else "none built yet",
+              "" if images else "build one with: codeward images build"),
+    ]
+
+
+def _kernels() -> list[Check]:
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager
+    except ImportError:
+        return [Check("jupyter kernels", False, "jupyter_client is not installed", "pip install 'codeward[jupyter]'")]
+    specs = KernelSpecManager().find_kernel_specs()
+    if not specs:
+        return [Check("jupyter kernels", False, "no kernel installed",
+                      "pip install ipykernel && python -m ipykernel install --user")]
+    return [Check("jupyter kernels", True, ", ".join(sorted(specs)))]
+
+
+def _e2b() -> list[Check]:
+    try:
+        import e2b_code_interpreter  # noqa: F401
+    except ImportError:
+        return [Check("e2b", False, "e2b-code-interpreter is not installed", "pip install 'codeward[e2b]'")]
+    if not os.environ.get("E2B_API_KEY"):
+        return [Check("e2b", False, "E2B_API_KEY is not set", "export E2B_API_KEY=... (from e2b.dev)")]
+    return [Check("e2b", True, "E2B_API_KEY is set")]
+
+
+def _models() -> list[Check]:
+    checks = []
+    chosen = os.environ.get(MODEL_ENV)
+    checks.append(Check(MODEL_ENV, bool(chosen), chosen or "not set",
+                        "" if chosen else f"export {MODEL_ENV}=openai/gpt-4o-mini, or pass --model"))
+    present = [key for key in PROVIDER_KEYS if os.environ.get(key)]
+    checks.append(Check(
+        "provider keys", bool(present), ", ".join(present) or "none set",
+        "" if present else "export OPENAI_API_KEY=... (or another provider's key); offline, use "
+        "--model replay:RUN.json or script:RESPONSES.yaml, or try: codeward demo",
+    ))
+    return checks
+
+
+_SECTIONS: list[Callable[[], list[Check]]] = [_python, _executors, _docker, _kernels, _e2b, _models]
+
+
+def run_checks() -> list[Check]:
+    """Every check, in the order shown; a check that crashes is reported, not raised."""
+    checks: list[Check] = []
+    for section in _SECTIONS:
+        try:
+            checks.extend(section())
+        except Exception as error:
+            checks.append(Check(section.__name__.strip("_"), False, f"the check failed: {type(error).__name__}: {error}"))
+    return checks

@@ -1,0 +1,133 @@
+"""Model ids: one string names any model, wherever the command line takes one.
+
+``--model``, ``CODEWARD_MODEL`` and a batch job's ``model`` all accept:
+
+- a litellm model id (``openai/gpt-4o-mini``, ``anthropic/...``, ``ollama/...``);
+- ``replay:PATH``: a saved run (``agent.memory.save`` or ``codeward run --save``),
+  played by `ReplayModel`;
+- ``script:PATH``: a YAML or JSON list of responses, played by `ScriptedModel`.
+
+The last two need no provider and no network, which is how tests, CI and
+offline users drive the command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from codeward.platform.models import Model, ReplayModel, ScriptedModel
+
+__all__ = [
+    "MODEL_ENV",
+    "PROVIDER_KEYS",
+    "ModelIdError",
+    "check_model_id",
+    "default_model_id",
+    "load_script",
+    "no_model_message",
+    "resolve_model",
+]
+
+#: The environment variable that names the model when ``--model`` is not given.
+MODEL_ENV = "CODEWARD_MODEL"
+
+#: Provider key -> the model used when that key is the only hint of what to call.
+PROVIDER_KEYS: dict[str, str] = {
+    "OPENAI_API_KEY": "openai/gpt-4o-mini",
+    "ANTHROPIC_API_KEY": "anthropic/claude-3-5-haiku-latest",
+    "GEMINI_API_KEY": "gemini/gemini-1.5-flash",
+    "MISTRAL_API_KEY": "mistral/mistral-small-latest",
+    "GROQ_API_KEY": "groq/llama-3.1-8b-instant",
+    "DEEPSEEK_API_KEY": "deepseek/deepseek-chat",
+}
+
+_FILE_SCHEMES = ("replay:", "script:")
+
+
+class ModelIdError(ValueError):
+    """A model id that names nothing usable; the message says how to fix it."""
+
+
+def default_model_id(environ: dict[str, str] | None = None) -> str | None:
+    """`CODEWARD_MODEL`, else the default model of the first provider whose key is set."""
+    environ = dict(os.environ) if environ is None else environ
+    if environ.get(MODEL_ENV, "").strip():
+        return environ[MODEL_ENV].strip()
+    return next((model for key, model in PROVIDER_KEYS.items() if environ.get(key)), None)
+
+
+def no_model_message() -> str:
+    keys = ", ".join(PROVIDER_KEYS)
+    return (
+        "no model to call: pass --model ID (a litellm id such as openai/gpt-4o-mini, replay:RUN.json "
+        f"or script:RESPONSES.yaml) or set {MODEL_ENV}; no provider key ({keys}) is set either. "
+        "To see codeward work without a model, run: codeward demo"
+    )
+
+
+def _split(model_id: Any, base_dir: Path | None) -> tuple[str, Path | None]:
+    if not isinstance(model_id, str) or not model_id.strip():
+        raise ModelIdError(f"a model id must be a non-empty string, got {model_id!r}")
+    model_id = model_id.strip()
+    for scheme in _FILE_SCHEMES:
+        if model_id.startswith(scheme):
+            raw = model_id[len(scheme):]
+            if not raw:
+                raise ModelIdError(f"{model_id!r} names no file; write {scheme}PATH")
+            path = Path(raw).expanduser()
+            if base_dir is not None and not path.is_absolute():
+                path = base_dir / path
+            return scheme[:-1], path
+    return "litellm", None
+
+
+def load_script(path: Path) -> list[Any]:
+    """The responses of a ``script:`` file: a YAML or JSON list of strings or message dicts."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ModelIdError(f"script:{path}: no such file") from None
+    try:
+        responses = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        raise ModelIdError(f"script:{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}") from None
+    if not isinstance(responses, list) or not responses:
+        raise ModelIdError(f"script:{path} must hold a non-empty list of responses (strings or {{content: ...}} maps)")
+    for index, response in enumerate(responses):
+        if not isinstance(response, (str, dict)):
+            raise ModelIdError(
+                f"script:{path}: response {index + 1} is a {type(response).__name__}; use a string or a map"
+            )
+    return responses
+
+
+def check_model_id(model_id: Any, base_dir: Path | None = None) -> str:
+    """Refuse an id that cannot work before anything runs; return it with file paths made absolute."""
+    kind, path = _split(model_id, base_dir)
+    if kind == "litellm":
+        return str(model_id).strip()
+    assert path is not None
+    if kind == "script":
+        load_script(path)
+    elif not path.is_file():
+        raise ModelIdError(f"replay:{path}: no such file; save a run with codeward run --save or agent.memory.save")
+    return f"{kind}:{path.resolve()}"
+
+
+def resolve_model(model_id: str, base_dir: Path | None = None) -> Model:
+    """Build the model an id names (a fresh one each call: scripted models are consumed as they play)."""
+    kind, path = _split(model_id, base_dir)
+    if kind == "script":
+        assert path is not None
+        return ScriptedModel(load_script(path))
+    if kind == "replay":
+        assert path is not None
+        return ReplayModel(path)
+    from codeward.platform.models import LiteLLMModel
+
+    return LiteLLMModel(model_id.strip())

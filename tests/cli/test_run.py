@@ -1,0 +1,92 @@
+"""`codeward run`: one task, the model named by id, variables from files, live steps or JSON."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from tests.cli.conftest import SAMPLE_TOOLS, write_script
+
+
+def test_run_shows_the_steps_and_the_answer(codeward, tmp_path):
+    model = write_script(tmp_path / "model.yaml", "print(double(21))", "final_answer(double(21) + 1)")
+    done = codeward("run", "Double 21, then add one.", "--model", model, "--tools", SAMPLE_TOOLS)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "Step 1" in out and "Step 2" in out and "print(double(21))" in out
+    assert "42" in out and "Final answer: 43" in out
+    assert "success · 2 steps" in out and "tokens" in out
+
+
+def test_run_json_carries_variables_from_every_file_kind(codeward, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"factor": 3}))
+    pd.DataFrame({"city": ["Oslo", "Rome"], "temp": [4.5, 17.0]}).to_csv(tmp_path / "temps.csv", index=False)
+    pd.DataFrame({"n": [1, 2, 3]}).to_parquet(tmp_path / "counts.parquet")
+    np.save(tmp_path / "grid.npy", np.arange(6).reshape(2, 3))
+    model = write_script(
+        tmp_path / "model.yaml",
+        "final_answer({'factor': config['factor'], 'warmest': temps.sort_values('temp')['city'].iloc[-1],"
+        " 'total': int(counts['n'].sum()), 'shape': list(grid.shape), 'grid_sum': int(grid.sum())})",
+    )
+    done = codeward(
+        "run", "Summarise the inputs.", "--model", model, "--json", "--import", "pandas", "--import", "numpy",
+        "--var", "config=@config.json", "--var", "temps=@temps.csv",
+        "--var", "counts=@counts.parquet", "--var", "grid=@grid.npy",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(done.stdout)
+    assert result["state"] == "success"
+    assert result["output"] == {"factor": 3, "warmest": "Rome", "total": 6, "shape": [2, 3], "grid_sum": 15}
+    task = result["steps"][0]["task"]
+    assert "temps (DataFrame, shape (2, 2)" in task and "grid (ndarray, shape (2, 3))" in task
+
+
+def test_run_json_output_goes_through_the_value_codec(codeward, tmp_path):
+    from codeward.executors.codec import loads
+
+    model = write_script(tmp_path / "model.yaml", "final_answer((1, {2, 3}, float('nan')))")
+    done = codeward("run", "Answer with a tuple.", "--model", model, "--json")
+    assert done.returncode == 0, done.stderr
+    value = loads(json.dumps(json.loads(done.stdout)["output"]))
+    assert value[0] == 1 and value[1] == {2, 3} and value[2] != value[2]
+
+
+def test_run_out_of_steps_exits_1(codeward, tmp_path):
+    model = write_script(tmp_path / "model.yaml", "x = 1", "x = 2", "final_answer('late')")
+    done = codeward("run", "Count.", "--model", model, "--max-steps", "2", "--json")
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["state"] == "max_steps_error"
+
+
+def test_run_without_a_model_or_key_points_to_the_demo(codeward):
+    done = codeward("run", "Anything.")
+    assert done.returncode == 2
+    assert "no model to call" in done.stdout and "CODEWARD_MODEL" in done.stdout and "codeward demo" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_run_takes_the_model_from_the_environment(codeward, tmp_path):
+    model = write_script(tmp_path / "model.yaml", "final_answer('from env')")
+    done = codeward("run", "Anything.", "--json", CODEWARD_MODEL=model)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["output"] == "from env"
+
+
+def test_run_refuses_bad_inputs_with_the_fix(codeward, tmp_path):
+    (tmp_path / "data.txt").write_text("x")
+    cases = [
+        (["--model", "script:missing.yaml"], "script:"),
+        (["--model", "replay:missing.json"], "no such file"),
+        (["--model", "script:model.yaml", "--var", "data"], "NAME=@FILE"),
+        (["--model", "script:model.yaml", "--var", "data=@data.txt"], "use one of .json, .csv, .parquet, .npy"),
+        (["--model", "script:model.yaml", "--tools", "no_such_module:x"], "cannot import 'no_such_module'"),
+        (["--model", "script:model.yaml", "--tools", f"{SAMPLE_TOOLS}:nothing"], "no attribute 'nothing'"),
+    ]
+    write_script(tmp_path / "model.yaml", "final_answer(1)")
+    for args, message in cases:
+        done = codeward("run", "Anything.", *args)
+        assert done.returncode == 2, (args, done.stdout)
+        assert message in done.stdout, (args, done.stdout)
+        assert "Traceback" not in done.stdout + done.stderr
