@@ -16,3 +16,11 @@ def test_demo_with_an_unknown_executor_says_which_exist(codeward):
     assert done.returncode == 2
     assert "unknown executor 'nope'" in done.stdout and "'local'" in done.stdout
     assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_the_demo_recording_still_replays_on_the_local_executor(codeward):
+    from codeward.demo import recording_path
+
+    done = codeward("replay", str(recording_path()))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "replay passed" in done.stdout
