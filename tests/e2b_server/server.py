@@ -90,6 +90,11 @@ class E2BServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def connection(self) -> dict[str, object]:
+        """The SDK options (`ApiParams`) that send a sandbox's requests here, without environment variables."""
+        return {"debug": True, "sandbox_url": self.url}
+
     def start(self) -> E2BServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="e2b-server", daemon=True)
         self._thread.start()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pytest
 
 from codeward.executors.base import Executor, available_executors, create_executor, executor_class
+from tests.e2b_server import shared_server
 
 #: Seconds every executor in the suite gets per run; the timeout checks rely on it.
 TIMEOUT = 3.0
@@ -32,6 +33,8 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     "local": Profile(make=lambda: create_executor("local", timeout_seconds=TIMEOUT), in_process=True, host_pids=False),
     "jupyter": Profile(make=lambda: create_executor("jupyter", timeout_seconds=TIMEOUT)),
+    # The E2B SDK, unmodified, against the local server that speaks E2B's protocol (its kernels run on this host).
+    "e2b": Profile(make=lambda: create_executor("e2b", timeout_seconds=TIMEOUT, connection=shared_server().connection)),
 }
 
 
