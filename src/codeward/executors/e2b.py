@@ -61,9 +61,9 @@ MISSING_KEY = (
 #: Errors on which a request that runs no code is tried again: the request never reached E2B, or E2B said "later".
 _RETRYABLE = (httpx.TransportError, ConnectionError, RateLimitException)
 #: Seconds the SDK's deadline waits past the in-sandbox limit before giving up on the run (at most).
-_BACKSTOP_GRACE = 2.0
+_BACKSTOP_GRACE = 1.0
 #: Seconds a context gets to show it is free again after a run overran even the backstop.
-_PROBE_SECONDS = 2.0
+_PROBE_SECONDS = 1.0
 #: Seconds codeward's own cells (setup, variables, tools) may take.
 _SETUP_SECONDS = 120.0
 #: Sandbox lifetimes are renewed once less than this share of `sandbox_timeout` is left.
