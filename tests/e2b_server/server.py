@@ -129,6 +129,7 @@ class E2BServer:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "e2b-protocol-server"
+    disable_nagle_algorithm = True  # small lines go out at once, not after the client's delayed ACK
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
         """Quiet: tests read failures from responses, not from the server's log."""
