@@ -26,12 +26,12 @@ from collections.abc import Callable
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
-from e2b import TimeoutException  # noqa: E402
-from e2b_code_interpreter import Sandbox  # noqa: E402
+from e2b import TimeoutException
+from e2b_code_interpreter import Sandbox
 
-from codeward.executors.base import ExecutionTimeout  # noqa: E402
-from codeward.executors.e2b import E2BExecutor  # noqa: E402
-from tests.e2b_server import E2BServer  # noqa: E402
+from codeward.executors.base import ExecutionTimeout
+from codeward.executors.e2b import E2BExecutor
+from tests.e2b_server import E2BServer
 
 CELL = "1 + 1"
 SLEEPER = "import time\ntime.sleep(60)"

@@ -131,14 +131,14 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "e2b-protocol-server"
     disable_nagle_algorithm = True  # small lines go out at once, not after the client's delayed ACK
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+    def log_message(self, format: str, *args: Any) -> None:
         """Quiet: tests read failures from responses, not from the server's log."""
 
     @property
     def e2b(self) -> E2BServer:
         return self.server.e2b  # type: ignore[attr-defined]
 
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_GET(self) -> None:
         sandbox = self._sandbox()
         if sandbox is None:
             return
@@ -151,7 +151,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send_text(HTTPStatus.NOT_FOUND, f"no route for GET {self.path}")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = self._read_json()
         sandbox = self._sandbox()
         if sandbox is None or body is None:
@@ -175,7 +175,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send_text(HTTPStatus.NOT_FOUND, f"no route for POST {self.path}")
 
-    def do_DELETE(self) -> None:  # noqa: N802
+    def do_DELETE(self) -> None:
         sandbox = self._sandbox()
         if sandbox is None:
             return

@@ -36,13 +36,30 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import httpx
-from e2b import AuthenticationException, ConnectionConfig, NotFoundException, RateLimitException
+from e2b import (
+    AuthenticationException,
+    ConnectionConfig,
+    NotFoundException,
+    RateLimitException,
+)
 from e2b import TimeoutException as E2BTimeout
 from e2b_code_interpreter import Context, Execution, OutputMessage, Result, Sandbox
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
 
 from codeward.executors import codec
-from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, Executor, ExecutorError, SandboxError
+from codeward.executors.base import (
+    CodeOutput,
+    ExecutionError,
+    ExecutionTimeout,
+    Executor,
+    ExecutorError,
+    SandboxError,
+)
 from codeward.executors.bridge import ToolBridge, bootstrap_code, cell_calling
 from codeward.executors.jupyter import _code_output
 from codeward.executors.kernel import _ANSI, CellResult, _BoundedText
