@@ -7,9 +7,11 @@ timeout), the construction errors, inline tools, and an agent run end to end.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 import pandas as pd
@@ -261,3 +263,35 @@ def price(city: str) -> float:
         city: the city's name
     """
     return {"Oslo": 3.0, "Rome": 2.5, "Cairo": 1.0}[city]
+
+
+# -- retries -------------------------------------------------------------------------------
+
+
+class _DroppingAPI(BaseHTTPRequestHandler):
+    """E2B's control plane as a failing network shows it: each request is read, then the connection drops."""
+
+    keys: list[str] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        type(self).keys.append(self.headers.get("Idempotency-Key", ""))
+        self.close_connection = True
+        self.connection.shutdown(socket.SHUT_RDWR)
+
+    def log_message(self, *args: Any) -> None:
+        """Quiet."""
+
+
+def test_sandbox_creation_is_retried_with_one_idempotency_key_then_fails_clearly() -> None:
+    """Creating is safe to retry (E2B makes one sandbox per key); the error says what failed."""
+    api = HTTPServer(("127.0.0.1", 0), _DroppingAPI)
+    threading.Thread(target=api.serve_forever, daemon=True).start()
+    try:
+        connection = {"debug": False, "api_url": f"http://127.0.0.1:{api.server_address[1]}"}
+        with pytest.raises(SandboxError, match="could not reach E2B"):
+            E2BExecutor(api_key="e2b_0000", connection=connection)
+    finally:
+        api.shutdown()
+        api.server_close()
+    assert len(_DroppingAPI.keys) >= 2 and len(set(_DroppingAPI.keys)) == 1 and _DroppingAPI.keys[0]

@@ -57,3 +57,11 @@ def test_live_close_kills_the_sandbox_it_created_and_only_that() -> None:
     owner.close()
     with pytest.raises(NotFoundException):
         Sandbox.connect(sandbox_id, **LIVE)
+
+
+def test_live_the_sandbox_outlives_its_timeout_while_in_use() -> None:
+    with E2BExecutor(timeout_seconds=TIMEOUT, sandbox_timeout=15, connection=LIVE) as executor:
+        executor.run("born = 1")
+        for _ in range(8):  # 24 s of use: past the 15 s the sandbox was created with
+            time.sleep(3)
+            assert executor.run("born").output == 1

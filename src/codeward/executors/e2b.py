@@ -41,6 +41,7 @@ from e2b import (
     ConnectionConfig,
     NotFoundException,
     RateLimitException,
+    SandboxException,
 )
 from e2b import TimeoutException as E2BTimeout
 from e2b_code_interpreter import Context, Execution, OutputMessage, Result, Sandbox
@@ -214,6 +215,14 @@ class E2BExecutor(Executor):
             raise SandboxError(
                 f"E2B has no sandbox {sandbox_id!r}: it expired or was killed. Pass sandbox_id=None to create one",
             ) from error
+        except _RETRYABLE as error:
+            raise SandboxError(
+                f"could not reach E2B to get a sandbox, after retrying: {type(error).__name__}: {error}. "
+                "Check the network, or E2B's status page",
+                state_lost=False,
+            ) from error
+        except SandboxException as error:
+            raise ExecutorError(f"E2B could not give a sandbox (template {self.template!r}): {error}") from error
         self._renewed_at = time.monotonic()
         return sandbox
 
