@@ -13,7 +13,8 @@ def main() -> None:
     parser.add_argument("--keepalive", type=float, default=1.0, help="seconds of silence before a keepalive line")
     args = parser.parse_args()
     server = E2BServer(args.port, keepalive=args.keepalive)
-    print(f"E2B protocol server on {server.url}; use E2B_DEBUG=true E2B_SANDBOX_URL={server.url}", flush=True)
+    hint = "" if server.port == 49999 else f" E2B_SANDBOX_URL={server.url}"
+    print(f"E2B protocol server on {server.url}; point the SDK here with E2B_DEBUG=true{hint}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
