@@ -21,6 +21,8 @@ from typing import Any
 
 from jupyter_client import BlockingKernelClient, KernelManager
 
+from codeward.executors.jupyter import clean_environment
+
 #: Lines E2B reads from a Jupyter display bundle into named fields; the rest go to `extra`.
 _MIME_FIELDS = {
     "text/html": "html",
@@ -66,7 +68,7 @@ class Context:
         self._swap = threading.RLock()
         self._generation = 0
         self._manager = KernelManager(kernel_name="python3")
-        self._manager.start_kernel(cwd=cwd)
+        self._manager.start_kernel(cwd=cwd, env=clean_environment())  # a fresh machine: none of the host's secrets
         self._client = self._connect()
 
     def describe(self) -> dict[str, str]:

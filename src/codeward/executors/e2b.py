@@ -53,14 +53,7 @@ from tenacity import (
 )
 
 from codeward.executors import codec
-from codeward.executors.base import (
-    CodeOutput,
-    ExecutionError,
-    ExecutionTimeout,
-    Executor,
-    ExecutorError,
-    SandboxError,
-)
+from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, Executor, ExecutorError, SandboxError
 from codeward.executors.bridge import ToolBridge, bootstrap_code, cell_calling
 from codeward.executors.jupyter import _code_output
 from codeward.executors.kernel import _ANSI, CellResult, _BoundedText
@@ -289,7 +282,7 @@ class E2BExecutor(Executor):
                 "earlier code are lost; the next run makes a new context and sends variables and tools again",
                 logs=logs.text(),
             ) from error
-        except Exception as error:  # any other transport or server failure: is the sandbox still there?
+        except (httpx.HTTPError, SandboxException, OSError) as error:  # is the sandbox still there?
             raise self._lost(error, logs.text()) from error
         return self._cell(execution, logs.text(), seconds)
 
@@ -353,8 +346,8 @@ class E2BExecutor(Executor):
             f"the code ran past its time limit of {seconds:g} s and was interrupted", logs=logs, error_type="TimeoutError"
         )
 
-    def _lost(self, error: Exception, logs: str) -> SandboxError:
-        """The error for a run whose connection failed: the sandbox is gone, or the network failed."""
+    def _lost(self, error: Exception, logs: str, during: str = "the run; the code may or may not have run") -> SandboxError:
+        """The error for a request that failed: the sandbox is gone, or the network or E2B failed."""
         sandbox = self._sandbox
         try:
             running = sandbox is not None and sandbox.is_running()
@@ -362,8 +355,8 @@ class E2BExecutor(Executor):
             running = False
         if running:
             return SandboxError(
-                f"the connection to the E2B sandbox failed during the run ({type(error).__name__}: {error}); "
-                "the code may or may not have run; the sandbox and its state are still there",
+                f"a request to the E2B sandbox failed during {during} ({type(error).__name__}: {error}); "
+                "the sandbox and its state are still there",
                 logs=logs,
                 state_lost=False,
             )
@@ -379,8 +372,8 @@ class E2BExecutor(Executor):
         """A control request (no code runs): a sandbox found gone on the way raises `SandboxError`."""
         try:
             return call()
-        except (E2BTimeout, NotFoundException, httpx.HTTPError) as error:
-            raise self._lost(error, "") from error
+        except (httpx.HTTPError, SandboxException, OSError) as error:
+            raise self._lost(error, "", "codeward's setup (no code of yours ran); try again") from error
 
     def _forget_sandbox(self) -> None:
         self._sandbox, self._context, self._ready = None, None, False
