@@ -31,7 +31,15 @@ class Profile:
 
 
 PROFILES: dict[str, Profile] = {
-    "local": Profile(make=lambda: create_executor("local", timeout_seconds=TIMEOUT), in_process=True, host_pids=False),
+    # The time limit, not the operation budget, must be what stops the suite's endless loop;
+    # `sys` is allowed so that the code can write to stderr at all.
+    "local": Profile(
+        make=lambda: create_executor(
+            "local", timeout_seconds=TIMEOUT, max_operations=10**12, authorized_imports=["sys"]
+        ),
+        in_process=True,
+        host_pids=False,
+    ),
     "jupyter": Profile(make=lambda: create_executor("jupyter", timeout_seconds=TIMEOUT)),
     # The E2B SDK, unmodified, against the local server that speaks E2B's protocol (its kernels run on this host).
     "e2b": Profile(make=lambda: create_executor("e2b", timeout_seconds=TIMEOUT, connection=shared_server().connection)),
