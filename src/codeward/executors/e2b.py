@@ -160,7 +160,11 @@ class E2BExecutor(Executor):
         self._ready = False
         self._notes = ""  # what codeward's own cells printed (codec warnings), shown with the next run
         self._closed = False
-        self._ensure_ready()
+        try:
+            self._ensure_ready()
+        except BaseException:
+            self.close()  # a sandbox made before the failure must not outlive it
+            raise
 
     # -- the sandbox ---------------------------------------------------------------
 
@@ -228,16 +232,19 @@ class E2BExecutor(Executor):
         self._renewed_at = time.monotonic()
 
     def _install(self) -> None:
-        """Set up a fresh context: prelude and codec, the time limit, environment, variables, tools."""
-        self._internal(bootstrap_code(allow_pickle=self.allow_pickle))
-        self._internal(cell_calling("report_by_display"))
-        self._internal(cell_calling("limit_time", self.timeout_seconds))
+        """Set up a fresh context in one round trip: prelude and codec, time limit, environment, variables, tools."""
+        cells = [
+            bootstrap_code(allow_pickle=self.allow_pickle),
+            cell_calling("report_by_display"),
+            cell_calling("limit_time", self.timeout_seconds),
+        ]
         if self._envs:
-            self._internal(f"__import__('os').environ.update({self._envs!r})")
+            cells.append(f"__import__('os').environ.update({self._envs!r})")
         if self._variables:
-            self._internal(cell_calling("load_variables", self._encode(self._variables)))
+            cells.append(cell_calling("load_variables", self._encode(self._variables)))
         if self._bridge.tools:
-            self._internal(cell_calling("load_tools", self._bridge.specs_text))
+            cells.append(cell_calling("load_tools", self._bridge.specs_text))
+        self._internal("\n".join(cells))
         self._ready = True
 
     def _encode(self, variables: dict[str, Any]) -> str:
