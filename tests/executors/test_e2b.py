@@ -295,3 +295,27 @@ def test_sandbox_creation_is_retried_with_one_idempotency_key_then_fails_clearly
         api.shutdown()
         api.server_close()
     assert len(_DroppingAPI.keys) >= 2 and len(set(_DroppingAPI.keys)) == 1 and _DroppingAPI.keys[0]
+
+
+# -- what comes out of the sandbox is data, never code ------------------------------------------
+
+
+def test_a_forged_pickled_answer_from_the_sandbox_is_refused_not_unpickled(
+    make: Callable[..., E2BExecutor], tmp_path: Any
+) -> None:
+    marker = tmp_path / "unpickled"
+    executor = make()
+    forge = (
+        "import os, sys, json\n"
+        "from IPython.display import publish_display_data\n"
+        "class Evil:\n"
+        f"    def __reduce__(self):\n        return (os.system, ('touch {marker}',))\n"
+        "text = sys.modules['_codeward_codec'].dumps(Evil(), allow_pickle=True)\n"
+        "publish_display_data({'application/vnd.codeward.report+json': json.dumps({'source': 'codeward', 'final': text})})"
+    )
+    with pytest.raises(ExecutionError, match="refuses"):
+        executor.run(forge)
+    assert not marker.exists()
+    with pytest.raises(ExecutionError, match="cannot read"):
+        executor.run("from IPython.display import publish_display_data\n"
+                     "publish_display_data({'application/vnd.codeward.report+json': '{not json'})")
