@@ -117,7 +117,8 @@ class E2BExecutor(Executor):
 
     `timeout_seconds` bounds each run; `sandbox_timeout` is the sandbox's
     lifetime in seconds, renewed while the executor is used; `sandbox_id`
-    connects to a running sandbox (which `close()` then leaves running);
+    connects to a running sandbox, which `close()` then leaves running (if it
+    is lost, the next run creates a sandbox of its own, which `close()` kills);
     `envs` become environment variables in the sandbox. `connection` passes
     options to the SDK's connection (``domain``, ``debug``, ``sandbox_url``,
     ``proxy``, ``request_timeout``...). `allow_pickle` lets variables the codec
