@@ -62,9 +62,9 @@ def bootstrap_code(*, allow_pickle: bool = False) -> str:
     return f"exec({loader!r}, {{}})"
 
 
-def cell_calling(function: str) -> str:
-    """A cell that calls one of the prelude's functions without binding any name."""
-    return f"__import__('sys').modules['_codeward'].{function}()"
+def cell_calling(function: str, *arguments: Any) -> str:
+    """A cell that calls one of the prelude's functions without binding any name; arguments go as literals."""
+    return f"__import__('sys').modules['_codeward'].{function}({', '.join(map(repr, arguments))})"
 
 
 def request_kind(prompt: str) -> tuple[str, str]:

@@ -9,7 +9,10 @@ only names the model's namespace gains are the variables, the tools and
 
 Everything the sandbox asks of the host goes through the kernel's stdin channel
 as an `input_request` whose prompt starts with `REQUEST`; the host answers only
-those requests, and only for registered tools.
+those requests, and only for registered tools. A host with no such channel (E2B,
+whose server relays only outputs) passes variables and tools in the cell instead,
+reads codeward's reports from displays (`report_by_display`), and has the time
+limit enforced in here (`limit_time`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import getpass
 import importlib
 import importlib.metadata
 import inspect
+import json
+import signal
 import subprocess
 import sys
 from types import ModuleType
@@ -58,6 +63,9 @@ class _Sandbox:
     codec: Any = None
     allow_pickle = False
     tools: dict[str, Any] = {}
+    by_display = False
+    time_limit = 0.0
+    timer_hooked = False
 
 
 def install(shell: Any, codec: ModuleType, *, allow_pickle: bool = False) -> None:
@@ -75,7 +83,10 @@ def _ask_host(kind: str, body: str = "") -> str:
 
 
 def _write_payload(**entry: Any) -> None:
-    _Sandbox.shell.payload_manager.write_payload({"source": PAYLOAD_SOURCE, **entry})
+    if _Sandbox.by_display:
+        _publish({REPORT_MIME: json.dumps({"source": PAYLOAD_SOURCE, **entry})})
+    else:
+        _Sandbox.shell.payload_manager.write_payload({"source": PAYLOAD_SOURCE, **entry})
 
 
 def _report_final_answer(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: Any = None) -> list:
@@ -117,15 +128,18 @@ def _refuse_input(info: Any = None) -> None:
 # -- values and tools from the host --------------------------------------------
 
 
-def load_variables() -> None:
-    """Fetch the variables the host prepared for this cell and bind them in the model's namespace."""
-    text = _ask_host("variables")
+def load_variables(text: str | None = None) -> None:
+    """Bind the variables the host prepared (fetched, unless the cell carries them) in the model's namespace."""
+    if text is None:
+        text = _ask_host("variables")
     _Sandbox.shell.user_ns.update(_Sandbox.codec.decode_variables(text, allow_pickle=_Sandbox.allow_pickle))
 
 
-def load_tools() -> None:
-    """Fetch the tool descriptions the host prepared and define one function per tool."""
-    specs = _Sandbox.codec.loads(_ask_host("tools"), allow_pickle=_Sandbox.allow_pickle)
+def load_tools(text: str | None = None) -> None:
+    """Define one function per tool the host described (descriptions fetched, unless the cell carries them)."""
+    if text is None:
+        text = _ask_host("tools")
+    specs = _Sandbox.codec.loads(text, allow_pickle=_Sandbox.allow_pickle)
     namespace = _Sandbox.shell.user_ns
     for name, stub in _Sandbox.tools.items():
         if namespace.get(name) is stub:
@@ -192,6 +206,54 @@ def _call_host(name: str, arguments: dict[str, Any]) -> Any:
     if error["kind"] == "call":
         raise ToolCallError(error["message"])
     raise ToolError(f"tool {name!r} failed: {error['type']}: {error['message']}", error["type"])
+
+
+# -- hosts with no channel back (E2B) ---------------------------------------------
+
+#: The display type that carries codeward's reports when payloads do not reach the host.
+REPORT_MIME = "application/vnd.codeward.report+json"
+
+
+class TimeLimitExceeded(BaseException):
+    """Raised into a cell that runs past `limit_time`'s limit; a BaseException, like final answers."""
+
+
+def report_by_display() -> None:
+    """Send final answers and last values as displays: relays that drop reply payloads still pass those."""
+    _Sandbox.by_display = True
+
+
+def _publish(bundle: dict[str, str]) -> None:
+    from IPython.display import publish_display_data
+
+    publish_display_data(bundle)
+
+
+def limit_time(seconds: float) -> None:
+    """Stop every later cell after `seconds` (0: no limit), from in here: for hosts that cannot interrupt in time.
+
+    A timer armed before each cell raises `TimeLimitExceeded` in the cell's
+    thread, which also wakes a blocking sleep; it is disarmed before the
+    post-cell reports, so it never cuts one short.
+    """
+    if not _Sandbox.timer_hooked:
+        signal.signal(signal.SIGALRM, _time_is_up)
+        _Sandbox.shell.events.register("pre_run_cell", _arm_timer)
+        _Sandbox.shell.events.callbacks["post_run_cell"].insert(0, _disarm_timer)
+        _Sandbox.timer_hooked = True
+    _Sandbox.time_limit = float(seconds)
+
+
+def _arm_timer(info: Any = None) -> None:
+    signal.setitimer(signal.ITIMER_REAL, _Sandbox.time_limit)
+
+
+def _disarm_timer(result: Any = None) -> None:
+    signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _time_is_up(signum: int, frame: Any) -> None:
+    raise TimeLimitExceeded(f"the code ran past its time limit of {_Sandbox.time_limit:g} s")
 
 
 # -- packages --------------------------------------------------------------------

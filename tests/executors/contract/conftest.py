@@ -29,6 +29,13 @@ class Profile:
     host_pids: bool = True
 
 
+def _local_e2b() -> Executor:
+    """The E2B SDK, unmodified, against the local server that speaks E2B's protocol (its kernels run on this host)."""
+    from tests.e2b_server import shared_server  # imported only when e2b is tested: it needs jupyter_client
+
+    return create_executor("e2b", timeout_seconds=TIMEOUT, connection=shared_server().connection)
+
+
 PROFILES: dict[str, Profile] = {
     # The time limit, not the operation budget, must be what stops the suite's endless loop;
     # `sys` is allowed so that the code can write to stderr at all.
@@ -40,6 +47,7 @@ PROFILES: dict[str, Profile] = {
         host_pids=False,
     ),
     "jupyter": Profile(make=lambda: create_executor("jupyter", timeout_seconds=TIMEOUT)),
+    "e2b": Profile(make=_local_e2b),
 }
 
 

@@ -1,0 +1,505 @@
+"""`executor="e2b"`: the model's code runs in an E2B cloud sandbox (a Firecracker microVM).
+
+Isolation without running Docker yourself, through the `e2b-code-interpreter`
+SDK. The sandbox runs an IPython kernel behind E2B's HTTP server, so codeward's
+sandbox side is the same prelude and value codec as in the kernel sandboxes,
+with three differences forced by a server that only relays outputs:
+
+- there is no channel back to the host, so tools are shipped as source and run
+  *inside* the sandbox (``tools_mode="inline"``): whatever a tool needs, its
+  secrets included, lives in the sandbox; variables and tool descriptions travel
+  inside the cells that define them;
+- reply payloads do not reach the host, so final answers and last values come
+  back as displays of codeward's own type, decoded here without pickle;
+- the SDK's own deadline fires at twice the timeout asked (its HTTP transport
+  sums the read and write timeouts: E2B#1881), so the time limit is enforced
+  inside the sandbox by a timer; the SDK's deadline stays behind it as a
+  backstop, after which a context that will not stop is restarted.
+
+Each executor runs in a code context (a kernel) of its own, so one sandbox can
+serve several executors and `close()` can stop exactly what it started. A
+sandbox whose lifetime ran out, or that was killed, raises `SandboxError`; the
+next run starts a new sandbox and sends variables and tools again.
+
+Offline, with ``E2B_DEBUG=true``, the SDK creates no cloud sandbox and talks to
+a local server on ``localhost:49999`` (or ``E2B_SANDBOX_URL``): no API key is
+needed then. The test suite's server speaks the same protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import httpx
+from e2b import (
+    AuthenticationException,
+    ConnectionConfig,
+    NotFoundException,
+    RateLimitException,
+    SandboxException,
+)
+from e2b import TimeoutException as E2BTimeout
+from e2b_code_interpreter import Context, Execution, OutputMessage, Result, Sandbox
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from codeward.executors import codec
+from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, Executor, ExecutorError, SandboxError
+from codeward.executors.bridge import ToolBridge, bootstrap_code, cell_calling
+from codeward.executors.jupyter import _code_output
+from codeward.executors.kernel import _ANSI, CellResult, _BoundedText
+from codeward.executors.prelude import REPORT_MIME
+from codeward.platform.tools import Tool
+
+__all__ = ["E2BExecutor"]
+
+logger = logging.getLogger(__name__)
+
+MISSING_KEY = (
+    "the e2b executor needs an E2B API key: set the E2B_API_KEY environment variable or pass "
+    "api_key=... (keys are at https://e2b.dev/dashboard). To use a local server that speaks "
+    "E2B's protocol instead, set E2B_DEBUG=true"
+)
+#: Errors on which a request that runs no code is tried again: the request never reached E2B, or E2B said "later".
+_RETRYABLE = (httpx.TransportError, ConnectionError, RateLimitException)
+#: Seconds the SDK's deadline waits past the in-sandbox limit before giving up on the run (at most).
+_BACKSTOP_GRACE = 1.0
+#: Seconds a context gets to show it is free again after a run overran even the backstop.
+_PROBE_SECONDS = 1.0
+#: Seconds codeward's own cells (setup, variables, tools) may take.
+_SETUP_SECONDS = 120.0
+#: Sandbox lifetimes are renewed once less than this share of `sandbox_timeout` is left.
+_RENEW_SHARE = 0.5
+#: Result fields of the SDK and the MIME types they came from, to rebuild display bundles.
+_FIELD_MIME = {
+    "text": "text/plain",
+    "html": "text/html",
+    "markdown": "text/markdown",
+    "svg": "image/svg+xml",
+    "png": "image/png",
+    "jpeg": "image/jpeg",
+    "pdf": "application/pdf",
+    "latex": "text/latex",
+    "json": "application/json",
+    "javascript": "application/javascript",
+    "data": "e2b/data",
+}
+#: Errors E2B's server reports when the context's kernel died under the execution.
+_KERNEL_LOST = ("ContextRestarting", "UnexpectedEndOfExecution")
+
+T = TypeVar("T")
+
+
+def _retrying(call: Callable[[], T]) -> T:
+    """`call()` with retries and backoff: only for requests that cannot have run any code."""
+    for attempt in Retrying(
+        retry=retry_if_exception_type(_RETRYABLE),
+        stop=stop_after_attempt(4),
+        wait=wait_exponential(multiplier=0.5, max=4),
+        reraise=True,
+    ):
+        with attempt:
+            return call()
+    raise AssertionError("unreachable: tenacity re-raises the last error")
+
+
+class E2BExecutor(Executor):
+    """Runs code in an E2B sandbox; see the module docstring.
+
+    `timeout_seconds` bounds each run; `sandbox_timeout` is the sandbox's
+    lifetime in seconds, renewed while the executor is used; `sandbox_id`
+    connects to a running sandbox, which `close()` then leaves running (if it
+    is lost, the next run creates a sandbox of its own, which `close()` kills);
+    `envs` become environment variables in the sandbox. `connection` passes
+    options to the SDK's connection (``domain``, ``debug``, ``sandbox_url``,
+    ``proxy``, ``request_timeout``...). `allow_pickle` lets variables the codec
+    cannot carry go in pickled, for trusted setups (nothing comes out pickled).
+    """
+
+    name = "e2b"
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        template: str | None = None,
+        timeout_seconds: float = 30,
+        sandbox_timeout: int = 300,
+        sandbox_id: str | None = None,
+        envs: dict[str, str] | None = None,
+        allow_internet_access: bool = False,
+        tools_mode: str = "inline",
+        *,
+        allow_pickle: bool = False,
+        connection: dict[str, Any] | None = None,
+        max_log_chars: int = 100_000,
+    ) -> None:
+        _check_arguments(tools_mode, timeout_seconds, sandbox_timeout, envs)
+        self.timeout_seconds = float(timeout_seconds)
+        self.sandbox_timeout = int(sandbox_timeout)
+        self.template = template
+        self.allow_internet_access = allow_internet_access
+        self.allow_pickle = allow_pickle
+        self.max_log_chars = max_log_chars
+        self._envs = dict(envs or {})
+        self._options = _connection_options(api_key, connection)
+        self._variables: dict[str, Any] = {}
+        self._bridge = ToolBridge({}, mode="inline", allow_pickle=allow_pickle)
+        self._sandbox: Sandbox | None = None
+        self._context: Context | None = None
+        self._owned = False
+        self._connect_to = sandbox_id
+        self._renewed_at = 0.0
+        self._ready = False
+        self._notes = ""  # what codeward's own cells printed (codec warnings), shown with the next run
+        self._closed = False
+        try:
+            self._ensure_ready()
+        except BaseException:
+            self.close()  # a sandbox made before the failure must not outlive it
+            raise
+
+    # -- the sandbox ---------------------------------------------------------------
+
+    @property
+    def sandbox_id(self) -> str | None:
+        """The id of the sandbox in use, e.g. to connect to it from elsewhere."""
+        return self._sandbox.sandbox_id if self._sandbox is not None else None
+
+    def _ensure_ready(self) -> tuple[Sandbox, Context]:
+        """A live sandbox and context with codeward's side installed and variables and tools sent."""
+        if self._closed:
+            raise ExecutorError("this E2BExecutor is closed; create a new one")
+        if self._sandbox is None:
+            self._sandbox = self._open_sandbox()
+        else:
+            self._renew_lifetime(self._sandbox)
+        if self._context is None:
+            self._context = self._request(lambda: _retrying(self._sandbox.create_code_context))  # type: ignore[union-attr]
+            self._ready = False
+        if not self._ready:
+            self._install()
+        return self._sandbox, self._context
+
+    def _open_sandbox(self) -> Sandbox:
+        sandbox_id, self._connect_to = self._connect_to, None
+        try:
+            if sandbox_id is not None:
+                sandbox = _retrying(lambda: Sandbox.connect(sandbox_id, timeout=self.sandbox_timeout, **self._options))
+                self._owned = False
+            else:
+                key = uuid.uuid4().hex  # the same key on every retry: E2B then creates one sandbox, not several
+                sandbox = _retrying(
+                    lambda: Sandbox.create(
+                        template=self.template,
+                        timeout=self.sandbox_timeout,
+                        allow_internet_access=self.allow_internet_access,
+                        idempotency_key=key,
+                        **self._options,
+                    )
+                )
+                self._owned = True
+        except AuthenticationException as error:
+            raise ExecutorError(f"E2B refused the API key: {error}. {MISSING_KEY}") from error
+        except NotFoundException as error:
+            raise SandboxError(
+                f"E2B has no sandbox {sandbox_id!r}: it expired or was killed. Pass sandbox_id=None to create one",
+            ) from error
+        except _RETRYABLE as error:
+            raise SandboxError(
+                f"could not reach E2B to get a sandbox, after retrying: {type(error).__name__}: {error}. "
+                "Check the network, or E2B's status page",
+                state_lost=False,
+            ) from error
+        except SandboxException as error:
+            raise ExecutorError(f"E2B could not give a sandbox (template {self.template!r}): {error}") from error
+        self._renewed_at = time.monotonic()
+        return sandbox
+
+    def _renew_lifetime(self, sandbox: Sandbox) -> None:
+        """Push the sandbox's end of life back once much of it is used, so it outlives the runs."""
+        left = self._renewed_at + self.sandbox_timeout - time.monotonic()
+        if left > max(self.sandbox_timeout * _RENEW_SHARE, self.timeout_seconds + _BACKSTOP_GRACE):
+            return
+        self._request(lambda: _retrying(lambda: sandbox.set_timeout(self.sandbox_timeout)))
+        self._renewed_at = time.monotonic()
+
+    def _install(self) -> None:
+        """Set up a fresh context in one round trip: prelude and codec, time limit, environment, variables, tools."""
+        cells = [
+            bootstrap_code(allow_pickle=self.allow_pickle),
+            cell_calling("report_by_display"),
+            cell_calling("limit_time", self.timeout_seconds),
+        ]
+        if self._envs:
+            cells.append(f"__import__('os').environ.update({self._envs!r})")
+        if self._variables:
+            cells.append(cell_calling("load_variables", self._encode(self._variables)))
+        if self._bridge.tools:
+            cells.append(cell_calling("load_tools", self._bridge.specs_text))
+        self._internal("\n".join(cells))
+        self._ready = True
+
+    def _encode(self, variables: dict[str, Any]) -> str:
+        return codec.encode_variables(variables, allow_pickle=self.allow_pickle)
+
+    def _internal(self, code: str) -> CellResult:
+        """Run codeward's own cell; its failure is the sandbox's, not the model's code's."""
+        cell = self._execute(code, _SETUP_SECONDS)
+        if cell.status != "ok":
+            raise SandboxError(
+                f"codeward could not set up the E2B sandbox: {cell.error_name}: {cell.error_value}\n{cell.traceback}",
+                logs=cell.logs,
+                state_lost=False,
+            )
+        self._notes += cell.logs
+        return cell
+
+    # -- one execution -----------------------------------------------------------------
+
+    def _execute(self, code: str, seconds: float) -> CellResult:
+        """Run a cell in the context and gather what came back; transport failures become executor errors."""
+        sandbox, context = self._sandbox, self._context
+        assert sandbox is not None and context is not None
+        logs = _BoundedText(self.max_log_chars)
+
+        def printed(message: OutputMessage) -> None:
+            logs.add(message.line)
+
+        started = time.monotonic()
+        try:
+            execution = sandbox.run_code(
+                code, context=context, on_stdout=printed, on_stderr=printed, timeout=seconds + _BACKSTOP_GRACE
+            )
+        except E2BTimeout as error:
+            if time.monotonic() - started >= seconds:
+                self._overran(seconds, logs.text())
+            raise self._lost(error, logs.text()) from error
+        except NotFoundException as error:
+            self._context = None
+            raise SandboxError(
+                f"the sandbox no longer has codeward's code context ({error}): variables and functions defined by "
+                "earlier code are lost; the next run makes a new context and sends variables and tools again",
+                logs=logs.text(),
+            ) from error
+        except (httpx.HTTPError, SandboxException, OSError) as error:  # is the sandbox still there?
+            raise self._lost(error, logs.text()) from error
+        return self._cell(execution, logs.text(), seconds)
+
+    def _cell(self, execution: Execution, logs: str, seconds: float) -> CellResult:
+        error = execution.error
+        if error is not None and error.name == "TimeLimitExceeded":
+            raise ExecutionTimeout(
+                f"the code ran past its time limit of {seconds:g} s and was stopped",
+                logs=logs,
+                traceback=_ANSI.sub("", error.traceback),
+                error_type="TimeoutError",
+            )
+        if error is not None and error.name in _KERNEL_LOST:
+            self._ready = False
+            raise SandboxError(
+                "the sandbox's Python process died while running the code (out of memory, killed, or exited). "
+                "Variables and functions defined by earlier code are lost; the next run sends variables and "
+                f"tools again. E2B said: {error.name}: {error.value}",
+                logs=logs,
+            )
+        reports, displays, main = [], [], None
+        for result in execution.results:
+            bundle = _bundle(result)
+            if REPORT_MIME in bundle:
+                reports.append(_report(bundle[REPORT_MIME], logs))
+            elif result.is_main_result:
+                main = bundle
+            else:
+                displays.append(bundle)
+        return CellResult(
+            status="ok" if error is None else "error",
+            logs=logs,
+            result=main,
+            displays=displays,
+            payload=reports,
+            error_name=error.name if error else "",
+            error_value=error.value if error else "",
+            traceback=_ANSI.sub("", error.traceback) if error else "",
+        )
+
+    def _overran(self, seconds: float, logs: str) -> None:
+        """The run outlived even the backstop: see whether the context stopped, else restart it; then raise."""
+        sandbox, context = self._sandbox, self._context
+        assert sandbox is not None and context is not None
+        try:
+            sandbox.run_code("None", context=context, timeout=_PROBE_SECONDS)
+        except Exception:  # still busy (or gone): a restart is the only way to stop it
+            self._ready = False
+            try:
+                sandbox.restart_code_context(context)
+            except Exception as error:
+                raise self._lost(error, logs) from error
+            raise ExecutionTimeout(
+                f"the code ran past its time limit of {seconds:g} s and did not stop, so its context was restarted: "
+                "variables and functions defined by earlier code are lost (variables and tools given by the "
+                "caller are sent again)",
+                logs=logs,
+                error_type="TimeoutError",
+            ) from None
+        raise ExecutionTimeout(
+            f"the code ran past its time limit of {seconds:g} s and was interrupted", logs=logs, error_type="TimeoutError"
+        )
+
+    def _lost(self, error: Exception, logs: str, during: str = "the run; the code may or may not have run") -> SandboxError:
+        """The error for a request that failed: the sandbox is gone, or the network or E2B failed."""
+        sandbox = self._sandbox
+        try:
+            running = sandbox is not None and sandbox.is_running()
+        except Exception:  # cannot tell: assume it is gone, and start afresh
+            running = False
+        if running:
+            return SandboxError(
+                f"a request to the E2B sandbox failed during {during} ({type(error).__name__}: {error}); "
+                "the sandbox and its state are still there",
+                logs=logs,
+                state_lost=False,
+            )
+        self._forget_sandbox()
+        return SandboxError(
+            "the E2B sandbox is gone (its lifetime ran out, or it was killed): variables and functions defined "
+            "by earlier code are lost; the next run starts a new sandbox and sends variables and tools again. "
+            f"E2B said: {error}",
+            logs=logs,
+        )
+
+    def _request(self, call: Callable[[], T]) -> T:
+        """A control request (no code runs): a sandbox found gone on the way raises `SandboxError`."""
+        try:
+            return call()
+        except (httpx.HTTPError, SandboxException, OSError) as error:
+            raise self._lost(error, "", "codeward's setup (no code of yours ran); try again") from error
+
+    def _forget_sandbox(self) -> None:
+        self._sandbox, self._context, self._ready = None, None, False
+
+    # -- the contract ------------------------------------------------------------------
+
+    def send_variables(self, variables: dict[str, Any]) -> None:
+        text = self._encode(variables)  # fails before anything is remembered or sent
+        self._variables.update(variables)
+        self._ensure_ready()
+        self._internal(cell_calling("load_variables", text))
+
+    def send_tools(self, tools: dict[str, Tool]) -> None:
+        self._bridge = ToolBridge(tools, mode="inline", allow_pickle=self.allow_pickle)
+        self._ensure_ready()
+        self._internal(cell_calling("load_tools", self._bridge.specs_text))
+
+    def run(self, code: str) -> CodeOutput:
+        self._ensure_ready()
+        notes, self._notes = self._notes, ""
+        try:
+            output = _code_output(self._execute(code, self.timeout_seconds))
+        except ExecutorError as error:
+            error.logs = notes + error.logs
+            raise
+        output.logs = notes + output.logs
+        return output
+
+    def install_packages(self, packages: list[str]) -> list[str]:
+        """pip-install into the sandbox's Python (it needs internet access); return the modules they provide."""
+        if not packages:
+            return []
+        self._ensure_ready()
+        self._internal(cell_calling("limit_time", 0))
+        try:
+            cell = self._execute(cell_calling("install_packages", list(packages)), _SETUP_SECONDS * 5)
+        finally:
+            self._internal(cell_calling("limit_time", self.timeout_seconds))
+        if cell.status != "ok":
+            hint = "" if self.allow_internet_access else " (the sandbox has no internet access: allow_internet_access=False)"
+            raise ExecutorError(f"installing {packages} into the E2B sandbox failed{hint}: {cell.error_value}")
+        return list(_code_output(cell).output)
+
+    def close(self) -> None:
+        """Stop this executor's context, and kill the sandbox if this executor created it."""
+        if self._closed:
+            return
+        self._closed = True
+        sandbox, context, owned = self._sandbox, self._context, self._owned
+        self._forget_sandbox()
+        if sandbox is None:
+            return
+        if context is not None:
+            try:
+                sandbox.remove_code_context(context)
+            except Exception as error:  # best effort: the sandbox may already be gone
+                logger.info("could not remove the code context %s: %s", context.id, error)
+        if owned:
+            try:
+                _retrying(sandbox.kill)
+            except Exception as error:
+                logger.warning("could not kill E2B sandbox %s (it ends at its timeout): %s", sandbox.sandbox_id, error)
+
+    def __del__(self) -> None:  # a forgotten executor must not leave a paid sandbox running
+        if not getattr(self, "_closed", True):
+            try:
+                self.close()
+            except Exception:  # during interpreter shutdown, modules may already be gone
+                pass
+
+
+def _check_arguments(tools_mode: str, timeout_seconds: float, sandbox_timeout: int, envs: Any) -> None:
+    if tools_mode != "inline":
+        raise ValueError(
+            f"tools_mode={tools_mode!r} is not possible with E2B: its sandboxes have no channel back to the host, "
+            "so tools cannot run there. Use tools_mode='inline': each tool's source runs inside the sandbox "
+            "(with whatever secrets it needs), or use the jupyter or docker executor to keep tools on the host"
+        )
+    if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)) or not timeout_seconds > 0:
+        raise ValueError(f"timeout_seconds must be a positive number of seconds, got {timeout_seconds!r}")
+    if isinstance(sandbox_timeout, bool) or not isinstance(sandbox_timeout, int) or sandbox_timeout <= timeout_seconds:
+        raise ValueError(
+            f"sandbox_timeout must be a whole number of seconds longer than timeout_seconds ({timeout_seconds!r}), "
+            f"got {sandbox_timeout!r}: it is how long the sandbox lives between renewals"
+        )
+    if envs is not None and not (
+        isinstance(envs, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in envs.items())
+    ):
+        raise ValueError(f"envs must be a dict of str to str, got {envs!r}")
+
+
+def _connection_options(api_key: str | None, connection: dict[str, Any] | None) -> dict[str, Any]:
+    """The SDK's connection options, checked now: without debug mode, an API key must be there."""
+    options = dict(connection or {})
+    if api_key is not None:
+        options["api_key"] = api_key
+    try:
+        config = ConnectionConfig(**options)
+    except TypeError as error:
+        raise ValueError(f"connection has an option the E2B SDK does not know: {error}") from None
+    if not config.debug and not config.api_key:
+        raise ValueError(MISSING_KEY)
+    return options
+
+
+def _bundle(result: Result) -> dict[str, Any]:
+    """An SDK result as the display bundle it was made from, so kernel sandboxes' tools read it."""
+    bundle = {mime: getattr(result, field) for field, mime in _FIELD_MIME.items() if getattr(result, field, None)}
+    bundle.update(result.extra or {})
+    return bundle
+
+
+def _report(text: Any, logs: str) -> dict[str, Any]:
+    """One of codeward's reports from the sandbox: plain JSON around codec text, never unpickled."""
+    try:
+        entry = json.loads(text)
+    except (TypeError, ValueError, RecursionError) as error:
+        raise ExecutionError(f"the sandbox sent a report codeward cannot read: {error}", logs=logs) from None
+    if not isinstance(entry, dict):
+        raise ExecutionError("the sandbox sent a report codeward cannot read: not an object", logs=logs)
+    return entry

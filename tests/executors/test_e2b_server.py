@@ -1,0 +1,128 @@
+"""The local E2B protocol server: what the SDK and the executor rely on, checked over raw HTTP and the SDK.
+
+These pin the server to E2B's published behaviour, so that the executor's tests
+against it mean something: status codes, the JSON-lines stream, keepalives,
+interrupt on disconnect, contexts, and the sandbox vanishing.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from e2b import NotFoundException
+from e2b import TimeoutException as E2BTimeout
+from e2b_code_interpreter import Sandbox
+
+from tests.e2b_server import E2BServer
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[E2BServer]:
+    with E2BServer(keepalive=0.3) as running:
+        yield running
+
+
+@pytest.fixture
+def sandbox(server: E2BServer) -> Sandbox:
+    return Sandbox.create(**server.connection)
+
+
+def lines(server: E2BServer, body: dict) -> tuple[int, list[dict]]:
+    with httpx.Client(timeout=30) as client:
+        response = client.post(f"{server.url}/execute", json=body)
+    if response.status_code != 200:
+        return response.status_code, []
+    return 200, [json.loads(line) for line in response.text.splitlines()]
+
+
+def test_execute_streams_e2b_lines_in_order(server: E2BServer) -> None:
+    status, got = lines(server, {"code": "import sys\nprint('out')\nprint('err', file=sys.stderr)\n6 * 7"})
+    assert status == 200
+    kinds = [line["type"] for line in got if line["type"] != "keepalive"]
+    assert kinds == ["number_of_executions", "stdout", "stderr", "result", "end_of_execution"]
+    result = next(line for line in got if line["type"] == "result")
+    assert result["text"] == "42" and result["is_main_result"] is True and result["extra"] == {}
+
+
+def test_an_error_is_reported_once_with_its_traceback(server: E2BServer) -> None:
+    _, got = lines(server, {"code": "def f():\n    raise KeyError('k')\nf()"})
+    errors = [line for line in got if line["type"] == "error"]
+    assert len(errors) == 1
+    assert errors[0]["name"] == "KeyError" and "raise" in errors[0]["traceback"]
+
+
+def test_status_codes_match_e2b(server: E2BServer) -> None:
+    assert server.url.startswith("http://127.0.0.1:")  # loopback only: it runs any code it is sent
+    assert lines(server, {"code": "1", "context_id": "nope", "language": "python"})[0] == 400
+    assert lines(server, {"code": "1", "context_id": "nope"})[0] == 404
+    with httpx.Client(timeout=10) as client:
+        assert client.get(f"{server.url}/health").status_code == 200
+        assert client.delete(f"{server.url}/contexts/nope").status_code == 404
+        assert client.post(f"{server.url}/contexts/nope/restart").status_code == 404
+
+
+def test_keepalive_lines_fill_a_silence(server: E2BServer) -> None:
+    _, got = lines(server, {"code": "import time\ntime.sleep(1.2)\n'done'"})
+    assert sum(line["type"] == "keepalive" for line in got) >= 2
+    assert got[-2]["type"] == "result" and got[-2]["text"] == "done"
+
+
+def test_a_client_that_disconnects_has_its_execution_interrupted(server: E2BServer) -> None:
+    context = httpx.post(f"{server.url}/contexts", json={}).json()["id"]
+    code = "state = 'kept'\nimport time\nprint('started', flush=True)\nwhile True:\n    time.sleep(0.05)"
+    with httpx.Client(timeout=30) as client, client.stream(
+        "POST", f"{server.url}/execute", json={"code": code, "context_id": context}
+    ) as response:
+        for line in response.iter_lines():
+            if json.loads(line)["type"] == "stdout":
+                break  # leave while the loop runs: the response closes with the client
+    _, got = lines(server, {"code": "state", "context_id": context})  # waits for the context's lock
+    assert [line["text"] for line in got if line["type"] == "result"] == ["kept"]
+    _, got = lines(server, {"code": "__import__('sys').last_type.__name__", "context_id": context})
+    assert [line["text"] for line in got if line["type"] == "result"] == ["KeyboardInterrupt"]
+
+
+def test_contexts_are_separate_and_can_be_listed_restarted_and_removed(sandbox: Sandbox) -> None:
+    first, second = sandbox.create_code_context(), sandbox.create_code_context()
+    sandbox.run_code("x = 1", context=first)
+    assert sandbox.run_code("x", context=first).text == "1"
+    assert sandbox.run_code("x", context=second).error.name == "NameError"
+    assert {first.id, second.id} <= {context.id for context in sandbox.list_code_contexts()}
+    sandbox.restart_code_context(first)
+    assert sandbox.run_code("x", context=first).error.name == "NameError"
+    sandbox.remove_code_context(second)
+    with pytest.raises(NotFoundException):
+        sandbox.run_code("1", context=second)
+
+
+def test_the_sdk_sees_a_dead_kernel_as_e2b_reports_it(sandbox: Sandbox) -> None:
+    context = sandbox.create_code_context()
+    execution = sandbox.run_code("import os\nos._exit(3)", context=context)
+    assert execution.error is not None and execution.error.name == "ContextRestarting"
+    assert sandbox.run_code("'fresh'", context=context).text == "fresh"
+
+
+def test_env_vars_hold_for_one_execution(sandbox: Sandbox) -> None:
+    code = "import os\nos.environ.get('CODEWARD_PROBE')"
+    assert sandbox.run_code(code, envs={"CODEWARD_PROBE": "it's here"}).text == '"it\'s here"'
+    assert sandbox.run_code(code).text is None
+
+
+def test_an_expired_sandbox_answers_502_and_cuts_a_running_execution() -> None:
+    with E2BServer() as server:
+        sandbox = Sandbox.create(**server.connection)
+        timer = threading.Timer(0.5, server.expire)
+        timer.start()
+        with pytest.raises(E2BTimeout, match="killed"):
+            sandbox.run_code("import time\ntime.sleep(30)", timeout=60)
+        timer.join()
+        assert sandbox.is_running() is False
+        with pytest.raises(E2BTimeout, match="502"):
+            sandbox.run_code("1")
+        server.replace()
+        assert sandbox.is_running() is True
+        assert sandbox.run_code("1 + 1").text == "2"
