@@ -144,3 +144,11 @@ def test_model_code_run_by_the_host_after_the_block_stays_bounded():
             repr(out.output)
         assert time.monotonic() - started < 5
         assert ex.run("2 + 2").output == 4
+
+
+def test_catastrophic_regex_is_stopped_by_the_timeout(attack):
+    """A backtracking regex is one long C call; the watchdog interrupts it (main thread)."""
+    started = time.monotonic()
+    error = attack("import re\nre.match(r'(a+)+$', 'a' * 40 + 'b')", timeout_seconds=0.5)
+    assert isinstance(error, ExecutionTimeout)
+    assert time.monotonic() - started < 5

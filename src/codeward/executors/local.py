@@ -223,7 +223,6 @@ class LocalExecutor(Executor):
             finally:
                 self._watchdog.disarm()
         except (KeyboardInterrupt, SystemExit):
-            self._watchdog.disarm()
             raise
         except BaseException as error:  # noqa: BLE001 - the model's fault or a limit, reported to it
             return error

@@ -5,14 +5,22 @@ past the allowance, raises a signal *inside* the thread that runs the block
 (`PyThreadState_SetAsyncExc`). CPython delivers it at the next bytecode, so a
 loop stops while it runs, in the model's code or in Python code it called.
 It keeps raising every `interval` seconds until the block ends, so a
-``finally`` that loops forever is stopped too. Long single C calls are bounded
-by the size caps instead (see `local_limits`).
+``finally`` that loops forever is stopped too.
+
+A long single C call (a regular expression that backtracks) never reaches the
+next bytecode and keeps the GIL, so no thread can act. When the block runs in
+the main thread and nobody else uses SIGVTALRM, a CPU-time timer
+(`setitimer(ITIMER_VIRTUAL)`) also runs: the kernel delivers its signal without
+the GIL, and C code that checks for signals (the regex engine does) lets our
+handler raise the time signal. Other long C calls are bounded by the size caps
+(see `local_limits`).
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -45,6 +53,7 @@ class _Watch:
     deadline: float
     memory_ceiling: int | None
     fired: type[SandboxSignal] | None = None
+    previous_handler: object = None
 
 
 class Watchdog:
@@ -64,8 +73,12 @@ class Watchdog:
         if memory_allowance is not None:
             current = resident_bytes()
             ceiling = None if current is None else current + memory_allowance
+        watch = _Watch(threading.get_ident(), time.monotonic() + seconds, ceiling)
+        if _can_use_cpu_timer():
+            watch.previous_handler = signal.signal(signal.SIGVTALRM, self._on_cpu_timer)
+            signal.setitimer(signal.ITIMER_VIRTUAL, seconds, self.interval)
         with self._wake:
-            self._watch = _Watch(threading.get_ident(), time.monotonic() + seconds, ceiling)
+            self._watch = watch
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="codeward-local-watchdog", daemon=True)
                 self._thread.start()
@@ -77,15 +90,28 @@ class Watchdog:
         A signal can land while this runs; it is caught and the disarming retried,
         so none escapes into the host after the block.
         """
+        taken: _Watch | None = None
         while True:
             try:
                 with self._lock:
-                    watch, self._watch = self._watch, None
-                if watch is not None and watch.fired is not None:
-                    _set_async_exc(watch.thread_id, ctypes.py_object())  # clears a pending one
-                return None if watch is None else watch.fired
+                    taken = taken or self._watch
+                    self._watch = None
+                if taken is not None and taken.previous_handler is not None:
+                    signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+                    signal.signal(signal.SIGVTALRM, taken.previous_handler)  # type: ignore[arg-type]
+                    taken.previous_handler = None
+                if taken is not None and taken.fired is not None:
+                    _set_async_exc(taken.thread_id, ctypes.py_object())  # clears a pending one
+                return None if taken is None else taken.fired
             except SandboxSignal:
                 continue
+
+    def _on_cpu_timer(self, signum: int, frame: object) -> None:
+        """SIGVTALRM handler: raise the time signal if the watched block is past its deadline."""
+        watch = self._watch
+        if watch is not None and time.monotonic() >= watch.deadline:
+            watch.fired = watch.fired or TimeLimitReached
+            raise TimeLimitReached
 
     @property
     def deadline(self) -> float | None:
@@ -104,9 +130,9 @@ class Watchdog:
                 if watch is None:
                     self._wake.wait()
                     continue
-                signal = self._check(watch)
-                if signal is not None:
-                    watch.fired = watch.fired or signal
+                reached = self._check(watch)
+                if reached is not None:
+                    watch.fired = watch.fired or reached
                     _set_async_exc(watch.thread_id, ctypes.py_object(watch.fired))
                 self._wake.wait(self.interval)
 
@@ -119,3 +145,13 @@ class Watchdog:
             if current is not None and current > watch.memory_ceiling:
                 return MemoryLimitReached
         return None
+
+
+
+def _can_use_cpu_timer() -> bool:
+    """Signals can be handled only in the main thread; and SIGVTALRM must be nobody else's."""
+    return (
+        hasattr(signal, "SIGVTALRM")
+        and threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGVTALRM) == signal.SIG_DFL
+    )
