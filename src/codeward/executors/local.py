@@ -212,6 +212,11 @@ class LocalExecutor(Executor):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            # Dropping the code's objects can run its code (a suspended generator's
+            # finally): give that no budget, then let the objects go before the guards.
+            self._globals["_tick_"] = make_tick(0, BudgetSpentOutsideRun)
+            for name in [name for name in self._globals if not name.startswith("_")]:
+                del self._globals[name]
             self._globals.clear()
 
     # Running -----------------------------------------------------------------

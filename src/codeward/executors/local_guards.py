@@ -158,7 +158,7 @@ class Guards:
 
     def attribute_slow_path(self, obj: Any, name: str, value: Any) -> Any:
         value = self.gate.vet(value)
-        if name in _FORMAT_METHODS and (obj is str or type(obj) is str):
+        if name in _FORMAT_METHODS and (isinstance(obj, str) or (isinstance(obj, type) and issubclass(obj, str))):
             return self.safe_format(obj, name)
         if name in _STRING_METHODS and isinstance(obj, (str, bytes)):
             return self.limits.str_method(obj, name, value)
@@ -166,7 +166,7 @@ class Guards:
 
     def safe_format(self, owner: Any, name: str) -> Callable[..., str]:
         formatter = self.formatter
-        if owner is str:  # str.format(template, ...)
+        if isinstance(owner, type):  # str.format(template, ...)
             if name == "format":
                 return lambda template, *args, **kwargs: formatter.vformat(template, args, kwargs)
             return lambda template, mapping: formatter.vformat(template, (), mapping)
@@ -317,15 +317,25 @@ class Guards:
                 raise TimeLimitReached
             time.sleep(seconds)
 
-        def attrgetter(*names: str) -> Any:
+        def attrgetter(*names: str) -> Callable[[Any], Any]:
+            """operator.attrgetter, reading each attribute through the sandbox's getattr."""
+
+            def get_one(obj: Any, dotted: str) -> Any:
+                for part in dotted.split("."):
+                    obj = self.getattr(obj, part)
+                return obj
+
             for name in names:
                 for part in str(name).split("."):
                     self._check_name(part)
-            return operator.attrgetter(*names)
+            if len(names) == 1:
+                return lambda obj: get_one(obj, names[0])
+            return lambda obj: tuple(get_one(obj, name) for name in names)
 
-        def methodcaller(name: str, *args: Any, **kwargs: Any) -> Any:
+        def methodcaller(name: str, *args: Any, **kwargs: Any) -> Callable[[Any], Any]:
+            """operator.methodcaller, finding the method through the sandbox's getattr."""
             self._check_name(name)
-            return operator.methodcaller(name, *args, **kwargs)
+            return lambda obj: self.getattr(obj, name)(*args, **kwargs)
 
         formatter = self.formatter
 
