@@ -229,3 +229,12 @@ def test_metaclasses_cannot_build_classes_with_special_methods(code, attack):
 def test_machine_clock_and_time_zone_cannot_be_changed(attack):
     attack("import time\ntime.clock_settime(time.CLOCK_REALTIME, 0)")
     attack("import time\ntime.tzset()")
+
+
+@pytest.mark.parametrize(
+    "code",
+    ["raise SystemExit(0)", "raise KeyboardInterrupt", "class Stop(BaseException):\n    pass\nraise Stop()"],
+    ids=["SystemExit", "KeyboardInterrupt", "own-BaseException"],
+)
+def test_code_cannot_stop_the_host_process(code, attack):
+    attack(code)

@@ -92,7 +92,10 @@ def _exception_names() -> list[str]:
     return [
         name
         for name, value in vars(builtins).items()
-        if isinstance(value, type) and issubclass(value, BaseException) and not name.startswith("_")
+        if isinstance(value, type)
+        and issubclass(value, BaseException)
+        and not name.startswith("_")
+        and value not in (SystemExit, KeyboardInterrupt)  # raised by the code, they would stop the host
     ]
 
 
