@@ -162,7 +162,9 @@ def main() -> None:
         code = textwrap.dedent(raw).strip()
         base, ours = time_runners([cpython, local.run], code, args.repeat)
         local_ratios.append(ours / base)
-        line = f"{name:<16} {'yes' if loop_heavy else 'no':>5} {base * 1e3:>11.2f} {ours * 1e3:>9.2f} {ours / base:>8.2f}x"
+        line = (
+            f"{name:<16} {'yes' if loop_heavy else 'no':>5} {base * 1e3:>11.2f} {ours * 1e3:>9.2f} {ours / base:>8.2f}x"
+        )
         if smol:
             theirs, ours_again = time_runners([smol, local.run], code, max(3, args.repeat // 3))
             line += f" {theirs * 1e3:>14.1f} {theirs / ours_again:>9.1f}x"

@@ -238,3 +238,10 @@ def test_machine_clock_and_time_zone_cannot_be_changed(attack):
 )
 def test_code_cannot_stop_the_host_process(code, attack):
     attack(code)
+
+
+def test_host_abstract_classes_cannot_register_host_types(attack):
+    import collections.abc
+
+    attack("import collections.abc\ncollections.abc.Mapping.register(int)")
+    assert not isinstance(5, collections.abc.Mapping)

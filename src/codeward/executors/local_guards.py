@@ -10,6 +10,7 @@ per-module replacements (a private `random.Random`, a capped `time.sleep`,
 from __future__ import annotations
 
 import _string  # type: ignore[import-not-found]
+import abc
 import builtins
 import operator
 import string
@@ -36,6 +37,7 @@ sys.modules.setdefault(
 
 _STRING_METHODS = frozenset({"ljust", "rjust", "center", "zfill", "expandtabs", "replace"})
 _FORMAT_METHODS = frozenset({"format", "format_map"})
+_REGISTER = "register"  # ABC.register(cls) changes isinstance() for the whole host
 
 _SAFE_BUILTIN_NAMES = [
     "abs",
@@ -147,7 +149,7 @@ class Guards:
         """``_getattr_`` for names checked at compile time; the fast path is two lookups."""
         modules = ModuleType
         machine = self.gate.machine
-        special = _STRING_METHODS | _FORMAT_METHODS
+        special = _STRING_METHODS | _FORMAT_METHODS | {_REGISTER}
         slow = self.attribute_slow_path
         data_names = self.data_policy.attribute_names
 
@@ -163,6 +165,8 @@ class Guards:
         value = self.gate.vet(value)
         if name in _FORMAT_METHODS and (isinstance(obj, str) or (isinstance(obj, type) and issubclass(obj, str))):
             return self.safe_format(obj, name)
+        if name == _REGISTER and isinstance(obj, abc.ABCMeta) and obj.__module__ != SANDBOX_MODULE:
+            raise SandboxViolation(f"{obj.__name__}.register would change the host's isinstance(); subclass it instead")
         if name in _STRING_METHODS and isinstance(obj, (str, bytes)):
             return self.limits.str_method(obj, name, value)
         return self.data_policy.vet_attribute(obj, name, value)
