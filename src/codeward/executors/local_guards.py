@@ -12,7 +12,6 @@ from __future__ import annotations
 import _string  # type: ignore[import-not-found]
 import abc
 import builtins
-import operator
 import string
 import sys
 import time
