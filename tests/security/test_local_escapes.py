@@ -32,6 +32,9 @@ SHELL = "system('touch CANARY')"
         "globals()",
         "__builtins__",
         "_getattr_",
+        "'a'.__mul__(10**12)",
+        "{}.__getitem__('x')",
+        "getattr('%d', '__mod__')(1)",
     ],
     ids=lambda c: c[:40],
 )
