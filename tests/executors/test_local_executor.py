@@ -245,3 +245,9 @@ def test_bad_configuration_is_refused():
         LocalExecutor(authorized_imports=["num py"])
     with pytest.raises(ValueError):
         LocalExecutor(timeout_seconds=0)
+
+
+def test_missing_machine_builtins_say_why(executor):
+    with pytest.raises(ExecutionError) as info:
+        executor.run("open('notes.txt')")
+    assert "open() is not available in this sandbox" in info.value.message

@@ -46,6 +46,9 @@ if TYPE_CHECKING:
 __all__ = ["LocalExecutor"]
 
 _FILENAME = "<code block {}>"
+_ABSENT_BUILTINS = frozenset(
+    {"open", "eval", "exec", "compile", "input", "globals", "locals", "vars", "breakpoint", "exit", "quit", "help"}
+)
 
 
 class ToolHandle:
@@ -277,6 +280,8 @@ class LocalExecutor(Executor):
             error_type = "MemoryError"
         else:
             message = f"{type(error).__name__}: {error}"
+            if isinstance(error, NameError) and error.name in _ABSENT_BUILTINS:
+                message += f" ({error.name}() is not available in this sandbox: it reaches the machine)"
             error_type = type(error).__name__
         tb = self._traceback(error)
         return ExecutionError(f"{message}\n{tb}" if tb else message, logs=logs, traceback=tb, error_type=error_type)
