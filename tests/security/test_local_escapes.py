@@ -248,3 +248,17 @@ def test_host_abstract_classes_cannot_register_host_types(attack):
 
     attack("import collections.abc\ncollections.abc.Mapping.register(int)")
     assert not isinstance(5, collections.abc.Mapping)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import string\nstring.Formatter().guards.gate.machine",
+        "import string\nstring.Formatter().format('{:>10000000000}', 1)",
+        "sum(range(10**12).source)",
+        "import itertools\nitertools.count().source",
+    ],
+    ids=["formatter-internals", "formatter-width", "range-source", "itertools-source"],
+)
+def test_sandbox_helpers_the_code_holds_expose_nothing(code, attack):
+    attack(code, max_operations=100_000)

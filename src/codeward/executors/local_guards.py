@@ -104,17 +104,17 @@ class _SafeFormatter(string.Formatter):
     """`str.format` fields may index and read public attributes, never private ones."""
 
     def __init__(self, guards: Guards) -> None:
-        self.guards = guards
+        self._guards = guards  # private: the code may hold this object
 
     def get_field(self, field_name: str, args: Any, kwargs: Any) -> Any:
         first, rest = _formatter_field_name_split(field_name)
         obj = self.get_value(first, args, kwargs)
         for is_attribute, key in rest:
-            obj = self.guards.getattr(obj, key) if is_attribute else self.guards.getitem(obj, key)
+            obj = self._guards.getattr(obj, key) if is_attribute else self._guards.getitem(obj, key)
         return obj, first
 
     def format_field(self, value: Any, format_spec: str) -> Any:
-        self.guards.limits.check_spec(format_spec)
+        self._guards.limits.check_spec(format_spec)
         return super().format_field(value, format_spec)
 
 
@@ -343,11 +343,13 @@ class Guards:
             self._check_name(name)
             return lambda obj: self.getattr(obj, name)(*args, **kwargs)
 
-        formatter = self.formatter
+        guards = self
 
-        class Formatter(string.Formatter):
-            def get_field(self, field_name: str, args: Any, kwargs: Any) -> Any:
-                return formatter.get_field(field_name, args, kwargs)
+        class Formatter(_SafeFormatter):
+            """string.Formatter for the code: fields and specs guarded like str.format."""
+
+            def __init__(self) -> None:
+                super().__init__(guards)
 
         table: dict[str, dict[str, Any]] = {
             "random": {
