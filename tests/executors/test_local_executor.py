@@ -251,3 +251,14 @@ def test_missing_machine_builtins_say_why(executor):
     with pytest.raises(ExecutionError) as info:
         executor.run("open('notes.txt')")
     assert "open() is not available in this sandbox" in info.value.message
+
+
+def test_package_grants_its_attribute_submodules_and_star_grants_imports_by_name():
+    pytest.importorskip("numpy")
+    with LocalExecutor(authorized_imports=["numpy"]) as ex:
+        assert ex.run("import numpy as np\nfloat(np.linalg.norm([3, 4]))").output == 5.0
+        with pytest.raises(ExecutionError) as info:
+            ex.run("from numpy.linalg import norm")
+        assert "'numpy.linalg' is not allowed" in info.value.message
+    with LocalExecutor(authorized_imports=["numpy.*"]) as ex:
+        assert ex.run("from numpy.linalg import norm\nfloat(norm([6, 8]))").output == 10.0
