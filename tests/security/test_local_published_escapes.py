@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+# A limit that failed would leave the code running: the per-test timeout turns that
+# into a failure, so no test measures time itself.
+pytestmark = pytest.mark.timeout(60)
+
 
 def test_format_field_path_walks_class_hierarchy(attack):
     """smolagents PR 2271: '{0.__class__.__bases__[0].__subclasses__}'.format('a')."""
@@ -85,12 +89,9 @@ def test_format_reached_indirectly_still_refuses_private_fields(code, attack):
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_generator_finally_run_by_the_host_later_stays_bounded():
     """A suspended generator whose finally never ends, collected by the host after the block."""
-    import time
 
     from codeward.executors.local import LocalExecutor
 
     ex = LocalExecutor(max_operations=100_000)
     ex.run("def g():\n    try:\n        yield 1\n    finally:\n        while True:\n            pass\nx = g()\nnext(x)")
-    started = time.monotonic()
     ex.close()  # drops the generator: its finally runs on the host, under the budget
-    assert time.monotonic() - started < 5
