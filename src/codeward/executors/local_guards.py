@@ -19,9 +19,10 @@ from collections.abc import Callable
 from types import BuiltinFunctionType, FunctionType, MethodType, ModuleType
 from typing import Any
 
+from codeward.executors.base import FinalAnswerSignal
 from codeward.executors.data_policy import DataPolicy
 from codeward.executors.local_imports import REFUSED, ImportGate, SandboxViolation
-from codeward.executors.local_limits import Limits, TimeLimitReached, ticking_itertools
+from codeward.executors.local_limits import Limits, SandboxSignal, TimeLimitReached, ticking_itertools
 from codeward.executors.restricted_policy import FORBIDDEN_ATTRIBUTES, READABLE_DUNDERS
 
 __all__ = ["SANDBOX_MODULE", "Guards"]
@@ -36,6 +37,7 @@ sys.modules.setdefault(
 
 _STRING_METHODS = frozenset({"ljust", "rjust", "center", "zfill", "expandtabs", "replace"})
 _FORMAT_METHODS = frozenset({"format", "format_map"})
+_UNCATCHABLE = (SandboxSignal, FinalAnswerSignal, KeyboardInterrupt, SystemExit)
 _REGISTER = "register"  # ABC.register(cls) changes isinstance() for the whole host
 
 _SAFE_BUILTIN_NAMES = [
@@ -263,9 +265,10 @@ class Guards:
     @staticmethod
     def handled() -> None:
         """First statement of every ``except`` block and ``__exit__``: the sandbox's
-        signals (limits, final_answer) and host interrupts pass through unhandled."""
+        signals (limits, final_answer) and host interrupts pass through unhandled.
+        Other exceptions, GeneratorExit included, are handled as in CPython."""
         error = sys.exc_info()[1]
-        if error is not None and not isinstance(error, Exception):
+        if isinstance(error, _UNCATCHABLE):
             raise error
 
     # Builtins ------------------------------------------------------------
