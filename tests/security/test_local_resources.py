@@ -159,3 +159,13 @@ def test_unguarded_int_operators_cannot_be_tricked_across_blocks():
         with pytest.raises(ExecutionError) as info:
             ex.run("i = '%10000000000d'\nfor n in range(0):\n    pass\ni % 1")
         assert "the sandbox allows" in info.value.message
+
+
+def test_sandbox_code_cannot_sleep_when_the_host_calls_it_between_blocks():
+    from codeward.executors.local import LocalExecutor
+    from codeward.executors.local_limits import BudgetSpentOutsideRun
+
+    with LocalExecutor() as ex:
+        napper = ex.run("import time\ndef nap():\n    time.sleep(3600)\nnap").output
+        with pytest.raises(BudgetSpentOutsideRun):
+            napper()

@@ -22,7 +22,13 @@ from typing import Any
 from codeward.executors.base import FinalAnswerSignal
 from codeward.executors.data_policy import DataPolicy
 from codeward.executors.local_imports import REFUSED, ImportGate, SandboxViolation
-from codeward.executors.local_limits import Limits, SandboxSignal, TimeLimitReached, ticking_itertools
+from codeward.executors.local_limits import (
+    BudgetSpentOutsideRun,
+    Limits,
+    SandboxSignal,
+    TimeLimitReached,
+    ticking_itertools,
+)
 from codeward.executors.restricted_policy import FORBIDDEN_ATTRIBUTES, READABLE_DUNDERS
 
 __all__ = ["SANDBOX_MODULE", "Guards"]
@@ -320,8 +326,11 @@ class Guards:
         limits = self.limits
 
         def sleep(seconds: float) -> None:
+            """time.sleep that ends at the block's deadline; between blocks there is no time to spend."""
             until = deadline()
-            if until is not None and time.monotonic() + seconds > until:
+            if until is None:
+                raise BudgetSpentOutsideRun("code defined in the sandbox cannot sleep outside a run")
+            if time.monotonic() + seconds > until:
                 time.sleep(max(0.0, until - time.monotonic()))
                 raise TimeLimitReached
             time.sleep(seconds)
