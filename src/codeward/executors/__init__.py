@@ -1,6 +1,13 @@
-"""Sandboxes that run the model's code, behind one contract (`Executor`)."""
+"""Sandboxes that run the model's code, behind one contract (`Executor`).
+
+Each executor class is importable from here (`from codeward.executors import
+JupyterExecutor`), but its module, and the SDK it needs, loads only when asked.
+"""
+
+from typing import Any
 
 from codeward.executors.base import (
+    _REGISTRY,
     CodeOutput,
     ExecutionError,
     ExecutionTimeout,
@@ -9,17 +16,29 @@ from codeward.executors.base import (
     SandboxError,
     available_executors,
     create_executor,
+    executor_class,
     register_executor,
 )
 
 __all__ = [
     "CodeOutput",
+    "DockerExecutor",
+    "E2BExecutor",
     "ExecutionError",
     "ExecutionTimeout",
     "Executor",
     "ExecutorError",
+    "JupyterExecutor",
+    "LocalExecutor",
     "SandboxError",
     "available_executors",
     "create_executor",
     "register_executor",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    for registered, (_, class_name, _) in _REGISTRY.items():
+        if class_name == name:
+            return executor_class(registered)
+    raise AttributeError(f"module 'codeward.executors' has no attribute {name!r}")

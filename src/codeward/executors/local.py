@@ -37,6 +37,7 @@ from codeward.executors.local_limits import (
     TimeLimitReached,
     make_tick,
 )
+from codeward.executors.local_output import capture_output
 from codeward.executors.local_watchdog import WATCHDOG
 from codeward.executors.restricted_policy import RESULT_NAME, CodeRefused, compile_block
 
@@ -200,7 +201,8 @@ class LocalExecutor(Executor):
         self._globals.pop(RESULT_NAME, None)
         self._globals["_tick_"] = make_tick(self.max_operations)
         try:
-            error = self._execute(compiled)
+            with capture_output(self._logs):
+                error = self._execute(compiled)
         finally:
             # Code the host triggers between blocks (a repr, a callback) keeps a budget.
             self._globals["_tick_"] = make_tick(self.max_operations, BudgetSpentOutsideRun)
@@ -252,10 +254,7 @@ class LocalExecutor(Executor):
         self, *args: Any, sep: str | None = " ", end: str | None = "\n", file: Any = None, flush: bool = False
     ) -> None:
         text = (" " if sep is None else sep).join(str(arg) for arg in args) + ("\n" if end is None else end)
-        if file is not None:
-            file.write(text)
-            return
-        self._logs.write(text)
+        (self._logs if file is None else file).write(text)
 
     def _translate(self, error: BaseException, logs: str) -> ExecutionError:
         if isinstance(error, TimeLimitReached):

@@ -1,0 +1,75 @@
+"""What in-process sandbox code writes to stdout or stderr, caught into its logs.
+
+Libraries the code calls print by themselves (`DataFrame.info()`, a warning) and
+the code may write to `sys.stderr` when `sys` is allowed: all of it belongs in
+the block's logs, not on the host's terminal. The standard streams are swapped,
+while any block runs, for a stand-in that routes each write by thread, so other
+host threads keep writing where they did.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+__all__ = ["capture_output"]
+
+
+class _Sink(Protocol):
+    def write(self, text: str) -> Any: ...
+
+
+_target = threading.local()
+_lock = threading.Lock()
+_active = 0
+
+
+class _RoutedStream:
+    """A standard stream that sends a capturing thread's writes to its sink."""
+
+    def __init__(self, original: Any) -> None:
+        self.original = original
+
+    def write(self, text: str) -> int:
+        sink = getattr(_target, "sink", None)
+        if sink is None:
+            return int(self.original.write(text) or 0)
+        sink.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        if getattr(_target, "sink", None) is None:
+            self.original.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.original, name)
+
+
+def _swap(install: bool) -> None:
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if install and not isinstance(stream, _RoutedStream):
+            setattr(sys, name, _RoutedStream(stream))
+        elif not install and isinstance(stream, _RoutedStream):
+            setattr(sys, name, stream.original)
+
+
+@contextlib.contextmanager
+def capture_output(sink: _Sink) -> Iterator[None]:
+    """Send this thread's stdout and stderr writes to `sink` until the block ends."""
+    global _active
+    with _lock:
+        _active += 1
+        _swap(install=True)
+    _target.sink = sink
+    try:
+        yield
+    finally:
+        _target.sink = None
+        with _lock:
+            _active -= 1
+            if not _active:
+                _swap(install=False)

@@ -1,0 +1,28 @@
+"""The executor registry and the package face."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import codeward.executors as executors
+
+
+def test_each_registered_executor_class_is_importable_from_the_package():
+    for name in executors.available_executors():
+        cls = executors.executor_class(name)
+        assert getattr(executors, cls.__name__) is cls
+        assert cls.name == name
+
+
+def test_an_unknown_attribute_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'NopeExecutor'"):
+        executors.NopeExecutor  # noqa: B018
+
+
+def test_importing_the_package_loads_no_sandbox_sdk():
+    code = "import sys, codeward, codeward.executors; print(sorted(m for m in ('e2b', 'docker', 'jupyter_client', 'litellm') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
