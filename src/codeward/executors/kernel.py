@@ -49,6 +49,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _LIVENESS_INTERVAL = 0.25
 _READY_RETRY = 0.1
 _STDIN_RETRY = 1.0
+_LAST_WORDS_WAIT = 0.05
 
 
 @dataclass
@@ -362,7 +363,7 @@ class KernelSession:
             if interrupted_at is not None and now >= interrupted_at + self.interrupt_grace:
                 self._restart_after_timeout(timeout, cell.logs())
             if now >= next_check:
-                self._check_alive(cell.logs())
+                self._check_alive(cell, msg_id)
                 next_check = now + _LIVENESS_INTERVAL
             wait = next_check - now
             if deadline is not None and interrupted_at is None:
@@ -404,16 +405,20 @@ class KernelSession:
                     break
         return messages
 
-    def _check_alive(self, logs: str) -> None:
-        if not self.process.is_alive():
-            why = self.process.describe_death()
-            self._disconnect()
-            raise SandboxError(
-                "the sandbox died while running the code. Variables and functions defined by earlier "
-                "code are lost; the next run starts a fresh kernel and sends variables and tools "
-                f"again. Cause: {why}",
-                logs=logs,
-            )
+    def _check_alive(self, cell: _CellCollector, msg_id: str) -> None:
+        if self.process.is_alive():
+            return
+        for channel, msg in self._poll(_LAST_WORDS_WAIT):  # output that left the kernel before it died
+            if channel == "iopub" and msg["parent_header"].get("msg_id") == msg_id:
+                cell.take(channel, msg)
+        why = self.process.describe_death()
+        self._disconnect()
+        raise SandboxError(
+            "the sandbox died while running the code. Variables and functions defined by earlier "
+            "code are lost; the next run starts a fresh kernel and sends variables and tools "
+            f"again. Cause: {why}",
+            logs=cell.logs(),
+        )
 
     def _restart_after_timeout(self, timeout: float | None, logs: str) -> None:
         self.restart()
