@@ -23,9 +23,9 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
-from jupyter_client import BlockingKernelClient, KernelManager  # noqa: E402
+from jupyter_client import BlockingKernelClient, KernelManager
 
-from codeward.executors.jupyter import JupyterExecutor, clean_environment  # noqa: E402
+from codeward.executors.jupyter import JupyterExecutor, clean_environment
 
 CELL = "1 + 1"
 

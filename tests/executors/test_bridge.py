@@ -155,7 +155,9 @@ def test_a_tool_result_the_codec_cannot_carry_is_an_error_in_the_sandbox(
         executor.run("opaque()")
 
 
-def test_every_tool_call_is_logged(host_tools: tuple[JupyterExecutor, Counter], caplog: pytest.LogCaptureFixture) -> None:
+def test_every_tool_call_is_logged(
+    host_tools: tuple[JupyterExecutor, Counter], caplog: pytest.LogCaptureFixture
+) -> None:
     executor, _ = host_tools
     with caplog.at_level(logging.INFO, logger="codeward.executors.bridge"):
         executor.run("weather('Rome')\ntry:\n    weather('Atlantis')\nexcept Exception:\n    pass")
@@ -181,7 +183,9 @@ def test_nothing_but_registered_tools_can_be_called(host_tools: tuple[JupyterExe
 
 
 @pytest.mark.parametrize("kind", ["variables", "tools", "run", ""])
-def test_other_request_kinds_are_refused_during_model_code(host_tools: tuple[JupyterExecutor, Counter], kind: str) -> None:
+def test_other_request_kinds_are_refused_during_model_code(
+    host_tools: tuple[JupyterExecutor, Counter], kind: str
+) -> None:
     executor, _ = host_tools
     reply = _raw_request(executor, f"{kind + ':'!r}")
     assert reply["error"]["message"] == "the sandbox can only call its tools"

@@ -106,7 +106,9 @@ def test_code_that_ignores_interrupts_is_stopped_by_a_restart(monkeypatch: pytes
         executor.run("made_here = 1")
         started = time.monotonic()
         with pytest.raises(ExecutionTimeout, match="restarted"):
-            executor.run("import time\nwhile True:\n    try:\n        time.sleep(10)\n    except KeyboardInterrupt:\n        pass")
+            executor.run(
+                "import time\nwhile True:\n    try:\n        time.sleep(10)\n    except KeyboardInterrupt:\n        pass"
+            )
         assert time.monotonic() - started < 1 + 3 + 5  # limit + interrupt grace + slack
         assert executor.run("kept + 1").output == 4
         with pytest.raises(ExecutionError, match="made_here"):

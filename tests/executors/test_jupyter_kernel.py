@@ -92,7 +92,9 @@ def test_without_a_restart_callback_a_restart_says_what_is_missing(owner: LocalK
 def test_runaway_output_is_cut_in_the_middle_not_hoarded() -> None:
     session = KernelSession(LocalKernel(env=clean_environment()), max_log_chars=1000)
     try:
-        logs = session.execute("print('first line')\nfor i in range(20000):\n    print('x' * 50)\nprint('last line')").logs
+        logs = session.execute(
+            "print('first line')\nfor i in range(20000):\n    print('x' * 50)\nprint('last line')"
+        ).logs
     finally:
         session.close()
     assert logs.startswith("first line") and logs.rstrip().endswith("last line")

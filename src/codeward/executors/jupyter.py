@@ -35,7 +35,11 @@ def clean_environment(extra: dict[str, str] | None = None, *, python: str | None
     path = os.environ.get("PATH", os.defpath)
     if python is not None:
         path = os.path.dirname(python) + os.pathsep + path
-    env = {"PATH": path, "HOME": os.environ.get("HOME", os.path.expanduser("~")), "LANG": os.environ.get("LANG", "C.UTF-8")}
+    env = {
+        "PATH": path,
+        "HOME": os.environ.get("HOME", os.path.expanduser("~")),
+        "LANG": os.environ.get("LANG", "C.UTF-8"),
+    }
     for key, value in (extra or {}).items():
         if not isinstance(key, str) or not isinstance(value, str):
             raise TypeError(f"env must map str to str; {key!r} maps to a {type(value).__name__}")
@@ -200,7 +204,9 @@ class JupyterExecutor(Executor):
 
 def _code_output(result: CellResult) -> CodeOutput:
     """Turn the kernel's reply into the contract's answer: a final answer, a value, or an error."""
-    entries = {key: value for entry in result.payload if entry.get("source") == PAYLOAD_SOURCE for key, value in entry.items()}
+    entries = {
+        key: value for entry in result.payload if entry.get("source") == PAYLOAD_SOURCE for key, value in entry.items()
+    }
     displays = [display_value(bundle) for bundle in result.displays]
     if "final" in entries:
         return CodeOutput(_decode(entries["final"], result.logs), result.logs, True, displays)
@@ -227,7 +233,9 @@ def _decode(text: str, logs: str) -> Any:
     try:
         return codec.loads(text)
     except codec.CodecError as error:
-        raise ExecutionError(f"the sandbox sent a value codeward refuses: {error}", logs=logs, error_type="CodecError") from error
+        raise ExecutionError(
+            f"the sandbox sent a value codeward refuses: {error}", logs=logs, error_type="CodecError"
+        ) from error
 
 
 def _find_python(python: str) -> str:

@@ -127,13 +127,8 @@ class LocalKernel:
             self.shutdown()
             raise
 
-    @property
-    def pid(self) -> int | None:
-        provisioner = self._manager.provisioner
-        return getattr(provisioner, "pid", None)
-
     def connection_info(self) -> dict[str, Any]:
-        return self._manager.get_connection_info(session=False)
+        return dict(self._manager.get_connection_info(session=False))
 
     def is_alive(self) -> bool:
         return self._manager.has_kernel and self._manager.is_alive()
@@ -261,7 +256,7 @@ class KernelSession:
         """Open channels to the current kernel and wait until shell and iopub both answer."""
         self._disconnect()
         client = BlockingKernelClient()
-        client.load_connection_info(self.process.connection_info())
+        client.load_connection_info(self.process.connection_info())  # type: ignore[arg-type]
         client.start_channels(hb=False)
         self._client = client
         self._poller = zmq.Poller()
@@ -393,7 +388,7 @@ class KernelSession:
             client.iopub_channel.socket: ("iopub", client.iopub_channel),
             client.stdin_channel.socket: ("stdin", client.stdin_channel),
         }
-        ready = self._poller.poll(max(seconds, 0.0) * 1000)
+        ready = self._poller.poll(int(max(seconds, 0.0) * 1000))
         messages = []
         # iopub first: output sent before a reply must be gathered before the reply ends the cell.
         for socket in sorted((s for s, _ in ready), key=lambda s: channels[s][0] != "iopub"):
