@@ -47,7 +47,8 @@ def test_tcp_listens_on_loopback_only() -> None:
 
 
 def test_a_connected_kernel_is_interrupted_by_message_and_keeps_its_state(owner: LocalKernel) -> None:
-    session = KernelSession(ConnectedKernel(owner.connection_info(), is_alive=owner.is_alive))
+    connection_file = os.path.join(os.path.dirname(owner.connection_info()["ip"]), "connection.json")
+    session = KernelSession(ConnectedKernel.from_file(connection_file, is_alive=owner.is_alive))
     try:
         session.execute("kept = 'still here'")
         started = time.monotonic()

@@ -199,6 +199,12 @@ class ConnectedKernel:
         self._shutdown = shutdown
         self._describe = describe_death
 
+    @classmethod
+    def from_file(cls, connection_file: str, **owner: Any) -> ConnectedKernel:
+        """The kernel described by a connection file (as written by the kernel or its launcher)."""
+        with open(connection_file, encoding="utf-8") as handle:
+            return cls(json.load(handle), **owner)
+
     def connection_info(self) -> dict[str, Any]:
         return self._info
 
