@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +35,12 @@ def plain_start(transport: str) -> tuple[KernelManager, BlockingKernelClient]:
     folder = tempfile.mkdtemp(prefix="bench-kernel-")
     ip = os.path.join(folder, "kernel") if transport == "ipc" else "127.0.0.1"
     manager = KernelManager(kernel_name="python3", transport=transport, ip=ip)
-    manager.start_kernel(env=clean_environment(), extra_arguments=["--HistoryManager.enabled=False"])
+    manager.start_kernel(
+        env=clean_environment(),
+        extra_arguments=["--HistoryManager.enabled=False"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     client = manager.client()
     client.start_channels(hb=False)
     client.wait_for_ready(timeout=60)
