@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from codeward.executors import codec
-from codeward.executors.base import ExecutionError
+from codeward.executors.base import ExecutionError, ExecutionTimeout
 from codeward.executors.bridge import ToolBridge
 from codeward.executors.jupyter import JupyterExecutor
 from codeward.executors.prelude import REQUEST
@@ -266,3 +266,14 @@ def test_inline_mode_refuses_tools_it_cannot_ship() -> None:
         ToolBridge({"renamed": sandbox_pid}, mode="inline")
     with pytest.raises(ValueError, match="tools_mode must be one of"):
         ToolBridge({}, mode="remote")
+
+
+def test_a_loop_of_tool_calls_is_stopped_by_the_time_limit() -> None:
+    counter = Counter()
+    with JupyterExecutor(timeout_seconds=1) as executor:
+        executor.send_tools({"counter": counter})
+        with pytest.raises(ExecutionTimeout, match="interrupted"):
+            executor.run("while True:\n    counter(1)")
+        calls = counter.total
+        assert calls > 0
+        assert executor.run("counter(0)").output == calls  # the next run works, with the tool state kept

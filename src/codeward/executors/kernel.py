@@ -373,7 +373,10 @@ class KernelSession:
                 if channel != "stdin" and msg["parent_header"].get("msg_id") != msg_id:
                     continue
                 if channel == "stdin":
-                    reply = on_input(msg["content"].get("prompt", "")) if on_input else ""
+                    # Past the time limit the code is being stopped: its requests are not served.
+                    reply = ""
+                    if on_input is not None and interrupted_at is None:
+                        reply = on_input(msg["content"].get("prompt", ""))
                     client.input(reply)
                 else:
                     cell.take(channel, msg)
