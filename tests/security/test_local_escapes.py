@@ -224,3 +224,8 @@ def test_except_star_is_refused(attack):
 )
 def test_metaclasses_cannot_build_classes_with_special_methods(code, attack):
     attack(code)
+
+
+def test_machine_clock_and_time_zone_cannot_be_changed(attack):
+    attack("import time\ntime.clock_settime(time.CLOCK_REALTIME, 0)")
+    attack("import time\ntime.tzset()")

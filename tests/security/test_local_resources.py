@@ -144,3 +144,26 @@ def test_model_code_run_by_the_host_after_the_block_stays_bounded():
             repr(out.output)
         assert time.monotonic() - started < 5
         assert ex.run("2 + 2").output == 4
+
+
+def test_catastrophic_regex_is_stopped_by_the_timeout(attack):
+    """A backtracking regex is one long C call; the watchdog interrupts it (main thread)."""
+    started = time.monotonic()
+    error = attack("import re\nre.match(r'(a+)+$', 'a' * 40 + 'b')", timeout_seconds=0.5)
+    assert isinstance(error, ExecutionTimeout)
+    assert time.monotonic() - started < 5
+
+
+def test_unguarded_int_operators_cannot_be_tricked_across_blocks():
+    """A function from an earlier block rebinds the loop variable of a later block's loop."""
+    from codeward.executors.base import ExecutionError
+    from codeward.executors.local import LocalExecutor
+
+    with LocalExecutor(timeout_seconds=5) as ex:
+        ex.run("def g():\n    global i\n    i = '%10000000000d'")
+        with pytest.raises(ExecutionError) as info:
+            ex.run("for i in range(1):\n    g()\n    i % 1")
+        assert "the sandbox allows" in info.value.message
+        with pytest.raises(ExecutionError) as info:
+            ex.run("i = '%10000000000d'\nfor n in range(0):\n    pass\ni % 1")
+        assert "the sandbox allows" in info.value.message

@@ -339,7 +339,12 @@ class Guards:
                 for name in dir(random.Random)
                 if not name.startswith("_") and callable(getattr(private_random, name))
             },
-            "time": {"sleep": sleep, "thread_time": REFUSED, "pthread_getcpuclockid": REFUSED},
+            "time": {
+                "sleep": sleep,
+                "clock_settime": REFUSED,  # sets the machine's clock when run as root
+                "clock_settime_ns": REFUSED,
+                "tzset": REFUSED,  # changes the host process's time zone
+            },
             "operator": {"attrgetter": attrgetter, "methodcaller": methodcaller},
             "string": {"Formatter": Formatter},
             "itertools": ticking_itertools(lambda: self.globals["_tick_"]),
