@@ -117,6 +117,8 @@ class KernelExecutor(Executor):
 
     def install_packages(self, packages: list[str]) -> list[str]:
         """pip-install into the kernel's own interpreter; return the top-level modules they provide."""
+        if isinstance(packages, str) or not all(isinstance(p, str) for p in packages):
+            raise TypeError(f"packages must be a list of requirement strings, e.g. ['requests>=2'], got {packages!r}")
         if not packages:
             return []
         session = self._ensure_ready()
@@ -124,8 +126,7 @@ class KernelExecutor(Executor):
         result = session.execute(code, timeout=None)
         if result.status != "ok":
             raise ExecutorError(f"installing {packages} into the kernel failed: {result.error_value}")
-        output = _code_output(result).output
-        return list(output)
+        return list(_code_output(result).output)
 
     def close(self) -> None:
         self._closed = True
