@@ -106,8 +106,10 @@ def test_the_death_of_a_kernel_names_the_signal() -> None:
     session = KernelSession(LocalKernel(env=clean_environment()))
     try:
         with pytest.raises(SandboxError, match="killed by SIGKILL \\(out of memory\\?\\)") as caught:
-            session.execute("print('going', flush=True)\nimport os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
-        assert "going" in caught.value.logs  # what was sent before the death is kept
+            session.execute(
+                "import os, signal, time\nprint('going', flush=True)\ntime.sleep(0.5)\nos.kill(os.getpid(), signal.SIGKILL)"
+            )
+        assert "going" in caught.value.logs  # output that left the kernel before its death is kept
         with pytest.raises(SandboxError, match="closed"):
             session.execute("1")
     finally:
