@@ -143,9 +143,9 @@ def test_a_closed_executor_says_so() -> None:
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A virtual environment that sees the system's packages (ipykernel) but installs into its own."""
+    """A virtual environment that sees the system's packages (ipykernel, pip) but installs into its own."""
     folder = tmp_path_factory.mktemp("venv")
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(folder)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(folder)], check=True)
     return folder
 
 
