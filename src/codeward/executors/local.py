@@ -46,6 +46,9 @@ if TYPE_CHECKING:
 __all__ = ["LocalExecutor"]
 
 _FILENAME = "<code block {}>"
+_ABSENT_BUILTINS = frozenset(
+    {"open", "eval", "exec", "compile", "input", "globals", "locals", "vars", "breakpoint", "exit", "quit", "help"}
+)
 
 
 class ToolHandle:
@@ -212,6 +215,11 @@ class LocalExecutor(Executor):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            # Dropping the code's objects can run its code (a suspended generator's
+            # finally): give that no budget, then let the objects go before the guards.
+            self._globals["_tick_"] = make_tick(0, BudgetSpentOutsideRun)
+            for name in [name for name in self._globals if not name.startswith("_")]:
+                del self._globals[name]
             self._globals.clear()
 
     # Running -----------------------------------------------------------------
@@ -272,6 +280,8 @@ class LocalExecutor(Executor):
             error_type = "MemoryError"
         else:
             message = f"{type(error).__name__}: {error}"
+            if isinstance(error, NameError) and error.name in _ABSENT_BUILTINS:
+                message += f" ({error.name}() is not available in this sandbox: it reaches the machine)"
             error_type = type(error).__name__
         tb = self._traceback(error)
         return ExecutionError(f"{message}\n{tb}" if tb else message, logs=logs, traceback=tb, error_type=error_type)

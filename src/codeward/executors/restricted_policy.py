@@ -123,27 +123,8 @@ ALLOWED_DUNDERS = frozenset(
 #: Special attributes the code may read: its own special methods (for
 #: ``super().__init__(...)``) and names. Item access dunders are not here, since
 #: calling them directly would skip the item guard.
-READABLE_DUNDERS = frozenset(
-    [
-        "__init__",
-        "__post_init__",
-        "__name__",
-        "__qualname__",
-        "__doc__",
-        "__str__",
-        "__repr__",
-        "__eq__",
-        "__ne__",
-        "__lt__",
-        "__le__",
-        "__gt__",
-        "__ge__",
-        "__hash__",
-        "__len__",
-        "__contains__",
-        "__enter__",
-        "__exit__",
-    ]
+READABLE_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__"}) | (
+    ALLOWED_DUNDERS - {name for name in ALLOWED_DUNDERS if name.endswith(("item__", "mul__", "mod__", "call__"))}
 )
 
 #: Format-spec widths and precisions above this are refused (they allocate).
