@@ -26,3 +26,13 @@ def test_importing_the_package_loads_no_sandbox_sdk():
     code = "import sys, codeward, codeward.executors; print(sorted(m for m in ('e2b', 'docker', 'jupyter_client', 'litellm') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_e2b_executor_needs_no_jupyter_client():
+    code = (
+        "import sys\nsys.modules['jupyter_client'] = None\nsys.modules['zmq'] = None\n"
+        "from codeward.executors import E2BExecutor\nprint(E2BExecutor.name)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "e2b"

@@ -53,10 +53,16 @@ from tenacity import (
 )
 
 from codeward.executors import codec
-from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, Executor, ExecutorError, SandboxError
+from codeward.executors.base import (
+    CodeOutput,
+    ExecutionError,
+    ExecutionTimeout,
+    Executor,
+    ExecutorError,
+    SandboxError,
+)
 from codeward.executors.bridge import ToolBridge, bootstrap_code, cell_calling
-from codeward.executors.jupyter import _code_output
-from codeward.executors.kernel import _ANSI, CellResult, _BoundedText
+from codeward.executors.cells import BoundedText, CellResult, code_output, strip_ansi
 from codeward.executors.prelude import REPORT_MIME
 from codeward.platform.tools import Tool
 
@@ -269,7 +275,7 @@ class E2BExecutor(Executor):
         """Run a cell in the context and gather what came back; transport failures become executor errors."""
         sandbox, context = self._sandbox, self._context
         assert sandbox is not None and context is not None
-        logs = _BoundedText(self.max_log_chars)
+        logs = BoundedText(self.max_log_chars)
 
         def printed(message: OutputMessage) -> None:
             logs.add(message.line)
@@ -300,7 +306,7 @@ class E2BExecutor(Executor):
             raise ExecutionTimeout(
                 f"the code ran past its time limit of {seconds:g} s and was stopped",
                 logs=logs,
-                traceback=_ANSI.sub("", error.traceback),
+                traceback=strip_ansi(error.traceback),
                 error_type="TimeoutError",
             )
         if error is not None and error.name in _KERNEL_LOST:
@@ -328,7 +334,7 @@ class E2BExecutor(Executor):
             payload=reports,
             error_name=error.name if error else "",
             error_value=error.value if error else "",
-            traceback=_ANSI.sub("", error.traceback) if error else "",
+            traceback=strip_ansi(error.traceback) if error else "",
         )
 
     def _overran(self, seconds: float, logs: str) -> None:
@@ -403,7 +409,7 @@ class E2BExecutor(Executor):
         self._ensure_ready()
         notes, self._notes = self._notes, ""
         try:
-            output = _code_output(self._execute(code, self.timeout_seconds))
+            output = code_output(self._execute(code, self.timeout_seconds))
         except ExecutorError as error:
             error.logs = notes + error.logs
             raise
@@ -423,7 +429,7 @@ class E2BExecutor(Executor):
         if cell.status != "ok":
             hint = "" if self.allow_internet_access else " (the sandbox has no internet access: allow_internet_access=False)"
             raise ExecutorError(f"installing {packages} into the E2B sandbox failed{hint}: {cell.error_value}")
-        return list(_code_output(cell).output)
+        return list(code_output(cell).output)
 
     def close(self) -> None:
         """Stop this executor's context, and kill the sandbox if this executor created it."""

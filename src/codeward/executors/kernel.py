@@ -13,17 +13,13 @@ the protocol's own floor.
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import os
-import re
 import shutil
 import signal
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from queue import Empty
 from typing import Any, Protocol
 
@@ -32,38 +28,24 @@ from jupyter_client import BlockingKernelClient, KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 
 from codeward.executors.base import ExecutionTimeout, SandboxError
+from codeward.executors.cells import BoundedText, CellResult, strip_ansi
 
 __all__ = [
-    "CellResult",
     "ConnectedKernel",
     "KernelProcess",
     "KernelSession",
     "LocalKernel",
-    "display_value",
 ]
 
 #: Answers an `input()` request from the kernel: prompt in, reply text out.
 InputHandler = Callable[[str], str]
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _LIVENESS_INTERVAL = 0.25
 _READY_RETRY = 0.1
 _STDIN_RETRY = 1.0
 _LAST_WORDS_WAIT = 0.05
 
 
-@dataclass
-class CellResult:
-    """What the kernel sent back for one execute request."""
-
-    status: str
-    logs: str
-    result: dict[str, Any] | None = None
-    displays: list[dict[str, Any]] = field(default_factory=list)
-    payload: list[dict[str, Any]] = field(default_factory=list)
-    error_name: str = ""
-    error_value: str = ""
-    traceback: str = ""
 
 
 class KernelProcess(Protocol):
@@ -439,7 +421,7 @@ class _CellCollector:
     """Accumulates the messages of one execute request into a `CellResult`."""
 
     def __init__(self, max_log_chars: int) -> None:
-        self._logs = _BoundedText(max_log_chars)
+        self._logs = BoundedText(max_log_chars)
         self._reply: dict[str, Any] | None = None
         self._idle = False
         self._result: dict[str, Any] | None = None
@@ -467,7 +449,7 @@ class _CellCollector:
         elif kind == "display_data":
             self._displays.append(content.get("data", {}))
         elif kind == "error":
-            self._traceback = _ANSI.sub("", "\n".join(content.get("traceback", [])))
+            self._traceback = strip_ansi("\n".join(content.get("traceback", [])))
 
     def logs(self) -> str:
         return self._logs.text()
@@ -487,53 +469,6 @@ class _CellCollector:
             error_value=reply.get("evalue", ""),
             traceback=self._traceback,
         )
-
-
-class _BoundedText:
-    """Text that keeps its head and tail once it outgrows `limit`, so runaway output cannot fill memory."""
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._head: list[str] = []
-        self._head_size = 0
-        self._tail = ""
-        self._dropped = 0
-
-    def add(self, text: str) -> None:
-        half = self._limit // 2
-        if self._head_size < half:
-            piece = text[: half - self._head_size]
-            self._head.append(piece)
-            self._head_size += len(piece)
-            text = text[len(piece) :]
-        if text:
-            joined = self._tail + text
-            self._dropped += max(len(joined) - half, 0)
-            self._tail = joined[-half:] if half else ""
-
-    def text(self) -> str:
-        head = "".join(self._head)
-        if not self._dropped:
-            return head + self._tail
-        return f"{head}\n[... {self._dropped} characters of output cut ...]\n{self._tail}"
-
-
-def display_value(bundle: dict[str, Any]) -> Any:
-    """The most useful Python value in a mime bundle: a PIL image, else HTML text, else plain text."""
-    for mime in ("image/png", "image/jpeg"):
-        if mime in bundle:
-            data = base64.b64decode(bundle[mime])
-            try:
-                from PIL import Image
-            except ImportError:  # without pillow, the encoded image is still worth returning
-                return data
-            image = Image.open(io.BytesIO(data))
-            image.load()
-            return image
-    for mime in ("text/html", "text/markdown", "text/plain"):
-        if mime in bundle:
-            return bundle[mime]
-    return None
 
 
 def _spec_manager(folder: str, argv: list[str]) -> KernelSpecManager:

@@ -14,10 +14,22 @@ from abc import abstractmethod
 from typing import Any
 
 from codeward.executors import codec
-from codeward.executors.base import CodeOutput, ExecutionError, Executor, ExecutorError, SandboxError
-from codeward.executors.bridge import TOOL_MODES, ToolBridge, bootstrap_code, cell_calling, request_kind
-from codeward.executors.kernel import CellResult, KernelSession, display_value
-from codeward.executors.prelude import PAYLOAD_SOURCE
+from codeward.executors.base import (
+    CodeOutput,
+    ExecutionError,
+    Executor,
+    ExecutorError,
+    SandboxError,
+)
+from codeward.executors.bridge import (
+    TOOL_MODES,
+    ToolBridge,
+    bootstrap_code,
+    cell_calling,
+    request_kind,
+)
+from codeward.executors.cells import CellResult, code_output
+from codeward.executors.kernel import KernelSession
 from codeward.platform.tools import Tool
 
 __all__ = ["KernelExecutor"]
@@ -113,7 +125,7 @@ class KernelExecutor(Executor):
             error.logs = notes + error.logs
             raise
         result.logs = notes + result.logs
-        return _code_output(result)
+        return code_output(result)
 
     def install_packages(self, packages: list[str]) -> list[str]:
         """pip-install into the kernel's own interpreter; return the top-level modules they provide."""
@@ -126,7 +138,7 @@ class KernelExecutor(Executor):
         result = session.execute(code, timeout=None)
         if result.status != "ok":
             raise ExecutorError(f"installing {packages} into the kernel failed: {result.error_value}")
-        return list(_code_output(result).output)
+        return list(code_output(result).output)
 
     def close(self) -> None:
         self._closed = True
@@ -144,39 +156,3 @@ class KernelExecutor(Executor):
                 self.close()
             except Exception:  # during interpreter shutdown, modules may already be gone
                 pass
-
-
-def _code_output(result: CellResult) -> CodeOutput:
-    """Turn the kernel's reply into the contract's answer: a final answer, a value, or an error."""
-    entries = {
-        key: value for entry in result.payload if entry.get("source") == PAYLOAD_SOURCE for key, value in entry.items()
-    }
-    displays = [display_value(bundle) for bundle in result.displays]
-    if "final" in entries:
-        return CodeOutput(_decode(entries["final"], result.logs), result.logs, True, displays)
-    if "final_error" in entries:
-        raise ExecutionError(entries["final_error"], logs=result.logs, error_type="CodecError")
-    if result.status != "ok":
-        raise ExecutionError(
-            f"{result.error_name}: {result.error_value}",
-            logs=result.logs,
-            traceback=result.traceback,
-            error_type=result.error_name or None,
-        )
-    if "value" in entries:
-        output = _decode(entries["value"], result.logs)
-    elif result.result is not None:  # a value the codec cannot carry: its richest display instead
-        output = display_value(result.result)
-    else:
-        output = None
-    return CodeOutput(output, result.logs, False, displays)
-
-
-def _decode(text: str, logs: str) -> Any:
-    """A value that came out of the sandbox: decoded without pickle, whatever the sandbox claims."""
-    try:
-        return codec.loads(text)
-    except codec.CodecError as error:
-        raise ExecutionError(
-            f"the sandbox sent a value codeward refuses: {error}", logs=logs, error_type="CodecError"
-        ) from error
