@@ -1,7 +1,7 @@
 import pytest
 
 
-@pytest.fixture
-def executor():
-    """The sandbox the lifecycle tests run on: the real local executor."""
-    return "local"
+@pytest.fixture(params=["local", "jupyter"])
+def executor(request):
+    """The sandboxes the lifecycle tests run on: real ones, by name, as users pass them."""
+    return request.param

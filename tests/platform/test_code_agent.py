@@ -8,6 +8,7 @@ import pytest
 
 from codeward import (
     ActionStep,
+    AgentError,
     AgentExecutionError,
     AgentGenerationError,
     AgentMaxStepsError,
@@ -222,3 +223,44 @@ def test_memory_saves_and_replays_the_same_run(executor, tmp_path):
     replayed = CodeAgent(tools=[get_temperature], model=ReplayModel(path), executor=executor, verbosity_level=-1)
     with replayed:
         assert replayed.run("Double Oslo") == 9.0
+
+
+def test_interrupt_from_a_callback_stops_before_the_next_step(executor):
+    def stop_after_first(step, agent):
+        if isinstance(step, ActionStep):
+            agent.interrupt()
+
+    agent, model = make_agent([code("x = 1"), code("final_answer(x)")], executor, step_callbacks=[stop_after_first])
+    with agent, pytest.raises(AgentError, match="interrupted"):
+        agent.run("Stop early")
+    assert len(model.calls) == 1
+
+
+def test_instructions_and_markdown_code_blocks(executor):
+    agent, model = make_agent(
+        ["Thought: sum.\n```python\nfinal_answer(sum(range(4)))\n```"],
+        executor, instructions="Always answer in French.", code_block_tags="markdown",
+    )
+    with agent:
+        assert agent.run("Sum to three") == 6
+    system = model.calls[0][0].text()
+    assert "Always answer in French." in system and "```python" in system
+
+
+def test_images_ride_along_with_the_task(executor):
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
+    agent, model = make_agent([code("final_answer('seen')")], executor)
+    with agent:
+        agent.run("Describe the image", images=[png])
+    parts = model.calls[0][1].content
+    assert parts[0]["type"] == "text" and parts[1]["image_url"]["url"].startswith("data:image/png;base64,")
+
+
+def test_replay_prints_every_step(executor, capsys):
+    agent, _ = make_agent([code("print('hello from step one')"), code("final_answer(2)")], executor)
+    with agent:
+        agent.run("Two")
+    capsys.readouterr()
+    agent.replay()
+    shown = capsys.readouterr().out
+    assert "hello from step one" in shown and "Final answer: 2" in shown and "Step 2" in shown

@@ -104,7 +104,7 @@ class CodeAgent(MultiStepAgent):
         opening, closing = self.code_block_tags
         messages = self.write_memory_to_messages()
         action_step.model_input_messages = messages
-        stop = [closing] if closing != opening else []
+        stop = [closing] if closing not in opening else []  # a fence would also cut the opening one
         message = yield from self._generate(messages, streaming or self.stream_outputs, stop_sequences=stop + ["Observation:"])
         text = message.text()
         if opening != closing and text.count(opening) > text.count(closing):
@@ -142,7 +142,7 @@ class CodeAgent(MultiStepAgent):
             kind = AgentToolCallError if error.error_type == "ToolCallError" else AgentExecutionError
             raise kind(f"Code execution failed:\n{detail}") from None
         observation = f"Execution logs:\n{output.logs}" if output.logs else ""
-        if not output.is_final_answer:
+        if not output.is_final_answer and (output.output is not None or not output.logs):
             shown = str(output.output)
             if len(shown) > _OUTPUT_PREVIEW:
                 shown = shown[:_OUTPUT_PREVIEW] + f"... ({len(shown) - _OUTPUT_PREVIEW} more characters)"

@@ -81,5 +81,7 @@ class AgentLogger:
                     self.console.print(Text(step.observations))
                 if step.error:
                     self.console.print(Text(step.error.message, style="bold red"))
+                if step.is_final_answer or step.action_output is not None and step.code_action is None:
+                    self.console.print(Text(f"Final answer: {step.action_output}", style="bold green"))
             elif isinstance(step, FinalAnswerStep):
                 self.console.print(Text(f"Final answer: {step.output}", style="bold green"))
