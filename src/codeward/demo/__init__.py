@@ -2,10 +2,21 @@
 
 The task uses `additional_args` and a tool, and the recording includes a
 mistake the model recovers from, so one run shows the whole lifecycle.
+
+`recording.json` was made from the responses in `script.yaml`, on the local
+executor, from this folder:
+
+    codeward run "$(python -c 'from codeward.demo import DEMO_TASK; print(DEMO_TASK)')" \
+        --model script:script.yaml --tools codeward.demo:forecast \
+        --var cities=@cities.json --save recording.json
+
+Re-record it so when the observations the sandbox gives change on purpose; a
+test replays it on every run, so any other change is caught.
 """
 
 from __future__ import annotations
 
+import json
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -18,7 +29,9 @@ DEMO_TASK = (
     "Which of the given cities will be warmest tomorrow, and how many degrees warmer "
     "is it than the coldest of them?"
 )
-DEMO_VARIABLES: dict[str, Any] = {"cities": ["Oslo", "Rome", "Cairo", "Lima"]}
+DEMO_VARIABLES: dict[str, Any] = {
+    "cities": json.loads(resources.files("codeward.demo").joinpath("cities.json").read_text(encoding="utf-8"))
+}
 
 _FORECASTS = {
     "Oslo": {"high": 3.5, "low": -2.0, "sky": "snow"},
