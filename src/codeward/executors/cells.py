@@ -15,10 +15,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codeward.executors import codec
-from codeward.executors.base import CodeOutput, ExecutionError
+from codeward.executors.base import CodeOutput, ExecutionError, SandboxError
 from codeward.executors.prelude import PAYLOAD_SOURCE
 
-__all__ = ["BoundedText", "CellResult", "code_output", "decode_sandbox_value", "display_value", "strip_ansi"]
+__all__ = [
+    "BoundedText",
+    "CellResult",
+    "code_output",
+    "decode_sandbox_value",
+    "display_value",
+    "require_setup_ok",
+    "strip_ansi",
+]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -123,3 +131,13 @@ def decode_sandbox_value(text: str, logs: str) -> Any:
         raise ExecutionError(
             f"the sandbox sent a value codeward refuses: {error}", logs=logs, error_type="CodecError"
         ) from error
+
+
+def require_setup_ok(result: CellResult, sandbox: str) -> None:
+    """codeward's own cells (setup, variables, tools) must succeed: a failure there is the sandbox's, not the code's."""
+    if result.status != "ok":
+        raise SandboxError(
+            f"codeward could not set up {sandbox}: {result.error_name}: {result.error_value}\n{result.traceback}",
+            logs=result.logs,
+            state_lost=False,
+        )

@@ -62,7 +62,7 @@ from codeward.executors.base import (
     SandboxError,
 )
 from codeward.executors.bridge import ToolBridge, bootstrap_code, cell_calling
-from codeward.executors.cells import BoundedText, CellResult, code_output, strip_ansi
+from codeward.executors.cells import BoundedText, CellResult, code_output, require_setup_ok, strip_ansi
 from codeward.executors.prelude import REPORT_MIME
 from codeward.platform.tools import Tool
 
@@ -260,12 +260,7 @@ class E2BExecutor(Executor):
     def _internal(self, code: str) -> CellResult:
         """Run codeward's own cell; its failure is the sandbox's, not the model's code's."""
         cell = self._execute(code, _SETUP_SECONDS)
-        if cell.status != "ok":
-            raise SandboxError(
-                f"codeward could not set up the E2B sandbox: {cell.error_name}: {cell.error_value}\n{cell.traceback}",
-                logs=cell.logs,
-                state_lost=False,
-            )
+        require_setup_ok(cell, "the E2B sandbox")
         self._notes += cell.logs
         return cell
 

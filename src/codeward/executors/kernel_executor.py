@@ -28,7 +28,7 @@ from codeward.executors.bridge import (
     cell_calling,
     request_kind,
 )
-from codeward.executors.cells import CellResult, code_output
+from codeward.executors.cells import CellResult, code_output, require_setup_ok
 from codeward.executors.kernel import KernelSession
 from codeward.platform.tools import Tool
 
@@ -89,12 +89,7 @@ class KernelExecutor(Executor):
         result = session.execute(
             code, timeout=_SETUP_TIMEOUT, on_input=lambda prompt: replies.get(request_kind(prompt)[0], "")
         )
-        if result.status != "ok":
-            raise SandboxError(
-                f"codeward could not set up the kernel: {result.error_name}: {result.error_value}\n{result.traceback}",
-                logs=result.logs,
-                state_lost=False,
-            )
+        require_setup_ok(result, "the kernel")
         self._notes += result.logs
         return result
 
