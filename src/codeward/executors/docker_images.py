@@ -54,6 +54,9 @@ IMAGE_REPOSITORY = "codeward-sandbox"
 BASE_REPOSITORY = "codeward-debian-base"
 CONTENT_LABEL = "codeward.content"
 BASE_LABEL = "codeward.base"
+BUILT_ON_LABEL = "codeward.built_on"
+# Set in the Dockerfile on the stage that installs the wheels; its image is removed after a build.
+BUILD_STAGE_LABEL = "codeward.build_stage"
 REGISTRY_BASE = "python:3.12-slim"
 BUILD_COMMAND = "codeward images build"
 # The files whose bytes decide what an image holds (.dockerignore decides what the build sees).
@@ -185,7 +188,7 @@ def build_image(client: docker.DockerClient, base: str = "auto", folder: Path | 
                 path=context,
                 tag=tag,
                 buildargs={"BASE_IMAGE": base_image},
-                labels={CONTENT_LABEL: label, BASE_LABEL: base_image},
+                labels={CONTENT_LABEL: label, BUILT_ON_LABEL: base_image},
                 network_mode="none",
                 pull=False,
                 rm=True,
@@ -194,7 +197,7 @@ def build_image(client: docker.DockerClient, base: str = "auto", folder: Path | 
         except docker.errors.BuildError as error:
             tail = "".join(str(chunk.get("stream") or chunk.get("error") or "") for chunk in error.build_log)
             raise SandboxImageError(f"building {tag} failed: {error.msg}\n{tail[-3000:]}") from error
-    image.tag(IMAGE_REPOSITORY, "latest")
+    client.images.prune(filters={"dangling": True, "label": BUILD_STAGE_LABEL})
     return image
 
 
@@ -219,8 +222,11 @@ def _ensure_debian_base(client: docker.DockerClient, folder: Path) -> str:
     script = folder / _BASE_SCRIPT
     label = _digest([script.read_bytes()])
     tag = f"{BASE_REPOSITORY}:{label}"
-    if client.images.list(filters={"label": f"{BASE_LABEL}={label}"}):
-        return tag
+    try:
+        if client.images.get(tag).labels.get(BASE_LABEL) == label:
+            return tag
+    except docker.errors.ImageNotFound:
+        pass
     log.info("making the Debian base %s with debootstrap", tag)
     env = {**os.environ, "CODEWARD_CACHE_DIR": str(cache_dir())}
     done = subprocess.run(["bash", str(script), tag, label], env=env, capture_output=True, text=True)
