@@ -21,11 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from jupyter_client.blocking.client import BlockingKernelClient  # noqa: E402
-from jupyter_client.manager import start_new_kernel  # noqa: E402
+from jupyter_client.blocking.client import BlockingKernelClient
+from jupyter_client.manager import start_new_kernel
 
-from codeward.executors.docker_images import engine_client, require_image  # noqa: E402
-from codeward.executors.docker_sandbox import start_kernel_container  # noqa: E402
+from codeward.executors.docker_images import engine_client, require_image
+from codeward.executors.docker_sandbox import start_kernel_container
 
 
 def median_ms(samples: list[float]) -> float:
@@ -82,19 +82,25 @@ def main() -> None:
     raw_docker_run(image)  # warm the image's layers into the page cache
 
     print(f"medians over {args.starts} starts and {args.cells} cells")
-    raw = timed("raw docker run --rm IMAGE python3 -c pass", lambda: [raw_docker_run(image) for _ in range(args.starts)])
+    raw = timed(
+        "raw docker run --rm IMAGE python3 -c pass", lambda: [raw_docker_run(image) for _ in range(args.starts)]
+    )
     starts = [sandbox_start(docker_client, image) for _ in range(args.starts)]
     ready = timed("hardened sandbox: start to kernel ready", lambda: [r for r, _ in starts])
     first = timed("hardened sandbox: start to first result", lambda: [f for _, f in starts])
 
     sandbox = start_kernel_container(docker_client, image)
     try:
-        in_container = timed("trivial cell round trip, container over ipc", lambda: round_trips(sandbox.client(), args.cells))
+        in_container = timed(
+            "trivial cell round trip, container over ipc", lambda: round_trips(sandbox.client(), args.cells)
+        )
     finally:
         sandbox.remove()
     manager, local_client = start_new_kernel()
     try:
-        local = timed("trivial cell round trip, local ipykernel over tcp", lambda: round_trips(local_client, args.cells))
+        local = timed(
+            "trivial cell round trip, local ipykernel over tcp", lambda: round_trips(local_client, args.cells)
+        )
     finally:
         local_client.stop_channels()
         manager.shutdown_kernel(now=True)

@@ -14,9 +14,9 @@ import pytest
 
 docker = pytest.importorskip("docker", reason="the docker SDK is not installed (pip install 'codeward[docker]')")
 
-from codeward.executors.base import SandboxError  # noqa: E402
-from codeward.executors.docker_images import BUILD_COMMAND, engine_client, find_image  # noqa: E402
-from codeward.executors.docker_sandbox import KernelContainer, start_kernel_container  # noqa: E402
+from codeward.executors.base import SandboxError
+from codeward.executors.docker_images import BUILD_COMMAND, engine_client, find_image
+from codeward.executors.docker_sandbox import KernelContainer, start_kernel_container
 
 REQUIRED = os.environ.get("CODEWARD_REQUIRE_DOCKER") == "1"
 # Set before any sandbox starts, so a test can show that the host's environment stays outside.

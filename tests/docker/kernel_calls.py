@@ -19,7 +19,9 @@ def run_code(client: BlockingKernelClient, code: str, timeout: float = 30) -> st
     reply = client.execute_interactive(code, output_hook=collect, timeout=timeout)
     content = reply["content"]
     if content["status"] != "ok":
-        raise AssertionError(f"{content.get('ename')}: {content.get('evalue')}\n" + "\n".join(content.get("traceback", [])))
+        raise AssertionError(
+            f"{content.get('ename')}: {content.get('evalue')}\n" + "\n".join(content.get("traceback", []))
+        )
     return "".join(printed)
 
 

@@ -50,7 +50,8 @@ def test_the_image_holds_the_pinned_packages_and_runs_as_non_root(
     docker_client: docker.DockerClient, sandbox_image: str
 ) -> None:
     pins = dict(
-        line.split("==") for line in (source_dir() / "requirements.txt").read_text().splitlines()
+        line.split("==")
+        for line in (source_dir() / "requirements.txt").read_text().splitlines()
         if line and not line.startswith("#")
     )
     probe = (

@@ -14,8 +14,8 @@ import docker
 import pytest
 
 import codeward
-from codeward.executors.docker_images import BASE_REPOSITORY
 from codeward.executors.base import SandboxError
+from codeward.executors.docker_images import BASE_REPOSITORY
 from codeward.executors.docker_sandbox import (
     IPC_DIR_LABEL,
     OWNER_HOST_LABEL,
@@ -23,6 +23,7 @@ from codeward.executors.docker_sandbox import (
     OWNER_STARTED_LABEL,
     SESSION_LABEL,
     KernelContainer,
+    list_sandboxes,
     owner_alive,
     process_started,
     reap_orphans,
@@ -47,6 +48,22 @@ def test_a_sandbox_is_labelled_with_its_session_and_owner(sandbox: KernelContain
     assert labels[OWNER_HOST_LABEL] == socket.gethostname()
     assert labels[IPC_DIR_LABEL] == str(sandbox.ipc_dir)
     assert owner_alive(labels)
+
+
+def test_live_sandboxes_are_listed(docker_client: docker.DockerClient, sandbox: KernelContainer) -> None:
+    assert sandbox.container.id in {container.id for container in list_sandboxes(docker_client)}
+
+
+def test_a_temporary_folder_too_deep_for_unix_sockets_is_a_clear_error(
+    docker_client: docker.DockerClient, sandbox_image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    monkeypatch.setenv("TMPDIR", str(deep))
+    monkeypatch.setattr("tempfile.tempdir", None)  # make tempfile read TMPDIR again
+    with pytest.raises(SandboxError, match="point TMPDIR at a shorter one"):
+        start_kernel_container(docker_client, sandbox_image)
+    assert list(deep.iterdir()) == []
 
 
 def test_state_persists_between_cells(sandbox: KernelContainer) -> None:
@@ -117,8 +134,12 @@ def test_the_reaper_removes_what_a_killed_owner_left_and_spares_live_owners(
 
 def test_a_reused_pid_does_not_keep_a_container_alive(docker_client: docker.DockerClient, sandbox_image: str) -> None:
     """Labelled with our live pid but another start time: the owner is a different, dead process."""
-    labels = {SESSION_LABEL: "reused-pid", OWNER_HOST_LABEL: socket.gethostname(),
-              OWNER_PID_LABEL: str(os.getpid()), OWNER_STARTED_LABEL: "another-boot:1"}
+    labels = {
+        SESSION_LABEL: "reused-pid",
+        OWNER_HOST_LABEL: socket.gethostname(),
+        OWNER_PID_LABEL: str(os.getpid()),
+        OWNER_STARTED_LABEL: "another-boot:1",
+    }
     elsewhere = {**labels, SESSION_LABEL: "other-host", OWNER_HOST_LABEL: "another-machine", OWNER_PID_LABEL: "1"}
     stale = docker_client.containers.create(sandbox_image, ["true"], labels=labels, network_mode="none")
     foreign = docker_client.containers.create(sandbox_image, ["true"], labels=elsewhere, network_mode="none")

@@ -63,8 +63,7 @@ BUILD_COMMAND = "codeward images build"
 _CONTENT_FILES = ("Dockerfile", "requirements.txt", ".dockerignore")
 _BASE_SCRIPT = "debian-base.sh"
 _PROBE = (
-    "import platform, sys; "
-    "print('%d.%d' % sys.version_info[:2], platform.libc_ver()[1] or '0.0', platform.machine())"
+    "import platform, sys; print('%d.%d' % sys.version_info[:2], platform.libc_ver()[1] or '0.0', platform.machine())"
 )
 
 
@@ -229,7 +228,7 @@ def _ensure_debian_base(client: docker.DockerClient, folder: Path) -> str:
         pass
     log.info("making the Debian base %s with debootstrap", tag)
     env = {**os.environ, "CODEWARD_CACHE_DIR": str(cache_dir())}
-    done = subprocess.run(["bash", str(script), tag, label], env=env, capture_output=True, text=True)
+    done = subprocess.run(["bash", str(script), tag, label], env=env, check=False, capture_output=True, text=True)
     if done.returncode != 0:
         raise SandboxImageError(
             f"making the Debian base image failed (it needs root, debootstrap and a Debian mirror):\n"
@@ -251,12 +250,28 @@ def _download_wheels(requirements: Path, python: _BasePython, label: str) -> Pat
     if complete.exists():
         return target
     shutil.rmtree(target, ignore_errors=True)
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-               "--only-binary=:all:", "--dest", str(target), "--requirement", str(requirements),
-               "--python-version", python.version, "--implementation", "cp", "--abi", python.abi]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--only-binary=:all:",
+        "--dest",
+        str(target),
+        "--requirement",
+        str(requirements),
+        "--python-version",
+        python.version,
+        "--implementation",
+        "cp",
+        "--abi",
+        python.abi,
+    ]
     command += [arg for platform in python.platforms() for arg in ("--platform", platform)]
     log.info("downloading wheels for Python %s on %s", python.version, python.machine)
-    done = subprocess.run(command, capture_output=True, text=True)
+    done = subprocess.run(command, check=False, capture_output=True, text=True)
     if done.returncode != 0:
         raise SandboxImageError(f"pip could not download the sandbox's wheels:\n{done.stderr[-3000:]}")
     complete.touch()

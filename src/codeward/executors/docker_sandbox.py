@@ -31,6 +31,7 @@ import socket
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty
@@ -40,6 +41,7 @@ import docker
 import docker.errors
 from docker.models.containers import Container
 from jupyter_client.blocking.client import BlockingKernelClient
+from jupyter_client.connect import KernelConnectionInfo
 
 from codeward.executors.base import SandboxError
 
@@ -51,6 +53,7 @@ __all__ = [
     "SESSION_LABEL",
     "Hardening",
     "KernelContainer",
+    "list_sandboxes",
     "owner_alive",
     "process_started",
     "reap_orphans",
@@ -69,7 +72,7 @@ CONTAINER_IPC_DIR = "/run/codeward"
 CONTAINER_HOME = "/home/sandbox"
 IPC_DIR_PREFIX = "codeward-ipc-"
 _SOCKET_NAME = "kernel"
-_CHANNELS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
+_MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the final NUL
 # The first uid tried for root's sandboxes: inside Debian's range for
 # project-allocated ids, below systemd's dynamic users, normally free.
 _UNUSED_UID_START = 61000
@@ -115,7 +118,7 @@ class KernelContainer:
 
     container: Container
     ipc_dir: Path
-    connection_info: dict[str, Any]
+    connection_info: KernelConnectionInfo
     session: str
     _clients: list[BlockingKernelClient] = field(default_factory=list, repr=False)
 
@@ -200,22 +203,37 @@ def _account_exists(uid: int) -> bool:
 
 def _private_ipc_dir(uid: int, gid: int) -> Path:
     folder = Path(tempfile.mkdtemp(prefix=IPC_DIR_PREFIX))  # mode 0700
+    if len(str(folder / f"{_SOCKET_NAME}-5").encode()) > _MAX_SOCKET_PATH:
+        folder.rmdir()
+        raise SandboxError(
+            f"the temporary folder {folder.parent} has too long a path for unix sockets "
+            f"(at most {_MAX_SOCKET_PATH} bytes); point TMPDIR at a shorter one, such as /tmp",
+            state_lost=False,
+        )
     os.chown(folder, uid, gid)
     return folder
 
 
-def _write_private(path: Path, content: dict[str, Any], uid: int, gid: int) -> None:
+def _write_private(path: Path, content: Mapping[str, Any], uid: int, gid: int) -> None:
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w") as stream:
         json.dump(content, stream)
     os.chown(path, uid, gid)
 
 
-def _connection_info(folder: str, key: str) -> dict[str, Any]:
-    """Connection info whose sockets are `<folder>/kernel-1` .. `-5`: same ports on both sides."""
-    info: dict[str, Any] = {name: number for number, name in enumerate(_CHANNELS, start=1)}
-    info.update(transport="ipc", ip=f"{folder}/{_SOCKET_NAME}", key=key, signature_scheme="hmac-sha256")
-    return info
+def _connection_info(folder: str, key: str) -> KernelConnectionInfo:
+    """Connection info whose sockets are `<folder>/kernel-1` .. `-5`: the same numbers on both sides."""
+    return {
+        "transport": "ipc",
+        "ip": f"{folder}/{_SOCKET_NAME}",
+        "key": key,
+        "signature_scheme": "hmac-sha256",
+        "shell_port": 1,
+        "iopub_port": 2,
+        "stdin_port": 3,
+        "control_port": 4,
+        "hb_port": 5,
+    }
 
 
 def _wait_until_ready(sandbox: KernelContainer, timeout: float) -> None:
@@ -306,13 +324,18 @@ def _pid_exists(pid: int) -> bool:
     return True
 
 
+def list_sandboxes(client: docker.DockerClient) -> list[Container]:
+    """Every codeward sandbox on this engine, running or not (what `codeward sandboxes ls` shows)."""
+    return list(client.containers.list(all=True, filters={"label": SESSION_LABEL}))
+
+
 def reap_orphans(client: docker.DockerClient) -> list[str]:
     """Remove codeward containers (and their ipc folders) whose owner process is gone.
 
     Returns the names of the containers removed. Safe to run from many processes at once.
     """
     removed = []
-    for container in client.containers.list(all=True, filters={"label": SESSION_LABEL}):
+    for container in list_sandboxes(client):
         if owner_alive(container.labels):
             continue
         try:
@@ -320,7 +343,7 @@ def reap_orphans(client: docker.DockerClient) -> list[str]:
         except docker.errors.NotFound:
             continue
         _remove_ipc_dir(container.labels.get(IPC_DIR_LABEL, ""))
-        removed.append(container.name)
+        removed.append(container.name or container.id or "")
     return removed
 
 
