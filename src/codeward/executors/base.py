@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -97,12 +97,14 @@ class CodeOutput:
     """What one code block produced.
 
     `output` is the final answer when `is_final_answer` is true, otherwise the
-    value of the block's last expression (or None).
+    value of the block's last expression (or None). `displays` holds rich outputs
+    the code showed (PIL images, HTML text), in sandboxes that have them.
     """
 
     output: Any
     logs: str
     is_final_answer: bool
+    displays: list[Any] = field(default_factory=list)
 
 
 class Executor(ABC):
@@ -194,3 +196,4 @@ def create_executor(name: str, **kwargs: Any) -> Executor:
 
 
 register_executor("local", "codeward.executors.local", "LocalExecutor")
+register_executor("jupyter", "codeward.executors.jupyter", "JupyterExecutor", extra="jupyter")

@@ -1,0 +1,824 @@
+"""Typed JSON for values that cross a sandbox boundary, in both directions.
+
+Variables go into a sandbox and final answers and tool results come out of it
+through this one codec. JSON alone would lose types (tuple vs list, int keys,
+nan, bytes...), so a value that JSON cannot hold exactly becomes a tagged object
+``{"$": tag, ...}``; everything JSON holds exactly (str, bool, None, finite
+floats, ints, lists, dicts with str keys) stays plain, so payloads stay compact.
+Binary payloads (bytes, array buffers, image pixels) are base64 inside the JSON.
+
+Security, because the host decodes what comes out of a sandbox:
+- `loads` never unpickles unless ``allow_pickle=True`` (the host never passes it
+  for sandbox output); pickle is only a host-to-sandbox opt-in for trusted setups.
+- `loads` never imports a module named by a payload: dataclass and enum classes
+  are looked up in ``sys.modules`` only, through plain ``__dict__`` lookups, and
+  dataclass instances are restored without running ``__init__``.
+- No payload decodes to more memory than a small multiple of its own size (no
+  compression, buffer sizes checked against shapes before anything is allocated),
+  and nesting too deep for the interpreter fails as `CodecError`.
+
+This module's source is also executed as-is inside sandboxes where codeward is
+not installed: it imports only the standard library at top level, and numpy,
+pandas and PIL only when a value of theirs is met.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as _dt
+import enum
+import fractions
+import json
+import math
+import pathlib
+import pickle
+import sys
+import types
+import uuid
+import warnings
+import zoneinfo
+from decimal import Decimal
+from typing import Any, Callable
+
+__all__ = [
+    "CodecError",
+    "CodecWarning",
+    "decode_variables",
+    "dumps",
+    "encode_variables",
+    "loads",
+]
+
+TAG = "$"
+_PICKLE_HINT = (
+    "convert it to a carried type, or, for a sandbox you trust, pass allow_pickle=True "
+    "to send it pickled (host to sandbox only: the host never unpickles sandbox output)"
+)
+# Ints above this many bits travel as hex: every Python parses them, whatever its
+# int-to-decimal-string digit limit (the minimum settable limit is 640 digits).
+_BIG_INT_BITS = 2000
+
+
+class CodecError(TypeError):
+    """A value that cannot be carried, or a payload that cannot be decoded."""
+
+
+class CodecWarning(UserWarning):
+    """A value was decoded as something plainer than it was sent (e.g. a dataclass as a dict)."""
+
+
+class _Refused(Exception):
+    """Internal: a value cannot be encoded; `path` grows as the error unwinds."""
+
+    def __init__(self, value: Any, reason: str = "") -> None:
+        super().__init__(reason)
+        self.type = type(value)
+        self.reason = reason
+        self.path: list[str] = []
+
+
+# --------------------------------------------------------------------- public API
+
+
+def dumps(value: Any, *, allow_pickle: bool = False) -> str:
+    """Encode one value as JSON text; raise `CodecError` if it cannot be carried."""
+    return _to_text(_Encoder(allow_pickle).run(value, "value"))
+
+
+def loads(text: str, *, allow_pickle: bool = False) -> Any:
+    """Decode JSON text made by `dumps`; pickled parts are refused unless ``allow_pickle``."""
+    if not isinstance(text, (str, bytes, bytearray)):
+        raise CodecError(f"loads expects JSON text, got {type(text)!r}")
+    hook = _Decoder(allow_pickle).hook
+    try:
+        return json.loads(text, object_hook=hook, parse_constant=_bad_constant)
+    except CodecError:
+        raise
+    except RecursionError:
+        raise CodecError("payload is nested too deeply to decode") from None
+    except (ValueError, TypeError) as exc:
+        raise CodecError(f"payload is not valid codec JSON: {exc}") from None
+
+
+def encode_variables(variables: dict[str, Any], *, allow_pickle: bool = False) -> str:
+    """Encode a name -> value mapping; an error names the variable, its type and the opt-in."""
+    if not isinstance(variables, dict):
+        raise CodecError(f"variables must be a dict of name -> value, got {type(variables)!r}")
+    encoder = _Encoder(allow_pickle)
+    out = {}
+    for name, value in variables.items():
+        if type(name) is not str:
+            raise CodecError(f"variable names must be str, got {name!r} ({type(name)!r})")
+        out[name] = encoder.run(value, f"variable {name!r}")
+    return _to_text(out if TAG not in out else _tag("dict", v=[[k, v] for k, v in out.items()]))
+
+
+def decode_variables(text: str, *, allow_pickle: bool = False) -> dict[str, Any]:
+    """Decode what `encode_variables` made, checking that it is a name -> value mapping."""
+    variables = loads(text, allow_pickle=allow_pickle)
+    if not isinstance(variables, dict) or not all(type(k) is str for k in variables):
+        raise CodecError("payload does not hold a mapping of variable names to values")
+    return variables
+
+
+# ----------------------------------------------------------------------- encoding
+
+
+def _to_text(tree: Any) -> str:
+    # ensure_ascii keeps lone surrogates exact (as \\udxxx escapes) and the text pure ASCII.
+    return json.dumps(tree, ensure_ascii=True, allow_nan=False, check_circular=False, separators=(",", ":"))
+
+
+def _tag(tag: str, /, **fields: Any) -> dict[str, Any]:
+    return {TAG: tag, **fields}
+
+
+def _b64(data: bytes | bytearray | memoryview) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+class _Encoder:
+    """One encoding pass; holds the pickle opt-in and dispatches on exact types."""
+
+    def __init__(self, allow_pickle: bool) -> None:
+        self.allow_pickle = allow_pickle
+
+    def run(self, value: Any, label: str) -> Any:
+        try:
+            return self.enc(value)
+        except _Refused as exc:
+            where = label + "".join(reversed(exc.path))
+            reason = f" ({exc.reason})" if exc.reason else ""
+            raise CodecError(f"{where}: cannot carry {exc.type!r}{reason}; {_PICKLE_HINT}") from None
+        except RecursionError:
+            raise CodecError(f"{label}: nested too deeply (or contains itself) to be carried") from None
+
+    def enc(self, v: Any) -> Any:
+        t = type(v)
+        if t is str or t is bool or v is None:
+            return v
+        encode = _ENCODERS.get(t)
+        if encode is not None:
+            return encode(self, v)
+        return self.enc_other(v)
+
+    def enc_other(self, v: Any) -> Any:
+        if isinstance(v, enum.Enum):
+            return _tag("enum", cls=_class_ref(type(v)), name=v.name, v=self.enc(v.value))
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            fields = {f.name: getattr(v, f.name) for f in dataclasses.fields(v)}
+            return _tag("dc", cls=_class_ref(type(v)), f=self.items(fields, ".{}"))
+        module = type(v).__module__ or ""
+        for prefix, encode in _LAZY_ENCODERS:
+            if module == prefix or module.startswith(prefix + "."):
+                return encode(self, v)
+        return self.fallback(v)
+
+    def fallback(self, v: Any, reason: str = "") -> Any:
+        """Pickle what cannot be carried when opted in, else refuse."""
+        if not self.allow_pickle:
+            raise _Refused(v, reason)
+        try:
+            return _tag("pickle", b64=_b64(pickle.dumps(v, protocol=4)))
+        except Exception as exc:
+            raise _Refused(v, f"pickling it failed: {exc}") from None
+
+    def each(self, values: Any, fmt: str = "[{}]") -> list[Any]:
+        """Encode a sequence, naming the failing position in errors."""
+        out = []
+        enc = self.enc
+        for i, x in enumerate(values):
+            t = type(x)
+            if t is str or t is bool or x is None:
+                out.append(x)
+                continue
+            try:
+                out.append(enc(x))
+            except _Refused as exc:
+                exc.path.append(fmt.format(i))
+                raise
+        return out
+
+    def items(self, mapping: dict[Any, Any], fmt: str = "[{!r}]") -> Any:
+        """A dict: a JSON object when its keys are plain str, else a list of pairs."""
+        plain = TAG not in mapping and all(type(k) is str for k in mapping)
+        out: Any = {} if plain else []
+        enc = self.enc
+        for k, x in mapping.items():
+            try:
+                ex = enc(x)
+                if plain:
+                    out[k] = ex
+                else:
+                    out.append([self.key(k), ex])
+            except _Refused as exc:
+                exc.path.append(fmt.format(k))
+                raise
+        return out if plain else _tag("dict", v=out)
+
+    def key(self, k: Any) -> Any:
+        try:
+            return self.enc(k)
+        except _Refused as exc:
+            exc.path.append(f"<key {k!r}>")
+            raise
+
+
+def _enc_int(e: _Encoder, v: int) -> Any:
+    return v if v.bit_length() <= _BIG_INT_BITS else _tag("int", hex=hex(v))
+
+
+def _enc_float(e: _Encoder, v: float) -> Any:
+    return v if math.isfinite(v) else _tag("float", v=repr(v))
+
+
+def _enc_tz(tz: Any) -> Any:
+    """A time zone as JSON: fixed offsets (UTC included) and zoneinfo zones by key."""
+    if tz is None:
+        return None
+    if type(tz) is _dt.timezone:
+        offset, *name = tz.__getinitargs__()  # type: ignore[attr-defined]
+        return {"offset": _td_parts(offset), "name": name[0] if name else None}
+    if type(tz) is zoneinfo.ZoneInfo and tz.key is not None:
+        return {"key": tz.key}
+    raise _Refused(tz, "only datetime.timezone offsets and zoneinfo.ZoneInfo zones with a key are carried")
+
+
+def _td_parts(td: _dt.timedelta) -> list[int]:
+    return [td.days, td.seconds, td.microseconds]
+
+
+def _enc_with_tz(kind: str) -> Callable[[_Encoder, Any], Any]:
+    def encode(e: _Encoder, v: Any) -> Any:
+        try:
+            tz = _enc_tz(v.tzinfo)
+        except _Refused as exc:
+            raise _Refused(v, exc.reason) from None
+        return _tag(kind, v=v.replace(tzinfo=None).isoformat(), tz=tz, fold=v.fold)
+
+    return encode
+
+
+def _enc_path(e: _Encoder, v: pathlib.PurePath) -> Any:
+    return _tag("path", cls=type(v).__name__, v=str(v))
+
+
+def _enc_tz_value(e: _Encoder, v: Any) -> Any:
+    return _tag("tz", tz=_enc_tz(v))
+
+
+_ENCODERS: dict[type, Callable[[_Encoder, Any], Any]] = {
+    int: _enc_int,
+    float: _enc_float,
+    list: lambda e, v: e.each(v),
+    dict: lambda e, v: e.items(v),
+    tuple: lambda e, v: _tag("tuple", v=e.each(v)),
+    set: lambda e, v: _tag("set", v=e.each(v, "{{item {}}}")),
+    frozenset: lambda e, v: _tag("frozenset", v=e.each(v, "{{item {}}}")),
+    bytes: lambda e, v: _tag("bytes", b64=_b64(v)),
+    bytearray: lambda e, v: _tag("bytearray", b64=_b64(v)),
+    complex: lambda e, v: _tag("complex", v=[_enc_float(e, v.real), _enc_float(e, v.imag)]),
+    Decimal: lambda e, v: _tag("decimal", v=str(v)),
+    fractions.Fraction: lambda e, v: _tag("fraction", v=[_enc_int(e, v.numerator), _enc_int(e, v.denominator)]),
+    uuid.UUID: lambda e, v: _tag("uuid", v=str(v)),
+    range: lambda e, v: _tag("range", v=[_enc_int(e, v.start), _enc_int(e, v.stop), _enc_int(e, v.step)]),
+    _dt.datetime: _enc_with_tz("datetime"),
+    _dt.time: _enc_with_tz("time"),
+    _dt.date: lambda e, v: _tag("date", v=v.isoformat()),
+    _dt.timedelta: lambda e, v: _tag("timedelta", v=_td_parts(v)),
+    _dt.timezone: _enc_tz_value,
+    zoneinfo.ZoneInfo: _enc_tz_value,
+    **{cls: _enc_path for cls in (pathlib.PurePath, pathlib.PurePosixPath, pathlib.PureWindowsPath,
+                                  pathlib.Path, pathlib.PosixPath, pathlib.WindowsPath)},
+}
+
+
+def _class_ref(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+# Encoders for third-party types, found by the value's module name so that this
+# module never imports numpy, pandas or PIL just to check a value's type.
+_LAZY_ENCODERS: list[tuple[str, Callable[[_Encoder, Any], Any]]] = []  # filled below
+
+
+# ------------------------------------------------- numpy, pandas and PIL (lazily)
+
+
+def _enc_numpy(e: _Encoder, v: Any) -> Any:
+    np = sys.modules["numpy"]
+    if type(v) is np.ndarray:
+        return _enc_ndarray(e, v, "nd")
+    if isinstance(v, np.generic):
+        return _enc_ndarray(e, np.asarray(v), "npscalar")
+    if isinstance(v, np.dtype):
+        return _tag("npdtype", v=_enc_dtype(v))
+    return e.fallback(v, "only numpy ndarrays, scalars and dtypes are carried; for a subclass pass np.asarray(x)")
+
+
+def _enc_ndarray(e: _Encoder, a: Any, tag: str) -> Any:
+    """Raw buffer in base64 for fixed-size dtypes; elementwise for object and variable-width strings."""
+    dt, shape = a.dtype, list(a.shape)
+    if dt.kind == "O":
+        return _tag(tag, dtype="|O", shape=shape, items=e.each(a.ravel(), "[flat index {}]"))
+    if dt.kind == "T" and not hasattr(dt, "na_object"):
+        return _tag(tag, dtype="T", shape=shape, items=a.ravel().tolist())
+    if dt.hasobject or dt.kind == "T":
+        return e.fallback(a, f"numpy dtype {dt} holds Python objects or missing-value markers")
+    order = "F" if a.flags.f_contiguous and not a.flags.c_contiguous else "C"
+    return _tag(tag, dtype=_enc_dtype(dt), shape=shape, order=order, b64=_b64(a.tobytes(order)))
+
+
+def _enc_dtype(dt: Any) -> Any:
+    """A numpy dtype as JSON, structured and subarray dtypes included (offsets and padding kept)."""
+    if dt.names is not None:
+        fields = [dt.fields[name] for name in dt.names]
+        return {
+            "names": list(dt.names),
+            "formats": [_enc_dtype(f[0]) for f in fields],
+            "offsets": [f[1] for f in fields],
+            "titles": [f[2] if len(f) > 2 else None for f in fields],
+            "itemsize": dt.itemsize,
+            "aligned": dt.isalignedstruct,
+        }
+    if dt.subdtype is not None:
+        return {"sub": _enc_dtype(dt.subdtype[0]), "shape": list(dt.subdtype[1])}
+    return dt.str
+
+
+def _enc_pandas(e: _Encoder, v: Any) -> Any:
+    pd = sys.modules["pandas"]
+    t = type(v)
+    if t is pd.DataFrame:
+        columns = []
+        for i in range(v.shape[1]):
+            try:
+                columns.append(_enc_pdarray(e, v.iloc[:, i]))
+            except _Refused as exc:
+                exc.path.append(f"[column {v.columns[i]!r}]")
+                raise
+        return _tag("df", index=_enc_index(e, v.index), columns=_enc_index(e, v.columns), data=columns)
+    if t is pd.Series:
+        return _tag("series", index=_enc_index(e, v.index), name=e.enc(v.name), data=_enc_pdarray(e, v))
+    if isinstance(v, pd.Index):
+        return _enc_index(e, v)
+    if t is pd.Timestamp:
+        return _tag("pdts", v=e.enc(v.to_datetime64()), tz=_enc_tz(v.tzinfo))
+    if t is pd.Timedelta:
+        return _tag("pdtd", v=e.enc(v.to_timedelta64()))
+    if v is pd.NaT or v is pd.NA:
+        return _tag("pdnull", v="NaT" if v is pd.NaT else "NA")
+    return e.fallback(v, "pandas DataFrame, Series, Index, Timestamp, Timedelta, NaT and NA are carried")
+
+
+def _enc_pdarray(e: _Encoder, s: Any) -> Any:
+    """The values of a Series or Index, by dtype: numpy, categorical, tz-aware, nullable, string."""
+    pd, np = sys.modules["pandas"], sys.modules["numpy"]
+    dt, arr = s.dtype, s.array
+    if isinstance(dt, np.dtype):
+        return _enc_ndarray(e, s.to_numpy(), "nd")
+    if isinstance(dt, pd.CategoricalDtype):
+        return _tag("pdcat", codes=_enc_ndarray(e, np.asarray(arr.codes), "nd"),
+                    categories=_enc_index(e, dt.categories), ordered=bool(dt.ordered))
+    if isinstance(dt, pd.DatetimeTZDtype):
+        utc = arr.tz_convert("UTC").tz_localize(None).to_numpy()
+        return _tag("pddttz", v=_enc_ndarray(e, utc, "nd"), tz=_enc_tz(dt.tz))
+    if isinstance(arr, (pd.arrays.IntegerArray, pd.arrays.FloatingArray, pd.arrays.BooleanArray)):
+        values = arr.to_numpy(dtype=dt.numpy_dtype, na_value=dt.numpy_dtype.type(0))
+        return _tag("pdmask", data=_enc_ndarray(e, values, "nd"), mask=_enc_ndarray(e, arr.isna(), "nd"))
+    if isinstance(dt, pd.StringDtype):
+        na = getattr(dt, "na_value", pd.NA)
+        return _tag("pdstr", storage=dt.storage, na="NA" if na is pd.NA else "nan",
+                    v=e.each(arr.to_numpy(dtype=object, na_value=None).tolist()))
+    raise _Refused(s, f"pandas dtype {dt} is not carried")
+
+
+def _enc_index(e: _Encoder, idx: Any) -> Any:
+    pd = sys.modules["pandas"]
+    if type(idx) is pd.RangeIndex:
+        return _tag("pdrange", v=[idx.start, idx.stop, idx.step], name=e.enc(idx.name))
+    if isinstance(idx, pd.MultiIndex):
+        return _tag("pdmulti", levels=[_enc_index(e, level) for level in idx.levels],
+                    codes=[_enc_ndarray(e, c, "nd") for c in idx.codes], names=e.each(idx.names))
+    freq = getattr(idx, "freqstr", None) if isinstance(idx, (pd.DatetimeIndex, pd.TimedeltaIndex)) else None
+    return _tag("pdindex", v=_enc_pdarray(e, idx), name=e.enc(idx.name), freq=freq)
+
+
+def _enc_pil(e: _Encoder, v: Any) -> Any:
+    image_module = sys.modules.get("PIL.Image")
+    if image_module is None or not isinstance(v, image_module.Image):
+        return e.fallback(v, "only PIL images are carried from PIL")
+    palette = v.palette
+    info = {}
+    for key, value in v.info.items():
+        try:  # metadata is carried where it can be; the pixels always are
+            info[key] = e.enc(value)
+        except _Refused:
+            continue
+    return _tag(
+        "image", mode=v.mode, size=list(v.size), b64=_b64(v.tobytes()), info=e.items(info) if info else None,
+        palette=[palette.mode, v.getpalette(palette.mode)] if palette is not None else None,
+    )
+
+
+_LAZY_ENCODERS += [("numpy", _enc_numpy), ("pandas", _enc_pandas), ("PIL", _enc_pil)]
+
+
+# ----------------------------------------------------------------------- decoding
+
+
+def _bad_constant(name: str) -> Any:
+    raise CodecError(f"payload holds the bare JSON constant {name}; the codec tags non-finite floats")
+
+
+def _resolve_class(ref: Any) -> type | None:
+    """Find a class by ``module:qualname`` among loaded modules only; never import."""
+    if not isinstance(ref, str) or ":" not in ref:
+        return None
+    module_name, qualname = ref.split(":", 1)
+    obj: Any = sys.modules.get(module_name)
+    for part in qualname.split("."):
+        # vars() lookups only: no module __getattr__ (which may import) and no descriptors run.
+        obj = vars(obj).get(part) if isinstance(obj, (types.ModuleType, type)) else None
+    return obj if isinstance(obj, type) else None
+
+
+class _Decoder:
+    """One decoding pass: `hook` turns each tagged JSON object (innermost first) into its value."""
+
+    def __init__(self, allow_pickle: bool) -> None:
+        self.allow_pickle = allow_pickle
+
+    def hook(self, obj: dict[str, Any]) -> Any:
+        if TAG not in obj:
+            return obj
+        tag = obj[TAG]
+        decode = _DECODERS.get(tag) if isinstance(tag, str) else None
+        if decode is None:
+            raise CodecError(f"payload holds an unknown tag {tag!r}")
+        try:
+            return decode(self, obj)
+        except CodecError:
+            raise
+        except Exception as exc:
+            raise CodecError(f"malformed {tag!r} value in payload: {type(exc).__name__}: {exc}") from None
+
+    def unpickle(self, obj: dict[str, Any]) -> Any:
+        if not self.allow_pickle:
+            raise CodecError(
+                "payload holds a pickled value; refused because allow_pickle is False "
+                "(never pass allow_pickle=True for data that came out of a sandbox)"
+            )
+        return pickle.loads(_unb64(obj["b64"]))
+
+
+def _unb64(text: Any) -> bytes:
+    if not isinstance(text, str):
+        raise CodecError("binary payload is not a base64 string")
+    return base64.b64decode(text, validate=True)
+
+
+def _dec_int(x: Any) -> int:
+    if type(x) is int:
+        return x
+    if isinstance(x, dict) and x.get(TAG) == "int":
+        return _dec_big_int(x)
+    raise CodecError(f"expected an int, got {type(x).__name__}")
+
+
+def _dec_big_int(obj: dict[str, Any]) -> int:
+    text = obj["hex"]
+    if not isinstance(text, str):
+        raise CodecError("big int is not a hex string")
+    return int(text, 16)
+
+
+def _dec_float(x: Any) -> float:
+    if type(x) is float:
+        return x
+    if type(x) is int:
+        return float(x)
+    if isinstance(x, dict) and x.get(TAG) == "float":
+        return _dec_special_float(x)
+    raise CodecError(f"expected a float, got {type(x).__name__}")
+
+
+def _dec_special_float(obj: dict[str, Any]) -> float:
+    if obj["v"] not in ("nan", "inf", "-inf"):
+        raise CodecError(f"unknown special float {obj['v']!r}")
+    return float(obj["v"])
+
+
+def _dec_list(x: Any) -> list[Any]:
+    if type(x) is not list:
+        raise CodecError(f"expected a list, got {type(x).__name__}")
+    return x
+
+
+def _dec_str(x: Any) -> str:
+    if type(x) is not str:
+        raise CodecError(f"expected a string, got {type(x).__name__}")
+    return x
+
+
+def _dec_td(x: Any) -> _dt.timedelta:
+    days, seconds, micros = (_dec_int(p) for p in _dec_list(x))
+    return _dt.timedelta(days=days, seconds=seconds, microseconds=micros)
+
+
+def _dec_tz(x: Any) -> _dt.tzinfo | None:
+    if x is None:
+        return None
+    if "key" in x:
+        # Zone keys are validated by zoneinfo (normalized relative paths only).
+        return zoneinfo.ZoneInfo(_dec_str(x["key"]))
+    offset = _dec_td(x["offset"])
+    return _dt.timezone(offset) if x.get("name") is None else _dt.timezone(offset, _dec_str(x["name"]))
+
+
+def _dec_with_tz(parse: Callable[[str], Any]) -> Callable[[_Decoder, dict[str, Any]], Any]:
+    def decode(d: _Decoder, obj: dict[str, Any]) -> Any:
+        return parse(_dec_str(obj["v"])).replace(tzinfo=_dec_tz(obj.get("tz")), fold=obj.get("fold", 0))
+
+    return decode
+
+
+def _dec_pairs(d: _Decoder, obj: dict[str, Any]) -> dict[Any, Any]:
+    return dict(_dec_pair(p) for p in _dec_list(obj["v"]))
+
+
+def _dec_pair(p: Any) -> tuple[Any, Any]:
+    if type(p) is not list or len(p) != 2:
+        raise CodecError("dict entry is not a [key, value] pair")
+    return p[0], p[1]
+
+
+_PATH_CLASSES = {cls.__name__: cls for cls in (pathlib.PurePath, pathlib.PurePosixPath, pathlib.PureWindowsPath,
+                                               pathlib.Path, pathlib.PosixPath, pathlib.WindowsPath)}
+
+
+def _dec_path(d: _Decoder, obj: dict[str, Any]) -> pathlib.PurePath:
+    name = obj["cls"]
+    cls = _PATH_CLASSES.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise CodecError(f"unknown path class {name!r}")
+    try:
+        return cls(_dec_str(obj["v"]))
+    except NotImplementedError:
+        pure = pathlib.PureWindowsPath if "Windows" in name else pathlib.PurePosixPath
+        warnings.warn(f"a {name} cannot exist on this system; decoded it as {pure.__name__}", CodecWarning, stacklevel=2)
+        return pure(_dec_str(obj["v"]))
+
+
+def _dec_enum(d: _Decoder, obj: dict[str, Any]) -> Any:
+    cls, value, name = _resolve_class(obj["cls"]), obj["v"], obj.get("name")
+    if cls is not None and issubclass(cls, enum.Enum):
+        try:
+            member = cls._value2member_map_.get(value)
+        except TypeError:  # an unhashable value
+            member = None
+        if member is None and isinstance(name, str):
+            member = cls.__members__.get(name)
+        if member is None and issubclass(cls, enum.Flag):
+            member = cls(value)
+        if member is not None:
+            return member
+    warnings.warn(
+        f"enum class {obj['cls']!r} is not loaded here (the codec never imports modules named by a payload); "
+        "decoded the member as its plain value",
+        CodecWarning,
+        stacklevel=2,
+    )
+    return value
+
+
+def _dec_dataclass(d: _Decoder, obj: dict[str, Any]) -> Any:
+    fields = obj["f"]
+    if not isinstance(fields, dict):
+        raise CodecError("dataclass fields are not a mapping")
+    cls = _resolve_class(obj["cls"])
+    if (
+        cls is not None
+        and dataclasses.is_dataclass(cls)
+        and cls.__new__ is object.__new__
+        and {f.name for f in dataclasses.fields(cls)} == set(fields)
+    ):
+        # Restored the way pickle restores objects: no __init__/__post_init__ code runs.
+        instance = object.__new__(cls)
+        for name, value in fields.items():
+            object.__setattr__(instance, name, value)
+        return instance
+    warnings.warn(
+        f"dataclass {obj['cls']!r} is not loaded here, or its fields differ (the codec never imports modules "
+        "named by a payload); decoded the instance as a dict of its fields",
+        CodecWarning,
+        stacklevel=2,
+    )
+    return fields
+
+
+def _import(name: str) -> Any:
+    """Import a fixed third-party module a payload's tag needs (never a name from the payload)."""
+    try:
+        return __import__(name, fromlist=["_"])
+    except ImportError:
+        raise CodecError(f"payload holds a {name} value, but {name} cannot be imported here") from None
+
+
+def _dec_shape(x: Any) -> tuple[int, ...]:
+    shape = tuple(_dec_int(n) for n in _dec_list(x))
+    if len(shape) > 64 or any(n < 0 for n in shape):
+        raise CodecError(f"invalid array shape {shape}")
+    return shape
+
+
+def _dec_dtype(np: Any, x: Any) -> Any:
+    if isinstance(x, str):
+        return np.dtype(x)
+    if isinstance(x, dict) and "sub" in x:
+        return np.dtype((_dec_dtype(np, x["sub"]), _dec_shape(x["shape"])))
+    if isinstance(x, dict) and "names" in x:
+        spec = {key: x[key] for key in ("names", "offsets", "titles", "itemsize")}
+        spec["formats"] = [_dec_dtype(np, f) for f in _dec_list(x["formats"])]
+        return np.dtype(spec, align=bool(x.get("aligned")))
+    raise CodecError(f"invalid numpy dtype {x!r}")
+
+
+def _dec_ndarray(d: _Decoder, obj: dict[str, Any]) -> Any:
+    np = _import("numpy")
+    shape = _dec_shape(obj["shape"])
+    count = math.prod(shape)
+    if "items" in obj:
+        items = _dec_list(obj["items"])
+        if len(items) != count:
+            raise CodecError(f"array of shape {shape} needs {count} items, payload has {len(items)}")
+        if obj["dtype"] == "T":
+            a = np.array([_dec_str(x) for x in items], dtype=np.dtypes.StringDType())
+        elif obj["dtype"] == "|O":
+            a = np.empty(count, dtype=object)
+            for i, x in enumerate(items):
+                a[i] = x
+        else:
+            raise CodecError(f"elementwise arrays are object or string arrays, not {obj['dtype']!r}")
+        a = a.reshape(shape)
+    else:
+        dt = _dec_dtype(np, obj["dtype"])
+        if dt.hasobject or dt.kind == "T":  # a buffer of object pointers would be memory corruption
+            raise CodecError(f"refused a raw buffer for numpy dtype {dt}, which holds pointers")
+        data = _unb64(obj["b64"])
+        if len(data) != count * dt.itemsize:
+            raise CodecError(f"array of shape {shape} and dtype {dt} needs {count * dt.itemsize} bytes, "
+                             f"payload has {len(data)}")
+        flat = np.frombuffer(bytearray(data), dtype=dt) if data else np.zeros(count, dtype=dt)
+        a = flat.reshape(shape, order="F" if obj.get("order") == "F" else "C")
+    return a[()] if obj[TAG] == "npscalar" else a
+
+
+def _dec_pdarray(pd: Any, a: Any) -> Any:
+    """The values inside a Series or Index: a numpy array or a pandas extension array."""
+    if type(a) is not sys.modules["numpy"].ndarray and not isinstance(a, pd.api.extensions.ExtensionArray):
+        raise CodecError(f"expected array values, got {type(a).__name__}")
+    return a
+
+
+def _dec_pdcat(d: _Decoder, obj: dict[str, Any]) -> Any:
+    pd = _import("pandas")
+    dtype = pd.CategoricalDtype(obj["categories"], ordered=bool(obj["ordered"]))
+    return pd.Categorical.from_codes(obj["codes"], dtype=dtype)
+
+
+def _dec_pddttz(d: _Decoder, obj: dict[str, Any]) -> Any:
+    pd = _import("pandas")
+    return pd.array(obj["v"]).tz_localize("UTC").tz_convert(_dec_tz(obj["tz"]))
+
+
+def _dec_pdmask(d: _Decoder, obj: dict[str, Any]) -> Any:
+    pd = _import("pandas")
+    data, mask = obj["data"], obj["mask"]
+    kind = {"i": pd.arrays.IntegerArray, "u": pd.arrays.IntegerArray, "f": pd.arrays.FloatingArray,
+            "b": pd.arrays.BooleanArray}.get(getattr(getattr(data, "dtype", None), "kind", None))
+    if kind is None:
+        raise CodecError("nullable array data is not a numeric or bool numpy array")
+    return kind(data, mask.astype(bool))
+
+
+def _dec_pdstr(d: _Decoder, obj: dict[str, Any]) -> Any:
+    pd = _import("pandas")
+    storage = obj["storage"] if obj["storage"] in ("python", "pyarrow") else "python"
+    if storage == "pyarrow" and "pyarrow" not in sys.modules:
+        try:
+            __import__("pyarrow")
+        except ImportError:
+            storage = "python"
+    na = pd.NA if obj["na"] == "NA" else float("nan")
+    try:
+        dtype = pd.StringDtype(storage, na_value=na)
+    except TypeError:  # pandas before 2.3 has no na_value
+        dtype = pd.StringDtype(storage)
+    return pd.array([None if x is None else _dec_str(x) for x in _dec_list(obj["v"])], dtype=dtype)
+
+
+def _dec_index(d: _Decoder, obj: dict[str, Any]) -> Any:
+    pd = _import("pandas")
+    values, name, freq = _dec_pdarray(pd, obj["v"]), obj["name"], obj.get("freq")
+    if freq is not None and values.dtype.kind in "mM":
+        cls = pd.DatetimeIndex if values.dtype.kind == "M" else pd.TimedeltaIndex
+        return cls(values, freq=_dec_str(freq), name=name)
+    return pd.Index(values, dtype=values.dtype, name=name, copy=False)
+
+
+def _dec_series(d: _Decoder, obj: dict[str, Any]) -> Any:
+    pd = _import("pandas")
+    values = _dec_pdarray(pd, obj["data"])
+    return pd.Series(values, index=_dec_pdindex(pd, obj["index"]), dtype=values.dtype, name=obj["name"], copy=False)
+
+
+def _dec_pdindex(pd: Any, x: Any) -> Any:
+    if not isinstance(x, pd.Index):
+        raise CodecError(f"expected a pandas Index, got {type(x).__name__}")
+    return x
+
+
+def _dec_df(d: _Decoder, obj: dict[str, Any]) -> Any:
+    pd = _import("pandas")
+    index, columns = _dec_pdindex(pd, obj["index"]), _dec_pdindex(pd, obj["columns"])
+    arrays = [_dec_pdarray(pd, a) for a in _dec_list(obj["data"])]
+    if len(arrays) != len(columns):
+        raise CodecError(f"DataFrame has {len(columns)} column names but {len(arrays)} columns")
+    # Series with an explicit dtype: pandas would otherwise re-infer object columns (e.g. as str).
+    df = pd.DataFrame({i: pd.Series(a, index=index, dtype=a.dtype, copy=False) for i, a in enumerate(arrays)},
+                      index=index)
+    df.columns = columns
+    return df
+
+
+def _dec_image(d: _Decoder, obj: dict[str, Any]) -> Any:
+    image_module = _import("PIL.Image")
+    mode = _dec_str(obj["mode"])
+    width, height = _dec_shape(obj["size"])
+    data = _unb64(obj["b64"])
+    # Check the buffer against the size before PIL allocates anything.
+    row = (width + 7) // 8 if mode == "1" else width * len(image_module.new(mode, (1, 1)).tobytes())
+    if len(data) != row * height:
+        raise CodecError(f"a {mode} image of {width}x{height} needs {row * height} bytes, payload has {len(data)}")
+    image = image_module.frombytes(mode, (width, height), data) if data else image_module.new(mode, (width, height))
+    if obj.get("palette") is not None:
+        palette_mode, palette = _dec_list(obj["palette"])
+        image.putpalette(palette, rawmode=_dec_str(palette_mode))
+    if obj.get("info"):
+        image.info.update(obj["info"])
+    return image
+
+
+def _dec_pdscalar(d: _Decoder, obj: dict[str, Any]) -> Any:
+    pd = _import("pandas")
+    if obj[TAG] == "pdnull":
+        return pd.NaT if obj["v"] == "NaT" else pd.NA
+    if obj[TAG] == "pdtd":
+        return pd.Timedelta(obj["v"])
+    stamp = pd.Timestamp(obj["v"])
+    tz = _dec_tz(obj.get("tz"))
+    return stamp if tz is None else stamp.tz_localize("UTC").tz_convert(tz)
+
+
+_DECODERS: dict[str, Callable[[_Decoder, dict[str, Any]], Any]] = {
+    "int": lambda d, o: _dec_big_int(o),
+    "float": lambda d, o: _dec_special_float(o),
+    "dict": _dec_pairs,
+    "tuple": lambda d, o: tuple(_dec_list(o["v"])),
+    "set": lambda d, o: set(_dec_list(o["v"])),
+    "frozenset": lambda d, o: frozenset(_dec_list(o["v"])),
+    "bytes": lambda d, o: _unb64(o["b64"]),
+    "bytearray": lambda d, o: bytearray(_unb64(o["b64"])),
+    "complex": lambda d, o: complex(*(_dec_float(p) for p in _dec_list(o["v"])[:2])),
+    "decimal": lambda d, o: Decimal(_dec_str(o["v"])),
+    "fraction": lambda d, o: fractions.Fraction(*(_dec_int(p) for p in _dec_list(o["v"])[:2])),
+    "uuid": lambda d, o: uuid.UUID(_dec_str(o["v"])),
+    "range": lambda d, o: range(*(_dec_int(p) for p in _dec_list(o["v"])[:3])),
+    "datetime": _dec_with_tz(_dt.datetime.fromisoformat),
+    "time": _dec_with_tz(_dt.time.fromisoformat),
+    "date": lambda d, o: _dt.date.fromisoformat(_dec_str(o["v"])),
+    "timedelta": lambda d, o: _dec_td(o["v"]),
+    "tz": lambda d, o: _dec_tz(o["tz"]),
+    "path": _dec_path,
+    "enum": _dec_enum,
+    "dc": _dec_dataclass,
+    "pickle": lambda d, o: d.unpickle(o),
+    "nd": _dec_ndarray,
+    "npscalar": _dec_ndarray,
+    "npdtype": lambda d, o: _dec_dtype(_import("numpy"), o["v"]),
+    "pdcat": _dec_pdcat,
+    "pddttz": _dec_pddttz,
+    "pdmask": _dec_pdmask,
+    "pdstr": _dec_pdstr,
+    "pdindex": _dec_index,
+    "pdrange": lambda d, o: _import("pandas").RangeIndex(*(_dec_int(p) for p in _dec_list(o["v"])[:3]), name=o["name"]),
+    "pdmulti": lambda d, o: _import("pandas").MultiIndex(levels=o["levels"], codes=o["codes"], names=o["names"]),
+    "series": _dec_series,
+    "df": _dec_df,
+    "pdts": _dec_pdscalar,
+    "pdtd": _dec_pdscalar,
+    "pdnull": _dec_pdscalar,
+    "image": _dec_image,
+}

@@ -1,0 +1,231 @@
+"""codeward's side inside a kernel sandbox, run before any of the model's code.
+
+The host sends this module's *source* when a kernel starts (see `bridge`), so a
+sandbox needs no codeward install: it imports only the standard library, IPython
+(already there: it is the kernel) and the value codec, which arrives the same way
+and is handed to `install`. It lives in `sys.modules["_codeward"]`; the
+only names the model's namespace gains are the variables, the tools and
+`final_answer`.
+
+Everything the sandbox asks of the host goes through the kernel's stdin channel
+as an `input_request` whose prompt starts with `REQUEST`; the host answers only
+those requests, and only for registered tools.
+"""
+
+from __future__ import annotations
+
+import builtins
+import getpass
+import importlib
+import importlib.metadata
+import inspect
+import subprocess
+import sys
+from types import ModuleType
+from typing import Any
+
+#: Prompt prefix of every request to the host; the host ignores any other prompt.
+REQUEST = "\x1bcodeward:"
+
+#: Marks payload entries (in execute replies) that carry codeward's values.
+PAYLOAD_SOURCE = "codeward"
+
+
+class FinalAnswerException(BaseException):
+    """Raised by `final_answer(x)`: a BaseException, so `except Exception` cannot swallow it."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__("final_answer called")
+        self.value = value
+
+
+class ToolCallError(TypeError):
+    """A tool was called with arguments that do not fit its description."""
+
+
+class ToolError(Exception):
+    """A tool failed on the host; `error_type` names the exception it raised there."""
+
+    def __init__(self, message: str, error_type: str = "") -> None:
+        super().__init__(message)
+        self.error_type = error_type
+
+
+class _Sandbox:
+    """The kernel's shell and the options the host chose, set once by `install`."""
+
+    shell: Any = None
+    codec: Any = None
+    allow_pickle = False
+    tools: dict[str, Any] = {}
+
+
+def install(shell: Any, codec: ModuleType, *, allow_pickle: bool = False) -> None:
+    """Hook into the IPython shell: final answers, last values, and no `input()` for the model."""
+    _Sandbox.shell = shell
+    _Sandbox.codec = codec
+    _Sandbox.allow_pickle = allow_pickle
+    shell.set_custom_exc((FinalAnswerException,), _report_final_answer)
+    shell.events.register("pre_run_cell", _refuse_input)
+    shell.events.register("post_run_cell", _report_last_value)
+
+
+def _ask_host(kind: str, body: str = "") -> str:
+    return _Sandbox.shell.kernel.raw_input(f"{REQUEST}{kind}:{body}")
+
+
+def _write_payload(**entry: Any) -> None:
+    _Sandbox.shell.payload_manager.write_payload({"source": PAYLOAD_SOURCE, **entry})
+
+
+def _report_final_answer(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: Any = None) -> list:
+    answer = getattr(value, "value", None)
+    try:
+        _write_payload(final=_Sandbox.codec.dumps(answer))
+    except Exception as error:  # any encoder failure must reach the host as a readable message
+        _write_payload(final_error=_cannot_leave("the final answer", answer, error))
+    return []
+
+
+def _report_last_value(result: Any) -> None:
+    value = getattr(result, "result", None)
+    if value is None or not getattr(result, "success", False):
+        return
+    try:
+        _write_payload(value=_Sandbox.codec.dumps(value))
+    except Exception as error:
+        _write_payload(value_error=_cannot_leave("the last expression's value", value, error))
+
+
+def _cannot_leave(what: str, value: Any, error: Exception) -> str:
+    kind = type(value)
+    return f"{what}, of type {kind.__module__}.{kind.__qualname__}, cannot leave the sandbox: {error}"
+
+
+def _no_input(prompt: Any = "", *args: Any, **kwargs: Any) -> str:
+    raise RuntimeError(
+        "input() is not available here: no one is there to answer. "
+        "Use the variables and tools you were given instead"
+    )
+
+
+def _refuse_input(info: Any = None) -> None:
+    builtins.input = _no_input
+    getpass.getpass = _no_input
+
+
+# -- values and tools from the host --------------------------------------------
+
+
+def load_variables() -> None:
+    """Fetch the variables the host prepared for this cell and bind them in the model's namespace."""
+    text = _ask_host("variables")
+    _Sandbox.shell.user_ns.update(_Sandbox.codec.decode_variables(text, allow_pickle=_Sandbox.allow_pickle))
+
+
+def load_tools() -> None:
+    """Fetch the tool descriptions the host prepared and define one function per tool."""
+    specs = _Sandbox.codec.loads(_ask_host("tools"), allow_pickle=_Sandbox.allow_pickle)
+    namespace = _Sandbox.shell.user_ns
+    for name, stub in _Sandbox.tools.items():
+        if namespace.get(name) is stub:
+            del namespace[name]
+    _Sandbox.tools = {spec["name"]: _make_tool(spec) for spec in specs}
+    namespace.update(_Sandbox.tools)
+
+
+def _make_tool(spec: dict[str, Any]) -> Any:
+    """A function with the tool's name, signature and docstring that runs where the host chose."""
+    name, run, final = spec["name"], spec["run"], spec["final"]
+    signature = _signature(spec)
+    target = _define_inline(name, spec["source"]) if run == "inline" else None
+
+    def tool(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise ToolCallError(f"{name}(): {error}") from None
+        if run == "host":
+            value = _call_host(name, dict(bound.arguments))
+        elif run == "inline":
+            value = target(*bound.args, **bound.kwargs)
+        else:  # "identity": the plain final_answer tool
+            value = next(iter(bound.arguments.values()), None)
+        if final:
+            raise FinalAnswerException(value)
+        return value
+
+    tool.__name__ = tool.__qualname__ = name
+    tool.__module__ = "__main__"
+    tool.__doc__ = spec["doc"]
+    tool.__signature__ = signature  # type: ignore[attr-defined]
+    return tool
+
+
+def _signature(spec: dict[str, Any]) -> inspect.Signature:
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    params = []
+    for param in spec["params"]:
+        default = param["default"] if "default" in param else inspect.Parameter.empty
+        if default is inspect.Parameter.empty and params and params[-1].default is not inspect.Parameter.empty:
+            kind = inspect.Parameter.KEYWORD_ONLY  # a required input after an optional one
+        params.append(inspect.Parameter(param["name"], kind, default=default, annotation=param["annotation"]))
+    return inspect.Signature(params, return_annotation=spec["returns"])
+
+
+def _define_inline(name: str, source: str) -> Any:
+    """Run a tool's shipped source in a namespace of its own and return the function it defines."""
+    namespace: dict[str, Any] = {"__name__": f"_codeward_tool_{name}"}
+    exec(compile(source, f"<tool {name}>", "exec"), namespace)
+    return namespace[name]
+
+
+def _call_host(name: str, arguments: dict[str, Any]) -> Any:
+    """Run a tool on the host and return its value, or raise its error here."""
+    reply = _Sandbox.codec.loads(
+        _ask_host("tool", _Sandbox.codec.dumps({"tool": name, "arguments": arguments})),
+        allow_pickle=_Sandbox.allow_pickle,
+    )
+    if "error" not in reply:
+        return reply["value"]
+    error = reply["error"]
+    if error["kind"] == "call":
+        raise ToolCallError(error["message"])
+    raise ToolError(f"tool {name!r} failed: {error['type']}: {error['message']}", error["type"])
+
+
+# -- packages --------------------------------------------------------------------
+
+
+def install_packages(packages: list[str]) -> list[str]:
+    """pip-install into this kernel's interpreter; return the top-level modules they provide."""
+    before = _modules_by_distribution()
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", *packages],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"pip could not install {packages}:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
+    importlib.invalidate_caches()
+    after = _modules_by_distribution()
+    asked = {_normal(p) for p in packages}
+    return sorted(
+        {module for dist, modules in after.items() if dist in asked or dist not in before for module in modules}
+    )
+
+
+def _modules_by_distribution() -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for module, dists in importlib.metadata.packages_distributions().items():
+        for dist in dists:
+            found.setdefault(_normal(dist), set()).add(module)
+    return found
+
+
+def _normal(requirement: str) -> str:
+    """A distribution name from a requirement, normalised as PEP 503 does."""
+    name = requirement.strip()
+    for stop in "<>=!~[;@ ":
+        name = name.split(stop, 1)[0]
+    return name.lower().replace("_", "-").replace(".", "-")

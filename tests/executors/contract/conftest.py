@@ -1,0 +1,81 @@
+"""The executor contract suite's fixtures: one profile per registered executor.
+
+A new sandbox joins the suite by registering itself and adding a profile here;
+an executor registered without a profile fails the suite, so none slips past it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from codeward.executors.base import Executor, available_executors, create_executor, executor_class
+
+#: Seconds every executor in the suite gets per run; the timeout checks rely on it.
+TIMEOUT = 3.0
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How to build an executor for the suite, and what kind of sandbox it is."""
+
+    make: Callable[[], Executor]
+    #: The code runs inside the test's own process: no process to kill or leak.
+    in_process: bool = False
+    #: Process ids the sandbox reports are this host's (so the suite can check they are gone).
+    host_pids: bool = True
+
+
+PROFILES: dict[str, Profile] = {
+    "local": Profile(make=lambda: create_executor("local", timeout_seconds=TIMEOUT), in_process=True, host_pids=False),
+    "jupyter": Profile(make=lambda: create_executor("jupyter", timeout_seconds=TIMEOUT)),
+}
+
+
+def _module_missing(name: str) -> str | None:
+    """Why the executor's class cannot be imported here, or None when it can."""
+    try:
+        executor_class(name)
+    except ImportError as error:
+        return f"the {name!r} executor cannot be imported here: {error}"
+    return None
+
+
+@pytest.fixture(params=available_executors())
+def executor_name(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    if name not in PROFILES:
+        pytest.fail(f"executor {name!r} is registered but has no profile in tests/executors/contract/conftest.py")
+    missing = _module_missing(name)
+    if missing:
+        pytest.skip(missing)
+    return name
+
+
+@pytest.fixture
+def profile(executor_name: str) -> Profile:
+    return PROFILES[executor_name]
+
+
+@pytest.fixture
+def executor(profile: Profile) -> Iterator[Executor]:
+    with profile.make() as made:
+        yield made
+
+
+def process_gone(pid: int) -> bool:
+    """True when no live process has this id (a zombie waiting for its reaper counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False

@@ -1,0 +1,210 @@
+"""The executor contract: what every sandbox must do, checked against each registered executor.
+
+Checks that cannot apply to an in-process sandbox are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import signal
+import time
+import uuid
+from datetime import date, datetime, timedelta, timezone
+from datetime import time as clock
+from decimal import Decimal
+from fractions import Fraction
+from pathlib import PurePosixPath
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, Executor, SandboxError
+from codeward.platform.tools import FinalAnswerTool, tool
+
+from .conftest import TIMEOUT, Profile, process_gone
+
+#: Seconds past the time limit within which a runaway block must be stopped.
+SLACK = 5.0
+
+
+@tool
+def double(x: int) -> int:
+    """Doubles a number.
+
+    Args:
+        x: the number to double
+    """
+    return 2 * x
+
+
+TOOLS = {"double": double, "final_answer": FinalAnswerTool()}
+
+
+def samples() -> dict[str, Any]:
+    """One variable per type the codec carries."""
+    image = Image.new("RGB", (3, 2), (10, 20, 30))
+    image.putpixel((1, 1), (200, 100, 0))
+    return {
+        "v_none": None,
+        "v_bool": True,
+        "v_int": 2**100 + 1,
+        "v_neg_zero": -0.0,
+        "v_nan": float("nan"),
+        "v_inf": float("-inf"),
+        "v_str": "héllo\n\x00 wörld",
+        "v_bytes": bytes(range(256)),
+        "v_list": [1, "two", None, [3.5]],
+        "v_tuple": (1, (2, 3), "x"),
+        "v_dict": {1: "int key", (2, 3): "tuple key", "s": {"nested": [1]}, None: 0},
+        "v_set": {1, 2, "three"},
+        "v_frozenset": frozenset({(1, 2), "a"}),
+        "v_complex": complex(1.5, -2),
+        "v_datetime": datetime(2024, 2, 29, 23, 59, 58, 123456, tzinfo=timezone(timedelta(hours=5, minutes=30))),
+        "v_naive": datetime(1999, 12, 31, 1, 2, 3),
+        "v_date": date(2000, 1, 1),
+        "v_time": clock(12, 30, 15, 7),
+        "v_timedelta": timedelta(days=-2, seconds=5, microseconds=9),
+        "v_decimal": Decimal("3.14159265358979323846264338327950288"),
+        "v_fraction": Fraction(22, 7),
+        "v_path": PurePosixPath("/data/in.csv"),
+        "v_uuid": uuid.UUID("12345678-1234-5678-1234-567812345678"),
+        "v_enum": signal.Signals.SIGTERM,
+        "v_flag": re.IGNORECASE | re.MULTILINE,
+        "v_array": np.arange(24, dtype=np.int16).reshape(2, 3, 4),
+        "v_float_array": np.array([[1.5, np.nan], [np.inf, -0.0]], dtype=np.float32),
+        "v_frame": pd.DataFrame(
+            {"city": ["Oslo", "Rome"], "temp": [3.5, 18.0], "rank": np.array([2, 1], dtype=np.int8)},
+            index=pd.Index(["a", "b"], name="key"),
+        ),
+        "v_series": pd.Series([1, 2, 3], index=[10, 20, 30], name="counts", dtype="int32"),
+        "v_image": image,
+    }
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal in value *and* type, with nan equal to itself and -0.0 apart from 0.0."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+    if isinstance(a, (pd.DataFrame, pd.Series)):
+        return a.equals(b) and list(a.index.names) == list(b.index.names) and _dtypes(a) == _dtypes(b)
+    if isinstance(a, Image.Image):
+        return (a.mode, a.size, a.tobytes()) == (b.mode, b.size, b.tobytes())
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
+def _dtypes(value: pd.DataFrame | pd.Series) -> Any:
+    return value.dtypes.to_dict() if isinstance(value, pd.DataFrame) else value.dtype
+
+
+def test_variables_of_every_codec_type_arrive_intact(executor: Executor) -> None:
+    values = samples()
+    executor.send_variables(values)
+    types_inside = executor.run("{name: type(value).__name__ for name, value in dict(%s).items()}" % _pairs(values))
+    assert types_inside.output == {name: type(value).__name__ for name, value in values.items()}
+    for name, value in values.items():
+        back = executor.run(name).output
+        assert same(back, value), f"{name}: sent {value!r}, came back {back!r}"
+
+
+def _pairs(values: dict[str, Any]) -> str:
+    return ", ".join(f"{name}={name}" for name in values)
+
+
+def test_state_persists_between_runs(executor: Executor) -> None:
+    executor.run("import math\nbase = 20\ndef grow(x):\n    return base + math.floor(x)")
+    executor.run("base += 1")
+    assert executor.run("grow(1.9)").output == 22
+
+
+def test_stdout_and_stderr_land_in_logs(executor: Executor) -> None:
+    result = executor.run("import sys\nprint('to stdout')\nprint('to stderr', file=sys.stderr)\nprint('again')")
+    assert "to stdout" in result.logs and "to stderr" in result.logs
+    assert result.logs.index("to stdout") < result.logs.index("again")
+    assert result.is_final_answer is False
+
+
+def test_the_last_expression_is_the_output(executor: Executor) -> None:
+    assert executor.run("x = [1, 2]\nx + [3]").output == [1, 2, 3]
+    assert executor.run("y = 5").output is None
+
+
+def test_final_answer_cannot_be_swallowed_by_except_exception(executor: Executor) -> None:
+    executor.send_tools(TOOLS)
+    result = executor.run(
+        "try:\n    final_answer({'answer': double(21)})\nexcept Exception:\n    print('swallowed')\nprint('after')"
+    )
+    assert result == CodeOutput({"answer": 42}, result.logs, True, result.displays)
+    assert "swallowed" not in result.logs and "after" not in result.logs
+
+
+def test_a_code_error_carries_the_sandbox_traceback_and_earlier_logs(executor: Executor) -> None:
+    with pytest.raises(ExecutionError) as caught:
+        executor.run("print('before the fault')\ndef divide(a):\n    return a / 0\n\ndivide(7)")
+    error = caught.value
+    assert "before the fault" in error.logs
+    assert error.error_type == "ZeroDivisionError"
+    assert "ZeroDivisionError" in error.traceback and "divide" in error.traceback
+    assert executor.run("1 + 1").output == 2
+
+
+def test_an_infinite_loop_is_stopped_by_the_timeout_and_the_next_run_works(executor: Executor) -> None:
+    executor.send_variables({"kept": 7})
+    started = time.monotonic()
+    with pytest.raises(ExecutionTimeout) as caught:
+        executor.run("print('looping')\nn = 0\nwhile True:\n    n += 1")
+    elapsed = time.monotonic() - started
+    assert TIMEOUT <= elapsed + 0.1 and elapsed < TIMEOUT + SLACK
+    assert "looping" in caught.value.logs
+    assert executor.run("kept * 6").output == 42
+
+
+@pytest.mark.parametrize(
+    "death",
+    ["import os\nos._exit(1)", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"],
+    ids=["os._exit", "killed-like-oom"],
+)
+def test_a_sandbox_that_dies_raises_and_the_next_run_gets_variables_and_tools_again(
+    executor: Executor, profile: Profile, death: str
+) -> None:
+    if profile.in_process:
+        pytest.skip("in-process sandbox: its death would be the test process's own")
+    executor.send_variables({"given": 5})
+    executor.send_tools(TOOLS)
+    executor.run("defined_by_code = 1")
+    with pytest.raises(SandboxError) as caught:
+        executor.run(f"print('last words')\n{death}")
+    assert caught.value.state_lost is True
+    assert "lost" in caught.value.message
+    assert executor.run("double(given)").output == 10
+    with pytest.raises(ExecutionError, match="defined_by_code"):
+        executor.run("defined_by_code")
+
+
+def test_close_leaves_no_process_behind(profile: Profile) -> None:
+    if profile.in_process or not profile.host_pids:
+        pytest.skip("in-process sandbox: it starts no process of its own")
+    executor = profile.make()
+    pids = executor.run(
+        "import os, subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "(os.getpid(), child.pid)"
+    ).output
+    assert not any(process_gone(pid) for pid in pids)
+    executor.close()
+    executor.close()  # idempotent
+    deadline = time.monotonic() + 5
+    while not all(process_gone(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(process_gone(pid) for pid in pids), f"still running after close(): {pids}"
