@@ -197,3 +197,4 @@ def create_executor(name: str, **kwargs: Any) -> Executor:
 
 register_executor("local", "codeward.executors.local", "LocalExecutor")
 register_executor("jupyter", "codeward.executors.jupyter", "JupyterExecutor", extra="jupyter")
+register_executor("docker", "codeward.executors.docker", "DockerExecutor", extra="docker")

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import docker
 import docker.errors
+import requests
 from docker.models.images import Image
 
 from codeward.executors.base import ExecutorError, SandboxError
@@ -35,6 +36,7 @@ from codeward.executors.base import ExecutorError, SandboxError
 __all__ = [
     "BUILD_COMMAND",
     "CONTENT_LABEL",
+    "ENGINE_ERRORS",
     "IMAGE_REPOSITORY",
     "REGISTRY_BASE",
     "SandboxImageError",
@@ -65,6 +67,11 @@ _BASE_SCRIPT = "debian-base.sh"
 _PROBE = (
     "import platform, sys; print('%d.%d' % sys.version_info[:2], platform.libc_ver()[1] or '0.0', platform.machine())"
 )
+
+
+#: What a call to the engine raises when it fails, or when the engine is gone (the SDK lets
+#: connection errors through unwrapped).
+ENGINE_ERRORS = (docker.errors.DockerException, requests.RequestException)
 
 
 class SandboxImageError(ExecutorError):
@@ -112,7 +119,7 @@ def engine_client() -> docker.DockerClient:
     try:
         client = docker.from_env()
         client.ping()
-    except docker.errors.DockerException as error:
+    except ENGINE_ERRORS as error:
         raise SandboxError(
             f"the Docker engine does not answer ({error}); start it (on Debian: "
             "apt-get install -y docker.io && dockerd &) or point DOCKER_HOST at a running one",

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import secrets
 import shutil
 import socket
@@ -32,7 +33,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from queue import Empty
 from typing import Any
@@ -44,8 +45,10 @@ from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.connect import KernelConnectionInfo
 
 from codeward.executors.base import SandboxError
+from codeward.executors.docker_images import ENGINE_ERRORS
 
 __all__ = [
+    "EXTRA_RUN_KWARGS",
     "IPC_DIR_LABEL",
     "OWNER_HOST_LABEL",
     "OWNER_PID_LABEL",
@@ -53,6 +56,7 @@ __all__ = [
     "SESSION_LABEL",
     "Hardening",
     "KernelContainer",
+    "checked_extra_run_kwargs",
     "list_sandboxes",
     "owner_alive",
     "process_started",
@@ -72,7 +76,28 @@ CONTAINER_IPC_DIR = "/run/codeward"
 CONTAINER_HOME = "/home/sandbox"
 IPC_DIR_PREFIX = "codeward-ipc-"
 _SOCKET_NAME = "kernel"
+# No history database: nobody reads it, and it costs start time and tmpfs space.
+_KERNEL_COMMAND = ("python3", "-m", "ipykernel_launcher", "--HistoryManager.enabled=False", "-f")
 _MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the final NUL
+_SIZE = re.compile(r"^[1-9][0-9]*[bkmgBKMG]?$")
+#: The keys `extra_run_kwargs` may carry: none of them weakens the sandbox.
+EXTRA_RUN_KWARGS = frozenset(
+    {"environment", "hostname", "domainname", "shm_size", "cpuset_cpus", "cpu_shares", "mem_reservation", "log_config"}
+)
+# Settings that the named arguments own, and the argument for each.
+_NAMED_INSTEAD = {
+    "network_mode": "network",
+    "network": "network",
+    "network_disabled": "network",
+    "mem_limit": "mem_limit",
+    "memswap_limit": "mem_limit",
+    "nano_cpus": "cpus",
+    "cpu_quota": "cpus",
+    "cpu_period": "cpus",
+    "pids_limit": "pids_limit",
+    "tmpfs": "tmpfs_size",
+    "runtime": "runtime",
+}
 # The first uid tried for root's sandboxes: inside Debian's range for
 # project-allocated ids, below systemd's dynamic users, normally free.
 _UNUSED_UID_START = 61000
@@ -88,6 +113,23 @@ class Hardening:
     pids_limit: int = 256
     tmpfs_size: str = "256m"
     runtime: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.network, str) or not self.network:
+            raise ValueError(f"network must name a Docker network ('none', 'bridge', ...), got {self.network!r}")
+        for name in ("mem_limit", "tmpfs_size"):
+            if not _SIZE.match(str(getattr(self, name))):
+                raise ValueError(f"{name} must be a size such as '1g' or '512m', got {getattr(self, name)!r}")
+        if isinstance(self.cpus, bool) or not isinstance(self.cpus, (int, float)) or not self.cpus > 0:
+            raise ValueError(f"cpus must be a positive number of CPUs such as 1.0 or 0.5, got {self.cpus!r}")
+        if isinstance(self.pids_limit, bool) or not isinstance(self.pids_limit, int) or self.pids_limit < 16:
+            raise ValueError(f"pids_limit must be a whole number of processes, at least 16, got {self.pids_limit!r}")
+        if self.runtime is not None and (not isinstance(self.runtime, str) or not self.runtime):
+            raise ValueError(f"runtime must name a Docker runtime such as 'runsc', or be None, got {self.runtime!r}")
+
+    def changes(self) -> dict[str, Any]:
+        """The settings that differ from the strict defaults (for the log: loosening is never silent)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default}
 
     def run_options(self, uid: int, gid: int) -> dict[str, Any]:
         """The Docker SDK arguments that enforce these limits for a kernel run as `uid:gid`."""
@@ -112,6 +154,27 @@ class Hardening:
         return options
 
 
+def checked_extra_run_kwargs(extra: dict[str, Any] | None) -> dict[str, Any]:
+    """`extra` if it only adds harmless container settings; an error naming the right argument otherwise.
+
+    Anything that could weaken the sandbox is refused here, so loosening always
+    goes through a named argument, where it is validated and logged.
+    """
+    extra = dict(extra or {})
+    for key in extra:
+        if key in _NAMED_INSTEAD:
+            raise ValueError(f"extra_run_kwargs cannot set {key!r}; use the named argument {_NAMED_INSTEAD[key]}=")
+        if key not in EXTRA_RUN_KWARGS:
+            allowed = ", ".join(sorted(EXTRA_RUN_KWARGS))
+            raise ValueError(
+                f"extra_run_kwargs cannot set {key!r}: it could weaken the sandbox or would break it; "
+                f"allowed keys are {allowed}"
+            )
+    if not isinstance(extra.get("environment", {}), dict):
+        raise TypeError("extra_run_kwargs['environment'] must be a dict of names to values")
+    return extra
+
+
 @dataclass
 class KernelContainer:
     """A started sandbox: its container, its ipc folder and how the host connects to its kernel."""
@@ -130,15 +193,75 @@ class KernelContainer:
         self._clients.append(kernel_client)
         return kernel_client
 
-    def remove(self) -> None:
-        """Stop the kernel, remove the container and its folder; safe to call again."""
+    def is_running(self) -> bool:
+        """Whether the container still runs; an engine that does not answer counts as no."""
+        try:
+            self.container.reload()
+        except ENGINE_ERRORS:
+            return False
+        return bool(self.container.status == "running")
+
+    def describe_exit(self) -> str:
+        """Why the container stopped, in words, with the end of what the kernel wrote."""
+        try:
+            self.container.reload()
+        except docker.errors.NotFound:
+            return "the sandbox's container was removed from outside"
+        except ENGINE_ERRORS as error:
+            return f"the Docker engine stopped answering ({type(error).__name__})"
+        state = self.container.attrs.get("State", {})
+        if state.get("OOMKilled"):
+            limit = self.container.attrs.get("HostConfig", {}).get("Memory") or 0
+            how = f"the sandbox ran out of memory (limit {limit / 2**20:.0f} MiB) and was killed"
+        elif state.get("Running"):
+            how = "the sandbox's kernel stopped answering"
+        elif state.get("ExitCode") == 137:
+            how = "the sandbox was killed (SIGKILL), from outside or for lack of memory"
+        else:
+            how = f"the sandbox's kernel exited with code {state.get('ExitCode')}"
+        tail = _logs(self.container).strip()
+        return how + (f"; the end of its output:\n{tail[-2000:]}" if tail else "")
+
+    def task_count(self) -> int | None:
+        """How many processes and threads the container holds: what its pids limit counts.
+
+        Read from the container's cgroup when the engine runs on this machine
+        (microseconds), else asked of the engine (about a second); None if neither answers.
+        """
+        for path in _cgroup_pids_files(self.container.id or ""):
+            try:
+                return int(Path(path).read_text())
+            except (OSError, ValueError):
+                continue
+        try:
+            return int(self.container.stats(stream=False)["pids_stats"]["current"])
+        except (*ENGINE_ERRORS, KeyError, TypeError, ValueError):
+            return None
+
+    def remove(self) -> bool:
+        """Stop the kernel, remove the container and its folder; safe to call again.
+
+        False when the engine did not answer, so the container may remain: call again later.
+        """
         while self._clients:
             self._clients.pop().stop_channels()
+        shutil.rmtree(self.ipc_dir, ignore_errors=True)
         try:
             self.container.remove(force=True)
         except docker.errors.NotFound:
             pass
-        shutil.rmtree(self.ipc_dir, ignore_errors=True)
+        except ENGINE_ERRORS:
+            return False
+        return True
+
+
+def _cgroup_pids_files(container_id: str) -> list[str]:
+    """Where a local engine keeps a container's task count: cgroup v1, v2 with systemd, v2 with cgroupfs."""
+    return [
+        f"/sys/fs/cgroup/pids/docker/{container_id}/pids.current",
+        f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/pids.current",
+        f"/sys/fs/cgroup/docker/{container_id}/pids.current",
+    ]
 
 
 def start_kernel_container(
@@ -148,12 +271,17 @@ def start_kernel_container(
     *,
     ready_timeout: float = 60.0,
     extra_labels: dict[str, str] | None = None,
+    extra_run_kwargs: dict[str, Any] | None = None,
 ) -> KernelContainer:
     """Start a hardened container running an ipykernel, and wait until it answers.
 
-    On any failure the container and folder are removed before the error is raised.
+    `extra_run_kwargs` may only add settings that do not weaken the sandbox
+    (`checked_extra_run_kwargs`). On any failure the container and folder are
+    removed before the error is raised.
     """
     hardening = hardening or Hardening()
+    extra = checked_extra_run_kwargs(extra_run_kwargs)
+    environment = {**extra.pop("environment", {}), "HOME": CONTAINER_HOME, "USER": "sandbox", "LOGNAME": "sandbox"}
     uid, gid = sandbox_ids()
     session = uuid.uuid4().hex
     ipc_dir = _private_ipc_dir(uid, gid)
@@ -163,15 +291,16 @@ def start_kernel_container(
     try:
         container = client.containers.run(
             image,
-            ["python3", "-m", "ipykernel_launcher", "-f", f"{CONTAINER_IPC_DIR}/kernel.json"],
+            [*_KERNEL_COMMAND, f"{CONTAINER_IPC_DIR}/kernel.json"],
             detach=True,
             labels=labels,
-            environment={"HOME": CONTAINER_HOME, "USER": "sandbox", "LOGNAME": "sandbox"},
+            environment=environment,
             volumes={str(ipc_dir): {"bind": CONTAINER_IPC_DIR, "mode": "rw"}},
             working_dir=CONTAINER_HOME,
+            **extra,
             **hardening.run_options(uid, gid),
         )
-    except docker.errors.DockerException as error:
+    except ENGINE_ERRORS as error:
         shutil.rmtree(ipc_dir, ignore_errors=True)
         raise SandboxError(f"could not start a sandbox from image {image!r}: {error}", state_lost=False) from error
     sandbox = KernelContainer(container, ipc_dir, _connection_info(str(ipc_dir), key), session)
@@ -245,7 +374,7 @@ def _wait_until_ready(sandbox: KernelContainer, timeout: float) -> None:
         try:
             reply = kernel_client.get_shell_msg(timeout=0.1)
         except Empty:
-            _fail_if_stopped(sandbox.container)
+            _fail_if_stopped(sandbox)
             if time.monotonic() > deadline:
                 raise SandboxError(
                     f"the sandbox's kernel did not answer within {timeout:g}s", logs=_logs(sandbox.container)
@@ -255,17 +384,17 @@ def _wait_until_ready(sandbox: KernelContainer, timeout: float) -> None:
             return
 
 
-def _fail_if_stopped(container: Container) -> None:
-    container.reload()
-    if container.status in {"exited", "dead"}:
-        code = container.attrs.get("State", {}).get("ExitCode")
-        raise SandboxError(f"the sandbox's kernel exited at start (exit code {code})", logs=_logs(container))
+def _fail_if_stopped(sandbox: KernelContainer) -> None:
+    if not sandbox.is_running():
+        raise SandboxError(
+            f"the sandbox's kernel exited at start: {sandbox.describe_exit()}", logs=_logs(sandbox.container)
+        )
 
 
 def _logs(container: Container) -> str:
     try:
         return container.logs(tail=50).decode(errors="replace")
-    except docker.errors.DockerException:
+    except ENGINE_ERRORS:
         return ""
 
 
