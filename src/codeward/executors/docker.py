@@ -76,7 +76,13 @@ class DockerExecutor(JupyterExecutor):
         self._sandbox: KernelContainer | None = None
         # Sandboxes whose removal failed while the engine was away; removed at the next chance.
         self._leftovers: list[KernelContainer] = []
+        self._replaced_exhausted = False
         super().__init__(timeout_seconds=timeout_seconds, tools_mode=tools_mode, allow_pickle=allow_pickle)
+
+    @property
+    def sandbox(self) -> KernelContainer | None:
+        """The running sandbox (container, ipc folder), or None before the first start and after close."""
+        return self._sandbox
 
     # -- the container behind the kernel session ------------------------------------
 
@@ -106,6 +112,9 @@ class DockerExecutor(JupyterExecutor):
         return self._sandbox is not None and self._sandbox.is_running()
 
     def _replace_container(self) -> dict[str, Any]:
+        # A timeout's interrupt cannot get through to a kernel whose sandbox is full of processes,
+        # so this is where a fork bomb is seen: remember it for the error `run` raises.
+        self._replaced_exhausted = self._processes_exhausted()
         self._remove_container()
         return dict(self._start_container().connection_info)
 
@@ -127,12 +136,14 @@ class DockerExecutor(JupyterExecutor):
 
     def run(self, code: str) -> CodeOutput:
         """Run `code`; a failure that left the sandbox full of processes replaces the sandbox."""
+        self._replaced_exhausted = False
         try:
             return super().run(code)
         except ExecutionError as error:
-            if not self._processes_exhausted():
-                raise
-            self._discard_session()
+            if not self._replaced_exhausted:
+                if not self._processes_exhausted():
+                    raise
+                self._discard_session()
             raise SandboxError(
                 f"the code filled the sandbox's process limit ({self.hardening.pids_limit} processes and threads: "
                 "a fork bomb?), so the sandbox was replaced. Variables and functions defined by earlier code are "

@@ -76,8 +76,17 @@ CONTAINER_IPC_DIR = "/run/codeward"
 CONTAINER_HOME = "/home/sandbox"
 IPC_DIR_PREFIX = "codeward-ipc-"
 _SOCKET_NAME = "kernel"
-# No history database: nobody reads it, and it costs start time and tmpfs space.
-_KERNEL_COMMAND = ("python3", "-m", "ipykernel_launcher", "--HistoryManager.enabled=False", "-f")
+# No history database: nobody reads it, and it costs start time and tmpfs space. parent_handle=1
+# stops the kernel printing its "how to connect" banner, so the container's output holds only
+# what went wrong.
+_KERNEL_COMMAND = (
+    "python3",
+    "-m",
+    "ipykernel_launcher",
+    "--HistoryManager.enabled=False",
+    "--IPKernelApp.parent_handle=1",
+    "-f",
+)
 _MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the final NUL
 _SIZE = re.compile(r"^[1-9][0-9]*[bkmgBKMG]?$")
 #: The keys `extra_run_kwargs` may carry: none of them weakens the sandbox.
@@ -234,7 +243,8 @@ class KernelContainer:
             except (OSError, ValueError):
                 continue
         try:
-            return int(self.container.stats(stream=False)["pids_stats"]["current"])
+            stats: dict[str, Any] = self.container.stats(stream=False)  # type: ignore[assignment]
+            return int(stats["pids_stats"]["current"])
         except (*ENGINE_ERRORS, KeyError, TypeError, ValueError):
             return None
 

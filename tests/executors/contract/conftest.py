@@ -49,7 +49,9 @@ PROFILES: dict[str, Profile] = {
     "local": Profile(make=lambda: create_executor("local", timeout_seconds=TIMEOUT), in_process=True, host_pids=False),
     "jupyter": Profile(make=lambda: create_executor("jupyter", timeout_seconds=TIMEOUT)),
     "docker": Profile(
-        make=lambda: create_executor("docker", timeout_seconds=TIMEOUT), host_pids=False, unavailable=_docker_unavailable
+        make=lambda: create_executor("docker", timeout_seconds=TIMEOUT),
+        host_pids=False,
+        unavailable=_docker_unavailable,
     ),
 }
 
