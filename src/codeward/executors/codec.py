@@ -7,30 +7,50 @@ nan, bytes...), so a value that JSON cannot hold exactly becomes a tagged object
 floats, ints, lists, dicts with str keys) stays plain, so payloads stay compact.
 Binary payloads (bytes, array buffers, image pixels) are base64 inside the JSON.
 
+Carried exactly, types kept: None, bool, int (any size), float (nan, inf, -0.0),
+str (lone surrogates included: the text is pure-ASCII JSON), bytes, bytearray,
+list, tuple, dict (any hashable keys, order kept), set, frozenset, complex,
+Decimal, Fraction, UUID, range, datetime/date/time/timedelta with fixed-offset
+or zoneinfo time zones, pathlib paths, OrderedDict, Counter, deque; enum members,
+dataclass instances and namedtuples by class; numpy arrays (any shape; every
+fixed-size dtype as a raw buffer, structured ones included; object and
+StringDType arrays element by element), numpy scalars and dtypes; pandas
+DataFrame, Series and Index (numpy, categorical, tz-aware datetime, nullable
+and string dtypes; RangeIndex, MultiIndex, names, freq), Timestamp, Timedelta,
+NaT, NA; PIL images (raw pixels, mode, palette). Not kept: object identity
+(shared references arrive as copies), the sign and payload of a Python float nan,
+DataFrame.attrs, and image metadata the codec cannot carry. Anything else fails
+with `CodecError`, or is pickled when the sender opts in with ``allow_pickle=True``.
+
 Security, because the host decodes what comes out of a sandbox:
 - `loads` never unpickles unless ``allow_pickle=True`` (the host never passes it
   for sandbox output); pickle is only a host-to-sandbox opt-in for trusted setups.
-- `loads` never imports a module named by a payload: dataclass and enum classes
-  are looked up in ``sys.modules`` only, through plain ``__dict__`` lookups, and
-  dataclass instances are restored without running ``__init__``.
+- `loads` never imports a module named by a payload: enum, dataclass and namedtuple
+  classes are looked up in ``sys.modules`` only, through plain ``__dict__`` lookups,
+  and instances are restored without running their ``__init__``. A class that is
+  not loaded where the value is decoded gives its plain form and a `CodecWarning`.
 - No payload decodes to more memory than a small multiple of its own size (no
   compression, buffer sizes checked against shapes before anything is allocated),
   and nesting too deep for the interpreter fails as `CodecError`.
 
 This module's source is also executed as-is inside sandboxes where codeward is
 not installed: it imports only the standard library at top level, and numpy,
-pandas and PIL only when a value of theirs is met.
+pandas and PIL only when a value of theirs is met. That is why it is one module,
+longer than most: a sandbox receives exactly one source text.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
+import collections
 import dataclasses
 import datetime as _dt
 import enum
 import fractions
 import json
 import math
+import os
 import pathlib
 import pickle
 import sys
@@ -38,8 +58,9 @@ import types
 import uuid
 import warnings
 import zoneinfo
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 
 __all__ = [
     "CodecError",
@@ -55,9 +76,9 @@ _PICKLE_HINT = (
     "convert it to a carried type, or, for a sandbox you trust, pass allow_pickle=True "
     "to send it pickled (host to sandbox only: the host never unpickles sandbox output)"
 )
-# Ints above this many bits travel as hex: every Python parses them, whatever its
-# int-to-decimal-string digit limit (the minimum settable limit is 640 digits).
-_BIG_INT_BITS = 2000
+# Ints this large travel as hex: every Python parses that, whatever its
+# int-to-decimal-string digit limit (the lowest settable limit is 640 digits).
+_INT_LIMIT = 2**2000
 
 
 class CodecError(TypeError):
@@ -83,7 +104,8 @@ class _Refused(Exception):
 
 def dumps(value: Any, *, allow_pickle: bool = False) -> str:
     """Encode one value as JSON text; raise `CodecError` if it cannot be carried."""
-    return _to_text(_Encoder(allow_pickle).run(value, "value"))
+    encoder = _Encoder(allow_pickle)
+    return encoder.text(encoder.run(value, "value"))
 
 
 def loads(text: str, *, allow_pickle: bool = False) -> Any:
@@ -111,7 +133,7 @@ def encode_variables(variables: dict[str, Any], *, allow_pickle: bool = False) -
         if type(name) is not str:
             raise CodecError(f"variable names must be str, got {name!r} ({type(name)!r})")
         out[name] = encoder.run(value, f"variable {name!r}")
-    return _to_text(out if TAG not in out else _tag("dict", v=[[k, v] for k, v in out.items()]))
+    return encoder.text(out if TAG not in out else _tag("dict", v=[[k, v] for k, v in out.items()]))
 
 
 def decode_variables(text: str, *, allow_pickle: bool = False) -> dict[str, Any]:
@@ -125,17 +147,14 @@ def decode_variables(text: str, *, allow_pickle: bool = False) -> dict[str, Any]
 # ----------------------------------------------------------------------- encoding
 
 
-def _to_text(tree: Any) -> str:
-    # ensure_ascii keeps lone surrogates exact (as \\udxxx escapes) and the text pure ASCII.
-    return json.dumps(tree, ensure_ascii=True, allow_nan=False, check_circular=False, separators=(",", ":"))
+# ensure_ascii keeps lone surrogates exact (as \\udxxx escapes) and the text pure ASCII.
+_JSON = json.JSONEncoder(ensure_ascii=True, allow_nan=False, check_circular=False, separators=(",", ":"))
+# Base64 texts longer than this skip the JSON encoder's character scan (see `_Encoder.blob`).
+_SPLICE_AT = 1 << 16
 
 
 def _tag(tag: str, /, **fields: Any) -> dict[str, Any]:
     return {TAG: tag, **fields}
-
-
-def _b64(data: bytes | bytearray | memoryview) -> str:
-    return base64.b64encode(data).decode("ascii")
 
 
 class _Encoder:
@@ -143,6 +162,32 @@ class _Encoder:
 
     def __init__(self, allow_pickle: bool) -> None:
         self.allow_pickle = allow_pickle
+        self.blobs: list[str] = []
+        self.marker = f"\x00{os.urandom(8).hex()}:"  # unguessable, so no string in the value can match it
+
+    def blob(self, data: bytes | bytearray | memoryview) -> str:
+        """Base64 of binary data; a large one stands in the tree as a marker until `text` splices it in.
+
+        Base64 needs no JSON escaping, yet the JSON encoder would scan and copy every character of it,
+        which costs more than the base64 encoding itself for arrays and images.
+        """
+        text = base64.b64encode(data).decode("ascii")
+        if len(text) < _SPLICE_AT:
+            return text
+        self.blobs.append(text)
+        return f"{self.marker}{len(self.blobs) - 1}"
+
+    def text(self, tree: Any) -> str:
+        """The JSON text of an encoded tree, with the large base64 texts spliced in."""
+        text = _JSON.encode(tree)
+        if not self.blobs:
+            return text
+        parts = text.split(_JSON.encode(self.marker)[:-1])  # the marker as JSON writes it, without its end quote
+        out = [parts[0]]
+        for part in parts[1:]:
+            index, rest = part.split('"', 1)
+            out += ['"', self.blobs[int(index)], '"', rest]
+        return "".join(out)
 
     def run(self, value: Any, label: str) -> Any:
         try:
@@ -158,6 +203,8 @@ class _Encoder:
         t = type(v)
         if t is str or t is bool or v is None:
             return v
+        if t is int:
+            return v if -_INT_LIMIT < v < _INT_LIMIT else _tag("int", hex=hex(v))
         encode = _ENCODERS.get(t)
         if encode is not None:
             return encode(self, v)
@@ -169,6 +216,8 @@ class _Encoder:
         if dataclasses.is_dataclass(v) and not isinstance(v, type):
             fields = {f.name: getattr(v, f.name) for f in dataclasses.fields(v)}
             return _tag("dc", cls=_class_ref(type(v)), f=self.items(fields, ".{}"))
+        if isinstance(v, tuple) and "_fields" in vars(type(v)):  # a namedtuple
+            return _tag("nt", cls=_class_ref(type(v)), v=self.each(v))
         module = type(v).__module__ or ""
         for prefix, encode in _LAZY_ENCODERS:
             if module == prefix or module.startswith(prefix + "."):
@@ -180,8 +229,8 @@ class _Encoder:
         if not self.allow_pickle:
             raise _Refused(v, reason)
         try:
-            return _tag("pickle", b64=_b64(pickle.dumps(v, protocol=4)))
-        except Exception as exc:
+            return _tag("pickle", b64=self.blob(pickle.dumps(v, protocol=4)))
+        except Exception as exc:  # noqa: BLE001 - pickling fails in many ways; each is a refusal
             raise _Refused(v, f"pickling it failed: {exc}") from None
 
     def each(self, values: Any, fmt: str = "[{}]") -> list[Any]:
@@ -202,19 +251,23 @@ class _Encoder:
 
     def items(self, mapping: dict[Any, Any], fmt: str = "[{!r}]") -> Any:
         """A dict: a JSON object when its keys are plain str, else a list of pairs."""
-        plain = TAG not in mapping and all(type(k) is str for k in mapping)
+        plain = TAG not in mapping and set(map(type, mapping)) <= {str}
+        if plain and _is_plain(mapping.values()):
+            return mapping
         out: Any = {} if plain else []
         enc = self.enc
         for k, x in mapping.items():
+            key = k if plain else self.key(k)
+            t = type(x)
             try:
-                ex = enc(x)
-                if plain:
-                    out[k] = ex
-                else:
-                    out.append([self.key(k), ex])
+                ex = x if t is str or t is bool or x is None else enc(x)
             except _Refused as exc:
                 exc.path.append(fmt.format(k))
                 raise
+            if plain:
+                out[k] = ex
+            else:
+                out.append([key, ex])
         return out if plain else _tag("dict", v=out)
 
     def key(self, k: Any) -> Any:
@@ -225,8 +278,28 @@ class _Encoder:
             raise
 
 
-def _enc_int(e: _Encoder, v: int) -> Any:
-    return v if v.bit_length() <= _BIG_INT_BITS else _tag("int", hex=hex(v))
+_JSON_SCALARS = frozenset({str, bool, type(None), int, float})
+
+
+def _is_plain(values: Any) -> bool:
+    """True when every item is a JSON scalar that needs no tag, so the container is sent as is.
+
+    Checked with C-level loops (map, set, all), which is what keeps plain data near `json` speed.
+    """
+    kinds = set(map(type, values))
+    if not kinds <= _JSON_SCALARS:
+        return False
+    if int in kinds or float in kinds:
+        numbers = values if kinds <= {int, float} else [x for x in values if type(x) is int or type(x) is float]
+        try:  # an int too big for a float overflows here, and takes the slow path
+            return all(map(math.isfinite, numbers)) and max(map(abs, numbers), default=0) < _INT_LIMIT
+        except OverflowError:
+            return False
+    return True
+
+
+def _enc_list(e: _Encoder, v: list[Any], fmt: str = "[{}]") -> Any:
+    return v if _is_plain(v) else e.each(v, fmt)
 
 
 def _enc_float(e: _Encoder, v: float) -> Any:
@@ -269,28 +342,32 @@ def _enc_tz_value(e: _Encoder, v: Any) -> Any:
 
 
 _ENCODERS: dict[type, Callable[[_Encoder, Any], Any]] = {
-    int: _enc_int,
     float: _enc_float,
-    list: lambda e, v: e.each(v),
+    list: _enc_list,
     dict: lambda e, v: e.items(v),
-    tuple: lambda e, v: _tag("tuple", v=e.each(v)),
-    set: lambda e, v: _tag("set", v=e.each(v, "{{item {}}}")),
-    frozenset: lambda e, v: _tag("frozenset", v=e.each(v, "{{item {}}}")),
-    bytes: lambda e, v: _tag("bytes", b64=_b64(v)),
-    bytearray: lambda e, v: _tag("bytearray", b64=_b64(v)),
+    tuple: lambda e, v: _tag("tuple", v=_enc_list(e, v)),
+    set: lambda e, v: _tag("set", v=_enc_list(e, list(v), "{{item {}}}")),
+    frozenset: lambda e, v: _tag("frozenset", v=_enc_list(e, list(v), "{{item {}}}")),
+    bytes: lambda e, v: _tag("bytes", b64=e.blob(v)),
+    bytearray: lambda e, v: _tag("bytearray", b64=e.blob(v)),
     complex: lambda e, v: _tag("complex", v=[_enc_float(e, v.real), _enc_float(e, v.imag)]),
     Decimal: lambda e, v: _tag("decimal", v=str(v)),
-    fractions.Fraction: lambda e, v: _tag("fraction", v=[_enc_int(e, v.numerator), _enc_int(e, v.denominator)]),
+    fractions.Fraction: lambda e, v: _tag("fraction", v=[e.enc(v.numerator), e.enc(v.denominator)]),
     uuid.UUID: lambda e, v: _tag("uuid", v=str(v)),
-    range: lambda e, v: _tag("range", v=[_enc_int(e, v.start), _enc_int(e, v.stop), _enc_int(e, v.step)]),
+    range: lambda e, v: _tag("range", v=[e.enc(v.start), e.enc(v.stop), e.enc(v.step)]),
     _dt.datetime: _enc_with_tz("datetime"),
     _dt.time: _enc_with_tz("time"),
     _dt.date: lambda e, v: _tag("date", v=v.isoformat()),
     _dt.timedelta: lambda e, v: _tag("timedelta", v=_td_parts(v)),
+    collections.OrderedDict: lambda e, v: _tag("odict", v=e.items(v)),
+    collections.Counter: lambda e, v: _tag("counter", v=e.items(v)),
+    collections.deque: lambda e, v: _tag("deque", v=_enc_list(e, list(v)), maxlen=v.maxlen),
     _dt.timezone: _enc_tz_value,
     zoneinfo.ZoneInfo: _enc_tz_value,
-    **{cls: _enc_path for cls in (pathlib.PurePath, pathlib.PurePosixPath, pathlib.PureWindowsPath,
-                                  pathlib.Path, pathlib.PosixPath, pathlib.WindowsPath)},
+    **{
+        cls: _enc_path
+        for cls in (pathlib.PurePosixPath, pathlib.PureWindowsPath, pathlib.PosixPath, pathlib.WindowsPath)
+    },
 }
 
 
@@ -327,7 +404,7 @@ def _enc_ndarray(e: _Encoder, a: Any, tag: str) -> Any:
     if dt.hasobject or dt.kind == "T":
         return e.fallback(a, f"numpy dtype {dt} holds Python objects or missing-value markers")
     order = "F" if a.flags.f_contiguous and not a.flags.c_contiguous else "C"
-    return _tag(tag, dtype=_enc_dtype(dt), shape=shape, order=order, b64=_b64(a.tobytes(order)))
+    return _tag(tag, dtype=_enc_dtype(dt), shape=shape, order=order, b64=e.blob(a.tobytes(order)))
 
 
 def _enc_dtype(dt: Any) -> Any:
@@ -348,6 +425,15 @@ def _enc_dtype(dt: Any) -> Any:
 
 
 def _enc_pandas(e: _Encoder, v: Any) -> Any:
+    try:
+        return _enc_pandas_value(e, v)
+    except _Refused:
+        if not e.allow_pickle:
+            raise
+        return e.fallback(v)  # a frame with one column that cannot be carried travels whole, pickled
+
+
+def _enc_pandas_value(e: _Encoder, v: Any) -> Any:
     pd = sys.modules["pandas"]
     t = type(v)
     if t is pd.DataFrame:
@@ -379,8 +465,12 @@ def _enc_pdarray(e: _Encoder, s: Any) -> Any:
     if isinstance(dt, np.dtype):
         return _enc_ndarray(e, s.to_numpy(), "nd")
     if isinstance(dt, pd.CategoricalDtype):
-        return _tag("pdcat", codes=_enc_ndarray(e, np.asarray(arr.codes), "nd"),
-                    categories=_enc_index(e, dt.categories), ordered=bool(dt.ordered))
+        return _tag(
+            "pdcat",
+            codes=_enc_ndarray(e, np.asarray(arr.codes), "nd"),
+            categories=_enc_index(e, dt.categories),
+            ordered=bool(dt.ordered),
+        )
     if isinstance(dt, pd.DatetimeTZDtype):
         utc = arr.tz_convert("UTC").tz_localize(None).to_numpy()
         return _tag("pddttz", v=_enc_ndarray(e, utc, "nd"), tz=_enc_tz(dt.tz))
@@ -389,8 +479,12 @@ def _enc_pdarray(e: _Encoder, s: Any) -> Any:
         return _tag("pdmask", data=_enc_ndarray(e, values, "nd"), mask=_enc_ndarray(e, arr.isna(), "nd"))
     if isinstance(dt, pd.StringDtype):
         na = getattr(dt, "na_value", pd.NA)
-        return _tag("pdstr", storage=dt.storage, na="NA" if na is pd.NA else "nan",
-                    v=e.each(arr.to_numpy(dtype=object, na_value=None).tolist()))
+        return _tag(
+            "pdstr",
+            storage=dt.storage,
+            na="NA" if na is pd.NA else "nan",
+            v=e.each(arr.to_numpy(dtype=object, na_value=None).tolist()),
+        )
     raise _Refused(s, f"pandas dtype {dt} is not carried")
 
 
@@ -399,8 +493,12 @@ def _enc_index(e: _Encoder, idx: Any) -> Any:
     if type(idx) is pd.RangeIndex:
         return _tag("pdrange", v=[idx.start, idx.stop, idx.step], name=e.enc(idx.name))
     if isinstance(idx, pd.MultiIndex):
-        return _tag("pdmulti", levels=[_enc_index(e, level) for level in idx.levels],
-                    codes=[_enc_ndarray(e, c, "nd") for c in idx.codes], names=e.each(idx.names))
+        return _tag(
+            "pdmulti",
+            levels=[_enc_index(e, level) for level in idx.levels],
+            codes=[_enc_ndarray(e, c, "nd") for c in idx.codes],
+            names=e.each(idx.names),
+        )
     freq = getattr(idx, "freqstr", None) if isinstance(idx, (pd.DatetimeIndex, pd.TimedeltaIndex)) else None
     return _tag("pdindex", v=_enc_pdarray(e, idx), name=e.enc(idx.name), freq=freq)
 
@@ -410,14 +508,18 @@ def _enc_pil(e: _Encoder, v: Any) -> Any:
     if image_module is None or not isinstance(v, image_module.Image):
         return e.fallback(v, "only PIL images are carried from PIL")
     palette = v.palette
-    info = {}
+    info = []
     for key, value in v.info.items():
         try:  # metadata is carried where it can be; the pixels always are
-            info[key] = e.enc(value)
+            info.append([e.enc(key), e.enc(value)])
         except _Refused:
             continue
     return _tag(
-        "image", mode=v.mode, size=list(v.size), b64=_b64(v.tobytes()), info=e.items(info) if info else None,
+        "image",
+        mode=v.mode,
+        size=list(v.size),
+        b64=e.blob(v.tobytes()),
+        info=_tag("dict", v=info) if info else None,
         palette=[palette.mode, v.getpalette(palette.mode)] if palette is not None else None,
     )
 
@@ -461,7 +563,7 @@ class _Decoder:
             return decode(self, obj)
         except CodecError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever a hostile payload breaks is a CodecError
             raise CodecError(f"malformed {tag!r} value in payload: {type(exc).__name__}: {exc}") from None
 
     def unpickle(self, obj: dict[str, Any]) -> Any:
@@ -473,10 +575,13 @@ class _Decoder:
         return pickle.loads(_unb64(obj["b64"]))
 
 
+_STRICT_BASE64 = {"strict_mode": True} if sys.version_info >= (3, 11) else {}
+
+
 def _unb64(text: Any) -> bytes:
     if not isinstance(text, str):
         raise CodecError("binary payload is not a base64 string")
-    return base64.b64decode(text, validate=True)
+    return binascii.a2b_base64(text, **_STRICT_BASE64)
 
 
 def _dec_int(x: Any) -> int:
@@ -522,6 +627,12 @@ def _dec_str(x: Any) -> str:
     return x
 
 
+def _dec_dict(x: Any) -> dict[Any, Any]:
+    if type(x) is not dict:
+        raise CodecError(f"expected a mapping, got {type(x).__name__}")
+    return x
+
+
 def _dec_td(x: Any) -> _dt.timedelta:
     days, seconds, micros = (_dec_int(p) for p in _dec_list(x))
     return _dt.timedelta(days=days, seconds=seconds, microseconds=micros)
@@ -554,8 +665,7 @@ def _dec_pair(p: Any) -> tuple[Any, Any]:
     return p[0], p[1]
 
 
-_PATH_CLASSES = {cls.__name__: cls for cls in (pathlib.PurePath, pathlib.PurePosixPath, pathlib.PureWindowsPath,
-                                               pathlib.Path, pathlib.PosixPath, pathlib.WindowsPath)}
+_PATH_CLASSES = {cls.__name__: cls for cls in _ENCODERS if isinstance(cls, type) and issubclass(cls, pathlib.PurePath)}
 
 
 def _dec_path(d: _Decoder, obj: dict[str, Any]) -> pathlib.PurePath:
@@ -567,8 +677,19 @@ def _dec_path(d: _Decoder, obj: dict[str, Any]) -> pathlib.PurePath:
         return cls(_dec_str(obj["v"]))
     except NotImplementedError:
         pure = pathlib.PureWindowsPath if "Windows" in name else pathlib.PurePosixPath
-        warnings.warn(f"a {name} cannot exist on this system; decoded it as {pure.__name__}", CodecWarning, stacklevel=2)
+        warnings.warn(
+            f"a {name} cannot exist on this system; decoded it as {pure.__name__}", CodecWarning, stacklevel=2
+        )
         return pure(_dec_str(obj["v"]))
+
+
+def _decoded_plainer(ref: Any, kind: str, as_what: str) -> None:
+    warnings.warn(
+        f"{kind} {ref!r} is not loaded here, or differs from the one that was sent (the codec never imports "
+        f"modules named by a payload); decoded it as {as_what}. Import its module before decoding to get it back.",
+        CodecWarning,
+        stacklevel=4,
+    )
 
 
 def _dec_enum(d: _Decoder, obj: dict[str, Any]) -> Any:
@@ -584,12 +705,7 @@ def _dec_enum(d: _Decoder, obj: dict[str, Any]) -> Any:
             member = cls(value)
         if member is not None:
             return member
-    warnings.warn(
-        f"enum class {obj['cls']!r} is not loaded here (the codec never imports modules named by a payload); "
-        "decoded the member as its plain value",
-        CodecWarning,
-        stacklevel=2,
-    )
+    _decoded_plainer(obj["cls"], "enum class", "the member's plain value")
     return value
 
 
@@ -609,13 +725,17 @@ def _dec_dataclass(d: _Decoder, obj: dict[str, Any]) -> Any:
         for name, value in fields.items():
             object.__setattr__(instance, name, value)
         return instance
-    warnings.warn(
-        f"dataclass {obj['cls']!r} is not loaded here, or its fields differ (the codec never imports modules "
-        "named by a payload); decoded the instance as a dict of its fields",
-        CodecWarning,
-        stacklevel=2,
-    )
+    _decoded_plainer(obj["cls"], "dataclass", "a dict of its fields")
     return fields
+
+
+def _dec_namedtuple(d: _Decoder, obj: dict[str, Any]) -> Any:
+    items = _dec_list(obj["v"])
+    cls = _resolve_class(obj["cls"])
+    if cls is not None and issubclass(cls, tuple) and len(vars(cls).get("_fields", ())) == len(items):
+        return tuple.__new__(cls, items)  # bypasses the class's own __new__, like pickle's copyreg path
+    _decoded_plainer(obj["cls"], "namedtuple", "a plain tuple")
+    return tuple(items)
 
 
 def _import(name: str) -> Any:
@@ -645,6 +765,9 @@ def _dec_dtype(np: Any, x: Any) -> Any:
     raise CodecError(f"invalid numpy dtype {x!r}")
 
 
+_MAX_EMPTY_ITEMS = 1 << 16
+
+
 def _dec_ndarray(d: _Decoder, obj: dict[str, Any]) -> Any:
     np = _import("numpy")
     shape = _dec_shape(obj["shape"])
@@ -666,10 +789,13 @@ def _dec_ndarray(d: _Decoder, obj: dict[str, Any]) -> Any:
         dt = _dec_dtype(np, obj["dtype"])
         if dt.hasobject or dt.kind == "T":  # a buffer of object pointers would be memory corruption
             raise CodecError(f"refused a raw buffer for numpy dtype {dt}, which holds pointers")
+        if dt.itemsize == 0 and count > _MAX_EMPTY_ITEMS:  # costs no bytes, yet anything iterating it would hang
+            raise CodecError(f"refused {count} elements of the zero-size numpy dtype {dt}")
         data = _unb64(obj["b64"])
         if len(data) != count * dt.itemsize:
-            raise CodecError(f"array of shape {shape} and dtype {dt} needs {count * dt.itemsize} bytes, "
-                             f"payload has {len(data)}")
+            raise CodecError(
+                f"array of shape {shape} and dtype {dt} needs {count * dt.itemsize} bytes, payload has {len(data)}"
+            )
         flat = np.frombuffer(bytearray(data), dtype=dt) if data else np.zeros(count, dtype=dt)
         a = flat.reshape(shape, order="F" if obj.get("order") == "F" else "C")
     return a[()] if obj[TAG] == "npscalar" else a
@@ -696,8 +822,9 @@ def _dec_pddttz(d: _Decoder, obj: dict[str, Any]) -> Any:
 def _dec_pdmask(d: _Decoder, obj: dict[str, Any]) -> Any:
     pd = _import("pandas")
     data, mask = obj["data"], obj["mask"]
-    kind = {"i": pd.arrays.IntegerArray, "u": pd.arrays.IntegerArray, "f": pd.arrays.FloatingArray,
-            "b": pd.arrays.BooleanArray}.get(getattr(getattr(data, "dtype", None), "kind", None))
+    classes = {"i": pd.arrays.IntegerArray, "u": pd.arrays.IntegerArray, "f": pd.arrays.FloatingArray}
+    classes["b"] = pd.arrays.BooleanArray
+    kind = classes.get(getattr(getattr(data, "dtype", None), "kind", ""))
     if kind is None:
         raise CodecError("nullable array data is not a numeric or bool numpy array")
     return kind(data, mask.astype(bool))
@@ -719,12 +846,35 @@ def _dec_pdstr(d: _Decoder, obj: dict[str, Any]) -> Any:
     return pd.array([None if x is None else _dec_str(x) for x in _dec_list(obj["v"])], dtype=dtype)
 
 
+# Frequency aliases that pandas 2.2 renamed: a sandbox may run a pandas on the other side of that change.
+_FREQ_RENAMES = {"H": "h", "BH": "bh", "CBH": "cbh", "T": "min", "S": "s", "L": "ms", "U": "us", "N": "ns"}
+_FREQ_RENAMES |= {"M": "ME", "BM": "BME", "SM": "SME", "CBM": "CBME", "Q": "QE", "BQ": "BQE", "A": "YE", "BA": "BYE"}
+_FREQ_RENAMES |= {new: old for old, new in list(_FREQ_RENAMES.items())}
+
+
+def _freq_spellings(freq: str) -> list[str]:
+    """The frequency as sent, then as the other side of pandas' 2.2 renaming spells it."""
+    digits = len(freq) - len(freq.lstrip("-0123456789"))
+    base, _, suffix = freq[digits:].partition("-")
+    renamed = _FREQ_RENAMES.get(base)
+    return [freq] if renamed is None else [freq, freq[:digits] + renamed + (f"-{suffix}" if suffix else "")]
+
+
 def _dec_index(d: _Decoder, obj: dict[str, Any]) -> Any:
     pd = _import("pandas")
     values, name, freq = _dec_pdarray(pd, obj["v"]), obj["name"], obj.get("freq")
     if freq is not None and values.dtype.kind in "mM":
         cls = pd.DatetimeIndex if values.dtype.kind == "M" else pd.TimedeltaIndex
-        return cls(values, freq=_dec_str(freq), name=name)
+        for spelling in _freq_spellings(_dec_str(freq)):
+            try:
+                return cls(values, freq=spelling, name=name)
+            except ValueError:
+                continue
+        warnings.warn(
+            f"pandas here does not know the index frequency {freq!r}; decoded the index without it",
+            CodecWarning,
+            stacklevel=3,
+        )
     return pd.Index(values, dtype=values.dtype, name=name, copy=False)
 
 
@@ -747,8 +897,9 @@ def _dec_df(d: _Decoder, obj: dict[str, Any]) -> Any:
     if len(arrays) != len(columns):
         raise CodecError(f"DataFrame has {len(columns)} column names but {len(arrays)} columns")
     # Series with an explicit dtype: pandas would otherwise re-infer object columns (e.g. as str).
-    df = pd.DataFrame({i: pd.Series(a, index=index, dtype=a.dtype, copy=False) for i, a in enumerate(arrays)},
-                      index=index)
+    df = pd.DataFrame(
+        {i: pd.Series(a, index=index, dtype=a.dtype, copy=False) for i, a in enumerate(arrays)}, index=index
+    )
     df.columns = columns
     return df
 
@@ -804,6 +955,10 @@ _DECODERS: dict[str, Callable[[_Decoder, dict[str, Any]], Any]] = {
     "path": _dec_path,
     "enum": _dec_enum,
     "dc": _dec_dataclass,
+    "nt": _dec_namedtuple,
+    "odict": lambda d, o: collections.OrderedDict(_dec_dict(o["v"])),
+    "counter": lambda d, o: collections.Counter(_dec_dict(o["v"])),
+    "deque": lambda d, o: collections.deque(_dec_list(o["v"]), maxlen=o["maxlen"]),
     "pickle": lambda d, o: d.unpickle(o),
     "nd": _dec_ndarray,
     "npscalar": _dec_ndarray,

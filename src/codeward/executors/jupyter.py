@@ -26,6 +26,9 @@ __all__ = ["JupyterExecutor", "clean_environment"]
 #: Kernel options: no history database (many kernels at once would contend for it).
 _KERNEL_ARGUMENTS = ["--HistoryManager.enabled=False"]
 
+#: Seconds codeward's own cells (setup, loading variables and tools) may take.
+_SETUP_TIMEOUT = 120.0
+
 
 def clean_environment(extra: dict[str, str] | None = None, *, python: str | None = None) -> dict[str, str]:
     """The kernel's whole environment: PATH, HOME, LANG and what the caller adds; nothing else of the host's."""
@@ -81,6 +84,7 @@ class JupyterExecutor(Executor):
         self._bridge = ToolBridge({}, mode=tools_mode, allow_pickle=allow_pickle)
         self._session: KernelSession | None = None
         self._ready_generation = 0
+        self._notes = ""  # what codeward's own cells printed (codec warnings), shown with the next run
         self._closed = False
         self._ensure_ready()
 
@@ -123,13 +127,16 @@ class JupyterExecutor(Executor):
     def _internal(self, session: KernelSession, code: str, answers: dict[str, str] | None = None) -> CellResult:
         """Run codeward's own cell, answering its requests from `answers`; its failure is ours, not the model's."""
         replies = answers or {}
-        result = session.execute(code, timeout=None, on_input=lambda prompt: replies.get(request_kind(prompt)[0], ""))
+        result = session.execute(
+            code, timeout=_SETUP_TIMEOUT, on_input=lambda prompt: replies.get(request_kind(prompt)[0], "")
+        )
         if result.status != "ok":
             raise SandboxError(
                 f"codeward could not set up the kernel: {result.error_name}: {result.error_value}\n{result.traceback}",
                 logs=result.logs,
                 state_lost=False,
             )
+        self._notes += result.logs
         return result
 
     def _load(self, what: str, text: str) -> None:
@@ -148,11 +155,17 @@ class JupyterExecutor(Executor):
 
     def run(self, code: str) -> CodeOutput:
         session = self._ensure_ready()
+        notes, self._notes = self._notes, ""
         try:
             result = session.execute(code, timeout=self.timeout_seconds, on_input=self._bridge.answer)
-        except SandboxError:
+        except SandboxError as error:
             self._discard_session()
+            error.logs = notes + error.logs
             raise
+        except ExecutionError as error:
+            error.logs = notes + error.logs
+            raise
+        result.logs = notes + result.logs
         return _code_output(result)
 
     def install_packages(self, packages: list[str]) -> list[str]:

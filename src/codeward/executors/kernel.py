@@ -48,6 +48,7 @@ InputHandler = Callable[[str], str]
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _LIVENESS_INTERVAL = 0.25
 _READY_RETRY = 0.1
+_STDIN_RETRY = 1.0
 
 
 @dataclass
@@ -117,9 +118,13 @@ class LocalKernel:
         self._stderr_path = os.path.join(self._folder, "stderr.log")
         # Kept open for restarts, which launch the kernel again with the same arguments.
         self._stderr = open(self._stderr_path, "ab")  # noqa: SIM115
-        self._manager.start_kernel(
-            env=dict(env), cwd=cwd, extra_arguments=extra_arguments or [], stdout=self._stderr, stderr=self._stderr
-        )
+        try:
+            self._manager.start_kernel(
+                env=dict(env), cwd=cwd, extra_arguments=extra_arguments or [], stdout=self._stderr, stderr=self._stderr
+            )
+        except BaseException:
+            self.shutdown()
+            raise
 
     @property
     def pid(self) -> int | None:
@@ -141,12 +146,15 @@ class LocalKernel:
         self._manager.restart_kernel(now=True)
 
     def shutdown(self) -> None:
-        if os.path.isdir(self._folder):
-            if self._manager.has_kernel:
-                self._kill_group()
-                self._manager.shutdown_kernel(now=True)
-            self._stderr.close()
-            shutil.rmtree(self._folder, ignore_errors=True)
+        if self._stderr.closed:
+            return
+        if self._manager.has_kernel:
+            self._kill_group()
+            self._manager.shutdown_kernel(now=True)
+        else:
+            self._manager.cleanup_resources()
+        self._stderr.close()
+        shutil.rmtree(self._folder, ignore_errors=True)
 
     def describe_death(self) -> str:
         provisioner = self._manager.provisioner
@@ -243,7 +251,7 @@ class KernelSession:
         try:
             self._connect()
         except BaseException:
-            self.process.shutdown()
+            self.close()  # an unclosed client left to the garbage collector can hang it in zmq's term()
             raise
 
     # -- lifecycle -------------------------------------------------------------
@@ -259,6 +267,7 @@ class KernelSession:
         for channel in (client.shell_channel, client.iopub_channel, client.stdin_channel):
             self._poller.register(channel.socket, zmq.POLLIN)
         self._wait_ready()
+        self._wait_stdin()
         self.generation += 1
 
     def _wait_ready(self) -> None:
@@ -284,6 +293,21 @@ class KernelSession:
             if not self.process.is_alive():
                 raise SandboxError(f"the kernel did not start: {self.process.describe_death()}")
         raise SandboxError(f"the kernel did not answer within {self.ready_timeout:.0f} s of starting")
+
+    def _wait_stdin(self) -> None:
+        """Make sure the kernel can reach us on stdin before anything relies on it.
+
+        A kernel's stdin socket drops a request addressed to a client whose
+        connection is not yet complete, and then waits for the answer forever;
+        so ask for one `input()`, and if the request is lost, interrupt and ask again.
+        """
+        for _ in range(int(self.ready_timeout / _STDIN_RETRY)):
+            try:
+                self.execute("input()", timeout=_STDIN_RETRY, on_input=lambda prompt: "", silent=True)
+                return
+            except ExecutionTimeout:
+                continue
+        raise SandboxError(f"the kernel's stdin channel did not answer within {self.ready_timeout:.0f} s")
 
     def restart(self) -> None:
         """Replace the kernel with a fresh one (state is lost) and reconnect."""
@@ -314,14 +338,18 @@ class KernelSession:
         *,
         timeout: float | None = None,
         on_input: InputHandler | None = None,
+        silent: bool = False,
     ) -> CellResult:
         """Run `code`; return once the reply and all output for it have arrived.
 
         Raises `ExecutionTimeout` past `timeout` seconds (after stopping the
-        code) and `SandboxError` if the kernel dies meanwhile.
+        code) and `SandboxError` if the kernel dies meanwhile. A `silent` cell
+        leaves no trace in the kernel's history and publishes no result.
         """
         client = self._require_client()
-        msg_id = client.execute(code, store_history=True, allow_stdin=on_input is not None, stop_on_error=False)
+        msg_id = client.execute(
+            code, silent=silent, store_history=not silent, allow_stdin=on_input is not None, stop_on_error=False
+        )
         cell = _CellCollector(self.max_log_chars)
         deadline = None if timeout is None else time.monotonic() + timeout
         interrupted_at: float | None = None
@@ -340,7 +368,7 @@ class KernelSession:
             if deadline is not None and interrupted_at is None:
                 wait = min(wait, deadline - now)
             for channel, msg in self._poll(wait):
-                if msg["parent_header"].get("msg_id") != msg_id:
+                if channel != "stdin" and msg["parent_header"].get("msg_id") != msg_id:
                     continue
                 if channel == "stdin":
                     reply = on_input(msg["content"].get("prompt", "")) if on_input else ""

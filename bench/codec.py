@@ -1,0 +1,112 @@
+"""How fast the value codec carries typical values, against baselines measured in the same run.
+
+Baselines: `json` (the floor for plain JSON data: the codec adds its type walk on top),
+`pickle` (what the codec replaces for untrusted output), and for arrays the copy to
+base64 that any text transport needs (`base64(arr.tobytes())`).
+
+Run: python bench/codec.py [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime as dt
+import json
+import pickle
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+import numpy as np
+import pandas as pd
+
+from codeward.executors.codec import dumps, loads
+
+
+def median_seconds(fn: Callable[[], Any], repeat: int) -> float:
+    fn()  # warm up
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def cases() -> dict[str, Any]:
+    rng = np.random.default_rng(0)
+    records = [
+        {"id": i, "name": f"user{i}", "score": i * 0.5, "tags": ["a", "b"], "active": i % 2 == 0} for i in range(10_000)
+    ]
+    return {
+        "JSON records (10k dicts)": records,
+        "ints (100k)": list(range(100_000)),
+        "mixed types (10k tuples)": [(i, dt.date(2020, 1, 1 + i % 28), {i, -i}, b"x") for i in range(10_000)],
+        "float64 array (1M)": rng.standard_normal(1_000_000),
+        "DataFrame (100k x 5)": pd.DataFrame(
+            {
+                "i": np.arange(100_000),
+                "f": rng.standard_normal(100_000),
+                "s": pd.array([f"s{i % 100}" for i in range(100_000)], dtype="str"),
+                "c": pd.Categorical(rng.choice(["x", "y", "z"], 100_000)),
+                "t": pd.date_range("2020", periods=100_000, freq="s", tz="UTC"),
+            }
+        ),
+    }
+
+
+def baseline(value: Any) -> tuple[str, Callable[[], Any], Callable[[], Any]] | None:
+    if isinstance(value, np.ndarray):
+        text = base64.b64encode(value.tobytes()).decode()
+        return (
+            "base64 copy",
+            lambda: base64.b64encode(value.tobytes()).decode(),
+            lambda: np.frombuffer(base64.b64decode(text), value.dtype),
+        )
+    if isinstance(value, list) and isinstance(value[0], (dict, int)):
+        text = json.dumps(value)
+        return "json", lambda: json.dumps(value), lambda: json.loads(text)
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    print(
+        f"{'case':28} {'op':6} {'codec ms':>9} {'pickle ms':>9} {'x pickle':>8} {'floor':>12} {'floor ms':>9} "
+        f"{'x floor':>8} {'size x pickle':>13}"
+    )
+    for name, value in cases().items():
+        text, blob = dumps(value), pickle.dumps(value, protocol=5)
+        floor = baseline(value)
+        ops = {
+            "dumps": (
+                lambda v=value: dumps(v),
+                lambda v=value: pickle.dumps(v, protocol=5),
+                floor[1] if floor else None,
+            ),
+            "loads": (lambda t=text: loads(t), lambda b=blob: pickle.loads(b), floor[2] if floor else None),
+        }
+        for op, (ours, theirs, floor_fn) in ops.items():
+            t_ours, t_pickle = median_seconds(ours, args.repeat), median_seconds(theirs, args.repeat)
+            t_floor = median_seconds(floor_fn, args.repeat) if floor_fn else None
+            floor_cols = (
+                f"{floor[0]:>12} {t_floor * 1e3:9.2f} {t_ours / t_floor:8.2f}"
+                if floor and t_floor
+                else f"{'-':>12} {'-':>9} {'-':>8}"
+            )
+            print(
+                f"{name:28} {op:6} {t_ours * 1e3:9.2f} {t_pickle * 1e3:9.2f} {t_ours / t_pickle:8.2f} {floor_cols} "
+                f"{len(text) / len(blob):13.2f}"
+            )
+
+
+if __name__ == "__main__":
+    main()

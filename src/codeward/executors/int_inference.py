@@ -1,0 +1,88 @@
+"""Which names are certainly ints, so that ``i % 3`` and ``i * i`` can skip their size guard.
+
+A name qualifies only where nothing but the code at hand can rebind it: a local
+of a function, or a comprehension variable, that is bound *only* as the target
+of ``for ... in range(...)``. (``range`` cannot be rebound in the sandbox.)
+Module-level names never qualify: a function called in the loop could rebind
+them with ``global``, and so could a special method run by any operator.
+"""
+
+from __future__ import annotations
+
+import ast
+
+__all__ = ["comprehension_ints", "function_ints"]
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _is_range_call(node: ast.expr) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "range"
+        and not node.keywords
+        and not any(isinstance(arg, ast.Starred) for arg in node.args)
+    )
+
+
+def function_ints(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """Locals of `function` bound only by ``for name in range(...)``."""
+    range_targets: set[str] = set()
+    other: set[str] = {arg.arg for arg in ast.walk(function.args) if isinstance(arg, ast.arg)}
+    pending: list[ast.AST] = list(function.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, _SCOPES):
+            # A nested scope binds its own names, but may declare ours nonlocal.
+            other.update(n for inner in ast.walk(node) if isinstance(inner, ast.Nonlocal) for n in inner.names)
+            if not isinstance(node, ast.Lambda):
+                other.add(node.name)
+            continue
+        if isinstance(node, _COMPREHENSIONS):
+            # Only a walrus inside a comprehension binds in the enclosing function.
+            other.update(
+                inner.target.id
+                for inner in ast.walk(node)
+                if isinstance(inner, ast.NamedExpr) and isinstance(inner.target, ast.Name)
+            )
+            continue
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and _is_range_call(node.iter):
+            range_targets.add(node.target.id)
+            pending.extend([node.iter, *node.body, *node.orelse])
+            continue
+        other.update(_bound_here(node))
+        pending.extend(ast.iter_child_nodes(node))
+    return frozenset(range_targets - other)
+
+
+def comprehension_ints(node: ast.AST) -> frozenset[str]:
+    """Variables of a comprehension bound once, by a ``for name in range(...)`` clause."""
+    generators: list[ast.comprehension] = getattr(node, "generators", [])
+    counts: dict[str, int] = {}
+    candidates: set[str] = set()
+    for generator in generators:
+        for target in ast.walk(generator.target):
+            if isinstance(target, ast.Name):
+                counts[target.id] = counts.get(target.id, 0) + 1
+        if isinstance(generator.target, ast.Name) and _is_range_call(generator.iter):
+            candidates.add(generator.target.id)
+    return frozenset(name for name in candidates if counts[name] == 1)
+
+
+def _bound_here(node: ast.AST) -> list[str]:
+    """Names this one node binds (not counting its children)."""
+    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+        return [node.id]
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return list(node.names)
+    if isinstance(node, ast.ExceptHandler) and node.name:
+        return [node.name]
+    if isinstance(node, ast.alias):
+        return [(node.asname or node.name).split(".")[0]]
+    if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        return [node.name]
+    if isinstance(node, ast.MatchMapping) and node.rest:
+        return [node.rest]
+    return []

@@ -1,0 +1,543 @@
+"""What the local executor lets the model's code say, decided before it runs.
+
+RestrictedPython's transformer supplies the base policy (no names or attributes
+starting with ``_``, attribute reads through ``_getattr_``, writes through
+``_write_``). We keep that and change what agents need changed: ``nonlocal``,
+``match``, augmented assignment of items and attributes, plain ``print`` and
+dunder methods on the model's own classes. RestrictedPython's per-item
+iteration and unpacking guards are dropped: iterating cannot reach anything new,
+and they cost a Python call per element.
+
+A second pass (`Instrumenter`) then adds what makes limits hold while the code
+runs: a tick at every loop iteration, function entry and comprehension step,
+size guards on the operators that can build huge values in one step, a re-raise
+of the sandbox's own signals at the top of every ``except`` block, and capture
+of the last expression's value.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from types import CodeType
+from typing import TypeVar
+
+from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
+
+from codeward.executors.int_inference import comprehension_ints, function_ints
+
+__all__ = [
+    "FORBIDDEN_ATTRIBUTES",
+    "MAX_FORMAT_WIDTH",
+    "READABLE_DUNDERS",
+    "RESULT_NAME",
+    "CodeRefused",
+    "compile_block",
+]
+
+#: Where the value of the block's last expression is left for the executor.
+RESULT_NAME = "_result_"
+
+#: Attributes that lead to frames, code objects or interpreter internals even
+#: though they do not start with ``_``; refused at compile time and by `getattr`.
+FORBIDDEN_ATTRIBUTES = frozenset(INSPECT_ATTRIBUTES) | {
+    "f_back",
+    "f_builtins",
+    "f_code",
+    "f_globals",
+    "f_locals",
+    "f_trace",
+    "gi_frame",
+    "gi_code",
+    "gi_yieldfrom",
+    "cr_frame",
+    "cr_code",
+    "cr_await",
+    "ag_frame",
+    "ag_code",
+    "ag_await",
+    "tb_frame",
+    "tb_next",
+    "func_globals",
+    "func_code",
+    "im_func",
+    "im_self",
+    "mro",
+}
+
+#: Dunder methods the model may define on its own classes. Each runs as model
+#: code (ticked, guarded); ones that run at odd times (`__del__`) or change how
+#: attributes resolve (`__getattr__`, `__setattr__`) are not here.
+ALLOWED_DUNDERS = frozenset(
+    [
+        "__init__",
+        "__post_init__",
+        "__repr__",
+        "__str__",
+        "__eq__",
+        "__ne__",
+        "__lt__",
+        "__le__",
+        "__gt__",
+        "__ge__",
+        "__hash__",
+        "__len__",
+        "__iter__",
+        "__next__",
+        "__contains__",
+        "__getitem__",
+        "__setitem__",
+        "__delitem__",
+        "__add__",
+        "__radd__",
+        "__iadd__",
+        "__sub__",
+        "__rsub__",
+        "__isub__",
+        "__mul__",
+        "__rmul__",
+        "__imul__",
+        "__truediv__",
+        "__rtruediv__",
+        "__floordiv__",
+        "__mod__",
+        "__neg__",
+        "__pos__",
+        "__abs__",
+        "__bool__",
+        "__int__",
+        "__float__",
+        "__call__",
+        "__enter__",
+        "__exit__",
+    ]
+)
+
+#: Special attributes the code may read: its own special methods (for
+#: ``super().__init__(...)``) and names. Item access dunders are not here, since
+#: calling them directly would skip the item guard.
+READABLE_DUNDERS = frozenset(
+    [
+        "__init__",
+        "__post_init__",
+        "__name__",
+        "__qualname__",
+        "__doc__",
+        "__str__",
+        "__repr__",
+        "__eq__",
+        "__ne__",
+        "__lt__",
+        "__le__",
+        "__gt__",
+        "__ge__",
+        "__hash__",
+        "__len__",
+        "__contains__",
+        "__enter__",
+        "__exit__",
+    ]
+)
+
+#: Format-spec widths and precisions above this are refused (they allocate).
+MAX_FORMAT_WIDTH = 100_000
+
+# Operators that can build a huge value in one C-level step, and their guards.
+_SIZED_OPERATORS = {ast.Mult: "_mul_", ast.Pow: "_pow_", ast.LShift: "_lshift_", ast.Mod: "_mod_"}
+_IOPERATOR = {ast.Mult: "*=", ast.Pow: "**=", ast.LShift: "<<=", ast.Mod: "%="}
+_Node = TypeVar("_Node", bound=ast.AST)
+_SPEC_NUMBERS = re.compile(r"(\d+)")
+
+
+class CodeRefused(Exception):
+    """The code does not compile or breaks the policy; `report` is what the model reads."""
+
+    def __init__(self, report: str, error_type: str) -> None:
+        super().__init__(report)
+        self.report = report
+        self.error_type = error_type
+
+
+@dataclass
+class _Problem:
+    line: int
+    col: int
+    end_col: int | None
+    message: str
+
+
+class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
+    """RestrictedPython's policy, adapted to the Python agents write."""
+
+    def __init__(self, reserved: frozenset[str]) -> None:
+        super().__init__(errors=[], warnings=[], used_names={})
+        self.problems: list[_Problem] = []
+        self.reserved = reserved
+        self.class_depth: list[bool] = []  # True while directly inside a class body
+
+    # Reporting -----------------------------------------------------------
+    def error(self, node: ast.AST, info: str) -> None:
+        self.errors.append(info)
+        self.problems.append(
+            _Problem(
+                getattr(node, "lineno", 1) or 1,
+                getattr(node, "col_offset", 0) or 0,
+                getattr(node, "end_col_offset", None),
+                info,
+            )
+        )
+
+    def check_name(self, node: ast.AST, name: str | None, allow_magic_methods: bool = False) -> None:
+        if name is None:
+            return
+        if name.startswith("_") and name != "_":
+            self.error(node, f'names starting with "_" are not allowed here ({name!r}); use a public name')
+        elif name == "range":
+            self.error(node, "'range' cannot be redefined in the sandbox; pick another name")
+        elif name in self.reserved:
+            self.error(node, f"{name!r} is a tool and cannot be redefined; pick another name")
+
+    # Names and attributes -----------------------------------------------
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if isinstance(node.ctx, ast.Load):
+            if node.id.startswith("_") and node.id != "_":
+                self.check_name(node, node.id)
+        else:
+            self.check_name(node, node.id)
+        return node
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        readable = node.attr in READABLE_DUNDERS and isinstance(node.ctx, ast.Load)
+        if node.attr.startswith("_") and not readable:
+            self.error(
+                node,
+                f'attributes starting with "_" are not allowed ({node.attr!r}); use the object\'s public API instead',
+            )
+        elif node.attr in FORBIDDEN_ATTRIBUTES:
+            self.error(node, f"the attribute {node.attr!r} reaches interpreter internals and is not allowed")
+        node = self.node_contents_visit(node)
+        if isinstance(node.ctx, ast.Load):
+            return _located(_call("_getattr_", node.value, ast.Constant(node.attr)), node)
+        node.value = _located(_call("_write_", node.value), node.value)
+        return node
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        node = self.node_contents_visit(node)
+        if isinstance(node.ctx, ast.Load):
+            return _located(_call("_getitem_", node.value, node.slice), node)
+        return node
+
+    def visit_Slice(self, node: ast.Slice) -> ast.AST:
+        node = self.node_contents_visit(node)
+        parts = [part or ast.Constant(None) for part in (node.lower, node.upper, node.step)]
+        return _located(_call("_slice_", *parts), node)
+
+    # Statements RestrictedPython handles differently from what agents need ----
+    def allow(self, node: ast.AST) -> ast.AST:
+        """Visit the children only: no unpacking or iteration guards (they protect nothing here)."""
+        return self.node_contents_visit(node)
+
+    visit_Assign = visit_AnnAssign = visit_For = visit_comprehension = visit_With = visit_Module = allow
+    visit_Match = visit_match_case = visit_MatchValue = visit_MatchSequence = visit_MatchOr = allow
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        if isinstance(node.func, ast.Name) and node.func.id in ("exec", "eval", "compile"):
+            self.error(node, f"{node.func.id}() is not available; write the code directly")
+        return self.node_contents_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST | list[ast.AST]:
+        node = self.node_contents_visit(node)
+        guarded = type(node.op) in _IOPERATOR
+        if isinstance(node.target, ast.Name):
+            if not guarded:
+                return node
+            value = _call("_inplacevar_", ast.Constant(_IOPERATOR[type(node.op)]), _name(node.target.id), node.value)
+            return _located(ast.Assign(targets=[node.target], value=value), node)
+        # Attribute targets already had their object wrapped in _write_ when visited.
+        if guarded:
+            self.error(
+                node,
+                f"'{_IOPERATOR[type(node.op)]}' on an item or attribute is not supported; "
+                "write it out, e.g. x[k] = x[k] * y",
+            )
+        return node
+
+    def visit_Nonlocal(self, node: ast.Nonlocal) -> ast.AST:
+        for name in node.names:
+            self.check_name(node, name)
+        return node
+
+    def visit_Global(self, node: ast.Global) -> ast.AST:
+        for name in node.names:
+            self.check_name(node, name)
+        return node
+
+    def visit_Try(self, node: ast.Try) -> ast.AST:
+        for statement in node.finalbody:
+            escape = _finally_escape(statement)
+            if escape is not None:
+                self.error(
+                    escape,
+                    f"'{type(escape).__name__.lower()}' inside 'finally' would swallow errors and "
+                    "limits; move it after the try statement",
+                )
+        return self.node_contents_visit(node)
+
+    def visit_Import(self, node: ast.Import) -> ast.AST:
+        for alias in node.names:
+            self.check_name(node, (alias.asname or alias.name).split(".")[0])
+            if any(part.startswith("_") for part in alias.name.split(".")):
+                self.error(node, f"importing private modules is not allowed ({alias.name!r})")
+        return node
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.AST:
+        if node.level:
+            self.error(node, "relative imports are not allowed; import a module by its full name")
+        if node.module and any(part.startswith("_") for part in node.module.split(".")):
+            self.error(node, f"importing private modules is not allowed ({node.module!r})")
+        for alias in node.names:
+            if alias.name == "*":
+                self.error(node, "'from ... import *' is not allowed; import the names you need")
+            self.check_name(node, alias.name)
+            self.check_name(node, alias.asname)
+        return node
+
+    # Functions and classes -------------------------------------------------
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        in_class = bool(self.class_depth) and self.class_depth[-1]
+        if not (in_class and node.name in ALLOWED_DUNDERS):
+            if node.name.startswith("__") and node.name.endswith("__"):
+                allowed = ", ".join(sorted(ALLOWED_DUNDERS)) if in_class else "none outside a class"
+                self.error(node, f"defining {node.name!r} is not allowed; allowed special methods: {allowed}")
+            else:
+                self.check_name(node, node.name)
+        self.check_function_argument_names(node)
+        return self.visit_scope(node, in_class=False)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        self.check_name(node, node.name)
+        if any(keyword.arg == "metaclass" for keyword in node.keywords):
+            self.error(node, "metaclasses are not allowed; use a plain class")
+        return self.visit_scope(node, in_class=True)
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
+        self.check_function_argument_names(node)
+        return self.visit_scope(node, in_class=False)
+
+    def visit_scope(self, node: ast.AST, in_class: bool) -> ast.AST:
+        """Visit a new scope, remembering whether it is a class body (where dunder methods may be defined)."""
+        self.class_depth.append(in_class)
+        try:
+            return self.node_contents_visit(node)
+        finally:
+            self.class_depth.pop()
+
+    # match statements -------------------------------------------------------
+    def visit_MatchSingleton(self, node: ast.MatchSingleton) -> ast.AST:
+        return node
+
+    def visit_MatchStar(self, node: ast.MatchStar) -> ast.AST:
+        self.check_name(node, node.name)
+        return node
+
+    def visit_MatchAs(self, node: ast.MatchAs) -> ast.AST:
+        self.check_name(node, node.name)
+        return self.node_contents_visit(node)
+
+    def visit_MatchMapping(self, node: ast.MatchMapping) -> ast.AST:
+        self.check_name(node, node.rest)
+        return self.node_contents_visit(node)
+
+    def visit_MatchClass(self, node: ast.MatchClass) -> ast.AST:
+        for attribute in node.kwd_attrs:
+            if attribute.startswith("_") or attribute in FORBIDDEN_ATTRIBUTES:
+                self.error(node, f"matching on the attribute {attribute!r} is not allowed")
+        return self.node_contents_visit(node)
+
+
+class Instrumenter(ast.NodeTransformer):
+    """Adds ticks, operator size guards, signal re-raises and result capture."""
+
+    def __init__(self) -> None:
+        self.ints: list[frozenset[str]] = [frozenset()]  # names certainly ints, per scope
+
+    def _in_scope(self, node: ast.AST, ints: frozenset[str]) -> None:
+        self.ints.append(ints)
+        try:
+            self.generic_visit(node)
+        finally:
+            self.ints.pop()
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        self._in_scope(node, frozenset())
+        return node
+
+    def _visit_comprehension_scope(self, node: ast.AST) -> ast.AST:
+        self._in_scope(node, self.ints[-1] | comprehension_ints(node))
+        return node
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _visit_comprehension_scope
+
+    def visit_For(self, node: ast.For) -> ast.AST:
+        self.generic_visit(node)
+        node.body.insert(0, _located(_tick(), node))
+        return node
+
+    visit_While = visit_For  # type: ignore[assignment]
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        self._in_scope(node, function_ints(node))
+        has_docstring = (
+            node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+            and isinstance(node.body[0].value.value, str)
+        )
+        node.body.insert(1 if has_docstring else 0, _located(_tick(), node))
+        if node.name == "__exit__":
+            node.body.insert(0, _located(ast.Expr(_call("_handled_")), node))
+        return node
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
+        self._in_scope(node, frozenset())
+        node.body = _located(ast.BoolOp(op=ast.And(), values=[_call("_tick_"), node.body]), node.body)
+        return node
+
+    def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
+        self.generic_visit(node)
+        node.ifs.insert(0, _located(_call("_tick_"), node.iter))
+        return node
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> ast.AST:
+        self.generic_visit(node)
+        node.body.insert(0, _located(ast.Expr(_call("_handled_")), node))
+        return node
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        guard = _SIZED_OPERATORS.get(type(node.op))
+        if guard is None or _cannot_grow(node, self.ints[-1]):
+            return node
+        return _located(_call(guard, node.left, node.right), node)
+
+    def visit_FormattedValue(self, node: ast.FormattedValue) -> ast.AST:
+        self.generic_visit(node)
+        spec = node.format_spec
+        if spec is None:
+            return node
+        if all(isinstance(part, ast.Constant) for part in spec.values):  # type: ignore[attr-defined]
+            text = "".join(str(part.value) for part in spec.values)  # type: ignore[attr-defined]
+            if all(int(number) <= MAX_FORMAT_WIDTH for number in _SPEC_NUMBERS.findall(text)):
+                return node
+        node.value = _located(_call("_format_", node.value, ast.Constant(node.conversion), spec), node)
+        node.conversion = -1
+        node.format_spec = None
+        return node
+
+
+def compile_block(source: str, filename: str, reserved: frozenset[str] = frozenset()) -> CodeType:
+    """Compile one block of the model's code, or raise `CodeRefused` with a readable report.
+
+    `reserved` names (the tools) cannot be assigned.
+    """
+    try:
+        tree = ast.parse(source, filename=filename, mode="exec")
+    except SyntaxError as error:
+        raise CodeRefused(_syntax_report(source, error), "SyntaxError") from None
+    policy = SandboxPolicy(reserved)
+    tree = policy.visit(tree)
+    if policy.problems:
+        raise CodeRefused(_policy_report(source, policy.problems), "CodeRefused")
+    tree = Instrumenter().visit(tree)
+    _capture_last_expression(tree)
+    ast.fix_missing_locations(tree)
+    return compile(tree, filename, "exec")
+
+
+# Helpers ------------------------------------------------------------------
+def _name(identifier: str) -> ast.Name:
+    return ast.Name(id=identifier, ctx=ast.Load())
+
+
+def _call(function: str, *args: ast.expr) -> ast.Call:
+    return ast.Call(func=_name(function), args=list(args), keywords=[])
+
+
+def _tick() -> ast.Expr:
+    return ast.Expr(_call("_tick_"))
+
+
+def _located(new: _Node, old: ast.AST) -> _Node:
+    """Give `new` the position of `old` (children get theirs in one pass at the end)."""
+    return ast.copy_location(new, old)
+
+
+def _cannot_grow(node: ast.BinOp, ints: frozenset[str]) -> bool:
+    """True when the operation is on numbers only, so its result cannot be huge in one step:
+    a float constant times anything, or ``*`` and ``%`` between certain ints and int constants."""
+    sides = (node.left, node.right)
+    if isinstance(node.op, ast.Mult) and any(_is_constant(side, float) for side in sides):
+        return True
+    if isinstance(node.op, ast.Mod):
+        return _is_int(node.left, ints)
+    if isinstance(node.op, ast.Mult):
+        return all(_is_int(side, ints) for side in sides)
+    return False
+
+
+def _is_constant(node: ast.expr, kind: type) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is kind
+
+
+def _is_int(node: ast.expr, ints: frozenset[str]) -> bool:
+    return (isinstance(node, ast.Name) and node.id in ints) or (
+        _is_constant(node, int) and abs(node.value) < 1 << 64  # type: ignore[attr-defined]
+    )
+
+
+def _finally_escape(statement: ast.stmt) -> ast.stmt | None:
+    """The first return/break/continue in a finally block that would leave it early."""
+    pending: list[tuple[ast.AST, bool]] = [(statement, False)]
+    while pending:
+        node, in_loop = pending.pop()
+        if isinstance(node, ast.Return) or (isinstance(node, (ast.Break, ast.Continue)) and not in_loop):
+            return node  # type: ignore[return-value]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        loop = in_loop or isinstance(node, (ast.For, ast.While))
+        pending.extend((child, loop) for child in ast.iter_child_nodes(node))
+    return None
+
+
+def _capture_last_expression(tree: ast.Module) -> None:
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = tree.body[-1]
+        store = ast.Name(id=RESULT_NAME, ctx=ast.Store())
+        tree.body[-1] = _located(ast.Assign(targets=[store], value=last.value), last)
+
+
+def _source_line(source: str, line: int) -> str:
+    lines = source.splitlines()
+    return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
+def _caret(text: str, col: int, end_col: int | None) -> str:
+    width = max(1, (end_col - col) if end_col and end_col > col else 1)
+    return f"    {text}\n    {' ' * col}{'^' * width}"
+
+
+def _syntax_report(source: str, error: SyntaxError) -> str:
+    line = error.lineno or 1
+    col = max(0, (error.offset or 1) - 1)
+    end = (error.end_offset - 1) if error.end_offset and error.end_lineno == error.lineno else None
+    text = error.text.rstrip("\n") if error.text else _source_line(source, line)
+    return f"SyntaxError on line {line}: {error.msg}\n{_caret(text, col, end)}"
+
+
+def _policy_report(source: str, problems: list[_Problem]) -> str:
+    parts = ["The code was not run; fix these and send it again:"]
+    for problem in sorted(problems, key=lambda p: (p.line, p.col)):
+        text = _source_line(source, problem.line)
+        parts.append(f"Line {problem.line}: {problem.message}\n{_caret(text, problem.col, problem.end_col)}")
+    return "\n".join(parts)

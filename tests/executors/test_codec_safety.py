@@ -1,0 +1,406 @@
+"""The codec under attack, its error messages, and its source running where codeward is not installed.
+
+The host decodes whatever a sandbox sends back, so these tests play the sandbox:
+they hand-craft payloads that try to unpickle, import, run code, or exhaust memory.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import dataclasses
+import json
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import textwrap
+import types
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_codec import Color, Point
+
+from codeward.executors import codec
+from codeward.executors.codec import CodecError, CodecWarning, decode_variables, dumps, encode_variables, loads
+
+# -------------------------------------------------------------------- pickle
+
+
+class _WritesMarker:
+    """Unpickling this writes a file: proof that the pickle ran."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> Any:
+        return (Path.write_text, (self.marker, "pickle ran"))
+
+
+def _pickle_payload(marker: Path) -> str:
+    blob = base64.b64encode(pickle.dumps(_WritesMarker(marker))).decode()
+    return json.dumps([1, {"nested": {"$": "pickle", "b64": blob}}])
+
+
+def test_a_pickle_from_the_sandbox_is_refused_and_never_run(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    with pytest.raises(CodecError, match="pickled value; refused because allow_pickle is False"):
+        loads(_pickle_payload(marker))
+    with pytest.raises(CodecError, match="refused"):
+        decode_variables(json.dumps({"x": json.loads(_pickle_payload(marker))}))
+    assert not marker.exists()
+    # The same payload does run when explicitly allowed: the attack above was real.
+    loads(_pickle_payload(marker), allow_pickle=True)
+    assert marker.read_text() == "pickle ran"
+
+
+def test_pickle_is_an_explicit_opt_in_for_what_cannot_be_carried() -> None:
+    value = {"plain": (1, 2), "odd": types.SimpleNamespace(a=1)}
+    text = dumps(value, allow_pickle=True)
+    assert '"$":"pickle"' in text and text.count('"$":"pickle"') == 1  # only the uncarried part is pickled
+    back = loads(text, allow_pickle=True)
+    assert back == value
+    with pytest.raises(CodecError, match="pickling it failed"):
+        dumps(lambda: None, allow_pickle=True)
+
+
+# ------------------------------------------------------- no imports, no code
+
+
+def _write_module(folder: Path, marker: Path) -> str:
+    name = f"codec_bait_{uuid.uuid4().hex}"
+    (folder / f"{name}.py").write_text(
+        textwrap.dedent(f"""
+        import dataclasses, enum, pathlib
+        pathlib.Path({str(marker)!r}).write_text("imported")
+        @dataclasses.dataclass
+        class Thing:
+            a: int
+        class Kind(enum.Enum):
+            A = 1
+    """)
+    )
+    return name
+
+
+def test_a_payload_naming_an_unimported_module_does_not_import_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "imported"
+    name = _write_module(tmp_path, marker)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.warns(CodecWarning, match="not loaded here"):
+        assert loads(json.dumps({"$": "dc", "cls": f"{name}:Thing", "f": {"a": 1}})) == {"a": 1}
+    with pytest.warns(CodecWarning, match="not loaded here"):
+        assert loads(json.dumps({"$": "enum", "cls": f"{name}:Kind", "name": "A", "v": 1})) == 1
+    with pytest.warns(CodecWarning, match="as a plain tuple"):
+        assert loads(json.dumps({"$": "nt", "cls": f"{name}:Pair", "v": [1, 2]})) == (1, 2)
+    assert name not in sys.modules and not marker.exists()
+
+
+def test_class_lookup_runs_no_module_getattr(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module-level __getattr__ may import on demand (numpy and others do); the codec never calls it."""
+    calls: list[str] = []
+    lazy = types.ModuleType("codec_lazy_module")
+    lazy.__getattr__ = lambda attr: calls.append(attr) or Point  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "codec_lazy_module", lazy)
+    with pytest.warns(CodecWarning):
+        loads(json.dumps({"$": "dc", "cls": "codec_lazy_module:Point", "f": {"x": 1, "y": 2}}))
+    assert calls == []
+
+
+@dataclasses.dataclass
+class _CountsInits:
+    n: int
+    inits = 0
+
+    def __post_init__(self) -> None:
+        type(self).inits += 1
+
+
+def test_dataclasses_are_restored_without_running_their_code() -> None:
+    text = dumps(_CountsInits(5))
+    before = _CountsInits.inits
+    back = loads(text)
+    assert type(back) is _CountsInits and back.n == 5
+    assert _CountsInits.inits == before
+
+
+@pytest.mark.parametrize("ref", ["os:system", "builtins:eval", "subprocess:Popen", "os:path.join", "nonsense", 7])
+def test_a_payload_cannot_name_functions_or_non_dataclasses(ref: Any) -> None:
+    with pytest.warns(CodecWarning, match="decoded it as a dict of its fields"):
+        assert loads(json.dumps({"$": "dc", "cls": ref, "f": {"args": "id"}})) == {"args": "id"}
+
+
+def test_dataclass_with_other_fields_than_the_loaded_class_decodes_as_dict() -> None:
+    ref = f"{Point.__module__}:Point"
+    with pytest.warns(CodecWarning):
+        assert loads(json.dumps({"$": "dc", "cls": ref, "f": {"x": 1, "z": 2}})) == {"x": 1, "z": 2}
+    assert loads(json.dumps({"$": "dc", "cls": ref, "f": {"x": 1, "y": 2}})) == Point(1, 2)
+
+
+def test_enum_members_decode_by_value_when_the_class_is_loaded() -> None:
+    ref = f"{Color.__module__}:Color"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert loads(json.dumps({"$": "enum", "cls": ref, "name": "?", "v": "red"})) is Color.RED
+
+
+# ------------------------------------------------------------ resource limits
+
+HUGE_CLAIMS = {
+    "array shape": {"$": "nd", "dtype": "<f8", "shape": [10**6, 10**6], "order": "C", "b64": "AAAAAAAAAAA="},
+    "array itemsize": {"$": "nd", "dtype": "<U999999999", "shape": [3], "b64": ""},
+    "object items": {"$": "nd", "dtype": "|O", "shape": [10**12], "items": [1]},
+    "zero-size items": {"$": "nd", "dtype": "|V0", "shape": [10**15], "order": "C", "b64": ""},
+    "dims": {"$": "nd", "dtype": "<i1", "shape": [1] * 100, "b64": "AA=="},
+    "negative shape": {"$": "nd", "dtype": "<i1", "shape": [-1], "b64": ""},
+    "image size": {"$": "image", "mode": "RGBA", "size": [10**5, 10**5], "b64": "AAAA", "palette": None},
+    "image width": {"$": "image", "mode": "RGBA", "size": [2**40, 0], "b64": "", "palette": None},
+    "image mode": {"$": "image", "mode": "XYZ", "size": [1, 1], "b64": "AAAA", "palette": None},
+    "pointer buffer": {
+        "$": "nd",
+        "dtype": "|O",
+        "shape": [1],
+        "order": "C",
+        "b64": base64.b64encode(b"\x01" * 8).decode(),
+    },
+    "structured pointers": {
+        "$": "nd",
+        "dtype": {"names": ["p"], "formats": ["|O"], "offsets": [0], "titles": [None], "itemsize": 8, "aligned": False},
+        "shape": [1],
+        "b64": "AAAAAAAAAAA=",
+    },
+    "bad base64": {"$": "bytes", "b64": "not base64!"},
+    "unknown tag": {"$": "eval", "v": "__import__('os')"},
+    "tag not a string": {"$": ["tuple"], "v": []},
+    "unhashable key": {"$": "dict", "v": [[[1, 2], 3]]},
+    "unhashable member": {"$": "set", "v": [[1]]},
+    "bad float": {"$": "float", "v": "1e999999"},
+    "bad zone key": {"$": "tz", "tz": {"key": "../../../etc/passwd"}},
+    "bad path class": {"$": "path", "cls": "os.system", "v": "x"},
+    "huge fraction parts": {"$": "fraction", "v": ["1", 3]},
+}
+
+
+@pytest.mark.parametrize("payload", HUGE_CLAIMS.values(), ids=HUGE_CLAIMS.keys())
+def test_hostile_payloads_fail_as_codec_errors(payload: Any) -> None:
+    with pytest.raises(CodecError):
+        loads(json.dumps(payload))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 200_000 + "]" * 200_000,
+        '{"a":' * 200_000 + "1" + "}" * 200_000,
+        '{"$":"tuple","v":[' * 50_000 + "]}" * 50_000,
+        "1" * 20_000,  # beyond the int-to-decimal digit limit
+        "NaN",
+        "[Infinity]",
+        "{",
+        "",
+        "\x00",
+    ],
+    ids=[
+        "deep lists",
+        "deep dicts",
+        "deep tags",
+        "huge int literal",
+        "nan literal",
+        "inf literal",
+        "truncated",
+        "empty",
+        "nul",
+    ],
+)
+def test_malformed_or_deep_text_fails_as_codec_error(text: str) -> None:
+    with pytest.raises(CodecError):
+        loads(text)
+
+
+def test_non_text_input_is_refused() -> None:
+    with pytest.raises(CodecError, match="expects JSON text"):
+        loads(None)  # type: ignore[arg-type]
+
+
+def test_deep_and_cyclic_values_fail_before_anything_is_sent() -> None:
+    deep: list[Any] = []
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(CodecError, match="variable 'deep': nested too deeply"):
+        encode_variables({"deep": deep})
+    cyclic: list[Any] = [1]
+    cyclic.append(cyclic)
+    with pytest.raises(CodecError, match="contains itself"):
+        dumps(cyclic)
+
+
+# ------------------------------------------------------------- error messages
+
+
+class _Text(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("variables", "expected"),
+    [
+        ({"cfg": {"items": [1, 2, 3, socket.socket]}}, "variable 'cfg'['items'][3]: cannot carry <class 'type'>"),
+        ({"p": Point(x=[object()])}, "variable 'p'.x[0]: cannot carry <class 'object'>"),
+        ({"k": {object: 1}}, "variable 'k'<key <class 'object'>>: cannot carry <class 'type'>"),
+        ({"t": (1, _Text("s"))}, f"variable 't'[1]: cannot carry {_Text!r}"),
+        ({"s": {1, frozenset({...})}}, "variable 's'"),
+        ({"f": print}, "variable 'f': cannot carry <class 'builtin_function_or_method'>"),
+    ],
+)
+def test_errors_name_the_variable_the_path_the_type_and_the_opt_in(variables: dict[str, Any], expected: str) -> None:
+    with pytest.raises(CodecError) as caught:
+        encode_variables(variables)
+    assert expected in str(caught.value)
+    assert "allow_pickle=True" in str(caught.value)
+
+
+def test_a_socket_inside_a_config_is_named_exactly() -> None:
+    with socket.socket() as sock, pytest.raises(CodecError) as caught:
+        encode_variables({"cfg": {"items": [1, 2, 3, sock]}})
+    assert str(caught.value).startswith("variable 'cfg'['items'][3]: cannot carry <class 'socket.socket'>")
+
+
+def test_time_zones_it_cannot_carry_are_named() -> None:
+    import datetime as dt
+
+    class Custom(dt.tzinfo):
+        def utcoffset(self, when: Any) -> dt.timedelta:
+            return dt.timedelta(0)
+
+    with pytest.raises(
+        CodecError, match=r"value\[0\]: cannot carry <class 'datetime.datetime'> \(only datetime.timezone"
+    ):
+        dumps([dt.datetime(2020, 1, 1, tzinfo=Custom())])
+
+
+# ------------------------------------------------------ self-contained source
+
+SANDBOX_SCRIPT = r"""
+import json, sys
+for name in ("numpy", "pandas", "PIL", "PIL.Image", "codeward"):
+    sys.modules[name] = None  # importing any of these now raises ImportError
+source = open(sys.argv[1], encoding="utf-8").read()
+ns = {"__name__": "codeward_codec"}
+exec(compile(source, "codec.py", "exec"), ns)
+import dataclasses, decimal, fractions, uuid, datetime, zoneinfo, pathlib
+@dataclasses.dataclass(frozen=True)
+class Box:
+    item: object
+value = {(1, "k"): [1.5, float("nan"), -0.0, 2**3000, "\ud800", b"\x00", bytearray(b"b"), {1, 2}, frozenset({3}),
+                    complex(1, -1), decimal.Decimal("NaN"), fractions.Fraction(1, 3), uuid.UUID(int=1),
+                    datetime.datetime(2020, 1, 1, tzinfo=zoneinfo.ZoneInfo("Asia/Tokyo")), pathlib.PurePosixPath("/x"),
+                    Box((1, 2))]}
+back = ns["loads"](ns["dumps"](value))
+item = back[(1, "k")]
+assert type(item[-1]) is Box and item[-1] == Box((1, 2)), item[-1]
+assert item[0] == 1.5 and item[1] != item[1] and str(item[2]) == "-0.0" and item[3] == 2**3000 and item[4] == "\ud800"
+host = ns["decode_variables"](sys.stdin.read())
+try:
+    ns["loads"]('{"$":"nd","dtype":"<f8","shape":[1],"b64":"AAAAAAAAAAA="}')
+except ns["CodecError"] as exc:
+    numpy_error = str(exc)
+print(json.dumps({"host": repr(host), "numpy_error": numpy_error,
+                  "loaded": sorted(m for m in ("numpy", "pandas", "PIL") if sys.modules.get(m) is not None)}))
+"""
+
+
+def test_the_module_imports_only_the_standard_library_at_top_level() -> None:
+    tree = ast.parse(Path(codec.__file__).read_text(encoding="utf-8"))
+    top_level = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    names = {alias.name.split(".")[0] for node in top_level if isinstance(node, ast.Import) for alias in node.names}
+    names |= {node.module.split(".")[0] for node in top_level if isinstance(node, ast.ImportFrom) and node.module}
+    assert all(isinstance(node, ast.Import) or node.level == 0 for node in top_level)  # no relative imports
+    assert names and names <= set(sys.stdlib_module_names) | {"__future__"}, names - set(sys.stdlib_module_names)
+
+
+# Sandboxes may run another Python than the host: list more interpreters to try in this variable.
+OTHER_PYTHONS = [p for p in os.environ.get("CODEWARD_TEST_PYTHONS", "").split(os.pathsep) if p]
+
+
+@pytest.mark.parametrize("python", [sys.executable, *OTHER_PYTHONS])
+def test_the_module_source_runs_alone_without_codeward_numpy_or_pandas(python: str) -> None:
+    host_payload = encode_variables({"cfg": {"n": (1, 2), "when": __import__("datetime").date(2020, 1, 2)}})
+    result = subprocess.run(
+        [python, "-I", "-c", SANDBOX_SCRIPT, codec.__file__],
+        input=host_payload,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["host"] == "{'cfg': {'n': (1, 2), 'when': datetime.date(2020, 1, 2)}}"
+    assert "numpy cannot be imported here" in report["numpy_error"]
+    assert report["loaded"] == []
+
+
+ECHO_SCRIPT = r"""
+import sys
+ns = {"__name__": "codeward_codec"}
+exec(compile(open(sys.argv[1], encoding="utf-8").read(), "codec.py", "exec"), ns)
+value = ns["loads"](sys.stdin.read())
+print(ns["dumps"](value))
+"""
+
+
+def _has_data_libraries(python: str) -> bool:
+    probe = subprocess.run([python, "-c", "import numpy, pandas, PIL"], capture_output=True, check=False, timeout=60)
+    return probe.returncode == 0
+
+
+@pytest.mark.parametrize(
+    "python", OTHER_PYTHONS or [pytest.param("", marks=pytest.mark.skip("set CODEWARD_TEST_PYTHONS"))]
+)
+def test_data_values_cross_to_another_interpreter_and_back(python: str) -> None:
+    """A sandbox on another venv may have other numpy/pandas/PIL versions: values must survive both ways."""
+    import numpy as np
+    import pandas as pd
+    from PIL import Image
+    from test_codec import same
+
+    if not _has_data_libraries(python):
+        pytest.skip(f"{python} has no numpy, pandas and PIL")
+    frame = pd.DataFrame(
+        {
+            "i": np.arange(3),
+            "f": [0.5, np.nan, -0.0],
+            "o": pd.Series(["a", None, (1, 2)], dtype=object),
+            "s": pd.array(["x", None, "z"], dtype=pd.StringDtype("python")),  # pyarrow may be missing there
+            "n": pd.array([1, None, 3], dtype="Int64"),
+            "c": pd.Categorical([1, 2, 1], ordered=True),
+            "t": pd.date_range("2020-03-28", periods=3, freq="D", tz="Europe/Oslo"),
+        },
+        index=pd.MultiIndex.from_arrays([[1, 1, 2], pd.Index([10, 20, 10], dtype="int16")], names=["k", ("v", 1)]),
+    )
+    frame.columns = pd.Index(frame.columns, dtype=object)  # pandas before 3 has no "str" dtype
+    image = Image.new("P", (3, 2), 1)
+    image.putpalette([0, 0, 0, 255, 0, 0])
+    value = {
+        "frame": frame,
+        "series": pd.Series([1.5, 2.5], index=pd.date_range("2021", periods=2, freq="h"), name="x"),
+        "array": np.array([(1, 2.0 + 1j, "2020-01-01")], dtype=[("a", ">i2"), ("b", "c8"), ("c", "M8[s]")]),
+        "scalar": np.float16(-0.0),
+        "image": image,
+    }
+    result = subprocess.run(
+        [python, "-I", "-c", ECHO_SCRIPT, codec.__file__],
+        input=dumps(value),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert same(value, loads(result.stdout))

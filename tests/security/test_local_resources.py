@@ -1,0 +1,146 @@
+"""Resource attacks: CPU, memory, recursion, huge numbers and strings. Each is stopped
+with an error the model can act on, quickly, and the executor stays usable."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from codeward.executors.base import ExecutionTimeout
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "10**10**10",
+        "2**(10**9)",
+        "x = 10\nx **= 10**9",
+        "pow(10, 10**10)",
+        "1 << 10**12",
+        "(10**200000) * (10**200000)",
+        "'a' * 10**12",
+        "[0] * 10**12",
+        "x = [0]\nx *= 10**12",
+        "b'ab' * 10**11",
+        "'a'.ljust(10**11)",
+        "'%10000000000d' % 1",
+        "'{:>10000000000}'.format(1)",
+        "format(1, '>10000000000')",
+        "w = 10**10\nf'{1:>{w}}'",
+        "'abc'.replace('', 'x' * 1000) * 1 if False else ('ab' * 4_000_000).replace('', 'xyz')",
+        "bytes(10**12)",
+        "bytearray(10**11)",
+        "import math\nmath.factorial(10**8)",
+        "import math\nmath.comb(10**9, 10**8)",
+    ],
+    ids=lambda c: c[:40],
+)
+def test_huge_values_are_refused_in_one_step(code, attack):
+    started = time.monotonic()
+    error = attack(code)
+    assert time.monotonic() - started < 5
+    assert "the sandbox allows" in error.message or "not supported" in error.message
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "list(range(10**12))",
+        "sum(range(10**12))",
+        "set(range(10**11))",
+        "import itertools\nlist(itertools.count())",
+        "import itertools\n''.join(itertools.repeat('a'))",
+        "import itertools\nlist(itertools.product(range(100), repeat=10))",
+        "import itertools\nfor x in itertools.cycle([1]):\n    pass",
+        "while True:\n    pass",
+        "x = 0\nwhile True:\n    try:\n        x += 1\n    except BaseException:\n        pass",
+        "def f():\n    while True:\n        yield 1\nlist(f())",
+        "list(map(lambda v: v, iter(int, 1)))",
+    ],
+    ids=lambda c: c[:40],
+)
+def test_endless_or_huge_iteration_is_stopped(code, attack):
+    started = time.monotonic()
+    error = attack(code, max_operations=200_000)
+    assert time.monotonic() - started < 5
+    assert "operations" in error.message
+
+
+def test_cpu_loop_is_stopped_by_the_timeout_while_running(attack):
+    started = time.monotonic()
+    error = attack("while True:\n    pass", max_operations=10**15, timeout_seconds=0.5)
+    assert isinstance(error, ExecutionTimeout)
+    assert time.monotonic() - started < 3
+
+
+def test_loop_in_finally_is_stopped(attack):
+    error = attack("try:\n    1/0\nfinally:\n    while True:\n        pass", max_operations=100_000)
+    assert "operations" in error.message
+
+
+def test_memory_growth_by_doubling_is_stopped(attack):
+    error = attack(
+        "s = 'x' * 1_000_000\nwhile True:\n    s = s + s",
+        max_memory_bytes=300 * 1024 * 1024,
+        max_value_size=10**12,
+    )
+    assert "memory" in error.message or "MemoryError" in error.message
+
+
+def test_deep_recursion_is_a_recursion_error(attack):
+    error = attack("def f(n):\n    return f(n + 1) + 1\nf(0)")
+    assert error.error_type == "RecursionError"
+
+
+def test_regex_work_is_bounded_by_the_timeout_for_python_level_loops(attack):
+    error = attack(
+        "import re\nout = []\nwhile True:\n    out.append(re.findall('a', 'a' * 100))",
+        timeout_seconds=0.5,
+        max_operations=10**15,
+        max_memory_bytes=None,
+    )
+    assert isinstance(error, ExecutionTimeout)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        # a loop variable rebound elsewhere in the function is no longer a certain int
+        "def f():\n    for i in range(1):\n        pass\n    i = '%10000000000d'\n    return i % 1\nf()",
+        # at module level a function called in the loop can rebind the name
+        "def g():\n    global i\n    i = '%10000000000d'\nfor i in range(1):\n    g()\n    i % 1",
+        # a nested function can rebind it with nonlocal
+        "def f():\n    def g():\n        nonlocal i\n        i = 'ab'\n    for i in range(1):\n        g()\n        i * 10**12\nf()",
+        # a comprehension clause rebinding the variable
+        "[i * 10**12 for i in range(1) for i in ['ab']]",
+    ],
+    ids=["rebound-local", "global-rebind", "nonlocal-rebind", "comprehension-rebind"],
+)
+def test_unguarded_int_operators_cannot_be_tricked(code, attack):
+    error = attack(code)
+    assert "the sandbox allows" in error.message or "not supported" in error.message
+
+
+def test_range_cannot_be_redefined(attack):
+    error = attack("range = lambda n: ['%10000000000d']")
+    assert "'range' cannot be redefined" in error.message
+
+
+def test_model_code_run_by_the_host_after_the_block_stays_bounded():
+    """A final answer whose __repr__ never ends: the host's repr() stops with an ordinary error."""
+    from codeward.executors.local import LocalExecutor
+    from codeward.executors.local_limits import BudgetSpentOutsideRun
+    from codeward.platform.tools import FinalAnswerTool
+
+    with LocalExecutor(max_operations=100_000) as ex:
+        ex.send_tools({"final_answer": FinalAnswerTool()})
+        out = ex.run(
+            "class Sticky:\n    def __repr__(self):\n        while True:\n            pass\nfinal_answer(Sticky())"
+        )
+        assert out.is_final_answer
+        started = time.monotonic()
+        with pytest.raises(BudgetSpentOutsideRun):
+            repr(out.output)
+        assert time.monotonic() - started < 5
+        assert ex.run("2 + 2").output == 4
