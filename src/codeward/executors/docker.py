@@ -8,33 +8,40 @@ read-only root, a non-root user and memory, CPU and pids limits
 container that dies (out of memory, killed, engine gone) raises `SandboxError`
 and is replaced on the next run; one that ignores a timeout's interrupt is
 replaced at once. Containers whose owner died are reaped when an executor starts.
+
+`SandboxPool` keeps sandboxes started ahead of need, so that an executor
+built on it starts in milliseconds; a sandbox serves one executor and is then
+removed, never handed to another.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 import docker
 
 from codeward.executors.base import CodeOutput, ExecutionError, ExecutorError, SandboxError
-from codeward.executors.docker_images import ENGINE_ERRORS, engine_client, require_image
+from codeward.executors.docker_images import engine_client, require_image
 from codeward.executors.docker_sandbox import (
     Hardening,
     KernelContainer,
+    SandboxSpec,
     checked_extra_run_kwargs,
     reap_orphans,
-    start_kernel_container,
 )
 from codeward.executors.jupyter import JupyterExecutor
 from codeward.executors.kernel import ConnectedKernel, KernelSession
 
-__all__ = ["DockerExecutor"]
+__all__ = ["DockerExecutor", "SandboxPool", "sandbox_spec"]
 
 log = logging.getLogger(__name__)
 
 #: A sandbox holding this share of its pids limit after a failure counts as fork-bombed.
 _EXHAUSTED_SHARE = 0.95
+#: Seconds a pool waits before trying again after it could not start a sandbox.
+_POOL_RETRY = 1.0
 
 
 class DockerExecutor(JupyterExecutor):
@@ -59,25 +66,36 @@ class DockerExecutor(JupyterExecutor):
         runtime: str | None = None,
         timeout_seconds: float | None = 30,
         tools_mode: str = "host",
+        pool: SandboxPool | None = None,
         docker_client: docker.DockerClient | None = None,
         extra_run_kwargs: dict[str, Any] | None = None,
         *,
         allow_pickle: bool = False,
     ) -> None:
-        self.hardening = Hardening(network, mem_limit, cpus, pids_limit, tmpfs_size, runtime)
-        self._extra_run_kwargs = checked_extra_run_kwargs(extra_run_kwargs)
-        if self.hardening.changes():
-            log.warning("docker sandbox settings changed from the strict defaults: %s", self.hardening.changes())
-        self._docker = docker_client or engine_client()
-        reaped = reap_orphans(self._docker)
-        if reaped:
-            log.info("removed %d sandbox(es) whose owner process is gone: %s", len(reaped), ", ".join(reaped))
-        self.image: str = image or str(require_image(self._docker).id)
+        hardening = Hardening(network, mem_limit, cpus, pids_limit, tmpfs_size, runtime)
+        if pool is not None:
+            if image is not None or hardening.changes() or docker_client is not None or extra_run_kwargs:
+                raise ValueError(
+                    "an executor with a pool runs in the pool's sandboxes: give image, limits, docker_client "
+                    "and extra_run_kwargs to SandboxPool(...), not to DockerExecutor(pool=...)"
+                )
+            self.spec = pool.spec
+        else:
+            self.spec = sandbox_spec(image, hardening, docker_client, extra_run_kwargs)
+        self.pool = pool
         self._sandbox: KernelContainer | None = None
         # Sandboxes whose removal failed while the engine was away; removed at the next chance.
         self._leftovers: list[KernelContainer] = []
         self._replaced_exhausted = False
         super().__init__(timeout_seconds=timeout_seconds, tools_mode=tools_mode, allow_pickle=allow_pickle)
+
+    @property
+    def hardening(self) -> Hardening:
+        return self.spec.hardening
+
+    @property
+    def image(self) -> str:
+        return self.spec.image
 
     @property
     def sandbox(self) -> KernelContainer | None:
@@ -98,14 +116,8 @@ class DockerExecutor(JupyterExecutor):
         return KernelSession(process)
 
     def _start_container(self) -> KernelContainer:
-        try:
-            self._docker.ping()
-        except ENGINE_ERRORS as error:
-            raise SandboxError(f"the Docker engine does not answer: {error}", state_lost=True) from error
+        self._sandbox = self.pool.take() if self.pool is not None else self.spec.start()
         self._leftovers = [sandbox for sandbox in self._leftovers if not sandbox.remove()]
-        self._sandbox = start_kernel_container(
-            self._docker, self.image, self.hardening, extra_run_kwargs=self._extra_run_kwargs
-        )
         return self._sandbox
 
     def _container_running(self) -> bool:
@@ -163,3 +175,121 @@ class DockerExecutor(JupyterExecutor):
                 "bake them into your own image (image=...) or create DockerExecutor(network='bridge')"
             )
         return super().install_packages(packages)
+
+
+def sandbox_spec(
+    image: str | None,
+    hardening: Hardening,
+    docker_client: docker.DockerClient | None,
+    extra_run_kwargs: dict[str, Any] | None,
+) -> SandboxSpec:
+    """Check and settle what sandboxes will be like; log any loosening, and reap orphans on the engine."""
+    extra = checked_extra_run_kwargs(extra_run_kwargs)
+    if hardening.changes():
+        log.warning("docker sandbox settings changed from the strict defaults: %s", hardening.changes())
+    client = docker_client or engine_client()
+    reaped = reap_orphans(client)
+    if reaped:
+        log.info("removed %d sandbox(es) whose owner process is gone: %s", len(reaped), ", ".join(reaped))
+    return SandboxSpec(client, image or str(require_image(client).id), hardening, extra)
+
+
+class SandboxPool:
+    """Keeps `size` sandboxes started and ready; each serves one executor, then is removed.
+
+    A background thread starts a replacement whenever one is taken. The pool's
+    sandboxes carry this process's owner labels, so the reaper removes them if
+    the process dies; `close()` (or the context manager) removes the idle ones.
+    """
+
+    def __init__(
+        self,
+        size: int = 2,
+        image: str | None = None,
+        network: str = "none",
+        mem_limit: str = "1g",
+        cpus: float = 1.0,
+        pids_limit: int = 256,
+        tmpfs_size: str = "256m",
+        runtime: str | None = None,
+        docker_client: docker.DockerClient | None = None,
+        extra_run_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"size must be a whole number of sandboxes, at least 1, got {size!r}")
+        self.size = size
+        hardening = Hardening(network, mem_limit, cpus, pids_limit, tmpfs_size, runtime)
+        self.spec = sandbox_spec(image, hardening, docker_client, extra_run_kwargs)
+        self._ready: list[KernelContainer] = []
+        self._starting = 0
+        self._closed = False
+        self._changed = threading.Condition()
+        self._filler = threading.Thread(target=self._fill, name="codeward-sandbox-pool", daemon=True)
+        self._filler.start()
+
+    @property
+    def idle(self) -> tuple[KernelContainer, ...]:
+        """The sandboxes started and waiting to be taken."""
+        with self._changed:
+            return tuple(self._ready)
+
+    def take(self) -> KernelContainer:
+        """A started sandbox for the caller alone; started on the spot if none is ready."""
+        while True:
+            with self._changed:
+                if self._closed:
+                    raise ExecutorError("this SandboxPool is closed; create a new one")
+                sandbox = self._ready.pop(0) if self._ready else None
+                self._changed.notify_all()
+            if sandbox is None:
+                return self.spec.start()
+            if sandbox.is_running():
+                return sandbox
+            sandbox.remove()  # died while it waited: never hand out a dead sandbox
+
+    def wait_until_full(self, timeout: float = 60.0) -> bool:
+        """Block until `size` sandboxes are ready (or `timeout` passes); True when they are."""
+        with self._changed:
+            return self._changed.wait_for(lambda: len(self._ready) >= self.size or self._closed, timeout)
+
+    def close(self) -> None:
+        """Remove the sandboxes still waiting; the executors holding one remove theirs. Idempotent."""
+        with self._changed:
+            self._closed = True
+            idle, self._ready = self._ready, []
+            self._changed.notify_all()
+        for sandbox in idle:
+            sandbox.remove()
+        self._filler.join(timeout=120)
+
+    def __enter__(self) -> SandboxPool:  # noqa: PYI034 (typing.Self needs Python 3.11)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _fill(self) -> None:
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: self._closed or len(self._ready) + self._starting < self.size)
+                if self._closed:
+                    return
+                self._starting += 1
+            sandbox = self._start_one()
+            with self._changed:
+                self._starting -= 1
+                late = self._closed
+                if sandbox is not None and not late:
+                    self._ready.append(sandbox)
+                self._changed.notify_all()
+            if sandbox is not None and late:
+                sandbox.remove()
+
+    def _start_one(self) -> KernelContainer | None:
+        try:
+            return self.spec.start()
+        except ExecutorError as error:
+            log.warning("the sandbox pool could not start a sandbox (retrying in %gs): %s", _POOL_RETRY, error)
+            with self._changed:
+                self._changed.wait_for(lambda: self._closed, _POOL_RETRY)
+            return None

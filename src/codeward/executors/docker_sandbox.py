@@ -56,6 +56,7 @@ __all__ = [
     "SESSION_LABEL",
     "Hardening",
     "KernelContainer",
+    "SandboxSpec",
     "checked_extra_run_kwargs",
     "list_sandboxes",
     "owner_alive",
@@ -182,6 +183,24 @@ def checked_extra_run_kwargs(extra: dict[str, Any] | None) -> dict[str, Any]:
     if not isinstance(extra.get("environment", {}), dict):
         raise TypeError("extra_run_kwargs['environment'] must be a dict of names to values")
     return extra
+
+
+@dataclass
+class SandboxSpec:
+    """Everything that makes sandboxes alike: engine, image, limits and harmless extra settings."""
+
+    client: docker.DockerClient
+    image: str
+    hardening: Hardening
+    extra_run_kwargs: dict[str, Any]
+
+    def start(self) -> KernelContainer:
+        """A new sandbox whose kernel answers; an engine that is away is a `SandboxError`."""
+        try:
+            self.client.ping()
+        except ENGINE_ERRORS as error:
+            raise SandboxError(f"the Docker engine does not answer: {error}") from error
+        return start_kernel_container(self.client, self.image, self.hardening, extra_run_kwargs=self.extra_run_kwargs)
 
 
 @dataclass
@@ -376,22 +395,31 @@ def _connection_info(folder: str, key: str) -> KernelConnectionInfo:
 
 
 def _wait_until_ready(sandbox: KernelContainer, timeout: float) -> None:
-    """Wait for the kernel's first kernel_info reply, failing early if the container stops."""
-    kernel_client = sandbox.client()
-    kernel_client.kernel_info()  # queued by ZeroMQ until the kernel has bound its socket
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            reply = kernel_client.get_shell_msg(timeout=0.1)
-        except Empty:
-            _fail_if_stopped(sandbox)
-            if time.monotonic() > deadline:
-                raise SandboxError(
-                    f"the sandbox's kernel did not answer within {timeout:g}s", logs=_logs(sandbox.container)
-                ) from None
-            continue
-        if reply["msg_type"] == "kernel_info_reply":
-            return
+    """Wait for the kernel's first kernel_info reply, failing early if the container stops.
+
+    The client used here is closed before returning, so a sandbox started on one
+    thread (a pool's) holds no sockets of that thread when another takes it.
+    """
+    kernel_client = BlockingKernelClient()
+    kernel_client.load_connection_info(sandbox.connection_info)
+    kernel_client.start_channels(iopub=False, stdin=False, hb=False, control=False)
+    try:
+        kernel_client.kernel_info()  # queued by ZeroMQ until the kernel has bound its socket
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                reply = kernel_client.get_shell_msg(timeout=0.1)
+            except Empty:
+                _fail_if_stopped(sandbox)
+                if time.monotonic() > deadline:
+                    raise SandboxError(
+                        f"the sandbox's kernel did not answer within {timeout:g}s", logs=_logs(sandbox.container)
+                    ) from None
+                continue
+            if reply["msg_type"] == "kernel_info_reply":
+                return
+    finally:
+        kernel_client.stop_channels()
 
 
 def _fail_if_stopped(sandbox: KernelContainer) -> None:
