@@ -16,12 +16,16 @@ removed, never handed to another.
 
 from __future__ import annotations
 
+import ast
+import functools
 import logging
 import threading
+from pathlib import Path
 from typing import Any
 
 import docker
 
+from codeward.executors import codec, prelude
 from codeward.executors.base import CodeOutput, ExecutionError, ExecutorError, SandboxError
 from codeward.executors.docker_images import engine_client, require_image
 from codeward.executors.docker_sandbox import (
@@ -287,9 +291,40 @@ class SandboxPool:
 
     def _start_one(self) -> KernelContainer | None:
         try:
-            return self.spec.start()
+            sandbox = self.spec.start()
         except ExecutorError as error:
             log.warning("the sandbox pool could not start a sandbox (retrying in %gs): %s", _POOL_RETRY, error)
             with self._changed:
                 self._changed.wait_for(lambda: self._closed, _POOL_RETRY)
             return None
+        _run_quietly(sandbox, _warm_up_code())
+        return sandbox
+
+
+@functools.cache
+def _warm_up_code() -> str:
+    """A cell that imports what codeward's sandbox side will import, binding no name the model sees.
+
+    Taken from the sources that the executor sends at start, so it follows them as they change;
+    a pooled sandbox then spends its first moments with an executor compiling, not importing.
+    """
+    imports = []
+    for module in (codec, prelude):
+        tree = ast.parse(Path(str(module.__file__)).read_text(encoding="utf-8"))
+        imports += [
+            ast.unparse(node)
+            for node in tree.body
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and getattr(node, "module", None) != "__future__"
+        ]
+    return f"exec({chr(10).join(imports)!r}, {{}})"
+
+
+def _run_quietly(sandbox: KernelContainer, code: str) -> None:
+    """Run codeward's own cell in a sandbox that no executor holds yet; a failure only costs speed."""
+    client = sandbox.client()
+    try:
+        client.execute_interactive(code, store_history=False, output_hook=lambda message: None, timeout=60)
+    except (TimeoutError, RuntimeError) as error:
+        log.warning("warming a pooled sandbox failed (it still serves, a little slower): %s", error)
+    finally:
+        sandbox.release(client)

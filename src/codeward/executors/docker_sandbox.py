@@ -221,6 +221,12 @@ class KernelContainer:
         self._clients.append(kernel_client)
         return kernel_client
 
+    def release(self, kernel_client: BlockingKernelClient) -> None:
+        """Close a client from `client()` before the sandbox is removed."""
+        kernel_client.stop_channels()
+        if kernel_client in self._clients:
+            self._clients.remove(kernel_client)
+
     def is_running(self) -> bool:
         """Whether the container still runs; an engine that does not answer counts as no."""
         try:
