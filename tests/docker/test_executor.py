@@ -23,6 +23,7 @@ from codeward.executors.docker import DockerExecutor
 from codeward.executors.docker_images import BUILD_COMMAND, SandboxImageError, source_dir
 from codeward.executors.docker_sandbox import OWNER_PID_LABEL, list_sandboxes, sandbox_ids
 from codeward.platform.tools import tool
+from tests.docker.containers import gone
 from tests.docker.engine_proxy import EngineProxy
 
 
@@ -34,14 +35,6 @@ def triple(x: int) -> int:
         x: the number to triple
     """
     return 3 * x
-
-
-def _gone(client: docker.DockerClient, container_id: str) -> bool:
-    try:
-        client.containers.get(container_id)
-    except docker.errors.NotFound:
-        return True
-    return False
 
 
 @pytest.fixture
@@ -85,7 +78,7 @@ def test_it_is_registered_and_hardened_by_default(docker_client: docker.DockerCl
         config = executor.sandbox.container.attrs["HostConfig"]  # type: ignore[union-attr]
         assert (config["NetworkMode"], config["ReadonlyRootfs"], config["CapDrop"]) == ("none", True, ["ALL"])
         container_id, ipc_dir = executor.sandbox.container.id, executor.sandbox.ipc_dir  # type: ignore[union-attr]
-    assert _gone(docker_client, container_id) and not ipc_dir.exists()
+    assert gone(docker_client, container_id) and not ipc_dir.exists()
     executor.close()  # idempotent
 
 
@@ -160,7 +153,7 @@ def test_a_fork_bomb_is_held_and_the_sandbox_replaced(docker_client: docker.Dock
     with pytest.raises(SandboxError, match="process limit") as caught:
         executor.run(f"{launch}\nimport time\ntime.sleep(60)")
     assert caught.value.state_lost
-    assert _gone(docker_client, bombed)
+    assert gone(docker_client, bombed)
     _assert_recovers(executor)
 
 
@@ -170,7 +163,7 @@ def test_a_container_killed_from_outside_raises_and_recovers(docker_client: dock
     threading.Timer(1.0, lambda: docker_client.containers.get(victim).kill()).start()
     with pytest.raises(SandboxError, match="killed"):
         executor.run("import time\ntime.sleep(30)")
-    assert _gone(docker_client, victim)
+    assert gone(docker_client, victim)
     _assert_recovers(executor)
 
 
@@ -180,7 +173,7 @@ def test_code_that_ignores_the_interrupt_gets_a_fresh_sandbox(docker_client: doc
     code = "import time\nwhile True:\n    try:\n        time.sleep(5)\n    except KeyboardInterrupt:\n        print('ignored')"
     with pytest.raises(ExecutionTimeout, match="restarted"):
         executor.run(code)
-    assert _gone(docker_client, stubborn)
+    assert gone(docker_client, stubborn)
     _assert_recovers(executor)
 
 
@@ -199,10 +192,10 @@ def test_an_engine_that_goes_away_raises_and_nothing_is_left_once_it_is_back(
             executor.run("import time\ntime.sleep(5)")
         with pytest.raises(SandboxError, match="does not answer"):
             executor.run("1")
-        assert not _gone(docker_client, stranded)  # the engine could not be told to remove it
+        assert not gone(docker_client, stranded)  # the engine could not be told to remove it
         proxy.restore()
         _assert_recovers(executor)
-        assert _gone(docker_client, stranded)  # removed at the first chance
+        assert gone(docker_client, stranded)  # removed at the first chance
     finally:
         executor.close()
 
@@ -229,7 +222,7 @@ def test_a_killed_owner_leaves_nothing_after_the_next_executor_starts(
     finally:
         owner.send_signal(signal.SIGKILL)  # mid-run: its time.sleep(120) is running in the sandbox
         owner.wait()
-    assert not _gone(docker_client, orphan)
+    assert not gone(docker_client, orphan)
     make()
-    assert _gone(docker_client, orphan)
+    assert gone(docker_client, orphan)
     assert all(c.labels[OWNER_PID_LABEL] != str(owner.pid) for c in list_sandboxes(docker_client))

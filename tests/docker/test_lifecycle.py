@@ -29,15 +29,8 @@ from codeward.executors.docker_sandbox import (
     reap_orphans,
     start_kernel_container,
 )
+from tests.docker.containers import gone
 from tests.docker.kernel_calls import run_code
-
-
-def _exists(client: docker.DockerClient, container_id: str) -> bool:
-    try:
-        client.containers.get(container_id)
-    except docker.errors.NotFound:
-        return False
-    return True
 
 
 def test_a_sandbox_is_labelled_with_its_session_and_owner(sandbox: KernelContainer) -> None:
@@ -76,10 +69,10 @@ def test_remove_takes_the_container_and_its_folder_and_can_be_repeated(
     docker_client: docker.DockerClient, sandbox_image: str
 ) -> None:
     started = start_kernel_container(docker_client, sandbox_image)
-    assert started.ipc_dir.is_dir() and _exists(docker_client, started.container.id)
+    assert started.ipc_dir.is_dir() and not gone(docker_client, started.container.id)
     started.remove()
     assert not started.ipc_dir.exists()
-    assert not _exists(docker_client, started.container.id)
+    assert gone(docker_client, started.container.id)
     started.remove()
 
 
@@ -122,12 +115,12 @@ def test_the_reaper_removes_what_a_killed_owner_left_and_spares_live_owners(
     finally:
         owner.send_signal(signal.SIGKILL)
         owner.wait()
-    assert _exists(docker_client, container_id) and Path(ipc_dir).is_dir()  # SIGKILL ran no cleanup
+    assert not gone(docker_client, container_id) and Path(ipc_dir).is_dir()  # SIGKILL ran no cleanup
 
     removed = reap_orphans(docker_client)
 
     assert docker_client.containers.get(sandbox.container.id).status == "running"  # ours: owner alive
-    assert not _exists(docker_client, container_id)
+    assert gone(docker_client, container_id)
     assert not Path(ipc_dir).exists()
     assert len(removed) >= 1
 
@@ -145,8 +138,8 @@ def test_a_reused_pid_does_not_keep_a_container_alive(docker_client: docker.Dock
     foreign = docker_client.containers.create(sandbox_image, ["true"], labels=elsewhere, network_mode="none")
     try:
         removed = reap_orphans(docker_client)
-        assert stale.name in removed and not _exists(docker_client, stale.id)
-        assert _exists(docker_client, foreign.id)  # another machine's owner is not ours to judge
+        assert stale.name in removed and gone(docker_client, stale.id)
+        assert not gone(docker_client, foreign.id)  # another machine's owner is not ours to judge
     finally:
         for container in (stale, foreign):
             try:

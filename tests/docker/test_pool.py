@@ -9,6 +9,7 @@ import pytest
 
 from codeward.executors.base import ExecutorError
 from codeward.executors.docker import DockerExecutor, SandboxPool
+from tests.docker.containers import gone
 
 
 @pytest.fixture
@@ -16,14 +17,6 @@ def pool(sandbox_image: str) -> Iterator[SandboxPool]:
     with SandboxPool(size=2, image=sandbox_image) as started:
         assert started.wait_until_full(timeout=120)
         yield started
-
-
-def _gone(client: docker.DockerClient, container_id: str) -> bool:
-    try:
-        client.containers.get(container_id)
-    except docker.errors.NotFound:
-        return True
-    return False
 
 
 def test_an_executor_takes_a_ready_sandbox_and_the_pool_refills(pool: SandboxPool) -> None:
@@ -44,7 +37,7 @@ def test_a_used_sandbox_is_removed_never_handed_out_again(
         with DockerExecutor(pool=pool) as executor:
             executor.run("secret = 'left by an earlier task'")
             used.append(executor.sandbox.container.id)  # type: ignore[union-attr]
-        assert _gone(docker_client, used[-1])
+        assert gone(docker_client, used[-1])
     assert len(set(used)) == 3
     with DockerExecutor(pool=pool) as executor:
         assert executor.run("'secret' in globals()").output is False
@@ -65,7 +58,7 @@ def test_close_removes_the_waiting_sandboxes_and_refuses_more(
     waiting = [sandbox.container.id for sandbox in pool.idle]
     pool.close()
     pool.close()
-    assert all(_gone(docker_client, container_id) for container_id in waiting)
+    assert all(gone(docker_client, container_id) for container_id in waiting)
     with pytest.raises(ExecutorError, match="SandboxPool is closed"):
         pool.take()
 

@@ -209,21 +209,17 @@ class SandboxPool:
     def __init__(
         self,
         size: int = 2,
+        *,
         image: str | None = None,
-        network: str = "none",
-        mem_limit: str = "1g",
-        cpus: float = 1.0,
-        pids_limit: int = 256,
-        tmpfs_size: str = "256m",
-        runtime: str | None = None,
         docker_client: docker.DockerClient | None = None,
         extra_run_kwargs: dict[str, Any] | None = None,
+        **limits: Any,
     ) -> None:
+        """`limits` are DockerExecutor's: network, mem_limit, cpus, pids_limit, tmpfs_size, runtime."""
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"size must be a whole number of sandboxes, at least 1, got {size!r}")
         self.size = size
-        hardening = Hardening(network, mem_limit, cpus, pids_limit, tmpfs_size, runtime)
-        self.spec = sandbox_spec(image, hardening, docker_client, extra_run_kwargs)
+        self.spec = sandbox_spec(image, Hardening(**limits), docker_client, extra_run_kwargs)
         self._ready: list[KernelContainer] = []
         self._starting = 0
         self._closed = False
