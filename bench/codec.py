@@ -1,8 +1,10 @@
 """How fast the value codec carries typical values, against baselines measured in the same run.
 
-Baselines: `json` (the floor for plain JSON data: the codec adds its type walk on top),
-`pickle` (what the codec replaces for untrusted output), and for arrays the copy to
-base64 that any text transport needs (`base64(arr.tobytes())`).
+Baselines: `pickle` (what the codec replaces for untrusted output: the codec is typed JSON
+and walks values in Python, so it is slower by design), and a floor for what any codec must
+do: `json` for plain JSON data (the codec adds its type walk on top), and the base64 copy that
+any text transport needs for arrays (`base64(arr.tobytes())`). Columns: median milliseconds,
+the codec's time as a multiple of each baseline, and the codec's payload size over pickle's.
 
 Run: python bench/codec.py [--repeat N]
 """
@@ -29,14 +31,18 @@ import pandas as pd
 from codeward.executors.codec import dumps, loads
 
 
-def median_seconds(fn: Callable[[], Any], repeat: int) -> float:
-    fn()  # warm up
-    times = []
+def interleaved_medians(fns: list[Callable[[], Any]], repeat: int) -> list[float]:
+    """Median seconds of each function, timed in turn in every round so that load on a shared
+    machine weighs on all of them alike."""
+    for fn in fns:
+        fn()  # warm up
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for fn, spent in zip(fns, times):
+            start = time.perf_counter()
+            fn()
+            spent.append(time.perf_counter() - start)
+    return [statistics.median(spent) for spent in times]
 
 
 def cases() -> dict[str, Any]:
@@ -95,8 +101,10 @@ def main() -> None:
             "loads": (lambda t=text: loads(t), lambda b=blob: pickle.loads(b), floor[2] if floor else None),
         }
         for op, (ours, theirs, floor_fn) in ops.items():
-            t_ours, t_pickle = median_seconds(ours, args.repeat), median_seconds(theirs, args.repeat)
-            t_floor = median_seconds(floor_fn, args.repeat) if floor_fn else None
+            t_ours, t_pickle, *rest = interleaved_medians(
+                [ours, theirs, *([floor_fn] if floor_fn else [])], args.repeat
+            )
+            t_floor = rest[0] if rest else None
             floor_cols = (
                 f"{floor[0]:>12} {t_floor * 1e3:9.2f} {t_ours / t_floor:8.2f}"
                 if floor and t_floor

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -23,9 +24,9 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
-from jupyter_client import BlockingKernelClient, KernelManager  # noqa: E402
+from jupyter_client import BlockingKernelClient, KernelManager
 
-from codeward.executors.jupyter import JupyterExecutor, clean_environment  # noqa: E402
+from codeward.executors.jupyter import JupyterExecutor, clean_environment
 
 CELL = "1 + 1"
 
@@ -34,7 +35,12 @@ def plain_start(transport: str) -> tuple[KernelManager, BlockingKernelClient]:
     folder = tempfile.mkdtemp(prefix="bench-kernel-")
     ip = os.path.join(folder, "kernel") if transport == "ipc" else "127.0.0.1"
     manager = KernelManager(kernel_name="python3", transport=transport, ip=ip)
-    manager.start_kernel(env=clean_environment(), extra_arguments=["--HistoryManager.enabled=False"])
+    manager.start_kernel(
+        env=clean_environment(),
+        extra_arguments=["--HistoryManager.enabled=False"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     client = manager.client()
     client.start_channels(hb=False)
     client.wait_for_ready(timeout=60)

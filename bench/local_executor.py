@@ -112,14 +112,18 @@ SNIPPETS: dict[str, tuple[bool, str]] = {
 }
 
 
-def time_runner(run: Callable[[str], object], code: str, repeat: int) -> float:
-    run(code)  # warm-up: imports, caches
-    samples = []
+def time_runners(runners: list[Callable[[str], object]], code: str, repeat: int) -> list[float]:
+    """Median seconds of each runner on `code`, the runners interleaved within every
+    repetition so that load from other processes falls on all of them alike."""
+    for run in runners:
+        run(code)  # warm-up: imports, caches
+    samples: list[list[float]] = [[] for _ in runners]
     for _ in range(repeat):
-        started = time.perf_counter()
-        run(code)
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
+        for run, times in zip(runners, samples):
+            started = time.perf_counter()
+            run(code)
+            times.append(time.perf_counter() - started)
+    return [statistics.median(times) for times in samples]
 
 
 def cpython_runner() -> Callable[[str], object]:
@@ -156,17 +160,16 @@ def main() -> None:
     local_ratios, loop_speedups = [], []
     for name, (loop_heavy, raw) in SNIPPETS.items():
         code = textwrap.dedent(raw).strip()
-        base = time_runner(cpython, code, args.repeat)
-        ours = time_runner(local.run, code, args.repeat)
+        base, ours = time_runners([cpython, local.run], code, args.repeat)
         local_ratios.append(ours / base)
         line = (
             f"{name:<16} {'yes' if loop_heavy else 'no':>5} {base * 1e3:>11.2f} {ours * 1e3:>9.2f} {ours / base:>8.2f}x"
         )
         if smol:
-            theirs = time_runner(smol, code, max(3, args.repeat // 2))
-            line += f" {theirs * 1e3:>14.1f} {theirs / ours:>9.1f}x"
+            theirs, ours_again = time_runners([smol, local.run], code, max(3, args.repeat // 3))
+            line += f" {theirs * 1e3:>14.1f} {theirs / ours_again:>9.1f}x"
             if loop_heavy:
-                loop_speedups.append(theirs / ours)
+                loop_speedups.append(theirs / ours_again)
         print(line)
     print(f"median LocalExecutor / CPython: {statistics.median(local_ratios):.2f}x (target: within 3x)")
     if loop_speedups:

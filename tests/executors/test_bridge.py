@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from codeward.executors import codec
-from codeward.executors.base import ExecutionError
+from codeward.executors.base import ExecutionError, ExecutionTimeout
 from codeward.executors.bridge import ToolBridge
 from codeward.executors.jupyter import JupyterExecutor
 from codeward.executors.prelude import REQUEST
@@ -155,7 +155,9 @@ def test_a_tool_result_the_codec_cannot_carry_is_an_error_in_the_sandbox(
         executor.run("opaque()")
 
 
-def test_every_tool_call_is_logged(host_tools: tuple[JupyterExecutor, Counter], caplog: pytest.LogCaptureFixture) -> None:
+def test_every_tool_call_is_logged(
+    host_tools: tuple[JupyterExecutor, Counter], caplog: pytest.LogCaptureFixture
+) -> None:
     executor, _ = host_tools
     with caplog.at_level(logging.INFO, logger="codeward.executors.bridge"):
         executor.run("weather('Rome')\ntry:\n    weather('Atlantis')\nexcept Exception:\n    pass")
@@ -181,7 +183,9 @@ def test_nothing_but_registered_tools_can_be_called(host_tools: tuple[JupyterExe
 
 
 @pytest.mark.parametrize("kind", ["variables", "tools", "run", ""])
-def test_other_request_kinds_are_refused_during_model_code(host_tools: tuple[JupyterExecutor, Counter], kind: str) -> None:
+def test_other_request_kinds_are_refused_during_model_code(
+    host_tools: tuple[JupyterExecutor, Counter], kind: str
+) -> None:
     executor, _ = host_tools
     reply = _raw_request(executor, f"{kind + ':'!r}")
     assert reply["error"]["message"] == "the sandbox can only call its tools"
@@ -262,3 +266,14 @@ def test_inline_mode_refuses_tools_it_cannot_ship() -> None:
         ToolBridge({"renamed": sandbox_pid}, mode="inline")
     with pytest.raises(ValueError, match="tools_mode must be one of"):
         ToolBridge({}, mode="remote")
+
+
+def test_a_loop_of_tool_calls_is_stopped_by_the_time_limit() -> None:
+    counter = Counter()
+    with JupyterExecutor(timeout_seconds=1) as executor:
+        executor.send_tools({"counter": counter})
+        with pytest.raises(ExecutionTimeout, match="interrupted"):
+            executor.run("while True:\n    counter(1)")
+        calls = counter.total
+        assert calls > 0
+        assert executor.run("counter(0)").output == calls  # the next run works, with the tool state kept

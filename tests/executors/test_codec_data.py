@@ -293,6 +293,17 @@ def test_an_unknown_index_frequency_is_dropped_with_a_warning() -> None:
     assert back.freq is None and len(back) == 2
 
 
+def test_pytz_zones_of_pandas_before_3_are_carried_by_key() -> None:
+    pytz = pytest.importorskip("pytz")
+    oslo = pytz.timezone("Europe/Oslo")
+    frame = pd.DataFrame({"t": pd.date_range("2020-03-28", periods=3, freq="D", tz=oslo)})
+    back = round_trip(frame)
+    assert same(frame, back) and back["t"].dt.tz is oslo
+    assert_round_trip(pd.Timestamp("2020-07-01 12:00", tz=oslo))
+    with pytest.raises(CodecError, match="only datetime.timezone offsets and zoneinfo"):
+        dumps(oslo.localize(dt.datetime(2020, 1, 1)))  # its offset depends on how it was localized
+
+
 def test_pandas_dtypes_it_cannot_carry_are_refused_naming_the_column() -> None:
     frame = pd.DataFrame({"ok": [1], "when": pd.period_range("2020", periods=1, freq="D")})
     with pytest.raises(CodecError, match=r"variable 'df'\[column 'when'\].*period\[D\]"):

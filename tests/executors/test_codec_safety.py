@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 import base64
 import dataclasses
+import enum
+import importlib.util
 import json
 import os
 import pickle
@@ -19,11 +21,14 @@ import textwrap
 import types
 import uuid
 import warnings
+import zoneinfo
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_codec import Color, Point
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_codec import Color, Perm, Point
 
 from codeward.executors import codec
 from codeward.executors.codec import CodecError, CodecWarning, decode_variables, dumps, encode_variables, loads
@@ -102,6 +107,28 @@ def test_a_payload_naming_an_unimported_module_does_not_import_it(
     assert name not in sys.modules and not marker.exists()
 
 
+def test_a_lazily_imported_module_is_not_loaded_by_a_payload(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module in sys.modules may be a lazy stub (importlib.util.LazyLoader) that runs on first attribute access."""
+    marker = tmp_path / "imported"
+    name = _write_module(tmp_path, marker)
+    spec = importlib.util.spec_from_file_location(name, tmp_path / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, name, module)
+    spec.loader.exec_module(module)  # lazy: nothing has run yet
+    with pytest.warns(CodecWarning):
+        loads(json.dumps({"$": "dc", "cls": f"{name}:Thing", "f": {"a": 1}}))
+    assert not marker.exists()
+
+
+def test_classes_resolve_in_a_module_like_main(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Embedded IPython makes __main__ a plain object holding the user's namespace; classes defined there resolve."""
+    monkeypatch.setitem(sys.modules, "codec_embedded_main", types.SimpleNamespace(Inner=Point))
+    payload = {"$": "dc", "cls": "codec_embedded_main:Inner", "f": {"x": 1, "y": None}}
+    assert loads(json.dumps(payload)) == Point(1)
+
+
 def test_class_lookup_runs_no_module_getattr(monkeypatch: pytest.MonkeyPatch) -> None:
     """A module-level __getattr__ may import on demand (numpy and others do); the codec never calls it."""
     calls: list[str] = []
@@ -141,6 +168,29 @@ def test_dataclass_with_other_fields_than_the_loaded_class_decodes_as_dict() -> 
     with pytest.warns(CodecWarning):
         assert loads(json.dumps({"$": "dc", "cls": ref, "f": {"x": 1, "z": 2}})) == {"x": 1, "z": 2}
     assert loads(json.dumps({"$": "dc", "cls": ref, "f": {"x": 1, "y": 2}})) == Point(1, 2)
+
+
+_MISSING_CALLS: list[Any] = []
+
+
+class _Counted(enum.Flag):
+    A = 1
+    B = 2
+
+    @classmethod
+    def _missing_(cls, value: Any) -> Any:
+        _MISSING_CALLS.append(value)
+        return super()._missing_(value)
+
+
+def test_enum_lookup_runs_no_code_of_the_class() -> None:
+    payload = json.loads(dumps(_Counted.A))
+    calls = len(_MISSING_CALLS)
+    with pytest.warns(CodecWarning):  # value 3 is no member yet, and the class's own _missing_ is not asked
+        assert loads(json.dumps({**payload, "name": None, "v": 3})) == 3
+    assert loads(json.dumps(payload)) is _Counted.A
+    assert len(_MISSING_CALLS) == calls
+    assert loads(dumps(Perm.R | Perm.W)) is Perm.R | Perm.W  # combinations of plain flags still decode
 
 
 def test_enum_members_decode_by_value_when_the_class_is_loaded() -> None:
@@ -193,6 +243,78 @@ def test_hostile_payloads_fail_as_codec_errors(payload: Any) -> None:
         loads(json.dumps(payload))
 
 
+# Random JSON in the codec's shape: objects that carry a real tag with fields of random values.
+_FIELDS = [
+    "v",
+    "b64",
+    "hex",
+    "cls",
+    "name",
+    "f",
+    "tz",
+    "fold",
+    "key",
+    "offset",
+    "dtype",
+    "shape",
+    "order",
+    "items",
+    "mode",
+    "size",
+    "palette",
+    "info",
+    "index",
+    "columns",
+    "data",
+    "codes",
+    "categories",
+    "ordered",
+    "levels",
+    "names",
+    "mask",
+    "storage",
+    "na",
+    "freq",
+    "maxlen",
+    "sub",
+    "formats",
+    "offsets",
+    "titles",
+    "itemsize",
+]
+_json_leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=6)
+    | st.sampled_from(["<f8", "|O", "T", "nan", "AAAA", "UTC", "Europe/Oslo", "P", "RGB", "H", "NA", "pyarrow"])
+)
+_hostile = st.recursive(
+    _json_leaves,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(_FIELDS), inner, max_size=5).flatmap(
+            lambda fields: st.sampled_from(sorted(codec._DECODERS)).map(lambda tag: {**fields, "$": tag})
+        )
+    ),
+    max_leaves=25,
+)
+
+
+@settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(_hostile)
+def test_any_payload_decodes_or_fails_as_codec_error(payload: Any) -> None:
+    """Whatever a sandbox sends, the host gets a value or a CodecError: never another exception."""
+    text = json.dumps(payload)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CodecWarning)
+        try:
+            loads(text)
+        except CodecError:
+            pass
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -221,6 +343,11 @@ def test_hostile_payloads_fail_as_codec_errors(payload: Any) -> None:
 def test_malformed_or_deep_text_fails_as_codec_error(text: str) -> None:
     with pytest.raises(CodecError):
         loads(text)
+
+
+def test_an_unknown_time_zone_says_what_to_install() -> None:
+    with pytest.raises(CodecError, match="time zone 'Mars/Olympus_Mons' is unknown here.*tzdata"):
+        loads(json.dumps({"$": "tz", "tz": {"key": "Mars/Olympus_Mons"}}))
 
 
 def test_non_text_input_is_refused() -> None:
@@ -380,7 +507,7 @@ def test_data_values_cross_to_another_interpreter_and_back(python: str) -> None:
             "s": pd.array(["x", None, "z"], dtype=pd.StringDtype("python")),  # pyarrow may be missing there
             "n": pd.array([1, None, 3], dtype="Int64"),
             "c": pd.Categorical([1, 2, 1], ordered=True),
-            "t": pd.date_range("2020-03-28", periods=3, freq="D", tz="Europe/Oslo"),
+            "t": pd.date_range("2020-03-28", periods=3, freq="D", tz=zoneinfo.ZoneInfo("Europe/Oslo")),
         },
         index=pd.MultiIndex.from_arrays([[1, 1, 2], pd.Index([10, 20, 10], dtype="int16")], names=["k", ("v", 1)]),
     )

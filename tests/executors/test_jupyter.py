@@ -106,7 +106,9 @@ def test_code_that_ignores_interrupts_is_stopped_by_a_restart(monkeypatch: pytes
         executor.run("made_here = 1")
         started = time.monotonic()
         with pytest.raises(ExecutionTimeout, match="restarted"):
-            executor.run("import time\nwhile True:\n    try:\n        time.sleep(10)\n    except KeyboardInterrupt:\n        pass")
+            executor.run(
+                "import time\nwhile True:\n    try:\n        time.sleep(10)\n    except KeyboardInterrupt:\n        pass"
+            )
         assert time.monotonic() - started < 1 + 3 + 5  # limit + interrupt grace + slack
         assert executor.run("kept + 1").output == 4
         with pytest.raises(ExecutionError, match="made_here"):
@@ -141,9 +143,9 @@ def test_a_closed_executor_says_so() -> None:
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A virtual environment that sees the system's packages (ipykernel) but installs into its own."""
+    """A virtual environment that sees the system's packages (ipykernel, pip) but installs into its own."""
     folder = tmp_path_factory.mktemp("venv")
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(folder)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(folder)], check=True)
     return folder
 
 
@@ -181,9 +183,11 @@ def test_an_interpreter_without_ipykernel_fails_with_a_hint(tmp_path: Path) -> N
         JupyterExecutor(python=str(bare / "bin" / "python"))
 
 
-def test_install_packages_reports_pip_failures(shared: JupyterExecutor) -> None:
+def test_install_packages_reports_pip_failures_and_bad_input(shared: JupyterExecutor) -> None:
     with pytest.raises(Exception, match="pip could not install"):
         shared.install_packages(["--no-index", "codeward-no-such-package-xyz"])
+    with pytest.raises(TypeError, match="list of requirement strings"):
+        shared.install_packages("requests")  # type: ignore[arg-type]
 
 
 def test_no_kernel_outlives_a_forgotten_executor() -> None:
@@ -194,3 +198,15 @@ def test_no_kernel_outlives_a_forgotten_executor() -> None:
     while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}"):
         time.sleep(0.05)
     assert not os.path.exists(f"/proc/{pid}") or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
+
+
+def test_pickle_is_an_opt_in_one_way_street() -> None:
+    from array import array
+
+    with JupyterExecutor() as executor, pytest.raises(CodecError, match="allow_pickle=True"):
+        executor.send_variables({"numbers": array("i", [1, 2])})
+    with JupyterExecutor(allow_pickle=True) as trusting:
+        trusting.send_variables({"numbers": array("i", [1, 2])})
+        assert trusting.run("type(numbers).__name__, list(numbers)").output == ("array", [1, 2])
+        # Coming out, the value is not pickled: the host gets its text instead.
+        assert trusting.run("numbers").output == "array('i', [1, 2])"

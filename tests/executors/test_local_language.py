@@ -318,3 +318,23 @@ def test_unknown_names_are_name_errors_not_guesses(executor):
     with pytest.raises(ExecutionError) as info:
         executor.run("result_valeu")
     assert info.value.error_type == "NameError"
+
+
+def test_generator_exit_and_own_base_exceptions_are_handled_as_in_cpython(executor):
+    assert run(executor, """
+        log = []
+        def gen():
+            try:
+                yield 1
+            except GeneratorExit:
+                log.append("cleanup")
+                raise
+        g = gen(); next(g); g.close()
+        class Stop(BaseException):
+            pass
+        try:
+            raise Stop()
+        except BaseException as e:
+            log.append(type(e).__name__)
+        log
+    """) == ["cleanup", "Stop"]

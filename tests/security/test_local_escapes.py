@@ -32,6 +32,9 @@ SHELL = "system('touch CANARY')"
         "globals()",
         "__builtins__",
         "_getattr_",
+        "'a'.__mul__(10**12)",
+        "{}.__getitem__('x')",
+        "getattr('%d', '__mod__')(1)",
     ],
     ids=lambda c: c[:40],
 )
@@ -224,3 +227,38 @@ def test_except_star_is_refused(attack):
 )
 def test_metaclasses_cannot_build_classes_with_special_methods(code, attack):
     attack(code)
+
+
+def test_machine_clock_and_time_zone_cannot_be_changed(attack):
+    attack("import time\ntime.clock_settime(time.CLOCK_REALTIME, 0)")
+    attack("import time\ntime.tzset()")
+
+
+@pytest.mark.parametrize(
+    "code",
+    ["raise SystemExit(0)", "raise KeyboardInterrupt", "class Stop(BaseException):\n    pass\nraise Stop()"],
+    ids=["SystemExit", "KeyboardInterrupt", "own-BaseException"],
+)
+def test_code_cannot_stop_the_host_process(code, attack):
+    attack(code)
+
+
+def test_host_abstract_classes_cannot_register_host_types(attack):
+    import collections.abc
+
+    attack("import collections.abc\ncollections.abc.Mapping.register(int)")
+    assert not isinstance(5, collections.abc.Mapping)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import string\nstring.Formatter().guards.gate.machine",
+        "import string\nstring.Formatter().format('{:>10000000000}', 1)",
+        "sum(range(10**12).source)",
+        "import itertools\nitertools.count().source",
+    ],
+    ids=["formatter-internals", "formatter-width", "range-source", "itertools-source"],
+)
+def test_sandbox_helpers_the_code_holds_expose_nothing(code, attack):
+    attack(code, max_operations=100_000)

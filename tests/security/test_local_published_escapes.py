@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+# A limit that failed would leave the code running: the per-test timeout turns that
+# into a failure, so no test measures time itself.
+pytestmark = pytest.mark.timeout(60)
+
 
 def test_format_field_path_walks_class_hierarchy(attack):
     """smolagents PR 2271: '{0.__class__.__bases__[0].__subclasses__}'.format('a')."""
@@ -63,3 +67,31 @@ def test_explicit_star_is_the_users_choice():
 
     with LocalExecutor(authorized_imports=["*"]) as ex:
         assert ex.run("import os\nos.sep").output == "/"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "class S(str):\n    pass\nS('{0.__class__}').format(1)",
+        "class S(str):\n    pass\nS.format('{0.__class__}', 1)",
+        "import operator\noperator.methodcaller('format', 1)('{0.__class__}')",
+        "import operator\noperator.attrgetter('format')('{0.__class__}')(1)",
+        "import functools\nfunctools.reduce(getattr, ['format'], '{0.__class__}')(1)",
+        "f = getattr(str, 'format')\nf('{0.__class__}', 1)",
+    ],
+    ids=["subclass-method", "subclass-class", "methodcaller", "attrgetter", "reduce-getattr", "getattr-str"],
+)
+def test_format_reached_indirectly_still_refuses_private_fields(code, attack):
+    error = attack(code)
+    assert "__class__" in error.message
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_generator_finally_run_by_the_host_later_stays_bounded():
+    """A suspended generator whose finally never ends, collected by the host after the block."""
+
+    from codeward.executors.local import LocalExecutor
+
+    ex = LocalExecutor(max_operations=100_000)
+    ex.run("def g():\n    try:\n        yield 1\n    finally:\n        while True:\n            pass\nx = g()\nnext(x)")
+    ex.close()  # drops the generator: its finally runs on the host, under the budget

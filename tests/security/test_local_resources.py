@@ -3,11 +3,13 @@ with an error the model can act on, quickly, and the executor stays usable."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from codeward.executors.base import ExecutionTimeout
+
+# A limit that failed would leave the code running: the per-test timeout turns that
+# into a failure, so no test measures time itself.
+pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.mark.parametrize(
@@ -37,9 +39,7 @@ from codeward.executors.base import ExecutionTimeout
     ids=lambda c: c[:40],
 )
 def test_huge_values_are_refused_in_one_step(code, attack):
-    started = time.monotonic()
     error = attack(code)
-    assert time.monotonic() - started < 5
     assert "the sandbox allows" in error.message or "not supported" in error.message
 
 
@@ -61,17 +61,13 @@ def test_huge_values_are_refused_in_one_step(code, attack):
     ids=lambda c: c[:40],
 )
 def test_endless_or_huge_iteration_is_stopped(code, attack):
-    started = time.monotonic()
     error = attack(code, max_operations=200_000)
-    assert time.monotonic() - started < 5
     assert "operations" in error.message
 
 
 def test_cpu_loop_is_stopped_by_the_timeout_while_running(attack):
-    started = time.monotonic()
     error = attack("while True:\n    pass", max_operations=10**15, timeout_seconds=0.5)
     assert isinstance(error, ExecutionTimeout)
-    assert time.monotonic() - started < 3
 
 
 def test_loop_in_finally_is_stopped(attack):
@@ -139,8 +135,37 @@ def test_model_code_run_by_the_host_after_the_block_stays_bounded():
             "class Sticky:\n    def __repr__(self):\n        while True:\n            pass\nfinal_answer(Sticky())"
         )
         assert out.is_final_answer
-        started = time.monotonic()
         with pytest.raises(BudgetSpentOutsideRun):
             repr(out.output)
-        assert time.monotonic() - started < 5
         assert ex.run("2 + 2").output == 4
+
+
+def test_catastrophic_regex_is_stopped_by_the_timeout(attack):
+    """A backtracking regex is one long C call; the watchdog interrupts it (main thread)."""
+    error = attack("import re\nre.match(r'(a+)+$', 'a' * 40 + 'b')", timeout_seconds=0.5)
+    assert isinstance(error, ExecutionTimeout)
+
+
+def test_unguarded_int_operators_cannot_be_tricked_across_blocks():
+    """A function from an earlier block rebinds the loop variable of a later block's loop."""
+    from codeward.executors.base import ExecutionError
+    from codeward.executors.local import LocalExecutor
+
+    with LocalExecutor(timeout_seconds=5) as ex:
+        ex.run("def g():\n    global i\n    i = '%10000000000d'")
+        with pytest.raises(ExecutionError) as info:
+            ex.run("for i in range(1):\n    g()\n    i % 1")
+        assert "the sandbox allows" in info.value.message
+        with pytest.raises(ExecutionError) as info:
+            ex.run("i = '%10000000000d'\nfor n in range(0):\n    pass\ni % 1")
+        assert "the sandbox allows" in info.value.message
+
+
+def test_sandbox_code_cannot_sleep_when_the_host_calls_it_between_blocks():
+    from codeward.executors.local import LocalExecutor
+    from codeward.executors.local_limits import BudgetSpentOutsideRun
+
+    with LocalExecutor() as ex:
+        napper = ex.run("import time\ndef nap():\n    time.sleep(3600)\nnap").output
+        with pytest.raises(BudgetSpentOutsideRun):
+            napper()

@@ -284,17 +284,18 @@ _JSON_SCALARS = frozenset({str, bool, type(None), int, float})
 def _is_plain(values: Any) -> bool:
     """True when every item is a JSON scalar that needs no tag, so the container is sent as is.
 
-    Checked with C-level loops (map, set, all), which is what keeps plain data near `json` speed.
+    Checked with C-level loops (map, set, all, min, max), which keeps plain data near `json` speed.
     """
     kinds = set(map(type, values))
     if not kinds <= _JSON_SCALARS:
         return False
-    if int in kinds or float in kinds:
-        numbers = values if kinds <= {int, float} else [x for x in values if type(x) is int or type(x) is float]
-        try:  # an int too big for a float overflows here, and takes the slow path
-            return all(map(math.isfinite, numbers)) and max(map(abs, numbers), default=0) < _INT_LIMIT
-        except OverflowError:
+    if float in kinds:
+        floats = values if len(kinds) == 1 else [x for x in values if type(x) is float]
+        if not all(map(math.isfinite, floats)):
             return False
+    if int in kinds:
+        ints = values if len(kinds) == 1 else [x for x in values if type(x) is int]
+        return -_INT_LIMIT < min(ints) and max(ints) < _INT_LIMIT
     return True
 
 
@@ -306,8 +307,13 @@ def _enc_float(e: _Encoder, v: float) -> Any:
     return v if math.isfinite(v) else _tag("float", v=repr(v))
 
 
-def _enc_tz(tz: Any) -> Any:
-    """A time zone as JSON: fixed offsets (UTC included) and zoneinfo zones by key."""
+def _enc_tz(tz: Any, *, pytz_zones: bool = False) -> Any:
+    """A time zone as JSON: fixed offsets (UTC included) and zoneinfo zones by key.
+
+    pandas before 3 gives tz-aware columns pytz zones, so those are carried by key too where
+    pandas holds them (``pytz_zones``); a datetime holding a pytz zone is refused, as its
+    offset depends on how it was localized.
+    """
     if tz is None:
         return None
     if type(tz) is _dt.timezone:
@@ -315,6 +321,8 @@ def _enc_tz(tz: Any) -> Any:
         return {"offset": _td_parts(offset), "name": name[0] if name else None}
     if type(tz) is zoneinfo.ZoneInfo and tz.key is not None:
         return {"key": tz.key}
+    if pytz_zones and type(tz).__module__.startswith("pytz") and isinstance(getattr(tz, "zone", None), str):
+        return {"key": tz.zone, "lib": "pytz"}
     raise _Refused(tz, "only datetime.timezone offsets and zoneinfo.ZoneInfo zones with a key are carried")
 
 
@@ -450,7 +458,7 @@ def _enc_pandas_value(e: _Encoder, v: Any) -> Any:
     if isinstance(v, pd.Index):
         return _enc_index(e, v)
     if t is pd.Timestamp:
-        return _tag("pdts", v=e.enc(v.to_datetime64()), tz=_enc_tz(v.tzinfo))
+        return _tag("pdts", v=e.enc(v.to_datetime64()), tz=_enc_tz(v.tzinfo, pytz_zones=True))
     if t is pd.Timedelta:
         return _tag("pdtd", v=e.enc(v.to_timedelta64()))
     if v is pd.NaT or v is pd.NA:
@@ -473,7 +481,7 @@ def _enc_pdarray(e: _Encoder, s: Any) -> Any:
         )
     if isinstance(dt, pd.DatetimeTZDtype):
         utc = arr.tz_convert("UTC").tz_localize(None).to_numpy()
-        return _tag("pddttz", v=_enc_ndarray(e, utc, "nd"), tz=_enc_tz(dt.tz))
+        return _tag("pddttz", v=_enc_ndarray(e, utc, "nd"), tz=_enc_tz(dt.tz, pytz_zones=True))
     if isinstance(arr, (pd.arrays.IntegerArray, pd.arrays.FloatingArray, pd.arrays.BooleanArray)):
         values = arr.to_numpy(dtype=dt.numpy_dtype, na_value=dt.numpy_dtype.type(0))
         return _tag("pdmask", data=_enc_ndarray(e, values, "nd"), mask=_enc_ndarray(e, arr.isna(), "nd"))
@@ -541,8 +549,13 @@ def _resolve_class(ref: Any) -> type | None:
     module_name, qualname = ref.split(":", 1)
     obj: Any = sys.modules.get(module_name)
     for part in qualname.split("."):
-        # vars() lookups only: no module __getattr__ (which may import) and no descriptors run.
-        obj = vars(obj).get(part) if isinstance(obj, (types.ModuleType, type)) else None
+        # The namespace is read past any __getattribute__/__getattr__ hook: a module may import on
+        # attribute access (module __getattr__, importlib's LazyLoader), and no descriptor runs.
+        try:
+            namespace = object.__getattribute__(obj, "__dict__")
+        except AttributeError:
+            return None
+        obj = namespace.get(part) if isinstance(namespace, (dict, types.MappingProxyType)) else None
     return obj if isinstance(obj, type) else None
 
 
@@ -627,6 +640,13 @@ def _dec_str(x: Any) -> str:
     return x
 
 
+def _dec_strings(x: Any, *, missing: bool = False) -> list[str | None]:
+    """A list of strings (and None where ``missing``), checked at C speed."""
+    if not set(map(type, _dec_list(x))) <= ({str, type(None)} if missing else {str}):
+        raise CodecError("expected a list of strings")
+    return x  # type: ignore[no-any-return]
+
+
 def _dec_dict(x: Any) -> dict[Any, Any]:
     if type(x) is not dict:
         raise CodecError(f"expected a mapping, got {type(x).__name__}")
@@ -642,8 +662,12 @@ def _dec_tz(x: Any) -> _dt.tzinfo | None:
     if x is None:
         return None
     if "key" in x:
-        # Zone keys are validated by zoneinfo (normalized relative paths only).
-        return zoneinfo.ZoneInfo(_dec_str(x["key"]))
+        if x.get("lib") == "pytz" and _importable("pytz"):
+            return sys.modules["pytz"].timezone(_dec_str(x["key"]))  # pytz knows its keys; unknown ones raise
+        try:  # zoneinfo validates keys: normalized relative paths only
+            return zoneinfo.ZoneInfo(_dec_str(x["key"]))
+        except zoneinfo.ZoneInfoNotFoundError:
+            raise CodecError(f"time zone {x['key']!r} is unknown here (no tz database? install tzdata)") from None
     offset = _dec_td(x["offset"])
     return _dt.timezone(offset) if x.get("name") is None else _dt.timezone(offset, _dec_str(x["name"]))
 
@@ -692,6 +716,9 @@ def _decoded_plainer(ref: Any, kind: str, as_what: str) -> None:
     )
 
 
+_FLAG_MISSING = enum.Flag._missing_.__func__  # type: ignore[attr-defined]
+
+
 def _dec_enum(d: _Decoder, obj: dict[str, Any]) -> Any:
     cls, value, name = _resolve_class(obj["cls"]), obj["v"], obj.get("name")
     if cls is not None and issubclass(cls, enum.Enum):
@@ -701,8 +728,8 @@ def _dec_enum(d: _Decoder, obj: dict[str, Any]) -> Any:
             member = None
         if member is None and isinstance(name, str):
             member = cls.__members__.get(name)
-        if member is None and issubclass(cls, enum.Flag):
-            member = cls(value)
+        if member is None and issubclass(cls, enum.Flag) and getattr(cls._missing_, "__func__", None) is _FLAG_MISSING:
+            member = cls(value)  # a combination of flags; only with the standard library's own _missing_
         if member is not None:
             return member
     _decoded_plainer(obj["cls"], "enum class", "the member's plain value")
@@ -740,10 +767,17 @@ def _dec_namedtuple(d: _Decoder, obj: dict[str, Any]) -> Any:
 
 def _import(name: str) -> Any:
     """Import a fixed third-party module a payload's tag needs (never a name from the payload)."""
+    if not _importable(name):
+        raise CodecError(f"payload holds a {name} value, but {name} cannot be imported here")
+    return sys.modules[name]
+
+
+def _importable(name: str) -> bool:
     try:
-        return __import__(name, fromlist=["_"])
+        __import__(name)
     except ImportError:
-        raise CodecError(f"payload holds a {name} value, but {name} cannot be imported here") from None
+        return False
+    return True
 
 
 def _dec_shape(x: Any) -> tuple[int, ...]:
@@ -777,7 +811,7 @@ def _dec_ndarray(d: _Decoder, obj: dict[str, Any]) -> Any:
         if len(items) != count:
             raise CodecError(f"array of shape {shape} needs {count} items, payload has {len(items)}")
         if obj["dtype"] == "T":
-            a = np.array([_dec_str(x) for x in items], dtype=np.dtypes.StringDType())
+            a = np.array(_dec_strings(items), dtype=np.dtypes.StringDType())
         elif obj["dtype"] == "|O":
             a = np.empty(count, dtype=object)
             for i, x in enumerate(items):
@@ -832,18 +866,13 @@ def _dec_pdmask(d: _Decoder, obj: dict[str, Any]) -> Any:
 
 def _dec_pdstr(d: _Decoder, obj: dict[str, Any]) -> Any:
     pd = _import("pandas")
-    storage = obj["storage"] if obj["storage"] in ("python", "pyarrow") else "python"
-    if storage == "pyarrow" and "pyarrow" not in sys.modules:
-        try:
-            __import__("pyarrow")
-        except ImportError:
-            storage = "python"
+    storage = obj["storage"] if obj["storage"] == "pyarrow" and _importable("pyarrow") else "python"
     na = pd.NA if obj["na"] == "NA" else float("nan")
     try:
         dtype = pd.StringDtype(storage, na_value=na)
     except TypeError:  # pandas before 2.3 has no na_value
         dtype = pd.StringDtype(storage)
-    return pd.array([None if x is None else _dec_str(x) for x in _dec_list(obj["v"])], dtype=dtype)
+    return pd.array(_dec_strings(obj["v"], missing=True), dtype=dtype)
 
 
 # Frequency aliases that pandas 2.2 renamed: a sandbox may run a pandas on the other side of that change.

@@ -3,21 +3,22 @@
 A name qualifies only where nothing but the code at hand can rebind it: a local
 of a function, or a comprehension variable, that is bound *only* as the target
 of ``for ... in range(...)``. (``range`` cannot be rebound in the sandbox.)
-Module-level names never qualify: a function called in the loop could rebind
-them with ``global``, and so could a special method run by any operator.
+At module level a name qualifies only inside the body of its ``for ... in range``
+loop, and only if no function or class of any block declares it ``global``
+(anything the loop calls could otherwise rebind it).
 """
 
 from __future__ import annotations
 
 import ast
 
-__all__ = ["comprehension_ints", "function_ints"]
+__all__ = ["comprehension_ints", "declared_globals", "function_ints", "module_loop_ints"]
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
-def _is_range_call(node: ast.expr) -> bool:
+def is_range_call(node: ast.expr) -> bool:
     return (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
@@ -29,9 +30,28 @@ def _is_range_call(node: ast.expr) -> bool:
 
 def function_ints(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
     """Locals of `function` bound only by ``for name in range(...)``."""
+    arguments = {arg.arg for arg in ast.walk(function.args) if isinstance(arg, ast.arg)}
+    return _range_only(function.body, arguments)
+
+
+def module_loop_ints(module: ast.Module, declared_global: set[str]) -> frozenset[str]:
+    """Module-level names bound in this block only by ``for name in range(...)``, and never
+    declared ``global`` by any function or class of any block (`declared_global`), so that
+    nothing but this block's own loop can rebind them while it runs. They are certain ints
+    only inside the body of such a loop: before it, or after an empty one, the name may
+    hold a value from an earlier block."""
+    return _range_only(module.body, set()) - declared_global
+
+
+def declared_globals(tree: ast.AST) -> set[str]:
+    """Names some function or class body in `tree` declares ``global``."""
+    return {name for node in ast.walk(tree) if isinstance(node, ast.Global) for name in node.names}
+
+
+def _range_only(body: list[ast.stmt], other: set[str]) -> frozenset[str]:
     range_targets: set[str] = set()
-    other: set[str] = {arg.arg for arg in ast.walk(function.args) if isinstance(arg, ast.arg)}
-    pending: list[ast.AST] = list(function.body)
+    other = set(other)
+    pending: list[ast.AST] = list(body)
     while pending:
         node = pending.pop()
         if isinstance(node, _SCOPES):
@@ -48,7 +68,7 @@ def function_ints(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset
                 if isinstance(inner, ast.NamedExpr) and isinstance(inner.target, ast.Name)
             )
             continue
-        if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and _is_range_call(node.iter):
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and is_range_call(node.iter):
             range_targets.add(node.target.id)
             pending.extend([node.iter, *node.body, *node.orelse])
             continue
@@ -66,7 +86,7 @@ def comprehension_ints(node: ast.AST) -> frozenset[str]:
         for target in ast.walk(generator.target):
             if isinstance(target, ast.Name):
                 counts[target.id] = counts.get(target.id, 0) + 1
-        if isinstance(generator.target, ast.Name) and _is_range_call(generator.iter):
+        if isinstance(generator.target, ast.Name) and is_range_call(generator.iter):
             candidates.add(generator.target.id)
     return frozenset(name for name in candidates if counts[name] == 1)
 

@@ -49,6 +49,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _LIVENESS_INTERVAL = 0.25
 _READY_RETRY = 0.1
 _STDIN_RETRY = 1.0
+_LAST_WORDS_WAIT = 0.05
 
 
 @dataclass
@@ -126,13 +127,8 @@ class LocalKernel:
             self.shutdown()
             raise
 
-    @property
-    def pid(self) -> int | None:
-        provisioner = self._manager.provisioner
-        return getattr(provisioner, "pid", None)
-
     def connection_info(self) -> dict[str, Any]:
-        return self._manager.get_connection_info(session=False)
+        return dict(self._manager.get_connection_info(session=False))
 
     def is_alive(self) -> bool:
         return self._manager.has_kernel and self._manager.is_alive()
@@ -203,6 +199,12 @@ class ConnectedKernel:
         self._shutdown = shutdown
         self._describe = describe_death
 
+    @classmethod
+    def from_file(cls, connection_file: str, **owner: Any) -> ConnectedKernel:
+        """The kernel described by a connection file (as written by the kernel or its launcher)."""
+        with open(connection_file, encoding="utf-8") as handle:
+            return cls(json.load(handle), **owner)
+
     def connection_info(self) -> dict[str, Any]:
         return self._info
 
@@ -260,7 +262,7 @@ class KernelSession:
         """Open channels to the current kernel and wait until shell and iopub both answer."""
         self._disconnect()
         client = BlockingKernelClient()
-        client.load_connection_info(self.process.connection_info())
+        client.load_connection_info(self.process.connection_info())  # type: ignore[arg-type]
         client.start_channels(hb=False)
         self._client = client
         self._poller = zmq.Poller()
@@ -362,7 +364,7 @@ class KernelSession:
             if interrupted_at is not None and now >= interrupted_at + self.interrupt_grace:
                 self._restart_after_timeout(timeout, cell.logs())
             if now >= next_check:
-                self._check_alive(cell.logs())
+                self._check_alive(cell, msg_id)
                 next_check = now + _LIVENESS_INTERVAL
             wait = next_check - now
             if deadline is not None and interrupted_at is None:
@@ -371,7 +373,10 @@ class KernelSession:
                 if channel != "stdin" and msg["parent_header"].get("msg_id") != msg_id:
                     continue
                 if channel == "stdin":
-                    reply = on_input(msg["content"].get("prompt", "")) if on_input else ""
+                    # Past the time limit the code is being stopped: its requests are not served.
+                    reply = ""
+                    if on_input is not None and interrupted_at is None:
+                        reply = on_input(msg["content"].get("prompt", ""))
                     client.input(reply)
                 else:
                     cell.take(channel, msg)
@@ -392,7 +397,7 @@ class KernelSession:
             client.iopub_channel.socket: ("iopub", client.iopub_channel),
             client.stdin_channel.socket: ("stdin", client.stdin_channel),
         }
-        ready = self._poller.poll(max(seconds, 0.0) * 1000)
+        ready = self._poller.poll(int(max(seconds, 0.0) * 1000))
         messages = []
         # iopub first: output sent before a reply must be gathered before the reply ends the cell.
         for socket in sorted((s for s, _ in ready), key=lambda s: channels[s][0] != "iopub"):
@@ -404,16 +409,20 @@ class KernelSession:
                     break
         return messages
 
-    def _check_alive(self, logs: str) -> None:
-        if not self.process.is_alive():
-            why = self.process.describe_death()
-            self._disconnect()
-            raise SandboxError(
-                "the sandbox died while running the code. Variables and functions defined by earlier "
-                "code are lost; the next run starts a fresh kernel and sends variables and tools "
-                f"again. Cause: {why}",
-                logs=logs,
-            )
+    def _check_alive(self, cell: _CellCollector, msg_id: str) -> None:
+        if self.process.is_alive():
+            return
+        for channel, msg in self._poll(_LAST_WORDS_WAIT):  # output that left the kernel before it died
+            if channel == "iopub" and msg["parent_header"].get("msg_id") == msg_id:
+                cell.take(channel, msg)
+        why = self.process.describe_death()
+        self._disconnect()
+        raise SandboxError(
+            "the sandbox died while running the code. Variables and functions defined by earlier "
+            "code are lost; the next run starts a fresh kernel and sends variables and tools "
+            f"again. Cause: {why}",
+            logs=cell.logs(),
+        )
 
     def _restart_after_timeout(self, timeout: float | None, logs: str) -> None:
         self.restart()

@@ -33,10 +33,11 @@ from codeward.executors.local_limits import (
     Limits,
     MemoryLimitReached,
     OperationLimitReached,
+    SandboxSignal,
     TimeLimitReached,
     make_tick,
 )
-from codeward.executors.local_watchdog import Watchdog
+from codeward.executors.local_watchdog import WATCHDOG
 from codeward.executors.restricted_policy import RESULT_NAME, CodeRefused, compile_block
 
 if TYPE_CHECKING:
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
 __all__ = ["LocalExecutor"]
 
 _FILENAME = "<code block {}>"
+_ABSENT_BUILTINS = frozenset(
+    {"open", "eval", "exec", "compile", "input", "globals", "locals", "vars", "breakpoint", "exit", "quit", "help"}
+)
 
 
 class ToolHandle:
@@ -143,15 +147,16 @@ class LocalExecutor(Executor):
         self.max_memory_bytes = max_memory_bytes
         self._globals: dict[str, Any] = {}
         self._sources: dict[str, list[str]] = {}
+        self._declared_global: set[str] = set()  # names any block's functions declare global
         self._tools: dict[str, ToolHandle] = {}
         self._logs = _Logs(self.max_print_outputs_length)
-        self._watchdog = Watchdog()
+        self._watch: Any = None  # the running block's watch, for time.sleep's deadline
         self._closed = False
 
         self.data_policy = DataPolicy(allowed_paths)
         self._limits = Limits(max_value_size, max_int_bits, lambda: self._globals["_tick_"])
         self._guards = Guards(self._limits, self._globals, self.data_policy, (ToolHandle,))
-        overrides = self._guards.module_overrides(lambda: self._watchdog.deadline)
+        overrides = self._guards.module_overrides(lambda: None if self._watch is None else self._watch.deadline)
         self._guards.connect(ImportGate(self.authorized_imports, overrides, self.data_policy.vet_module_attribute))
         self._globals.update(self._guards.guard_names())
         self._globals["__builtins__"] = self._guards.builtins(self._print)
@@ -187,7 +192,7 @@ class LocalExecutor(Executor):
             raise TypeError(f"code must be a str, got {type(code).__name__}")
         filename = _FILENAME.format(len(self._sources) + 1)
         try:
-            compiled = compile_block(code, filename, frozenset(self._tools))
+            compiled = compile_block(code, filename, frozenset(self._tools), self._declared_global)
         except CodeRefused as refused:
             raise ExecutionError(refused.report, traceback=refused.report, error_type=refused.error_type) from None
         self._sources[filename] = code.splitlines()
@@ -210,23 +215,37 @@ class LocalExecutor(Executor):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._watchdog.close()
+            # Dropping the code's objects can run its code (a suspended generator's
+            # finally): give that no budget, then let the objects go before the guards.
+            self._globals["_tick_"] = make_tick(0, BudgetSpentOutsideRun)
+            for name in [name for name in self._globals if not name.startswith("_")]:
+                del self._globals[name]
             self._globals.clear()
 
     # Running -----------------------------------------------------------------
     def _execute(self, compiled: Any) -> BaseException | None:
         """Run under the watchdog; return the exception that ended the block, if any."""
         try:
-            self._watchdog.arm(self.timeout_seconds, self.max_memory_bytes)
-            try:
-                exec(compiled, self._globals)  # noqa: S102 - compiled under the sandbox policy
-            finally:
-                self._watchdog.disarm()
+            return self._run_watched(compiled)
+        except SandboxSignal as late:  # landed after the code ended, before the watch was off
+            return late
+
+    def _run_watched(self, compiled: Any) -> BaseException | None:
+        self._watch = watch = WATCHDOG.arm(self.timeout_seconds, self.max_memory_bytes)
+        try:
+            exec(compiled, self._globals)  # noqa: S102 - compiled under the sandbox policy
         except (KeyboardInterrupt, SystemExit):
-            self._watchdog.disarm()
             raise
         except BaseException as error:  # noqa: BLE001 - the model's fault or a limit, reported to it
             return error
+        finally:
+            while True:  # a signal may land anywhere here; the disarming is retried until done
+                try:
+                    WATCHDOG.disarm(watch)
+                    self._watch = None
+                    break
+                except SandboxSignal:
+                    continue
         return None
 
     def _print(
@@ -261,6 +280,8 @@ class LocalExecutor(Executor):
             error_type = "MemoryError"
         else:
             message = f"{type(error).__name__}: {error}"
+            if isinstance(error, NameError) and error.name in _ABSENT_BUILTINS:
+                message += f" ({error.name}() is not available in this sandbox: it reaches the machine)"
             error_type = type(error).__name__
         tb = self._traceback(error)
         return ExecutionError(f"{message}\n{tb}" if tb else message, logs=logs, traceback=tb, error_type=error_type)

@@ -10,8 +10,8 @@ per-module replacements (a private `random.Random`, a capped `time.sleep`,
 from __future__ import annotations
 
 import _string  # type: ignore[import-not-found]
+import abc
 import builtins
-import operator
 import string
 import sys
 import time
@@ -19,9 +19,16 @@ from collections.abc import Callable
 from types import BuiltinFunctionType, FunctionType, MethodType, ModuleType
 from typing import Any
 
+from codeward.executors.base import FinalAnswerSignal
 from codeward.executors.data_policy import DataPolicy
 from codeward.executors.local_imports import REFUSED, ImportGate, SandboxViolation
-from codeward.executors.local_limits import Limits, TimeLimitReached, ticking_itertools
+from codeward.executors.local_limits import (
+    BudgetSpentOutsideRun,
+    Limits,
+    SandboxSignal,
+    TimeLimitReached,
+    ticking_itertools,
+)
 from codeward.executors.restricted_policy import FORBIDDEN_ATTRIBUTES, READABLE_DUNDERS
 
 __all__ = ["SANDBOX_MODULE", "Guards"]
@@ -36,6 +43,8 @@ sys.modules.setdefault(
 
 _STRING_METHODS = frozenset({"ljust", "rjust", "center", "zfill", "expandtabs", "replace"})
 _FORMAT_METHODS = frozenset({"format", "format_map"})
+_UNCATCHABLE = (SandboxSignal, FinalAnswerSignal, KeyboardInterrupt, SystemExit)
+_REGISTER = "register"  # ABC.register(cls) changes isinstance() for the whole host
 
 _SAFE_BUILTIN_NAMES = [
     "abs",
@@ -92,7 +101,10 @@ def _exception_names() -> list[str]:
     return [
         name
         for name, value in vars(builtins).items()
-        if isinstance(value, type) and issubclass(value, BaseException) and not name.startswith("_")
+        if isinstance(value, type)
+        and issubclass(value, BaseException)
+        and not name.startswith("_")
+        and value not in (SystemExit, KeyboardInterrupt)  # raised by the code, they would stop the host
     ]
 
 
@@ -100,17 +112,17 @@ class _SafeFormatter(string.Formatter):
     """`str.format` fields may index and read public attributes, never private ones."""
 
     def __init__(self, guards: Guards) -> None:
-        self.guards = guards
+        self._guards = guards  # private: the code may hold this object
 
     def get_field(self, field_name: str, args: Any, kwargs: Any) -> Any:
         first, rest = _formatter_field_name_split(field_name)
         obj = self.get_value(first, args, kwargs)
         for is_attribute, key in rest:
-            obj = self.guards.getattr(obj, key) if is_attribute else self.guards.getitem(obj, key)
+            obj = self._guards.getattr(obj, key) if is_attribute else self._guards.getitem(obj, key)
         return obj, first
 
     def format_field(self, value: Any, format_spec: str) -> Any:
-        self.guards.limits.check_spec(format_spec)
+        self._guards.limits.check_spec(format_spec)
         return super().format_field(value, format_spec)
 
 
@@ -144,7 +156,7 @@ class Guards:
         """``_getattr_`` for names checked at compile time; the fast path is two lookups."""
         modules = ModuleType
         machine = self.gate.machine
-        special = _STRING_METHODS | _FORMAT_METHODS
+        special = _STRING_METHODS | _FORMAT_METHODS | {_REGISTER}
         slow = self.attribute_slow_path
         data_names = self.data_policy.attribute_names
 
@@ -158,15 +170,17 @@ class Guards:
 
     def attribute_slow_path(self, obj: Any, name: str, value: Any) -> Any:
         value = self.gate.vet(value)
-        if name in _FORMAT_METHODS and (obj is str or type(obj) is str):
+        if name in _FORMAT_METHODS and (isinstance(obj, str) or (isinstance(obj, type) and issubclass(obj, str))):
             return self.safe_format(obj, name)
+        if name == _REGISTER and isinstance(obj, abc.ABCMeta) and obj.__module__ != SANDBOX_MODULE:
+            raise SandboxViolation(f"{obj.__name__}.register would change the host's isinstance(); subclass it instead")
         if name in _STRING_METHODS and isinstance(obj, (str, bytes)):
             return self.limits.str_method(obj, name, value)
         return self.data_policy.vet_attribute(obj, name, value)
 
     def safe_format(self, owner: Any, name: str) -> Callable[..., str]:
         formatter = self.formatter
-        if owner is str:  # str.format(template, ...)
+        if isinstance(owner, type):  # str.format(template, ...)
             if name == "format":
                 return lambda template, *args, **kwargs: formatter.vformat(template, args, kwargs)
             return lambda template, mapping: formatter.vformat(template, (), mapping)
@@ -257,9 +271,10 @@ class Guards:
     @staticmethod
     def handled() -> None:
         """First statement of every ``except`` block and ``__exit__``: the sandbox's
-        signals (limits, final_answer) and host interrupts pass through unhandled."""
+        signals (limits, final_answer) and host interrupts pass through unhandled.
+        Other exceptions, GeneratorExit included, are handled as in CPython."""
         error = sys.exc_info()[1]
-        if error is not None and not isinstance(error, Exception):
+        if isinstance(error, _UNCATCHABLE):
             raise error
 
     # Builtins ------------------------------------------------------------
@@ -311,27 +326,42 @@ class Guards:
         limits = self.limits
 
         def sleep(seconds: float) -> None:
+            """time.sleep that ends at the block's deadline; between blocks there is no time to spend."""
             until = deadline()
-            if until is not None and time.monotonic() + seconds > until:
+            if until is None:
+                raise BudgetSpentOutsideRun("code defined in the sandbox cannot sleep outside a run")
+            if time.monotonic() + seconds > until:
                 time.sleep(max(0.0, until - time.monotonic()))
                 raise TimeLimitReached
             time.sleep(seconds)
 
-        def attrgetter(*names: str) -> Any:
+        def attrgetter(*names: str) -> Callable[[Any], Any]:
+            """operator.attrgetter, reading each attribute through the sandbox's getattr."""
+
+            def get_one(obj: Any, dotted: str) -> Any:
+                for part in dotted.split("."):
+                    obj = self.getattr(obj, part)
+                return obj
+
             for name in names:
                 for part in str(name).split("."):
                     self._check_name(part)
-            return operator.attrgetter(*names)
+            if len(names) == 1:
+                return lambda obj: get_one(obj, names[0])
+            return lambda obj: tuple(get_one(obj, name) for name in names)
 
-        def methodcaller(name: str, *args: Any, **kwargs: Any) -> Any:
+        def methodcaller(name: str, *args: Any, **kwargs: Any) -> Callable[[Any], Any]:
+            """operator.methodcaller, finding the method through the sandbox's getattr."""
             self._check_name(name)
-            return operator.methodcaller(name, *args, **kwargs)
+            return lambda obj: self.getattr(obj, name)(*args, **kwargs)
 
-        formatter = self.formatter
+        guards = self
 
-        class Formatter(string.Formatter):
-            def get_field(self, field_name: str, args: Any, kwargs: Any) -> Any:
-                return formatter.get_field(field_name, args, kwargs)
+        class Formatter(_SafeFormatter):
+            """string.Formatter for the code: fields and specs guarded like str.format."""
+
+            def __init__(self) -> None:
+                super().__init__(guards)
 
         table: dict[str, dict[str, Any]] = {
             "random": {
@@ -339,7 +369,12 @@ class Guards:
                 for name in dir(random.Random)
                 if not name.startswith("_") and callable(getattr(private_random, name))
             },
-            "time": {"sleep": sleep, "thread_time": REFUSED, "pthread_getcpuclockid": REFUSED},
+            "time": {
+                "sleep": sleep,
+                "clock_settime": REFUSED,  # sets the machine's clock when run as root
+                "clock_settime_ns": REFUSED,
+                "tzset": REFUSED,  # changes the host process's time zone
+            },
             "operator": {"attrgetter": attrgetter, "methodcaller": methodcaller},
             "string": {"Formatter": Formatter},
             "itertools": ticking_itertools(lambda: self.globals["_tick_"]),

@@ -34,6 +34,7 @@ DEFAULT_AUTHORIZED_IMPORTS: tuple[str, ...] = (
     "bisect",
     "cmath",
     "collections",
+    "collections.abc",
     "copy",
     "dataclasses",
     "datetime",

@@ -249,26 +249,27 @@ class Limits:
 
 class TickingIterable:
     """An iterable that ticks the budget at every item, so C-level consumers
-    (`list`, `sum`, `"".join`) of a huge or endless source stay interruptible."""
+    (`list`, `sum`, `"".join`) of a huge or endless source stay interruptible.
+    Its attributes are private: the code holds this object."""
 
     def __init__(self, source: Any, tick: Callable[[], Callable[[], bool]]) -> None:
-        self.source = source
-        self.tick = tick
+        self._source = source
+        self._tick = tick
 
     def __iter__(self) -> Iterator[Any]:
-        tick = self.tick()
-        for item in self.source:
+        tick = self._tick()
+        for item in self._source:
             tick()
             yield item
 
     def __contains__(self, item: Any) -> bool:
-        return item in self.source
+        return item in self._source
 
     def __getitem__(self, index: Any) -> Any:
-        return self.source[index]
+        return self._source[index]
 
     def __repr__(self) -> str:
-        return repr(self.source)
+        return repr(self._source)
 
 
 def ticking_itertools(tick: Callable[[], Callable[[], bool]]) -> dict[str, Callable[..., Any]]:

@@ -22,7 +22,7 @@ import inspect
 import subprocess
 import sys
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 #: Prompt prefix of every request to the host; the host ignores any other prompt.
 REQUEST = "\x1bcodeward:"
@@ -57,7 +57,7 @@ class _Sandbox:
     shell: Any = None
     codec: Any = None
     allow_pickle = False
-    tools: dict[str, Any] = {}
+    tools: ClassVar[dict[str, Any]] = {}
 
 
 def install(shell: Any, codec: ModuleType, *, allow_pickle: bool = False) -> None:
@@ -104,8 +104,7 @@ def _cannot_leave(what: str, value: Any, error: Exception) -> str:
 
 def _no_input(prompt: Any = "", *args: Any, **kwargs: Any) -> str:
     raise RuntimeError(
-        "input() is not available here: no one is there to answer. "
-        "Use the variables and tools you were given instead"
+        "input() is not available here: no one is there to answer. Use the variables and tools you were given instead"
     )
 
 
@@ -138,7 +137,7 @@ def _make_tool(spec: dict[str, Any]) -> Any:
     """A function with the tool's name, signature and docstring that runs where the host chose."""
     name, run, final = spec["name"], spec["run"], spec["final"]
     signature = _signature(spec)
-    target = _define_inline(name, spec["source"]) if run == "inline" else None
+    target: Any = _define_inline(name, spec["source"]) if run == "inline" else None
 
     def tool(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -163,10 +162,10 @@ def _make_tool(spec: dict[str, Any]) -> Any:
 
 
 def _signature(spec: dict[str, Any]) -> inspect.Signature:
-    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    params = []
+    kind: Any = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    params: list[inspect.Parameter] = []
     for param in spec["params"]:
-        default = param["default"] if "default" in param else inspect.Parameter.empty
+        default = param.get("default", inspect.Parameter.empty)
         if default is inspect.Parameter.empty and params and params[-1].default is not inspect.Parameter.empty:
             kind = inspect.Parameter.KEYWORD_ONLY  # a required input after an optional one
         params.append(inspect.Parameter(param["name"], kind, default=default, annotation=param["annotation"]))
@@ -204,6 +203,7 @@ def install_packages(packages: list[str]) -> list[str]:
         [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", *packages],
         capture_output=True,
         text=True,
+        check=False,
     )
     if done.returncode != 0:
         raise RuntimeError(f"pip could not install {packages}:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")

@@ -25,7 +25,13 @@ from typing import TypeVar
 
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
 
-from codeward.executors.int_inference import comprehension_ints, function_ints
+from codeward.executors.int_inference import (
+    comprehension_ints,
+    declared_globals,
+    function_ints,
+    is_range_call,
+    module_loop_ints,
+)
 
 __all__ = [
     "FORBIDDEN_ATTRIBUTES",
@@ -117,27 +123,8 @@ ALLOWED_DUNDERS = frozenset(
 #: Special attributes the code may read: its own special methods (for
 #: ``super().__init__(...)``) and names. Item access dunders are not here, since
 #: calling them directly would skip the item guard.
-READABLE_DUNDERS = frozenset(
-    [
-        "__init__",
-        "__post_init__",
-        "__name__",
-        "__qualname__",
-        "__doc__",
-        "__str__",
-        "__repr__",
-        "__eq__",
-        "__ne__",
-        "__lt__",
-        "__le__",
-        "__gt__",
-        "__ge__",
-        "__hash__",
-        "__len__",
-        "__contains__",
-        "__enter__",
-        "__exit__",
-    ]
+READABLE_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__"}) | (
+    ALLOWED_DUNDERS - {name for name in ALLOWED_DUNDERS if name.endswith(("item__", "mul__", "mod__", "call__"))}
 )
 
 #: Format-spec widths and precisions above this are refused (they allocate).
@@ -359,8 +346,9 @@ class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
 class Instrumenter(ast.NodeTransformer):
     """Adds ticks, operator size guards, signal re-raises and result capture."""
 
-    def __init__(self) -> None:
+    def __init__(self, module_candidates: frozenset[str] = frozenset()) -> None:
         self.ints: list[frozenset[str]] = [frozenset()]  # names certainly ints, per scope
+        self.module_candidates = module_candidates  # module-level range loop variables
 
     def _in_scope(self, node: ast.AST, ints: frozenset[str]) -> None:
         self.ints.append(ints)
@@ -380,11 +368,24 @@ class Instrumenter(ast.NodeTransformer):
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _visit_comprehension_scope
 
     def visit_For(self, node: ast.For) -> ast.AST:
-        self.generic_visit(node)
+        name = node.target.id if isinstance(node.target, ast.Name) else None
+        if len(self.ints) == 1 and name in self.module_candidates and is_range_call(node.iter):
+            node.iter = self.visit(node.iter)
+            self.ints.append(self.ints[-1] | {name})
+            try:
+                node.body = [self.visit(statement) for statement in node.body]
+            finally:
+                self.ints.pop()
+            node.orelse = [self.visit(statement) for statement in node.orelse]
+        else:
+            self.generic_visit(node)
         node.body.insert(0, _located(_tick(), node))
         return node
 
-    visit_While = visit_For  # type: ignore[assignment]
+    def visit_While(self, node: ast.While) -> ast.AST:
+        self.generic_visit(node)
+        node.body.insert(0, _located(_tick(), node))
+        return node
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
         self._in_scope(node, function_ints(node))
@@ -436,10 +437,17 @@ class Instrumenter(ast.NodeTransformer):
         return node
 
 
-def compile_block(source: str, filename: str, reserved: frozenset[str] = frozenset()) -> CodeType:
+def compile_block(
+    source: str,
+    filename: str,
+    reserved: frozenset[str] = frozenset(),
+    declared_global: set[str] | None = None,
+) -> CodeType:
     """Compile one block of the model's code, or raise `CodeRefused` with a readable report.
 
-    `reserved` names (the tools) cannot be assigned.
+    `reserved` names (the tools) cannot be assigned. `declared_global` collects,
+    across the blocks of one sandbox, the names any function declares ``global``;
+    pass the same set every time (None: a one-off block).
     """
     try:
         tree = ast.parse(source, filename=filename, mode="exec")
@@ -449,7 +457,9 @@ def compile_block(source: str, filename: str, reserved: frozenset[str] = frozens
     tree = policy.visit(tree)
     if policy.problems:
         raise CodeRefused(_policy_report(source, policy.problems), "CodeRefused")
-    tree = Instrumenter().visit(tree)
+    declared = declared_global if declared_global is not None else set()
+    declared |= declared_globals(tree)
+    tree = Instrumenter(module_loop_ints(tree, declared)).visit(tree)
     _capture_last_expression(tree)
     ast.fix_missing_locations(tree)
     return compile(tree, filename, "exec")

@@ -111,7 +111,7 @@ def _dtypes(value: pd.DataFrame | pd.Series) -> Any:
 def test_variables_of_every_codec_type_arrive_intact(executor: Executor) -> None:
     values = samples()
     executor.send_variables(values)
-    types_inside = executor.run("{name: type(value).__name__ for name, value in dict(%s).items()}" % _pairs(values))
+    types_inside = executor.run(f"{{name: type(value).__name__ for name, value in dict({_pairs(values)}).items()}}")
     assert types_inside.output == {name: type(value).__name__ for name, value in values.items()}
     for name, value in values.items():
         back = executor.run(name).output
