@@ -1,8 +1,8 @@
 """`executor="docker"`: the model's code runs in a hardened container's Jupyter kernel.
 
-Everything above the kernel is the Jupyter executor's: the kernel session, the
-value codec, the host tool bridge over the kernel's stdin channel. What differs
-is who runs the kernel: a container with no network, no capabilities, a
+Everything above the kernel is shared with the Jupyter executor
+(`KernelExecutor`): the kernel session, the value codec, the host tool bridge
+over the kernel's stdin channel. What differs is who runs the kernel: a container with no network, no capabilities, a
 read-only root, a non-root user and memory, CPU and pids limits
 (`docker_sandbox`), reached through ipc sockets with no port published. A
 container that dies (out of memory, killed, engine gone) raises `SandboxError`
@@ -35,8 +35,8 @@ from codeward.executors.docker_sandbox import (
     checked_extra_run_kwargs,
     reap_orphans,
 )
-from codeward.executors.jupyter import JupyterExecutor
 from codeward.executors.kernel import ConnectedKernel, KernelSession
+from codeward.executors.kernel_executor import KernelExecutor
 
 __all__ = ["DockerExecutor", "SandboxPool", "sandbox_spec"]
 
@@ -48,7 +48,7 @@ _EXHAUSTED_SHARE = 0.95
 _POOL_RETRY = 1.0
 
 
-class DockerExecutor(JupyterExecutor):
+class DockerExecutor(KernelExecutor):
     """Runs code in a hardened Docker container; see the module docstring.
 
     Every limit has a named argument, and its default is the strict one; a
@@ -92,6 +92,7 @@ class DockerExecutor(JupyterExecutor):
         self._leftovers: list[KernelContainer] = []
         self._replaced_exhausted = False
         super().__init__(timeout_seconds=timeout_seconds, tools_mode=tools_mode, allow_pickle=allow_pickle)
+        self._ensure_ready()
 
     @property
     def hardening(self) -> Hardening:
