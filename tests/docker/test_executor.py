@@ -126,7 +126,9 @@ def test_loosening_is_logged(make, caplog: pytest.LogCaptureFixture) -> None:  #
     assert executor.sandbox.container.attrs["HostConfig"]["NetworkMode"] == "bridge"
 
 
-def test_a_missing_image_names_the_command_that_builds_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_image_names_the_command_that_builds_it(
+    docker_client: docker.DockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     tree = Path(shutil.copytree(source_dir(), tmp_path / "tree", ignore=shutil.ignore_patterns("wheels")))
     (tree / "Dockerfile").write_text((tree / "Dockerfile").read_text() + "\n# not built\n")
     monkeypatch.setenv("CODEWARD_SANDBOX_IMAGES", str(tree))
