@@ -90,7 +90,9 @@ def smolagents_image(client, sandbox_image: str) -> str:  # type: ignore[no-unty
         tree = Path(folder)
         (tree / "Dockerfile").write_text(SMOLAGENTS_DOCKERFILE)
         (tree / "requirements.txt").write_text("pip==26.3\njupyter_kernel_gateway\n")
-        image = find_image(client, content_label(tree)) or build_image(client, base=sandbox_image, folder=tree)
+        image = find_image(client, content_label(tree)) or build_image(
+            client, base=sandbox_image, folder=tree, repository="codeward-bench-smolagents"
+        )
     return str(image.id)
 
 

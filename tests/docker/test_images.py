@@ -85,9 +85,10 @@ def test_a_variant_builds_offline_from_host_wheels(
     """A small image from the same Dockerfile: wheels downloaded on the host, no network in the build."""
     (tree_copy / "requirements.txt").write_text("pip==26.3\nsix==1.17.0\n")
     monkeypatch.setenv("CODEWARD_CACHE_DIR", str(tmp_path / "cache"))
-    image = build_image(docker_client, folder=tree_copy)
+    image = build_image(docker_client, folder=tree_copy, repository="codeward-test-variant")
     try:
         assert image.labels[CONTENT_LABEL] == content_label(tree_copy)
+        assert image.tags == [f"codeward-test-variant:{content_label(tree_copy)}"]
         assert find_image(docker_client, content_label(tree_copy)).id == image.id
         output = docker_client.containers.run(
             image.id, ["python3", "-c", "import six; print(six.__version__)"], network_mode="none", remove=True

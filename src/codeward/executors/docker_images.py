@@ -174,18 +174,21 @@ class _BasePython:
         return tags + [f"manylinux2014_{self.machine}", f"linux_{self.machine}"]
 
 
-def build_image(client: docker.DockerClient, base: str = "auto", folder: Path | None = None) -> Image:
+def build_image(
+    client: docker.DockerClient, base: str = "auto", folder: Path | None = None, repository: str = IMAGE_REPOSITORY
+) -> Image:
     """Build the sandbox image with no network inside the build, and label it by its content.
 
     `base` is an image name, ``"debian"`` for a debootstrap base, or ``"auto"``:
-    python:3.12-slim when it is already local, else the debootstrap base.
+    python:3.12-slim when it is already local, else the debootstrap base. `folder`
+    and `repository` build another image the same way (a variant of the sandbox).
     """
     folder = folder or source_dir()
     label = content_label(folder)
     base_image = _resolve_base(client, base, folder)
     python = _probe_python(client, base_image)
     wheels = _download_wheels(folder / "requirements.txt", python, label)
-    tag = f"{IMAGE_REPOSITORY}:{label}"
+    tag = f"{repository}:{label}"
     log.info("building %s on %s (Python %s) from %s", tag, base_image, python.version, folder)
     with tempfile.TemporaryDirectory(prefix="codeward-build-") as context:
         _fill_context(Path(context), folder, wheels)
