@@ -159,6 +159,17 @@ def test_a_fork_bomb_is_held_and_the_sandbox_replaced(docker_client: docker.Dock
     _assert_recovers(executor)
 
 
+def test_a_fork_bomb_in_the_kernel_itself_is_held_and_the_sandbox_replaced(
+    docker_client: docker.DockerClient, make
+) -> None:  # type: ignore[no-untyped-def]
+    executor = make(pids_limit=64, timeout_seconds=10)
+    bombed = _prepare(executor)
+    with pytest.raises(SandboxError, match="process limit"):
+        executor.run("import os\nfor _ in range(100):\n    os.fork()")  # every child forks on: 2**100 wanted
+    assert gone(docker_client, bombed)
+    _assert_recovers(executor)
+
+
 def test_a_container_killed_from_outside_raises_and_recovers(docker_client: docker.DockerClient, make) -> None:  # type: ignore[no-untyped-def]
     executor = make()
     victim = _prepare(executor)

@@ -26,7 +26,7 @@ from typing import Any
 import docker
 
 from codeward.executors import codec, prelude
-from codeward.executors.base import CodeOutput, ExecutionError, ExecutorError, SandboxError
+from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, ExecutorError, SandboxError
 from codeward.executors.docker_images import engine_client, require_image
 from codeward.executors.docker_sandbox import (
     Hardening,
@@ -44,6 +44,9 @@ log = logging.getLogger(__name__)
 
 #: A sandbox holding this share of its pids limit after a failure counts as fork-bombed.
 _EXHAUSTED_SHARE = 0.95
+#: Errors that a full process table causes (fork, thread start): only they, and timeouts, make
+#: `run` count the sandbox's processes, which can cost a second when the engine is not local.
+_RESOURCE_ERRORS = frozenset({"BlockingIOError", "OSError", "RuntimeError", "MemoryError"})
 #: Seconds a pool waits before trying again after it could not start a sandbox.
 _POOL_RETRY = 1.0
 
@@ -158,7 +161,8 @@ class DockerExecutor(KernelExecutor):
             return super().run(code)
         except ExecutionError as error:
             if not self._replaced_exhausted:
-                if not self._processes_exhausted():
+                suspicious = isinstance(error, ExecutionTimeout) or error.error_type in _RESOURCE_ERRORS
+                if not (suspicious and self._processes_exhausted()):
                     raise
                 self._discard_session()
             raise SandboxError(
