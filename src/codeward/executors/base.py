@@ -199,3 +199,4 @@ def create_executor(name: str, **kwargs: Any) -> Executor:
 register_executor("local", "codeward.executors.local", "LocalExecutor")
 register_executor("jupyter", "codeward.executors.jupyter", "JupyterExecutor", extra="jupyter")
 register_executor("e2b", "codeward.executors.e2b", "E2BExecutor", extra="e2b")
+register_executor("docker", "codeward.executors.docker", "DockerExecutor", extra="docker")

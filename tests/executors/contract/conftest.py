@@ -6,6 +6,7 @@ an executor registered without a profile fails the suite, so none slips past it.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -27,6 +28,21 @@ class Profile:
     in_process: bool = False
     #: Process ids the sandbox reports are this host's (so the suite can check they are gone).
     host_pids: bool = True
+    #: Why the sandbox cannot run on this machine (e.g. no Docker engine), or None when it can.
+    unavailable: Callable[[], str | None] = lambda: None
+
+
+@functools.cache
+def _docker_unavailable() -> str | None:
+    from codeward.executors.base import ExecutorError
+    from codeward.executors.docker_images import BUILD_COMMAND, engine_client, find_image
+
+    try:
+        if find_image(engine_client()) is None:
+            return f"the current docker sandbox image is not built; run `{BUILD_COMMAND}`"
+    except ExecutorError as error:
+        return f"no Docker engine here: {error.message}"
+    return None
 
 
 def _local_e2b() -> Executor:
@@ -48,6 +64,11 @@ PROFILES: dict[str, Profile] = {
     ),
     "jupyter": Profile(make=lambda: create_executor("jupyter", timeout_seconds=TIMEOUT)),
     "e2b": Profile(make=_local_e2b),
+    "docker": Profile(
+        make=lambda: create_executor("docker", timeout_seconds=TIMEOUT),
+        host_pids=False,
+        unavailable=_docker_unavailable,
+    ),
 }
 
 
@@ -65,7 +86,7 @@ def executor_name(request: pytest.FixtureRequest) -> str:
     name: str = request.param
     if name not in PROFILES:
         pytest.fail(f"executor {name!r} is registered but has no profile in tests/executors/contract/conftest.py")
-    missing = _module_missing(name)
+    missing = _module_missing(name) or PROFILES[name].unavailable()
     if missing:
         pytest.skip(missing)
     return name
