@@ -2,8 +2,7 @@
 
 Each subcommand is a ``_add_<name>`` function that declares its arguments and a
 handler; the work itself lives in the modules the handlers import (lazily, so
-that ``codeward batch`` does not pay for litellm). Docker's ``images`` and
-``sandboxes`` commands join the same way.
+that ``codeward batch`` does not pay for litellm, nor ``codeward demo`` for docker).
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from rich.markup import escape
 from rich.panel import Panel
 
 from codeward import __version__
+from codeward.executors.base import ExecutorError
 
 __all__ = ["main"]
 
@@ -229,6 +229,67 @@ def _add_doctor(commands: Any) -> None:
     doctor.set_defaults(handler=_doctor)
 
 
+# -- images and sandboxes (docker) -------------------------------------------------------------
+
+
+def _images_build(args: argparse.Namespace, console: Console) -> int:
+    import logging
+
+    from codeward.executors.docker_images import IMAGE_REPOSITORY, build_image, content_label, engine_client, find_image
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    client = engine_client()
+    found = None if args.force else find_image(client)
+    image = found or build_image(client, base=args.base)
+    state = "current, not rebuilt" if found else "built"
+    console.print(f"{IMAGE_REPOSITORY}:{content_label()} ({state}) {image.short_id}", highlight=False)
+    return 0
+
+
+def _add_images(commands: Any) -> None:
+    images = commands.add_parser("images", help="the docker sandbox image")
+    actions = images.add_subparsers(dest="action", metavar="ACTION", required=True)
+    build = actions.add_parser("build", help="build the sandbox image, unless a current one exists")
+    build.add_argument(
+        "--base", default="auto",
+        help="'auto' (python:3.12-slim where a registry answers, else a Debian base made by debootstrap), "
+        "'debian', or an image name",
+    )
+    build.add_argument("--force", action="store_true", help="rebuild even when a current image exists")
+    build.set_defaults(handler=_images_build)
+
+
+def _sandboxes(args: argparse.Namespace, console: Console) -> int:
+    from rich.table import Table
+
+    from codeward.executors.docker_images import engine_client
+    from codeward.executors.docker_sandbox import OWNER_PID_LABEL, list_sandboxes, owner_alive, reap_orphans
+
+    client = engine_client()
+    if args.action == "prune":
+        removed = reap_orphans(client)
+        console.print(f"removed {len(removed)} sandbox(es) whose owner is gone" + (f": {', '.join(removed)}" if removed else ""))
+        return 0
+    table = Table("container", "status", "owner pid", "owner", "created")
+    for container in list_sandboxes(client):
+        labels = container.labels
+        table.add_row(
+            container.name, container.status, labels.get(OWNER_PID_LABEL, "?"),
+            "running" if owner_alive(labels) else "gone (prune removes it)", container.attrs.get("Created", "")[:19],
+        )
+    console.print(table if table.row_count else "no codeward sandboxes on this engine")
+    return 0
+
+
+def _add_sandboxes(commands: Any) -> None:
+    sandboxes = commands.add_parser("sandboxes", help="the docker sandboxes codeward started")
+    actions = sandboxes.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions.add_parser("ls", help="list codeward's containers and whether their owner still runs").set_defaults(
+        handler=_sandboxes
+    )
+    actions.add_parser("prune", help="remove containers whose owner process is gone").set_defaults(handler=_sandboxes)
+
+
 # -- the command -----------------------------------------------------------------------------
 
 
@@ -236,7 +297,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="codeward", description="Agents that act by writing Python, in a sandbox.")
     parser.add_argument("--version", action="version", version=f"codeward {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_add_demo, _add_run, _add_batch, _add_replay, _add_doctor):
+    for add in (_add_demo, _add_run, _add_batch, _add_replay, _add_doctor, _add_images, _add_sandboxes):
         add(commands)
     return parser
 
@@ -250,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console(stderr=bool(getattr(args, "json", False)))
     try:
         return int(args.handler(args, console))
-    except (ValueError, ImportError, FileNotFoundError) as error:
+    except (ValueError, ImportError, FileNotFoundError, ExecutorError) as error:
         console.print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False)
         return 2
     except KeyboardInterrupt:  # the sandbox was closed on the way out (agents are context managers)

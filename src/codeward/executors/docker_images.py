@@ -14,7 +14,6 @@ own Python version and platform, fed to the build in its context.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import logging
 import os
@@ -79,9 +78,9 @@ class SandboxImageError(ExecutorError):
 
 
 def source_dir() -> Path:
-    """The folder holding the Dockerfile: `$CODEWARD_SANDBOX_IMAGES`, else the source tree's."""
+    """The folder holding the Dockerfile: `$CODEWARD_SANDBOX_IMAGES`, else the one shipped in the package."""
     configured = os.environ.get("CODEWARD_SANDBOX_IMAGES")
-    folder = Path(configured) if configured else Path(__file__).resolve().parents[3] / "sandbox_images"
+    folder = Path(configured) if configured else Path(__file__).resolve().parents[1] / "sandbox_images"
     if not (folder / "Dockerfile").is_file():
         raise SandboxImageError(
             f"no sandbox Dockerfile in {folder}; set CODEWARD_SANDBOX_IMAGES to the folder "
@@ -142,7 +141,7 @@ def require_image(client: docker.DockerClient) -> Image:
     if image is None:
         raise SandboxImageError(
             f"no current codeward sandbox image (content label {label}) on this Docker engine; "
-            f"build it with `{BUILD_COMMAND}` (or `python -m codeward.executors.docker_images`), "
+            f"build it with `{BUILD_COMMAND}`, "
             "or pass image= to use your own"
         )
     return image
@@ -299,21 +298,3 @@ def _fill_context(context: Path, folder: Path, wheels: Path) -> None:
             os.link(wheel, context / "wheels" / wheel.name)
         except OSError:
             shutil.copy2(wheel, context / "wheels" / wheel.name)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Find or build the sandbox image and print its tag (what `codeward images build` runs)."""
-    parser = argparse.ArgumentParser(prog="codeward images build", description=main.__doc__)
-    parser.add_argument("--base", default="auto", help="'auto' (default), 'debian' (debootstrap) or an image name")
-    parser.add_argument("--force", action="store_true", help="rebuild even when a current image exists")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    client = engine_client()
-    found = None if args.force else find_image(client)
-    image = found or build_image(client, base=args.base)
-    print(f"{IMAGE_REPOSITORY}:{content_label()} {'(current, not rebuilt)' if found else '(built)'} {image.short_id}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
