@@ -338,3 +338,20 @@ def test_generator_exit_and_own_base_exceptions_are_handled_as_in_cpython(execut
             log.append(type(e).__name__)
         log
     """) == ["cleanup", "Stop"]
+
+
+def test_concatenation_keeps_cpython_semantics_under_its_size_guard(executor):
+    code = """
+    x = [1]
+    alias = x
+    x += [2]
+    counts = {'a': 1}
+    counts['a'] += 2
+    text = 'ab'
+    text += 'cd'
+    total = 0
+    for i in range(4):
+        total += i * i
+    (alias, counts, text + '!', (1,) + (2,), total, b'a' + b'b', 1.5 + 2)
+    """
+    assert run(executor, code) == ([1, 2], {"a": 3}, "abcd!", (1, 2), 14, b"ab", 3.5)

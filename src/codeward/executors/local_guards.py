@@ -308,6 +308,7 @@ class Guards:
             "_write_": self.make_write(),
             "_slice_": slice,
             "_handled_": self.handled,
+            "_add_": limits.add,
             "_mul_": limits.mul,
             "_pow_": limits.pow,
             "_lshift_": limits.lshift,

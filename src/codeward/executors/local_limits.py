@@ -79,6 +79,8 @@ def make_tick(operations: int, error: type[BaseException] = OperationLimitReache
 
 _PERCENT_FIELD = re.compile(rb"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")
 _SPEC_NUMBER = re.compile(r"\d+")
+#: Values whose `+` and `*` build a copy as long as the operands together.
+_SEQUENCES = (str, bytes, bytearray, list, tuple)
 
 
 class Limits:
@@ -107,6 +109,13 @@ class Limits:
         )
 
     # Operators -------------------------------------------------------------
+    def add(self, a: Any, b: Any) -> Any:
+        if isinstance(a, _SEQUENCES) and isinstance(b, _SEQUENCES):
+            size = len(a) + len(b)
+            if size > self.max_size:
+                raise self.too_big("this concatenation", size)
+        return a + b
+
     def mul(self, a: Any, b: Any) -> Any:
         ta, tb = type(a), type(b)
         if ta is float or tb is float:
@@ -123,7 +132,7 @@ class Limits:
         return a * b
 
     def check_repeat(self, sequence: Any, times: int) -> None:
-        if isinstance(sequence, (str, bytes, bytearray, list, tuple)) and times > 0:
+        if isinstance(sequence, _SEQUENCES) and times > 0:
             size = len(sequence) * times
             if size > self.max_size:
                 raise self.too_big("this repetition", size)
@@ -149,6 +158,13 @@ class Limits:
 
     def inplace(self, operator: str, a: Any, b: Any) -> Any:
         """``x op= y`` for the operators that can grow a value."""
+        if operator == "+=":
+            if type(a) is list:  # in place, as CPython does: other names for the list see it grow
+                if hasattr(b, "__len__") and len(a) + len(b) > self.max_size:
+                    raise self.too_big("this concatenation", len(a) + len(b))
+                a += b
+                return a
+            return self.add(a, b)
         if operator == "*=":
             if type(a) is list and isinstance(b, int):
                 self.check_repeat(a, b)

@@ -131,7 +131,7 @@ READABLE_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__"}) | (
 MAX_FORMAT_WIDTH = 100_000
 
 # Operators that can build a huge value in one C-level step, and their guards.
-_SIZED_OPERATORS = {ast.Mult: "_mul_", ast.Pow: "_pow_", ast.LShift: "_lshift_", ast.Mod: "_mod_"}
+_SIZED_OPERATORS = {ast.Add: "_add_", ast.Mult: "_mul_", ast.Pow: "_pow_", ast.LShift: "_lshift_", ast.Mod: "_mod_"}
 _IOPERATOR = {ast.Mult: "*=", ast.Pow: "**=", ast.LShift: "<<=", ast.Mod: "%="}
 _Node = TypeVar("_Node", bound=ast.AST)
 _SPEC_NUMBERS = re.compile(r"(\d+)")
@@ -422,6 +422,21 @@ class Instrumenter(ast.NodeTransformer):
             return node
         return _located(_call(guard, node.left, node.right), node)
 
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
+        """``x += y`` on a name: concatenation can double a value in one C call, so it is sized.
+
+        (The other growing operators were rewritten by the policy; items and
+        attributes keep plain ``+=``, which the memory watch still bounds.)
+        """
+        self.generic_visit(node)
+        if not isinstance(node.op, ast.Add) or not isinstance(node.target, ast.Name):
+            return node
+        probe = ast.BinOp(left=ast.Name(id=node.target.id, ctx=ast.Load()), op=node.op, right=node.value)
+        if _cannot_grow(probe, self.ints[-1]):
+            return node
+        value = _call("_inplacevar_", ast.Constant("+="), _name(node.target.id), node.value)
+        return _located(ast.Assign(targets=[node.target], value=value), node)
+
     def visit_FormattedValue(self, node: ast.FormattedValue) -> ast.AST:
         self.generic_visit(node)
         spec = node.format_spec
@@ -485,8 +500,11 @@ def _located(new: _Node, old: ast.AST) -> _Node:
 
 def _cannot_grow(node: ast.BinOp, ints: frozenset[str]) -> bool:
     """True when the operation is on numbers only, so its result cannot be huge in one step:
-    a float constant times anything, or ``*`` and ``%`` between certain ints and int constants."""
+    ``+`` with a number on one side, a float constant times anything, or ``*`` and ``%``
+    between certain ints and int constants."""
     sides = (node.left, node.right)
+    if isinstance(node.op, ast.Add):  # a number on either side: a sum of numbers, or a TypeError
+        return any(_is_number(side, ints) for side in sides)
     if isinstance(node.op, ast.Mult) and any(_is_constant(side, float) for side in sides):
         return True
     if isinstance(node.op, ast.Mod):
@@ -498,6 +516,20 @@ def _cannot_grow(node: ast.BinOp, ints: frozenset[str]) -> bool:
 
 def _is_constant(node: ast.expr, kind: type) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is kind
+
+
+_ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.Pow)
+
+
+def _is_number(node: ast.expr, ints: frozenset[str]) -> bool:
+    """Certainly a number: a numeric constant, a certain int, or arithmetic on those."""
+    if isinstance(node, ast.Constant):
+        return type(node.value) in (int, float, complex)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _is_number(node.operand, ints)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, _ARITHMETIC):
+        return _is_number(node.left, ints) and _is_number(node.right, ints)
+    return _is_int(node, ints)
 
 
 def _is_int(node: ast.expr, ints: frozenset[str]) -> bool:
