@@ -68,3 +68,15 @@ def test_the_pool_owns_the_sandbox_settings(pool: SandboxPool) -> None:
         DockerExecutor(pool=pool, network="bridge")
     with pytest.raises(ValueError, match="at least 1"):
         SandboxPool(size=0)
+
+
+def test_a_pooled_sandbox_comes_set_up_and_its_hooks_are_installed_once(pool: SandboxPool) -> None:
+    assert pool.wait_until_full(120)
+    with DockerExecutor(pool=pool, allow_pickle=True) as executor:
+        hooks = executor.run(
+            "sum(getattr(hook, '__module__', '') == '_codeward' "
+            "for event in ('pre_run_cell', 'post_run_cell') for hook in get_ipython().events.callbacks[event])"
+        )
+        assert hooks.output == 2  # one refusal of input() before a cell, one report of its value after
+        assert executor.run("41 + 1").output == 42
+        assert executor.run("__import__('sys').modules['_codeward']._Sandbox.allow_pickle").output is True

@@ -19,7 +19,13 @@ from typing import Any
 
 from codeward.executors import codec, prelude
 from codeward.executors.base import FINAL_ANSWER_TOOL
-from codeward.platform.tools import FinalAnswerTool, FunctionTool, Tool, ToolCallError, ToolDefinitionError
+from codeward.platform.tools import (
+    FinalAnswerTool,
+    FunctionTool,
+    Tool,
+    ToolCallError,
+    ToolDefinitionError,
+)
 
 __all__ = [
     "TOOL_MODES",
@@ -38,9 +44,12 @@ import sys, types
 from IPython import get_ipython
 
 def load(name, source):
-    module = types.ModuleType(name)
-    sys.modules[name] = module
-    exec(compile(source, "<" + name + ">", "exec"), module.__dict__)
+    module = sys.modules.get(name)
+    if module is None or getattr(module, "_codeward_source", None) != source:  # a pooled sandbox may have it already
+        module = types.ModuleType(name)
+        exec(compile(source, "<" + name + ">", "exec"), module.__dict__)
+        module._codeward_source = source
+        sys.modules[name] = module
     return module
 
 load("_codeward", PRELUDE).install(get_ipython(), load("_codeward_codec", CODEC), allow_pickle=ALLOW_PICKLE)

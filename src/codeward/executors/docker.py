@@ -16,17 +16,20 @@ removed, never handed to another.
 
 from __future__ import annotations
 
-import ast
-import functools
 import logging
 import threading
-from pathlib import Path
 from typing import Any
 
 import docker
 
-from codeward.executors import codec, prelude
-from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, ExecutorError, SandboxError
+from codeward.executors.base import (
+    CodeOutput,
+    ExecutionError,
+    ExecutionTimeout,
+    ExecutorError,
+    SandboxError,
+)
+from codeward.executors.bridge import bootstrap_code
 from codeward.executors.docker_images import engine_client, require_image
 from codeward.executors.docker_sandbox import (
     Hardening,
@@ -298,26 +301,8 @@ class SandboxPool:
             with self._changed:
                 self._changed.wait_for(lambda: self._closed, _POOL_RETRY)
             return None
-        _run_quietly(sandbox, _warm_up_code())
+        _run_quietly(sandbox, bootstrap_code())  # codeward's sandbox side, ready before an executor comes
         return sandbox
-
-
-@functools.cache
-def _warm_up_code() -> str:
-    """A cell that imports what codeward's sandbox side will import, binding no name the model sees.
-
-    Taken from the sources that the executor sends at start, so it follows them as they change;
-    a pooled sandbox then spends its first moments with an executor compiling, not importing.
-    """
-    imports = []
-    for module in (codec, prelude):
-        tree = ast.parse(Path(str(module.__file__)).read_text(encoding="utf-8"))
-        imports += [
-            ast.unparse(node)
-            for node in tree.body
-            if isinstance(node, (ast.Import, ast.ImportFrom)) and getattr(node, "module", None) != "__future__"
-        ]
-    return f"exec({chr(10).join(imports)!r}, {{}})"
 
 
 def _run_quietly(sandbox: KernelContainer, code: str) -> None:

@@ -69,10 +69,17 @@ class _Sandbox:
 
 
 def install(shell: Any, codec: ModuleType, *, allow_pickle: bool = False) -> None:
-    """Hook into the IPython shell: final answers, last values, and no `input()` for the model."""
+    """Hook into the IPython shell: final answers, last values, and no `input()` for the model.
+
+    Installing again (a pooled sandbox was set up before its executor came) only
+    updates the settings: the hooks are registered once.
+    """
+    first = _Sandbox.shell is not shell
     _Sandbox.shell = shell
     _Sandbox.codec = codec
     _Sandbox.allow_pickle = allow_pickle
+    if not first:
+        return
     shell.set_custom_exc((FinalAnswerException,), _report_final_answer)
     shell.events.register("pre_run_cell", _refuse_input)
     shell.events.register("post_run_cell", _report_last_value)
