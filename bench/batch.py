@@ -13,8 +13,9 @@ sandbox of its own. Measured in the same run, for comparison:
 Run: ``python bench/batch.py [--jobs 100] [--repeats 3] [--executor local] [--work 20000]``;
 a larger ``--work`` makes the jobs CPU-bound, where threads stop scaling (the GIL)
 and worker processes use every core.
-Docker rows (with and without a warm pool) join when the docker executor is
-registered and its engine answers.
+With ``--executor docker``, each job runs in a container of its own; the rows
+compare `codeward batch` with each worker's warm pool (the next job's container
+starts while a job runs) and without (``--no-warm-pool``).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def in_process(jobs_path: Path, folder: Path, threads: int | None) -> float:
     return elapsed
 
 
-def command(jobs_path: Path, folder: Path, concurrency: int) -> float:
+def command(jobs_path: Path, folder: Path, concurrency: int, *options: str) -> float:
     """Seconds for the whole `codeward batch` command, from start to exit."""
     stamp = time.monotonic_ns()
     out, audit = folder / f"results-{stamp}.jsonl", folder / f"audit-{stamp}.jsonl"
@@ -75,7 +76,7 @@ def command(jobs_path: Path, folder: Path, concurrency: int) -> float:
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "codeward.cli", "batch", str(jobs_path), "--concurrency", str(concurrency),
-         "--out", str(out), "--audit", str(audit)],
+         "--out", str(out), "--audit", str(audit), *options],
         capture_output=True, text=True, env=env, cwd=folder,
     )
     elapsed = time.perf_counter() - started
@@ -105,6 +106,12 @@ def bench_executor(executor: str, count: int, repeats: int, work: int) -> None:
         baseline = median_rate(lambda: in_process(jobs_path, folder, None), count, repeats)
         print(f"\n[{executor}] baseline, in-process one after another: {baseline:8.1f} jobs/s  (1.00x)")
         for concurrency in CONCURRENCY:
+            if executor == "docker":  # a container per job: the warm pool is what matters, not threads
+                cold = median_rate(lambda c=concurrency: command(jobs_path, folder, c, "--no-warm-pool"), count, repeats)
+                warm = median_rate(lambda c=concurrency: command(jobs_path, folder, c), count, repeats)
+                print(f"[docker] concurrency {concurrency}: codeward batch with warm pools {warm:6.1f} jobs/s "
+                      f"({warm / baseline:.2f}x) · without {cold:6.1f} jobs/s ({cold / baseline:.2f}x)")
+                continue
             threads = median_rate(lambda c=concurrency: in_process(jobs_path, folder, c), count, repeats)
             batch = median_rate(lambda c=concurrency: command(jobs_path, folder, c), count, repeats)
             print(f"[{executor}] concurrency {concurrency}: codeward batch (processes) {batch:6.1f} jobs/s "

@@ -154,7 +154,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     if args.cancel_grace <= 0:
         raise ValueError(f"--cancel-grace must be a positive number of seconds, got {args.cancel_grace}")
     options = BatchOptions(Path(args.out), None if args.no_audit else Path(args.audit), args.concurrency,
-                           args.cancel_grace, Path(args.runs) if args.runs else None)
+                           args.cancel_grace, Path(args.runs) if args.runs else None, not args.no_warm_pool)
     with BatchProgress(console) as progress:
         outcome = run_batch(jobs, options, progress)
     if outcome.dropped_bytes:
@@ -178,6 +178,8 @@ def _add_batch(commands: Any) -> None:
     batch.add_argument("--audit", default="audit.jsonl", help="one JSON line per code block run (default audit.jsonl)")
     batch.add_argument("--no-audit", action="store_true", help="write no audit file")
     batch.add_argument("--runs", metavar="DIR", help="save each job's run as DIR/ID.json, for codeward replay")
+    batch.add_argument("--no-warm-pool", action="store_true",
+                       help="docker jobs: start each container when its job starts, not while the previous job runs")
     batch.add_argument("--max-steps", type=int, default=20, metavar="N", help="for jobs that set none (default 20)")
     batch.add_argument("--cancel-grace", type=float, default=5.0, metavar="SECONDS",
                        help="how long a cancelled or timed-out job may take to close its sandbox before "

@@ -45,12 +45,13 @@ def _environment() -> dict[str, str]:
 class Worker:
     """One worker process and the job it is running, if any."""
 
-    def __init__(self, audit: Path | None, runs: Path | None) -> None:
+    def __init__(self, audit: Path | None, runs: Path | None, warm_pool: bool = True) -> None:
         read_end, write_end = os.pipe()
         self.stderr: IO[bytes] = tempfile.TemporaryFile()
         command = [sys.executable, "-m", "codeward.batch.worker", str(write_end)]
         command += ["--audit", str(audit)] if audit is not None else []
         command += ["--runs", str(runs)] if runs is not None else []
+        command += [] if warm_pool else ["--no-warm-pool"]
         self.process = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,

@@ -37,6 +37,8 @@ class BatchOptions:
     concurrency: int
     grace_seconds: float = 5.0
     runs: Path | None = None
+    #: Docker jobs: each worker starts its next job's container while a job runs.
+    warm_pool: bool = True
 
 
 @dataclass
@@ -103,7 +105,7 @@ class _Batch:
     # -- workers -------------------------------------------------------------------
 
     def _spawn(self) -> Worker:
-        worker = Worker(self.options.audit, self.options.runs)
+        worker = Worker(self.options.audit, self.options.runs, self.options.warm_pool)
         self.workers.append(worker)
         self.selector.register(worker.channel, selectors.EVENT_READ, worker)
         return worker

@@ -116,6 +116,38 @@ def _sandbox(agent: Any) -> dict[str, Any]:
     return {"executor": executor.name, "id": getattr(executor, "sandbox_id", None), "worker_pid": os.getpid()}
 
 
+class WarmPools:
+    """A worker's sandboxes started ahead of its next job, for executors that can (docker).
+
+    One pool of one sandbox per set of sandbox settings: while a job runs, the
+    next job's container starts. A used container is removed, never reused.
+    """
+
+    SANDBOX_SETTINGS = ("image", "network", "mem_limit", "cpus", "pids_limit", "tmpfs_size", "runtime",
+                        "extra_run_kwargs")
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._pools: dict[str, Any] = {}
+
+    def executor_kwargs(self, executor: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+        if not self.enabled or executor != "docker" or "pool" in kwargs:
+            return kwargs
+        settings = {key: kwargs[key] for key in self.SANDBOX_SETTINGS if key in kwargs}
+        key = json.dumps(settings, sort_keys=True, default=str)
+        if key not in self._pools:
+            from codeward.executors.docker import SandboxPool
+
+            self._pools[key] = SandboxPool(size=1, **settings)
+        rest = {name: value for name, value in kwargs.items() if name not in settings}
+        return {**rest, "pool": self._pools[key]}
+
+    def close(self) -> None:
+        for pool in self._pools.values():
+            pool.close()
+        self._pools.clear()
+
+
 def run_file(runs: Path, job_id: str) -> Path:
     """Where a job's run is saved: its id as a file name (made safe, and unique again by a hash if changed)."""
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", job_id)
@@ -129,6 +161,7 @@ def run_job(
     audit: Any | None,
     announce: Callable[[dict[str, Any] | None], None] | None = None,
     runs: Path | None = None,
+    pools: WarmPools | None = None,
 ) -> dict[str, Any]:
     """Run one job to its result record: failures and cancellation are statuses, not exceptions.
 
@@ -151,7 +184,8 @@ def run_job(
                 tools=load_tool_specs(job["tools"]),
                 model=resolve_model(job["model"]),
                 executor=job["executor"],
-                executor_kwargs=job["executor_kwargs"] or None,
+                executor_kwargs=(pools or WarmPools(False)).executor_kwargs(job["executor"], job["executor_kwargs"] or {})
+                or None,
                 additional_authorized_imports=job["authorized_imports"] or None,
                 max_steps=job["max_steps"],
                 verbosity_level=-1,
@@ -215,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("channel", type=int, help="the file descriptor to send events on")
     parser.add_argument("--audit", type=Path, help="the audit file to append a line per code block to")
     parser.add_argument("--runs", type=Path, help="a folder to save each job's run in")
+    parser.add_argument("--no-warm-pool", action="store_true", help="start each job's sandbox when the job starts")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGUSR1, _cancellation.on_signal)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to decide on
@@ -226,12 +261,17 @@ def main(argv: list[str] | None = None) -> int:
         audit = JsonlAppender(args.audit, shared=True)
     jobs: queue.Queue[dict[str, Any] | None] = queue.Queue()
     threading.Thread(target=_read_stdin, args=(jobs,), daemon=True).start()
-    while (job := jobs.get()) is not None:
-        _cancellation.current = job["id"]
-        _send(channel, {"event": "started", "id": job["id"]})
-        result = run_job(job, audit, lambda block: _send(channel, {"event": "block", "record": block}), args.runs)
-        _cancellation.current = None
-        _send(channel, {"event": "done", "id": job["id"], "result": result})
+    pools = WarmPools(enabled=not args.no_warm_pool)
+    try:
+        while (job := jobs.get()) is not None:
+            _cancellation.current = job["id"]
+            _send(channel, {"event": "started", "id": job["id"]})
+            announce = lambda block: _send(channel, {"event": "block", "record": block})  # noqa: E731
+            result = run_job(job, audit, announce, args.runs, pools)
+            _cancellation.current = None
+            _send(channel, {"event": "done", "id": job["id"], "result": result})
+    finally:
+        pools.close()
     return 0
 
 
