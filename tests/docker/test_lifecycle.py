@@ -146,3 +146,32 @@ def test_a_reused_pid_does_not_keep_a_container_alive(docker_client: docker.Dock
                 container.remove(force=True)
             except docker.errors.NotFound:
                 pass
+
+
+def test_reaping_while_other_sandboxes_come_and_go_does_not_fail(
+    docker_client: docker.DockerClient, sandbox_image: str
+) -> None:
+    """Workers reap at every start while other workers remove their own containers: a race to survive."""
+    import threading
+
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def churn() -> None:
+        try:
+            for _ in range(3):
+                start_kernel_container(docker_client, sandbox_image).remove()
+        except BaseException as error:  # noqa: BLE001 - reported by the assertion below
+            errors.append(error)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=churn)
+    thread.start()
+    rounds = 0
+    while not done.is_set():
+        reap_orphans(docker_client)
+        list_sandboxes(docker_client)
+        rounds += 1
+    thread.join()
+    assert not errors and rounds > 0

@@ -499,7 +499,8 @@ def _pid_exists(pid: int) -> bool:
 
 def list_sandboxes(client: docker.DockerClient) -> list[Container]:
     """Every codeward sandbox on this engine, running or not (what `codeward sandboxes ls` shows)."""
-    return list(client.containers.list(all=True, filters={"label": SESSION_LABEL}))
+    # ignore_removed: a container removed between the listing and its inspection is simply gone
+    return list(client.containers.list(all=True, filters={"label": SESSION_LABEL}, ignore_removed=True))
 
 
 def reap_orphans(client: docker.DockerClient) -> list[str]:
