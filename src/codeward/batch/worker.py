@@ -184,8 +184,9 @@ def run_job(
                 tools=load_tool_specs(job["tools"]),
                 model=resolve_model(job["model"]),
                 executor=job["executor"],
-                executor_kwargs=(pools or WarmPools(False)).executor_kwargs(job["executor"], job["executor_kwargs"] or {})
-                or None,
+                executor_kwargs=pools.executor_kwargs(job["executor"], job["executor_kwargs"] or {}) or None
+                if pools is not None
+                else job["executor_kwargs"] or None,
                 additional_authorized_imports=job["authorized_imports"] or None,
                 max_steps=job["max_steps"],
                 verbosity_level=-1,

@@ -6,10 +6,11 @@ What a step *does* (run code in a sandbox, or call tools) is the subclass's
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import reprlib
 import time
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,7 +81,7 @@ def _preview(value: Any) -> str:
     """A short description that never renders a large value whole."""
     kind = type(value).__name__
     shape = getattr(value, "shape", None)
-    if shape is not None and hasattr(value, "dtype") or kind in ("DataFrame", "Series"):
+    if (shape is not None and hasattr(value, "dtype")) or kind in ("DataFrame", "Series"):
         columns = getattr(value, "columns", None)
         names = f", columns {_PREVIEW.repr(list(columns[:10]))}" if columns is not None else ""
         return f"{kind}, shape {tuple(shape or ())}{names}"
@@ -96,6 +97,17 @@ def describe_variables(variables: dict[str, Any]) -> str:
     return (
         "\nYou have been given these variables, which your code can use directly by name:\n" + "\n".join(lines)
     )
+
+
+@contextlib.contextmanager
+def _model_failures() -> Iterator[None]:
+    """Whatever the model layer raises reaches the caller as one error type, saying it was the model."""
+    try:
+        yield
+    except AgentError:
+        raise
+    except Exception as error:
+        raise AgentGenerationError(f"the model failed to answer: {type(error).__name__}: {error}") from error
 
 
 def _call_callback(callback: Callable[..., Any], step: MemoryStep, agent: MultiStepAgent) -> None:
@@ -323,22 +335,22 @@ class MultiStepAgent:
         self, messages: list[ChatMessage], streaming: bool, **kwargs: Any
     ) -> Generator[ChatMessageStreamDelta, None, ChatMessage]:
         """Ask the model, yielding deltas when streaming; any model failure is an AgentGenerationError."""
-        try:
-            if not (streaming and getattr(self.model, "supports_streaming", False)):
-                return self.model.generate(messages, **kwargs)
-            parts: list[str] = []
-            usage = TokenUsage()
-            calls: list[ToolCall] = []
+        if not (streaming and getattr(self.model, "supports_streaming", False)):
+            return self._ask_model(messages, **kwargs)
+        parts: list[str] = []
+        usage = TokenUsage()
+        calls: list[ToolCall] = []
+        with _model_failures():
             for delta in self.model.generate_stream(messages, **kwargs):
                 yield delta
                 parts.append(delta.content or "")
                 usage += delta.token_usage or TokenUsage()
                 calls.extend(delta.tool_calls or [])
-            return ChatMessage("assistant", "".join(parts), calls or None, usage)
-        except AgentError:
-            raise
-        except Exception as error:
-            raise AgentGenerationError(f"the model failed to answer: {type(error).__name__}: {error}") from error
+        return ChatMessage("assistant", "".join(parts), calls or None, usage)
+
+    def _ask_model(self, messages: list[ChatMessage], **kwargs: Any) -> ChatMessage:
+        with _model_failures():
+            return self.model.generate(messages, **kwargs)
 
     def _planning_step(self, task: str, max_steps: int, streaming: bool) -> Generator[Any, None, None]:
         started = Timing()
@@ -382,11 +394,7 @@ class MultiStepAgent:
             ChatMessage("user", render(templates["post_messages"], task=task)),
         ]
         try:
-            generation = self._generate(messages, streaming=False)
-            while True:
-                next(generation)
-        except StopIteration as stop:
-            message: ChatMessage = stop.value
+            message = self._ask_model(messages)
         finally:
             step.timing.end_time = time.time()
             self.memory.steps.append(step)

@@ -154,9 +154,9 @@ def apply_stop_sequences(text: str, stop_sequences: list[str] | None) -> str:
     return text
 
 
-def estimate_tokens(text: str) -> int:
+def estimate_tokens(characters: int) -> int:
     """About four characters a token: a stand-in count for models that report none."""
-    return max(1, (len(text) + 3) // 4) if text else 0
+    return max(1, (characters + 3) // 4) if characters else 0
 
 
 class ScriptedModel(Model):
@@ -214,7 +214,7 @@ class ScriptedModel(Model):
         if isinstance(content, str):
             content = apply_stop_sequences(content, stop_sequences)
         prompt_chars = sum(len(m.text()) for m in messages)
-        usage = TokenUsage(estimate_tokens("x" * prompt_chars), estimate_tokens(content if isinstance(content, str) else ""))
+        usage = TokenUsage(estimate_tokens(prompt_chars), estimate_tokens(len(content) if isinstance(content, str) else 0))
         return ChatMessage("assistant", content, scripted.tool_calls, usage)
 
     def generate_stream(
