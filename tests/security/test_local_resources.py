@@ -173,3 +173,42 @@ def test_sandbox_code_cannot_sleep_when_the_host_calls_it_between_blocks():
         napper = ex.run("import time\ndef nap():\n    time.sleep(3600)\nnap").output
         with pytest.raises(BudgetSpentOutsideRun):
             napper()
+
+
+def test_a_time_signal_landing_in_a_host_finalizer_is_not_reported(monkeypatch):
+    """The time signal can land in host code that the interpreter runs on its own: here a
+    garbage-collector callback that outlasts the deadline. The block still stops with a
+    timeout, and the stray signal is not reported through ``sys.unraisablehook``."""
+    import gc
+    import sys
+    import time
+
+    from codeward.executors.local import LocalExecutor
+    from codeward.executors.local_limits import SandboxSignal
+
+    reported: list[BaseException | None] = []
+    landed: list[BaseException] = []
+    slow = False
+
+    def slow_callback(phase, info):
+        try:
+            until = time.perf_counter() + (0.4 if slow else 0)
+            while time.perf_counter() < until:
+                pass
+        except BaseException as signal:
+            landed.append(signal)
+            raise
+
+    with LocalExecutor(timeout_seconds=0.2, max_operations=10**15, max_memory_bytes=None) as ex:
+        monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: reported.append(unraisable.exc_value))
+        gc.callbacks.append(slow_callback)
+        slow = True
+        try:
+            with pytest.raises(ExecutionTimeout):
+                ex.run("out = []\nwhile True:\n    out.append([])")
+        finally:
+            slow = False
+            gc.callbacks.remove(slow_callback)
+        assert ex.run("1 + 1").output == 2
+    assert landed, "the signal should have landed in the callback"
+    assert not [error for error in reported if isinstance(error, SandboxSignal)]

@@ -14,6 +14,11 @@ the main thread and nobody else uses SIGVTALRM, a CPU-time timer
 the GIL, and C code that checks for signals (the regex engine does) lets our
 handler raise the time signal. Other long C calls are bounded by the size caps
 (see `local_limits`).
+
+The signal can also land in host code that the interpreter runs in that thread
+on its own: a garbage-collector callback, a weakref callback, a ``__del__``.
+There it becomes an "unraisable" exception; `_drop_stray_signals` keeps those out
+of ``sys.unraisablehook`` (the next signal, an interval later, stops the block).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import ctypes
 import functools
 import os
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -84,6 +90,7 @@ class Watchdog:
             current = resident_bytes()
             ceiling = None if current is None else current + memory_allowance
         watch = _Watch(threading.get_ident(), time.monotonic() + seconds, ceiling)
+        _drop_stray_signals()
         if _can_use_cpu_timer():
             watch.previous_handler = signal.signal(signal.SIGVTALRM, functools.partial(_on_cpu_timer, watch))
             signal.setitimer(signal.ITIMER_VIRTUAL, seconds, self.interval)
@@ -146,6 +153,27 @@ def _check(watch: _Watch) -> type[SandboxSignal] | None:
         if current is not None and current > watch.memory_ceiling:
             return MemoryLimitReached
     return None
+
+
+def _drop_stray_signals() -> None:
+    """Put a filter in front of ``sys.unraisablehook`` that drops our signals.
+
+    A signal that landed in a finalizer is not lost work: the watchdog raises it
+    again into the block. Reporting it would print noise to the user's stderr, or
+    fail a test run whose hook collects unraisable exceptions. Re-wrapped when
+    someone replaced the hook since.
+    """
+    current = sys.unraisablehook
+    if getattr(current, "drops_sandbox_signals", False):
+        return
+
+    def hook(unraisable: object) -> None:
+        if isinstance(getattr(unraisable, "exc_value", None), SandboxSignal):
+            return
+        current(unraisable)  # type: ignore[arg-type]
+
+    hook.drops_sandbox_signals = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
 
 
 def _on_cpu_timer(watch: _Watch, signum: int, frame: object) -> None:
