@@ -10,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import docker
@@ -18,13 +18,14 @@ import pytest
 
 import codeward
 from codeward.executors import create_executor
-from codeward.executors.base import ExecutionTimeout, SandboxError
+from codeward.executors.base import ExecutionTimeout, ExecutorError, SandboxError
 from codeward.executors.docker import DockerExecutor
 from codeward.executors.docker_images import BUILD_COMMAND, SandboxImageError, source_dir
-from codeward.executors.docker_sandbox import OWNER_PID_LABEL, list_sandboxes, sandbox_ids
+from codeward.executors.docker_sandbox import OWNER_PID_LABEL, PACKAGES_DIR, list_sandboxes, sandbox_ids
 from codeward.platform.tools import tool
 from tests.docker.containers import gone
 from tests.docker.engine_proxy import EngineProxy
+from tests.package_index import package_index, tiny_wheel, wheel
 
 
 @tool
@@ -239,3 +240,53 @@ def test_a_killed_owner_leaves_nothing_after_the_next_executor_starts(
     make()
     assert gone(docker_client, orphan)
     assert all(c.labels[OWNER_PID_LABEL] != str(owner.pid) for c in list_sandboxes(docker_client))
+
+
+def test_install_packages_needs_a_network_and_says_so(make: Callable[..., DockerExecutor]) -> None:
+    executor = make()
+    with pytest.raises(ExecutorError, match="network='bridge'"):
+        executor.install_packages(["requests"])
+    # Without a network there is also no folder where the sandbox may write code and run it.
+    assert executor.run(f"import os; os.path.exists({PACKAGES_DIR!r})").output is False
+
+
+@pytest.fixture
+def gateway(docker_client: docker.DockerClient) -> str:
+    """The host's address on the bridge network, where a sandbox with a network can reach it."""
+    return str(docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"])
+
+
+def test_install_packages_fetches_from_an_index_over_the_network(
+    make: Callable[..., DockerExecutor], gateway: str, tmp_path: Path
+) -> None:
+    """pip downloads from an index on the host through the bridge network. One package needs
+    numpy, which the image has (pip must not fetch it: the index has none); one holds a
+    compiled extension (its folder must allow mapping code as executable)."""
+    executor = make(network="bridge")
+    native = executor.run("import _bz2; open(_bz2.__file__, 'rb').read(), _bz2.__file__.rsplit('/', 1)[-1]").output
+    library, filename = native
+    wheel(tmp_path, "codeward-native", {f"codeward_native/{filename}": library, "codeward_native/__init__.py": ""})
+    tiny_wheel(tmp_path, requires=("numpy",))
+    with package_index(tmp_path, gateway) as url:
+        installed = executor.install_packages(
+            ["--index-url", url, "--trusted-host", gateway, "codeward-tinypkg", "codeward-native"]
+        )
+    assert installed == ["codeward_native", "codeward_tinypkg"]
+    assert executor.run("import codeward_tinypkg; codeward_tinypkg.ANSWER").output == 42
+    probe = (
+        "import bz2, codeward_native._bz2 as native\n"
+        "packer = native.BZ2Compressor()\n"
+        "native.__file__.startswith('/opt/'), bz2.decompress(packer.compress(b'payload') + packer.flush())"
+    )
+    assert executor.run(probe).output == (True, b"payload")
+
+
+def test_install_packages_replaces_a_version_the_read_only_image_holds(
+    make: Callable[..., DockerExecutor], gateway: str, tmp_path: Path
+) -> None:
+    executor = make(network="bridge")
+    assert executor.run("import sys; 'parso' in sys.modules").output is False  # the image has parso, not loaded
+    wheel(tmp_path, "parso", {"parso/__init__.py": "version_info = (1, 0)\n"})
+    with package_index(tmp_path, gateway) as url:
+        assert executor.install_packages(["--index-url", url, "--trusted-host", gateway, "parso==1.0"]) == ["parso"]
+    assert executor.run("import parso; parso.version_info").output == (1, 0)

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import time
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from PIL import Image
 from codeward.executors.base import ExecutionError, ExecutionTimeout, SandboxError, create_executor
 from codeward.executors.codec import CodecError
 from codeward.executors.jupyter import JupyterExecutor, clean_environment
+from tests.package_index import tiny_wheel
 
 
 @dataclasses.dataclass
@@ -149,28 +149,11 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def _tiny_wheel(root: Path) -> Path:
-    """A pure-Python wheel written by hand, so installing it needs no build tools and no network."""
-    wheel = root / "codeward_tinypkg-1.0-py3-none-any.whl"
-    info = "codeward_tinypkg-1.0.dist-info"
-    files = {
-        "codeward_tinypkg/__init__.py": "ANSWER = 42\n",
-        f"{info}/METADATA": "Metadata-Version: 2.1\nName: codeward-tinypkg\nVersion: 1.0\n",
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        f"{info}/top_level.txt": "codeward_tinypkg\n",
-    }
-    files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in [*files, f"{info}/RECORD"])
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for name, text in files.items():
-            archive.writestr(name, text)
-    return wheel
-
-
 def test_python_runs_the_kernel_on_another_interpreter_and_installs_there(venv: Path, tmp_path: Path) -> None:
     python = venv / "bin" / "python"
     with JupyterExecutor(python=str(python)) as executor:
         assert executor.run("import sys; sys.prefix").output == str(venv)
-        installed = executor.install_packages(["--no-index", str(_tiny_wheel(tmp_path))])
+        installed = executor.install_packages(["--no-index", str(tiny_wheel(tmp_path))])
         assert "codeward_tinypkg" in installed
         assert executor.run("import codeward_tinypkg; codeward_tinypkg.ANSWER").output == 42
     assert importlib.util.find_spec("codeward_tinypkg") is None  # the host's interpreter is untouched

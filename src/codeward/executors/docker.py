@@ -32,6 +32,7 @@ from codeward.executors.base import (
 from codeward.executors.bridge import bootstrap_code
 from codeward.executors.docker_images import engine_client, require_image
 from codeward.executors.docker_sandbox import (
+    PACKAGES_DIR,
     Hardening,
     KernelContainer,
     SandboxSpec,
@@ -64,6 +65,7 @@ class DockerExecutor(KernelExecutor):
     """
 
     name = "docker"
+    packages_prefix = PACKAGES_DIR
 
     def __init__(
         self,
@@ -180,7 +182,11 @@ class DockerExecutor(KernelExecutor):
         self._leftovers = [sandbox for sandbox in self._leftovers if not sandbox.remove()]
 
     def install_packages(self, packages: list[str]) -> list[str]:
-        """Install into the sandbox with pip; needs a network, which the default sandbox does not have."""
+        """Install into the sandbox with pip; needs a network, which the default sandbox does not have.
+
+        Packages go to a folder of the sandbox's own (`PACKAGES_DIR`, in memory), so they
+        last as long as the sandbox: a replaced sandbox needs them installed again.
+        """
         if self.hardening.network == "none":
             raise ExecutorError(
                 "installing packages needs a network, and this sandbox has none (the safe default); "

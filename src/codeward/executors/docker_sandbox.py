@@ -75,6 +75,9 @@ IPC_DIR_LABEL = "codeward.ipc_dir"
 #: Where the ipc folder appears inside the container, and the home the image's user has.
 CONTAINER_IPC_DIR = "/run/codeward"
 CONTAINER_HOME = "/home/sandbox"
+#: Where `install_packages` puts packages: mounted only in sandboxes with a network, and
+#: the one writable folder that allows running code (compiled extensions are mapped executable).
+PACKAGES_DIR = "/opt/codeward-packages"
 IPC_DIR_PREFIX = "codeward-ipc-"
 _SOCKET_NAME = "kernel"
 # No history database: nobody reads it, and it costs start time and tmpfs space. parent_handle=1
@@ -159,6 +162,8 @@ class Hardening:
             "pids_limit": self.pids_limit,
             "init": True,
         }
+        if self.network != "none":
+            options["tmpfs"][PACKAGES_DIR] = f"rw,nosuid,nodev,exec,size={self.tmpfs_size},uid={uid},gid={gid},mode=0700"
         if self.runtime:
             options["runtime"] = self.runtime
         return options

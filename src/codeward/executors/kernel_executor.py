@@ -11,7 +11,7 @@ jupyter, a container for docker).
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Any
+from typing import Any, ClassVar
 
 from codeward.executors import codec
 from codeward.executors.base import (
@@ -47,6 +47,9 @@ class KernelExecutor(Executor):
     for trusted setups only (nothing is ever unpickled coming out). Subclasses
     call `_ensure_ready()` at the end of their `__init__` to start the kernel.
     """
+
+    #: Where pip installs in the sandbox; None: into the kernel's own environment.
+    packages_prefix: ClassVar[str | None] = None
 
     def __init__(self, *, timeout_seconds: float | None, tools_mode: str, allow_pickle: bool) -> None:
         if tools_mode not in TOOL_MODES:
@@ -129,8 +132,7 @@ class KernelExecutor(Executor):
         if not packages:
             return []
         session = self._ensure_ready()
-        code = f"__import__('sys').modules['_codeward'].install_packages({list(packages)!r})"
-        result = session.execute(code, timeout=None)
+        result = session.execute(cell_calling("install_packages", list(packages), self.packages_prefix), timeout=None)
         if result.status != "ok":
             raise ExecutorError(f"installing {packages} into the kernel failed: {result.error_value}")
         return list(code_output(result).output)

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import builtins
 import getpass
+import glob
 import importlib
 import importlib.metadata
 import inspect
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -265,23 +267,44 @@ def _time_is_up(signum: int, frame: Any) -> None:
 # -- packages --------------------------------------------------------------------
 
 
-def install_packages(packages: list[str]) -> list[str]:
-    """pip-install into this kernel's interpreter; return the top-level modules they provide."""
+def install_packages(packages: list[str], prefix: str | None = None) -> list[str]:
+    """pip-install into this kernel's interpreter; return the top-level modules they provide.
+
+    With `prefix` (a sandbox whose own environment is read-only), pip installs
+    there and the new folders come first on ``sys.path``. pip still sees what the
+    environment has, so a dependency the image already holds is not fetched again;
+    but it cannot replace a version the image holds, so when it tries, the install
+    runs again ignoring what is installed, putting everything needed in `prefix`.
+    """
     before = _modules_by_distribution()
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", *packages],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = _pip(packages, prefix)
+    if done.returncode != 0 and prefix is not None and "Read-only file system" in done.stdout + done.stderr:
+        done = _pip(["--ignore-installed", *packages], prefix)
     if done.returncode != 0:
         raise RuntimeError(f"pip could not install {packages}:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
+    if prefix is not None:
+        sys.path[:0] = [path for path in _prefix_paths(prefix) if path not in sys.path]
     importlib.invalidate_caches()
     after = _modules_by_distribution()
     asked = {_normal(p) for p in packages}
     return sorted(
         {module for dist, modules in after.items() if dist in asked or dist not in before for module in modules}
     )
+
+
+def _pip(arguments: list[str], prefix: str | None) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-cache-dir"]
+    environment = None
+    if prefix is not None:
+        command += ["--prefix", prefix]
+        # What earlier installs put there counts as installed.
+        environment = {**os.environ, "PYTHONPATH": os.pathsep.join(_prefix_paths(prefix))}
+    return subprocess.run([*command, *arguments], capture_output=True, text=True, check=False, env=environment)
+
+
+def _prefix_paths(prefix: str) -> list[str]:
+    """The import folders pip made under `prefix` (their names depend on the Python and the platform)."""
+    return sorted(glob.glob(os.path.join(glob.escape(prefix), "lib*", "python*", "*-packages")))
 
 
 def _modules_by_distribution() -> dict[str, set[str]]:
