@@ -257,11 +257,12 @@ def gateway(docker_client: docker.DockerClient) -> str:
 
 
 def test_install_packages_fetches_from_an_index_over_the_network(
-    make: Callable[..., DockerExecutor], gateway: str, tmp_path: Path
+    make: Callable[..., DockerExecutor], gateway: str, docker_client: docker.DockerClient, tmp_path: Path
 ) -> None:
     """pip downloads from an index on the host through the bridge network. One package needs
     numpy, which the image has (pip must not fetch it: the index has none); one holds a
-    compiled extension (its folder must allow mapping code as executable)."""
+    compiled extension (its folder must allow mapping code as executable). A sandbox that
+    replaces a dead one gets the packages again."""
     executor = make(network="bridge")
     native = executor.run("import _bz2; open(_bz2.__file__, 'rb').read(), _bz2.__file__.rsplit('/', 1)[-1]").output
     library, filename = native
@@ -271,8 +272,16 @@ def test_install_packages_fetches_from_an_index_over_the_network(
         installed = executor.install_packages(
             ["--index-url", url, "--trusted-host", gateway, "codeward-tinypkg", "codeward-native"]
         )
-    assert installed == ["codeward_native", "codeward_tinypkg"]
-    assert executor.run("import codeward_tinypkg; codeward_tinypkg.ANSWER").output == 42
+        assert installed == ["codeward_native", "codeward_tinypkg"]
+        assert executor.run("import codeward_tinypkg; codeward_tinypkg.ANSWER").output == 42
+        assert executor.sandbox is not None
+        first = executor.sandbox.container.id
+        docker_client.containers.get(first).kill()
+        with pytest.raises(SandboxError):
+            executor.run("1")
+        # The replacement sandbox gets the same install again.
+        assert executor.run("import codeward_tinypkg; codeward_tinypkg.ANSWER").output == 42
+        assert executor.sandbox.container.id != first
     probe = (
         "import bz2, codeward_native._bz2 as native\n"
         "packer = native.BZ2Compressor()\n"

@@ -185,7 +185,7 @@ class DockerExecutor(KernelExecutor):
         """Install into the sandbox with pip; needs a network, which the default sandbox does not have.
 
         Packages go to a folder of the sandbox's own (`PACKAGES_DIR`, in memory), so they
-        last as long as the sandbox: a replaced sandbox needs them installed again.
+        last as long as the sandbox; a sandbox that replaces it gets the same installs again.
         """
         if self.hardening.network == "none":
             raise ExecutorError(

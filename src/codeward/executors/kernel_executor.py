@@ -48,7 +48,8 @@ class KernelExecutor(Executor):
     call `_ensure_ready()` at the end of their `__init__` to start the kernel.
     """
 
-    #: Where pip installs in the sandbox; None: into the kernel's own environment.
+    #: Where pip installs in the sandbox, a folder that lasts only as long as the sandbox,
+    #: so a replaced sandbox gets the same installs again; None: into the kernel's own environment.
     packages_prefix: ClassVar[str | None] = None
 
     def __init__(self, *, timeout_seconds: float | None, tools_mode: str, allow_pickle: bool) -> None:
@@ -60,6 +61,7 @@ class KernelExecutor(Executor):
         self.tools_mode = tools_mode
         self.allow_pickle = allow_pickle
         self._variables: dict[str, Any] = {}
+        self._installed: list[list[str]] = []  # installs a replaced sandbox needs again (see packages_prefix)
         self._bridge = ToolBridge({}, mode=tools_mode, allow_pickle=allow_pickle)
         self._session: KernelSession | None = None
         self._ready_generation = 0
@@ -80,6 +82,8 @@ class KernelExecutor(Executor):
         if self._ready_generation != session.generation:
             self._internal(session, bootstrap_code(allow_pickle=self.allow_pickle))
             self._ready_generation = session.generation
+            for packages in self._installed:
+                self._install(session, packages)
             if self._variables:
                 self._load("variables", codec.encode_variables(self._variables, allow_pickle=self.allow_pickle))
             if self._bridge.tools:
@@ -131,8 +135,13 @@ class KernelExecutor(Executor):
             raise TypeError(f"packages must be a list of requirement strings, e.g. ['requests>=2'], got {packages!r}")
         if not packages:
             return []
-        session = self._ensure_ready()
-        result = session.execute(cell_calling("install_packages", list(packages), self.packages_prefix), timeout=None)
+        installed = self._install(self._ensure_ready(), list(packages))
+        if self.packages_prefix is not None:
+            self._installed.append(list(packages))
+        return installed
+
+    def _install(self, session: KernelSession, packages: list[str]) -> list[str]:
+        result = session.execute(cell_calling("install_packages", packages, self.packages_prefix), timeout=None)
         if result.status != "ok":
             raise ExecutorError(f"installing {packages} into the kernel failed: {result.error_value}")
         return list(code_output(result).output)
