@@ -23,10 +23,13 @@ def test_each_job_gets_a_container_of_its_own_and_none_is_left(
     docker_client: docker.DockerClient, sandbox_image: str, tmp_path: Path, warm_pool: bool
 ) -> None:
     (tmp_path / "model.yaml").write_text(yaml.safe_dump([
-        "<code>\nimport socket\nhost = socket.gethostname()\nfinal_answer([n * 2, host])\n</code>"
+        "<code>\nimport glob, socket\nhost = socket.gethostname()\n"
+        "limit = open((glob.glob('/sys/fs/cgroup/pids.max') + glob.glob('/sys/fs/cgroup/pids/pids.max'))[0]).read()\n"
+        "final_answer([n * 2, host, int(limit)])\n</code>"
     ]))
+    # Jobs with other sandbox settings get sandboxes of their own kind (a warm pool each).
     jobs = [{"id": f"job-{n}", "task": "Double n.", "additional_args": {"n": n}, "model": "script:model.yaml",
-             "executor": "docker"} for n in range(4)]
+             "executor": "docker", "executor_kwargs": {"pids_limit": 64 if n % 2 else 128}} for n in range(4)]
     (tmp_path / "jobs.jsonl").write_text("".join(json.dumps(job) + "\n" for job in jobs))
     before = {container.id for container in list_sandboxes(docker_client)}
 
@@ -40,4 +43,5 @@ def test_each_job_gets_a_container_of_its_own_and_none_is_left(
     assert all(r["status"] == "success" for r in results)
     assert sorted(r["output"][0] for r in results) == [0, 2, 4, 6]
     assert len({r["output"][1] for r in results}) == 4  # four containers, one per job
+    assert {r["output"][0]: r["output"][2] for r in results} == {0: 128, 2: 64, 4: 128, 6: 64}
     assert {container.id for container in list_sandboxes(docker_client)} <= before

@@ -123,9 +123,6 @@ class WarmPools:
     next job's container starts. A used container is removed, never reused.
     """
 
-    SANDBOX_SETTINGS = ("image", "network", "mem_limit", "cpus", "pids_limit", "tmpfs_size", "runtime",
-                        "extra_run_kwargs")
-
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
         self._pools: dict[str, Any] = {}
@@ -133,11 +130,11 @@ class WarmPools:
     def executor_kwargs(self, executor: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         if not self.enabled or executor != "docker" or "pool" in kwargs:
             return kwargs
-        settings = {key: kwargs[key] for key in self.SANDBOX_SETTINGS if key in kwargs}
+        from codeward.executors.docker import SandboxPool  # only for docker jobs: it needs the docker SDK
+
+        settings = {key: kwargs[key] for key in SandboxPool.SANDBOX_SETTINGS if key in kwargs}
         key = json.dumps(settings, sort_keys=True, default=str)
         if key not in self._pools:
-            from codeward.executors.docker import SandboxPool
-
             self._pools[key] = SandboxPool(size=1, **settings)
         rest = {name: value for name, value in kwargs.items() if name not in settings}
         return {**rest, "pool": self._pools[key]}

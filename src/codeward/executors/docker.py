@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import fields
 from typing import Any
 
 import docker
@@ -219,6 +220,9 @@ class SandboxPool:
     sandboxes carry this process's owner labels, so the reaper removes them if
     the process dies; `close()` (or the context manager) removes the idle ones.
     """
+
+    #: The DockerExecutor arguments that decide what the pool's sandboxes are like.
+    SANDBOX_SETTINGS = ("image", "extra_run_kwargs", *(setting.name for setting in fields(Hardening)))
 
     def __init__(
         self,
