@@ -12,10 +12,20 @@ from __future__ import annotations
 
 import ast
 
-__all__ = ["comprehension_ints", "declared_globals", "function_ints", "module_loop_ints"]
+__all__ = [
+    "COMPREHENSIONS",
+    "SCOPES",
+    "bound_here",
+    "comprehension_ints",
+    "declared_globals",
+    "enclosing_bindings",
+    "function_ints",
+    "module_loop_ints",
+    "parameters",
+]
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
 def is_range_call(node: ast.expr) -> bool:
@@ -30,8 +40,11 @@ def is_range_call(node: ast.expr) -> bool:
 
 def function_ints(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
     """Locals of `function` bound only by ``for name in range(...)``."""
-    arguments = {arg.arg for arg in ast.walk(function.args) if isinstance(arg, ast.arg)}
-    return _range_only(function.body, arguments)
+    return _range_only(function.body, parameters(function))
+
+
+def parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    return {arg.arg for arg in ast.walk(function.args) if isinstance(arg, ast.arg)}
 
 
 def module_loop_ints(module: ast.Module, declared_global: set[str]) -> frozenset[str]:
@@ -54,25 +67,14 @@ def _range_only(body: list[ast.stmt], other: set[str]) -> frozenset[str]:
     pending: list[ast.AST] = list(body)
     while pending:
         node = pending.pop()
-        if isinstance(node, _SCOPES):
-            # A nested scope binds its own names, but may declare ours nonlocal.
-            other.update(n for inner in ast.walk(node) if isinstance(inner, ast.Nonlocal) for n in inner.names)
-            if not isinstance(node, ast.Lambda):
-                other.add(node.name)
-            continue
-        if isinstance(node, _COMPREHENSIONS):
-            # Only a walrus inside a comprehension binds in the enclosing function.
-            other.update(
-                inner.target.id
-                for inner in ast.walk(node)
-                if isinstance(inner, ast.NamedExpr) and isinstance(inner.target, ast.Name)
-            )
+        if isinstance(node, (*SCOPES, *COMPREHENSIONS)):
+            other.update(enclosing_bindings(node))
             continue
         if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and is_range_call(node.iter):
             range_targets.add(node.target.id)
             pending.extend([node.iter, *node.body, *node.orelse])
             continue
-        other.update(_bound_here(node))
+        other.update(bound_here(node))
         pending.extend(ast.iter_child_nodes(node))
     return frozenset(range_targets - other)
 
@@ -91,7 +93,24 @@ def comprehension_ints(node: ast.AST) -> frozenset[str]:
     return frozenset(name for name in candidates if counts[name] == 1)
 
 
-def _bound_here(node: ast.AST) -> list[str]:
+def enclosing_bindings(node: ast.AST) -> set[str]:
+    """Names a nested scope or comprehension may bind in the scope around it.
+
+    A def or class binds its own name; an inner function may declare a name
+    ``nonlocal``; a walrus binds around it when it sits in a comprehension, a
+    default value, a decorator or a base class (and in the scope's own body,
+    counted here too: over-counting only loses a guard-free fast path).
+    """
+    names = {node.name} if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else set()
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Nonlocal):
+            names.update(inner.names)
+        elif isinstance(inner, ast.NamedExpr) and isinstance(inner.target, ast.Name):
+            names.add(inner.target.id)
+    return names
+
+
+def bound_here(node: ast.AST) -> list[str]:
     """Names this one node binds (not counting its children)."""
     if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
         return [node.id]
