@@ -31,6 +31,9 @@ REBINDINGS = {
     "nonlocal": "def outer():\n    x = []\n    def g():\n        nonlocal x\n        x = m\n    g()\n    "
     + PAYLOAD
     + "\nouter()",
+    "nonlocal-defined-first": "def outer():\n    def g():\n        nonlocal x\n        x = m\n    x = []\n    g()\n    "
+    + PAYLOAD
+    + "\nouter()",
     "comprehension-walrus": "x = []\n[(x := m) for i in range(1)]\n" + PAYLOAD,
     "default-walrus": "x = []\ndef f(a=(x := m)):\n    pass\n" + PAYLOAD,
     "for-target": "x = []\nfor x in [m]:\n    pass\n" + PAYLOAD,

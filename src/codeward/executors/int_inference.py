@@ -12,20 +12,16 @@ from __future__ import annotations
 
 import ast
 
-__all__ = [
-    "COMPREHENSIONS",
-    "SCOPES",
-    "bound_here",
-    "comprehension_ints",
-    "declared_globals",
-    "enclosing_bindings",
-    "function_ints",
-    "module_loop_ints",
-    "parameters",
-]
+from codeward.executors.name_bindings import (
+    COMPREHENSIONS,
+    SCOPES,
+    bound_here,
+    child_nodes,
+    enclosing_bindings,
+    parameters,
+)
 
-SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+__all__ = ["comprehension_ints", "function_ints", "is_range_call", "module_loop_ints"]
 
 
 def is_range_call(node: ast.expr) -> bool:
@@ -43,8 +39,6 @@ def function_ints(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset
     return _range_only(function.body, parameters(function))
 
 
-def parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
-    return {arg.arg for arg in ast.walk(function.args) if isinstance(arg, ast.arg)}
 
 
 def module_loop_ints(module: ast.Module, declared_global: set[str]) -> frozenset[str]:
@@ -56,9 +50,6 @@ def module_loop_ints(module: ast.Module, declared_global: set[str]) -> frozenset
     return _range_only(module.body, set()) - declared_global
 
 
-def declared_globals(tree: ast.AST) -> set[str]:
-    """Names some function or class body in `tree` declares ``global``."""
-    return {name for node in ast.walk(tree) if isinstance(node, ast.Global) for name in node.names}
 
 
 def _range_only(body: list[ast.stmt], other: set[str]) -> frozenset[str]:
@@ -75,7 +66,7 @@ def _range_only(body: list[ast.stmt], other: set[str]) -> frozenset[str]:
             pending.extend([node.iter, *node.body, *node.orelse])
             continue
         other.update(bound_here(node))
-        pending.extend(ast.iter_child_nodes(node))
+        pending.extend(child_nodes(node))
     return frozenset(range_targets - other)
 
 
@@ -91,37 +82,3 @@ def comprehension_ints(node: ast.AST) -> frozenset[str]:
         if isinstance(generator.target, ast.Name) and is_range_call(generator.iter):
             candidates.add(generator.target.id)
     return frozenset(name for name in candidates if counts[name] == 1)
-
-
-def enclosing_bindings(node: ast.AST) -> set[str]:
-    """Names a nested scope or comprehension may bind in the scope around it.
-
-    A def or class binds its own name; an inner function may declare a name
-    ``nonlocal``; a walrus binds around it when it sits in a comprehension, a
-    default value, a decorator or a base class (and in the scope's own body,
-    counted here too: over-counting only loses a guard-free fast path).
-    """
-    names = {node.name} if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else set()
-    for inner in ast.walk(node):
-        if isinstance(inner, ast.Nonlocal):
-            names.update(inner.names)
-        elif isinstance(inner, ast.NamedExpr) and isinstance(inner.target, ast.Name):
-            names.add(inner.target.id)
-    return names
-
-
-def bound_here(node: ast.AST) -> list[str]:
-    """Names this one node binds (not counting its children)."""
-    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-        return [node.id]
-    if isinstance(node, (ast.Global, ast.Nonlocal)):
-        return list(node.names)
-    if isinstance(node, ast.ExceptHandler) and node.name:
-        return [node.name]
-    if isinstance(node, ast.alias):
-        return [(node.asname or node.name).split(".")[0]]
-    if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-        return [node.name]
-    if isinstance(node, ast.MatchMapping) and node.rest:
-        return [node.rest]
-    return []

@@ -26,13 +26,8 @@ from typing import TypeVar
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
 
 from codeward.executors.data_policy import DataPolicy
-from codeward.executors.int_inference import (
-    comprehension_ints,
-    declared_globals,
-    function_ints,
-    is_range_call,
-    module_loop_ints,
-)
+from codeward.executors.int_inference import comprehension_ints, function_ints, is_range_call, module_loop_ints
+from codeward.executors.name_bindings import child_nodes, declared_globals
 from codeward.executors.type_inference import PLAIN_TYPES, is_plain_expression, plain_names
 
 __all__ = [
@@ -380,6 +375,17 @@ class Instrumenter(ast.NodeTransformer):
         self.ints: list[frozenset[str]] = [frozenset()]  # names certainly ints, per scope
         self.module_candidates = module_candidates  # module-level range loop variables
 
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        """`ast.NodeTransformer.generic_visit`, skipping the field-less context and
+        operator nodes (a third of a tree, and nothing to instrument)."""
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                value[:] = [self.visit(item) if isinstance(item, ast.AST) and item._fields else item for item in value]
+            elif isinstance(value, ast.AST) and value._fields:
+                setattr(node, field, self.visit(value))
+        return node
+
     def _in_scope(self, node: ast.AST, ints: frozenset[str]) -> None:
         self.ints.append(ints)
         try:
@@ -499,7 +505,7 @@ def compile_block(
     except SyntaxError as error:
         raise CodeRefused(_syntax_report(source, error), "SyntaxError") from None
     declared = declared_global if declared_global is not None else set()
-    block_globals = declared_globals(tree)
+    block_globals = declared_globals(tree) if "global" in source else set()  # no keyword, no declaration
     policy = SandboxPolicy(reserved, plain_names(tree, declared | block_globals))
     tree = policy.visit(tree)
     if policy.problems:

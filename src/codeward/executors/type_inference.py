@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import ast
 
-from codeward.executors.int_inference import COMPREHENSIONS, SCOPES, bound_here, enclosing_bindings, parameters
+from codeward.executors.name_bindings import SCOPES, bound_here, child_nodes, enclosing_bindings, parameters, walk
 
 __all__ = ["PLAIN_TYPES", "is_plain_expression", "plain_names"]
 
@@ -45,6 +45,7 @@ PLAIN_TYPES = (str, bytes, list, dict, set, frozenset, tuple)
 _PLAIN_DISPLAYS = (ast.JoinedStr, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.ListComp, ast.SetComp, ast.DictComp)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _EAGER_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp)
+_DEFERRED = (*SCOPES, ast.GeneratorExp)  # code that may run after a later block rebound the name
 
 
 def is_plain_expression(node: ast.AST) -> bool:
@@ -62,7 +63,7 @@ def plain_names(module: ast.Module, declared_global: set[str]) -> frozenset[ast.
     """
     found: set[ast.Name] = set()
     _scan_body(module.body, set(declared_global), found)
-    for node in ast.walk(module):
+    for node in walk(module):
         if isinstance(node, _FUNCTIONS):
             _scan_body(node.body, parameters(node), found)
     return frozenset(found)
@@ -71,12 +72,15 @@ def plain_names(module: ast.Module, declared_global: set[str]) -> frozenset[ast.
 def _scan_body(body: list[ast.stmt], disqualified: set[str], found: set[ast.Name]) -> None:
     """Add to `found` the plain uses of names bound in `body`, one scope's statements."""
     first_binding: dict[str, int] = {}
-    uses: list[tuple[int, ast.Name]] = []
     for index, statement in enumerate(body):
         if isinstance(statement, (ast.Assign, ast.AnnAssign)) and _plain_binding_value(statement) is not None:
             targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
             for target in targets:
                 first_binding.setdefault(target.id, index)  # type: ignore[attr-defined]
+    if not first_binding:
+        return  # no name is certainly bound, whatever else the body does
+    uses: list[tuple[int, ast.Name]] = []
+    for index, statement in enumerate(body):  # all of them: an earlier def may rebind the name later
         _scan_statement(statement, index, disqualified, uses)
     for index, name in uses:
         if name.id not in disqualified and first_binding.get(name.id, index) < index:
@@ -90,14 +94,6 @@ def _scan_statement(
     pending: list[tuple[ast.AST, frozenset[str] | None]] = [(statement, None)]  # None: not in a comprehension
     while pending:
         node, shadowed = pending.pop()
-        if isinstance(node, (*SCOPES, ast.GeneratorExp)):
-            disqualified.update(enclosing_bindings(node))
-            continue
-        if isinstance(node, _EAGER_COMPREHENSIONS) and shadowed is None:
-            disqualified.update(enclosing_bindings(node))
-            own = frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load))
-            pending.extend((child, own) for child in ast.iter_child_nodes(node))
-            continue
         if isinstance(node, ast.Name):
             if isinstance(node.ctx, ast.Load):
                 if shadowed is None or node.id not in shadowed:
@@ -105,11 +101,19 @@ def _scan_statement(
             elif shadowed is None:
                 disqualified.add(node.id)
             continue
+        if isinstance(node, _DEFERRED):
+            disqualified.update(enclosing_bindings(node))
+            continue
+        if isinstance(node, _EAGER_COMPREHENSIONS) and shadowed is None:
+            disqualified.update(enclosing_bindings(node))
+            own = frozenset(n.id for n in walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load))
+            pending.extend((child, own) for child in child_nodes(node))
+            continue
         children = _plain_binding_value(node)
         if children is None:
             if shadowed is None:
                 disqualified.update(bound_here(node))
-            children = list(ast.iter_child_nodes(node))
+            children = child_nodes(node)
         pending.extend((child, shadowed) for child in children)
 
 
