@@ -12,7 +12,12 @@ import pytest
 
 from codeward.executors.local import LocalExecutor
 from codeward.executors.local_imports import machine_objects
-from codeward.executors.restricted_policy import FORMAT_METHODS, PLAIN_METHODS, SIZING_METHODS, compile_block
+from codeward.executors.restricted_policy import (
+    FORMAT_METHODS,
+    PLAIN_METHODS,
+    SIZING_METHODS,
+    compile_block,
+)
 from codeward.executors.type_inference import PLAIN_TYPES
 
 

@@ -56,6 +56,7 @@ def declared_globals(tree: ast.AST) -> set[str]:
 
 
 def parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The names of `function`'s parameters: bound by the caller, so never certain of anything."""
     return {arg.arg for arg in walk(function.args) if isinstance(arg, ast.arg)}
 
 

@@ -26,9 +26,18 @@ from typing import TypeVar
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
 
 from codeward.executors.data_policy import DataPolicy
-from codeward.executors.int_inference import comprehension_ints, function_ints, is_range_call, module_loop_ints
-from codeward.executors.name_bindings import child_nodes, declared_globals
-from codeward.executors.type_inference import PLAIN_TYPES, is_plain_expression, plain_names
+from codeward.executors.int_inference import (
+    comprehension_ints,
+    function_ints,
+    is_range_call,
+    module_loop_ints,
+)
+from codeward.executors.name_bindings import declared_globals
+from codeward.executors.type_inference import (
+    PLAIN_TYPES,
+    is_plain_expression,
+    plain_names,
+)
 
 __all__ = [
     "FORBIDDEN_ATTRIBUTES",

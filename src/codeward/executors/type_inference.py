@@ -35,7 +35,14 @@ from __future__ import annotations
 
 import ast
 
-from codeward.executors.name_bindings import SCOPES, bound_here, child_nodes, enclosing_bindings, parameters, walk
+from codeward.executors.name_bindings import (
+    SCOPES,
+    bound_here,
+    child_nodes,
+    enclosing_bindings,
+    parameters,
+    walk,
+)
 
 __all__ = ["PLAIN_TYPES", "is_plain_expression", "plain_names"]
 
@@ -121,11 +128,12 @@ def _plain_binding_value(node: ast.AST) -> list[ast.AST] | None:
     """For a binding of names to a plain value, the parts to scan (its targets bind plainly)."""
     if isinstance(node, ast.Assign) and _plain_assignment(node):
         return [node.value]
-    if isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
-        if node.value is not None and is_plain_expression(node.value):
-            annotation = [node.annotation] if isinstance(node, ast.AnnAssign) else []
-            return [node.value, *annotation]
-    return None
+    if not isinstance(node, (ast.AugAssign, ast.AnnAssign)) or not isinstance(node.target, ast.Name):
+        return None
+    if node.value is None or not is_plain_expression(node.value):
+        return None
+    annotation = [node.annotation] if isinstance(node, ast.AnnAssign) else []
+    return [node.value, *annotation]
 
 
 def _plain_assignment(node: ast.Assign) -> bool:
