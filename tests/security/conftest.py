@@ -26,13 +26,19 @@ def attack(canary: Path):
 def run_attack(code: str, canary: Path, **options) -> ExecutionError:
     """Run `code`; it must fail with a clear error, leave no trace, and leave the executor usable.
 
-    `tools=True` gives the code the final_answer tool to attack.
+    `tools=True` gives the code the final_answer tool to attack; `variables` are
+    sent with send_variables and `before` runs (and must succeed) as an earlier block.
     """
     options.setdefault("timeout_seconds", 5)
     tools = options.pop("tools", False)
+    variables = options.pop("variables", {})
+    before = options.pop("before", None)
     with LocalExecutor(**options) as executor:
         if tools:
             executor.send_tools({"final_answer": FinalAnswerTool()})
+        executor.send_variables(variables)
+        if before is not None:
+            executor.run(before.replace("CANARY", str(canary)))
         with pytest.raises(ExecutionError) as info:
             executor.run(code.replace("CANARY", str(canary)))
         assert executor.run("1 + 1").output == 2, "the executor must stay usable after an attack"

@@ -114,8 +114,20 @@ def test_regex_work_is_bounded_by_the_timeout_for_python_level_loops(attack):
         "def f():\n    def g():\n        nonlocal i\n        i = 'ab'\n    for i in range(1):\n        g()\n        i * 10**12\nf()",
         # a comprehension clause rebinding the variable
         "[i * 10**12 for i in range(1) for i in ['ab']]",
+        # a walrus in a default value or a decorator binds in the enclosing function
+        "def f():\n    for i in range(1):\n        def g(a=(i := '%10000000000d')):\n            pass\n        return i % 1\nf()",
+        "def f():\n    for i in range(1):\n        g = lambda a=(i := '%10000000000d'): 0\n        return i % 1\nf()",
+        "def f():\n    for i in range(1):\n        @[lambda g: g, (i := '%10000000000d')][0]\n        def g():\n            pass\n        return i % 1\nf()",
     ],
-    ids=["rebound-local", "global-rebind", "nonlocal-rebind", "comprehension-rebind"],
+    ids=[
+        "rebound-local",
+        "global-rebind",
+        "nonlocal-rebind",
+        "comprehension-rebind",
+        "default-walrus",
+        "lambda-default-walrus",
+        "decorator-walrus",
+    ],
 )
 def test_unguarded_int_operators_cannot_be_tricked(code, attack):
     error = attack(code)

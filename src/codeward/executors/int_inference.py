@@ -12,10 +12,16 @@ from __future__ import annotations
 
 import ast
 
-__all__ = ["comprehension_ints", "declared_globals", "function_ints", "module_loop_ints"]
+from codeward.executors.name_bindings import (
+    COMPREHENSIONS,
+    SCOPES,
+    bound_here,
+    child_nodes,
+    enclosing_bindings,
+    parameters,
+)
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+__all__ = ["comprehension_ints", "function_ints", "is_range_call", "module_loop_ints"]
 
 
 def is_range_call(node: ast.expr) -> bool:
@@ -30,8 +36,9 @@ def is_range_call(node: ast.expr) -> bool:
 
 def function_ints(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
     """Locals of `function` bound only by ``for name in range(...)``."""
-    arguments = {arg.arg for arg in ast.walk(function.args) if isinstance(arg, ast.arg)}
-    return _range_only(function.body, arguments)
+    return _range_only(function.body, parameters(function))
+
+
 
 
 def module_loop_ints(module: ast.Module, declared_global: set[str]) -> frozenset[str]:
@@ -43,9 +50,6 @@ def module_loop_ints(module: ast.Module, declared_global: set[str]) -> frozenset
     return _range_only(module.body, set()) - declared_global
 
 
-def declared_globals(tree: ast.AST) -> set[str]:
-    """Names some function or class body in `tree` declares ``global``."""
-    return {name for node in ast.walk(tree) if isinstance(node, ast.Global) for name in node.names}
 
 
 def _range_only(body: list[ast.stmt], other: set[str]) -> frozenset[str]:
@@ -54,26 +58,15 @@ def _range_only(body: list[ast.stmt], other: set[str]) -> frozenset[str]:
     pending: list[ast.AST] = list(body)
     while pending:
         node = pending.pop()
-        if isinstance(node, _SCOPES):
-            # A nested scope binds its own names, but may declare ours nonlocal.
-            other.update(n for inner in ast.walk(node) if isinstance(inner, ast.Nonlocal) for n in inner.names)
-            if not isinstance(node, ast.Lambda):
-                other.add(node.name)
-            continue
-        if isinstance(node, _COMPREHENSIONS):
-            # Only a walrus inside a comprehension binds in the enclosing function.
-            other.update(
-                inner.target.id
-                for inner in ast.walk(node)
-                if isinstance(inner, ast.NamedExpr) and isinstance(inner.target, ast.Name)
-            )
+        if isinstance(node, (*SCOPES, *COMPREHENSIONS)):
+            other.update(enclosing_bindings(node))
             continue
         if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and is_range_call(node.iter):
             range_targets.add(node.target.id)
             pending.extend([node.iter, *node.body, *node.orelse])
             continue
-        other.update(_bound_here(node))
-        pending.extend(ast.iter_child_nodes(node))
+        other.update(bound_here(node))
+        pending.extend(child_nodes(node))
     return frozenset(range_targets - other)
 
 
@@ -89,20 +82,3 @@ def comprehension_ints(node: ast.AST) -> frozenset[str]:
         if isinstance(generator.target, ast.Name) and is_range_call(generator.iter):
             candidates.add(generator.target.id)
     return frozenset(name for name in candidates if counts[name] == 1)
-
-
-def _bound_here(node: ast.AST) -> list[str]:
-    """Names this one node binds (not counting its children)."""
-    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-        return [node.id]
-    if isinstance(node, (ast.Global, ast.Nonlocal)):
-        return list(node.names)
-    if isinstance(node, ast.ExceptHandler) and node.name:
-        return [node.name]
-    if isinstance(node, ast.alias):
-        return [(node.asname or node.name).split(".")[0]]
-    if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-        return [node.name]
-    if isinstance(node, ast.MatchMapping) and node.rest:
-        return [node.rest]
-    return []

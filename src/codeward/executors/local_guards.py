@@ -29,7 +29,13 @@ from codeward.executors.local_limits import (
     TimeLimitReached,
     ticking_itertools,
 )
-from codeward.executors.restricted_policy import FORBIDDEN_ATTRIBUTES, READABLE_DUNDERS
+from codeward.executors.restricted_policy import (
+    FORBIDDEN_ATTRIBUTES,
+    FORMAT_METHODS,
+    READABLE_DUNDERS,
+    REGISTER,
+    SIZING_METHODS,
+)
 
 __all__ = ["SANDBOX_MODULE", "Guards"]
 
@@ -41,10 +47,7 @@ sys.modules.setdefault(
     SANDBOX_MODULE, ModuleType(SANDBOX_MODULE, "Placeholder for classes defined in codeward's local sandbox.")
 )
 
-_STRING_METHODS = frozenset({"ljust", "rjust", "center", "zfill", "expandtabs", "replace"})
-_FORMAT_METHODS = frozenset({"format", "format_map"})
 _UNCATCHABLE = (SandboxSignal, FinalAnswerSignal, KeyboardInterrupt, SystemExit)
-_REGISTER = "register"  # ABC.register(cls) changes isinstance() for the whole host
 
 _SAFE_BUILTIN_NAMES = [
     "abs",
@@ -156,13 +159,12 @@ class Guards:
         """``_getattr_`` for names checked at compile time; the fast path is two lookups."""
         modules = ModuleType
         machine = self.gate.machine
-        special = _STRING_METHODS | _FORMAT_METHODS | {_REGISTER}
+        special = SIZING_METHODS | FORMAT_METHODS | {REGISTER} | self.data_policy.attribute_names
         slow = self.attribute_slow_path
-        data_names = self.data_policy.attribute_names
 
         def guarded_getattr(obj: Any, name: str) -> Any:
             value = getattr(obj, name)
-            if type(value) is modules or id(value) in machine or name in special or name in data_names:
+            if type(value) is modules or id(value) in machine or name in special:
                 return slow(obj, name, value)
             return value
 
@@ -170,11 +172,11 @@ class Guards:
 
     def attribute_slow_path(self, obj: Any, name: str, value: Any) -> Any:
         value = self.gate.vet(value)
-        if name in _FORMAT_METHODS and (isinstance(obj, str) or (isinstance(obj, type) and issubclass(obj, str))):
+        if name in FORMAT_METHODS and (isinstance(obj, str) or (isinstance(obj, type) and issubclass(obj, str))):
             return self.safe_format(obj, name)
-        if name == _REGISTER and isinstance(obj, abc.ABCMeta) and obj.__module__ != SANDBOX_MODULE:
+        if name == REGISTER and isinstance(obj, abc.ABCMeta) and obj.__module__ != SANDBOX_MODULE:
             raise SandboxViolation(f"{obj.__name__}.register would change the host's isinstance(); subclass it instead")
-        if name in _STRING_METHODS and isinstance(obj, (str, bytes)):
+        if name in SIZING_METHODS and isinstance(obj, (str, bytes)):
             return self.limits.str_method(obj, name, value)
         return self.data_policy.vet_attribute(obj, name, value)
 

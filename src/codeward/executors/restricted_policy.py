@@ -25,19 +25,29 @@ from typing import TypeVar
 
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
 
+from codeward.executors.data_policy import DataPolicy
 from codeward.executors.int_inference import (
     comprehension_ints,
-    declared_globals,
     function_ints,
     is_range_call,
     module_loop_ints,
 )
+from codeward.executors.name_bindings import declared_globals
+from codeward.executors.type_inference import (
+    PLAIN_TYPES,
+    is_plain_expression,
+    plain_names,
+)
 
 __all__ = [
     "FORBIDDEN_ATTRIBUTES",
+    "FORMAT_METHODS",
     "MAX_FORMAT_WIDTH",
+    "PLAIN_METHODS",
     "READABLE_DUNDERS",
+    "REGISTER",
     "RESULT_NAME",
+    "SIZING_METHODS",
     "CodeRefused",
     "compile_block",
 ]
@@ -127,6 +137,26 @@ READABLE_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__"}) | (
     ALLOWED_DUNDERS - {name for name in ALLOWED_DUNDERS if name.endswith(("item__", "mul__", "mod__", "call__"))}
 )
 
+#: Names the attribute guard treats specially whatever the value: str formatting
+#: walks attributes, these str methods allocate as much as their argument asks,
+#: and ``ABC.register`` changes isinstance() for the whole host.
+FORMAT_METHODS = frozenset({"format", "format_map"})
+SIZING_METHODS = frozenset({"ljust", "rjust", "center", "zfill", "expandtabs", "replace"})
+REGISTER = "register"
+
+#: Attributes read without the guard when the receiver is certainly a plain
+#: value (see `type_inference`): the public names of the plain types, less the
+#: special ones. On a plain value each is a method of the builtin type, never a
+#: module or an object of the machine, so the guard would pass it unchanged.
+PLAIN_METHODS = (
+    frozenset(name for kind in PLAIN_TYPES for name in dir(kind) if not name.startswith("_"))
+    - FORMAT_METHODS
+    - SIZING_METHODS
+    - {REGISTER}
+    - FORBIDDEN_ATTRIBUTES
+    - DataPolicy.attribute_names
+)
+
 #: Format-spec widths and precisions above this are refused (they allocate).
 MAX_FORMAT_WIDTH = 100_000
 
@@ -157,10 +187,11 @@ class _Problem:
 class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
     """RestrictedPython's policy, adapted to the Python agents write."""
 
-    def __init__(self, reserved: frozenset[str]) -> None:
+    def __init__(self, reserved: frozenset[str], plain: frozenset[ast.Name] = frozenset()) -> None:
         super().__init__(errors=[], warnings=[], used_names={})
         self.problems: list[_Problem] = []
         self.reserved = reserved
+        self.plain = plain  # name loads that certainly hold a plain value
         self.class_depth: list[bool] = []  # True while directly inside a class body
 
     # Reporting -----------------------------------------------------------
@@ -203,8 +234,11 @@ class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
             )
         elif node.attr in FORBIDDEN_ATTRIBUTES:
             self.error(node, f"the attribute {node.attr!r} reaches interpreter internals and is not allowed")
+        plain_method = node.attr in PLAIN_METHODS and (node.value in self.plain or is_plain_expression(node.value))
         node = self.node_contents_visit(node)
         if isinstance(node.ctx, ast.Load):
+            if plain_method:  # a plain value's method: what the guard would return (and a fast method call)
+                return node
             return _located(_call("_getattr_", node.value, ast.Constant(node.attr)), node)
         node.value = _located(_call("_write_", node.value), node.value)
         return node
@@ -350,6 +384,17 @@ class Instrumenter(ast.NodeTransformer):
         self.ints: list[frozenset[str]] = [frozenset()]  # names certainly ints, per scope
         self.module_candidates = module_candidates  # module-level range loop variables
 
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        """`ast.NodeTransformer.generic_visit`, skipping the field-less context and
+        operator nodes (a third of a tree, and nothing to instrument)."""
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                value[:] = [self.visit(item) if isinstance(item, ast.AST) and item._fields else item for item in value]
+            elif isinstance(value, ast.AST) and value._fields:
+                setattr(node, field, self.visit(value))
+        return node
+
     def _in_scope(self, node: ast.AST, ints: frozenset[str]) -> None:
         self.ints.append(ints)
         try:
@@ -468,12 +513,13 @@ def compile_block(
         tree = ast.parse(source, filename=filename, mode="exec")
     except SyntaxError as error:
         raise CodeRefused(_syntax_report(source, error), "SyntaxError") from None
-    policy = SandboxPolicy(reserved)
+    declared = declared_global if declared_global is not None else set()
+    block_globals = declared_globals(tree) if "global" in source else set()  # no keyword, no declaration
+    policy = SandboxPolicy(reserved, plain_names(tree, declared | block_globals))
     tree = policy.visit(tree)
     if policy.problems:
         raise CodeRefused(_policy_report(source, policy.problems), "CodeRefused")
-    declared = declared_global if declared_global is not None else set()
-    declared |= declared_globals(tree)
+    declared |= block_globals
     tree = Instrumenter(module_loop_ints(tree, declared)).visit(tree)
     _capture_last_expression(tree)
     ast.fix_missing_locations(tree)

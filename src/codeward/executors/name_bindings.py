@@ -1,0 +1,94 @@
+"""Where the model's code binds names: the ground shared by `int_inference` and
+`type_inference`, which must both know every way a name can be rebound.
+
+The walkers here replace `ast.walk` and `ast.iter_child_nodes` because every
+block is analysed before it runs: their generators cost more than the analysis.
+"""
+
+from __future__ import annotations
+
+import ast
+
+__all__ = [
+    "COMPREHENSIONS",
+    "SCOPES",
+    "bound_here",
+    "child_nodes",
+    "declared_globals",
+    "enclosing_bindings",
+    "parameters",
+    "walk",
+]
+
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_AST = ast.AST
+
+
+def child_nodes(node: ast.AST) -> list[ast.AST]:
+    """`ast.iter_child_nodes` as a list, less the field-less context and operator
+    nodes (``Load``, ``Add``): a third of a tree, and they bind nothing."""
+    children: list[ast.AST] = []
+    for field in node._fields:
+        value = getattr(node, field, None)
+        if type(value) is list:
+            for item in value:
+                if isinstance(item, _AST) and item._fields:
+                    children.append(item)
+        elif isinstance(value, _AST) and value._fields:
+            children.append(value)
+    return children
+
+
+def walk(node: ast.AST) -> list[ast.AST]:
+    """`node` and its descendants (`ast.walk` as a list, less what `child_nodes` leaves out)."""
+    found = [node]
+    index = 0
+    while index < len(found):
+        found.extend(child_nodes(found[index]))
+        index += 1
+    return found
+
+
+def declared_globals(tree: ast.AST) -> set[str]:
+    """Names some function or class body in `tree` declares ``global``."""
+    return {name for node in walk(tree) if isinstance(node, ast.Global) for name in node.names}
+
+
+def parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The names of `function`'s parameters: bound by the caller, so never certain of anything."""
+    return {arg.arg for arg in walk(function.args) if isinstance(arg, ast.arg)}
+
+
+def enclosing_bindings(node: ast.AST) -> set[str]:
+    """Names a nested scope or comprehension may bind in the scope around it.
+
+    A def or class binds its own name; an inner function may declare a name
+    ``nonlocal``; a walrus binds around it when it sits in a comprehension, a
+    default value, a decorator or a base class (and in the scope's own body,
+    counted here too: over-counting only loses a guard-free fast path).
+    """
+    names = {node.name} if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else set()
+    for inner in walk(node):
+        if isinstance(inner, ast.Nonlocal):
+            names.update(inner.names)
+        elif isinstance(inner, ast.NamedExpr) and isinstance(inner.target, ast.Name):
+            names.add(inner.target.id)
+    return names
+
+
+def bound_here(node: ast.AST) -> list[str]:
+    """Names this one node binds (not counting its children)."""
+    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+        return [node.id]
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return list(node.names)
+    if isinstance(node, ast.ExceptHandler) and node.name:
+        return [node.name]
+    if isinstance(node, ast.alias):
+        return [(node.asname or node.name).split(".")[0]]
+    if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        return [node.name]
+    if isinstance(node, ast.MatchMapping) and node.rest:
+        return [node.rest]
+    return []
