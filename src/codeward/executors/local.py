@@ -26,6 +26,7 @@ from codeward.executors.base import (
     FinalAnswerSignal,
 )
 from codeward.executors.data_policy import DataPolicy
+from codeward.executors.instrumenter import RESULT_NAME
 from codeward.executors.local_guards import Guards
 from codeward.executors.local_imports import DEFAULT_AUTHORIZED_IMPORTS, ImportGate
 from codeward.executors.local_limits import (
@@ -39,7 +40,7 @@ from codeward.executors.local_limits import (
 )
 from codeward.executors.local_output import capture_output
 from codeward.executors.local_watchdog import WATCHDOG
-from codeward.executors.restricted_policy import RESULT_NAME, CodeRefused, compile_block
+from codeward.executors.restricted_policy import CodeRefused, compile_block
 
 if TYPE_CHECKING:
     from codeward.platform.tools import Tool

@@ -8,30 +8,21 @@ dunder methods on the model's own classes. RestrictedPython's per-item
 iteration and unpacking guards are dropped: iterating cannot reach anything new,
 and they cost a Python call per element.
 
-A second pass (`Instrumenter`) then adds what makes limits hold while the code
-runs: a tick at every loop iteration, function entry and comprehension step,
-size guards on the operators that can build huge values in one step, a re-raise
-of the sandbox's own signals at the top of every ``except`` block, and capture
-of the last expression's value.
+A second pass (`instrumenter`) then adds what makes limits hold while the code
+runs; `compile_block` runs both.
 """
 
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass
 from types import CodeType
-from typing import TypeVar
 
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
 
 from codeward.executors.data_policy import DataPolicy
-from codeward.executors.int_inference import (
-    comprehension_ints,
-    function_ints,
-    is_range_call,
-    module_loop_ints,
-)
+from codeward.executors.instrumenter import Instrumenter, call_node, capture_last_expression, located, name_node
+from codeward.executors.int_inference import module_loop_ints
 from codeward.executors.name_bindings import declared_globals
 from codeward.executors.type_inference import (
     PLAIN_TYPES,
@@ -42,18 +33,13 @@ from codeward.executors.type_inference import (
 __all__ = [
     "FORBIDDEN_ATTRIBUTES",
     "FORMAT_METHODS",
-    "MAX_FORMAT_WIDTH",
     "PLAIN_METHODS",
     "READABLE_DUNDERS",
     "REGISTER",
-    "RESULT_NAME",
     "SIZING_METHODS",
     "CodeRefused",
     "compile_block",
 ]
-
-#: Where the value of the block's last expression is left for the executor.
-RESULT_NAME = "_result_"
 
 #: Attributes that lead to frames, code objects or interpreter internals even
 #: though they do not start with ``_``; refused at compile time and by `getattr`.
@@ -157,14 +143,7 @@ PLAIN_METHODS = (
     - DataPolicy.attribute_names
 )
 
-#: Format-spec widths and precisions above this are refused (they allocate).
-MAX_FORMAT_WIDTH = 100_000
-
-# Operators that can build a huge value in one C-level step, and their guards.
-_SIZED_OPERATORS = {ast.Add: "_add_", ast.Mult: "_mul_", ast.Pow: "_pow_", ast.LShift: "_lshift_", ast.Mod: "_mod_"}
 _IOPERATOR = {ast.Mult: "*=", ast.Pow: "**=", ast.LShift: "<<=", ast.Mod: "%="}
-_Node = TypeVar("_Node", bound=ast.AST)
-_SPEC_NUMBERS = re.compile(r"(\d+)")
 
 
 class CodeRefused(Exception):
@@ -239,20 +218,20 @@ class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
         if isinstance(node.ctx, ast.Load):
             if plain_method:  # a plain value's method: what the guard would return (and a fast method call)
                 return node
-            return _located(_call("_getattr_", node.value, ast.Constant(node.attr)), node)
-        node.value = _located(_call("_write_", node.value), node.value)
+            return located(call_node("_getattr_", node.value, ast.Constant(node.attr)), node)
+        node.value = located(call_node("_write_", node.value), node.value)
         return node
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
         node = self.node_contents_visit(node)
         if isinstance(node.ctx, ast.Load):
-            return _located(_call("_getitem_", node.value, node.slice), node)
+            return located(call_node("_getitem_", node.value, node.slice), node)
         return node
 
     def visit_Slice(self, node: ast.Slice) -> ast.AST:
         node = self.node_contents_visit(node)
         parts = [part or ast.Constant(None) for part in (node.lower, node.upper, node.step)]
-        return _located(_call("_slice_", *parts), node)
+        return located(call_node("_slice_", *parts), node)
 
     # Statements RestrictedPython handles differently from what agents need ----
     def allow(self, node: ast.AST) -> ast.AST:
@@ -273,8 +252,10 @@ class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
         if isinstance(node.target, ast.Name):
             if not guarded:
                 return node
-            value = _call("_inplacevar_", ast.Constant(_IOPERATOR[type(node.op)]), _name(node.target.id), node.value)
-            return _located(ast.Assign(targets=[node.target], value=value), node)
+            value = call_node(
+                "_inplacevar_", ast.Constant(_IOPERATOR[type(node.op)]), name_node(node.target.id), node.value
+            )
+            return located(ast.Assign(targets=[node.target], value=value), node)
         # Attribute targets already had their object wrapped in _write_ when visited.
         if guarded:
             self.error(
@@ -377,126 +358,6 @@ class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
         return self.node_contents_visit(node)
 
 
-class Instrumenter(ast.NodeTransformer):
-    """Adds ticks, operator size guards, signal re-raises and result capture."""
-
-    def __init__(self, module_candidates: frozenset[str] = frozenset()) -> None:
-        self.ints: list[frozenset[str]] = [frozenset()]  # names certainly ints, per scope
-        self.module_candidates = module_candidates  # module-level range loop variables
-
-    def generic_visit(self, node: ast.AST) -> ast.AST:
-        """`ast.NodeTransformer.generic_visit`, skipping the field-less context and
-        operator nodes (a third of a tree, and nothing to instrument)."""
-        for field in node._fields:
-            value = getattr(node, field, None)
-            if isinstance(value, list):
-                value[:] = [self.visit(item) if isinstance(item, ast.AST) and item._fields else item for item in value]
-            elif isinstance(value, ast.AST) and value._fields:
-                setattr(node, field, self.visit(value))
-        return node
-
-    def _in_scope(self, node: ast.AST, ints: frozenset[str]) -> None:
-        self.ints.append(ints)
-        try:
-            self.generic_visit(node)
-        finally:
-            self.ints.pop()
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
-        self._in_scope(node, frozenset())
-        return node
-
-    def _visit_comprehension_scope(self, node: ast.AST) -> ast.AST:
-        self._in_scope(node, self.ints[-1] | comprehension_ints(node))
-        return node
-
-    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _visit_comprehension_scope
-
-    def visit_For(self, node: ast.For) -> ast.AST:
-        name = node.target.id if isinstance(node.target, ast.Name) else None
-        if len(self.ints) == 1 and name in self.module_candidates and is_range_call(node.iter):
-            node.iter = self.visit(node.iter)
-            self.ints.append(self.ints[-1] | {name})
-            try:
-                node.body = [self.visit(statement) for statement in node.body]
-            finally:
-                self.ints.pop()
-            node.orelse = [self.visit(statement) for statement in node.orelse]
-        else:
-            self.generic_visit(node)
-        node.body.insert(0, _located(_tick(), node))
-        return node
-
-    def visit_While(self, node: ast.While) -> ast.AST:
-        self.generic_visit(node)
-        node.body.insert(0, _located(_tick(), node))
-        return node
-
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
-        self._in_scope(node, function_ints(node))
-        has_docstring = (
-            node.body
-            and isinstance(node.body[0], ast.Expr)
-            and isinstance(node.body[0].value, ast.Constant)
-            and isinstance(node.body[0].value.value, str)
-        )
-        node.body.insert(1 if has_docstring else 0, _located(_tick(), node))
-        if node.name == "__exit__":
-            node.body.insert(0, _located(ast.Expr(_call("_handled_")), node))
-        return node
-
-    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
-        self._in_scope(node, frozenset())
-        node.body = _located(ast.BoolOp(op=ast.And(), values=[_call("_tick_"), node.body]), node.body)
-        return node
-
-    def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
-        self.generic_visit(node)
-        node.ifs.insert(0, _located(_call("_tick_"), node.iter))
-        return node
-
-    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> ast.AST:
-        self.generic_visit(node)
-        node.body.insert(0, _located(ast.Expr(_call("_handled_")), node))
-        return node
-
-    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
-        self.generic_visit(node)
-        guard = _SIZED_OPERATORS.get(type(node.op))
-        if guard is None or _cannot_grow(node, self.ints[-1]):
-            return node
-        return _located(_call(guard, node.left, node.right), node)
-
-    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
-        """``x += y`` on a name: concatenation can double a value in one C call, so it is sized.
-
-        (The other growing operators were rewritten by the policy; items and
-        attributes keep plain ``+=``, which the memory watch still bounds.)
-        """
-        self.generic_visit(node)
-        if not isinstance(node.op, ast.Add) or not isinstance(node.target, ast.Name):
-            return node
-        probe = ast.BinOp(left=ast.Name(id=node.target.id, ctx=ast.Load()), op=node.op, right=node.value)
-        if _cannot_grow(probe, self.ints[-1]):
-            return node
-        value = _call("_inplacevar_", ast.Constant("+="), _name(node.target.id), node.value)
-        return _located(ast.Assign(targets=[node.target], value=value), node)
-
-    def visit_FormattedValue(self, node: ast.FormattedValue) -> ast.AST:
-        self.generic_visit(node)
-        spec = node.format_spec
-        if spec is None:
-            return node
-        if all(isinstance(part, ast.Constant) for part in spec.values):  # type: ignore[attr-defined]
-            text = "".join(str(part.value) for part in spec.values)  # type: ignore[attr-defined]
-            if all(int(number) <= MAX_FORMAT_WIDTH for number in _SPEC_NUMBERS.findall(text)):
-                return node
-        node.value = _located(_call("_format_", node.value, ast.Constant(node.conversion), spec), node)
-        node.conversion = -1
-        node.format_spec = None
-        return node
-
-
 def compile_block(
     source: str,
     filename: str,
@@ -521,67 +382,9 @@ def compile_block(
         raise CodeRefused(_policy_report(source, policy.problems), "CodeRefused")
     declared |= block_globals
     tree = Instrumenter(module_loop_ints(tree, declared)).visit(tree)
-    _capture_last_expression(tree)
+    capture_last_expression(tree)
     ast.fix_missing_locations(tree)
     return compile(tree, filename, "exec")
-
-
-# Helpers ------------------------------------------------------------------
-def _name(identifier: str) -> ast.Name:
-    return ast.Name(id=identifier, ctx=ast.Load())
-
-
-def _call(function: str, *args: ast.expr) -> ast.Call:
-    return ast.Call(func=_name(function), args=list(args), keywords=[])
-
-
-def _tick() -> ast.Expr:
-    return ast.Expr(_call("_tick_"))
-
-
-def _located(new: _Node, old: ast.AST) -> _Node:
-    """Give `new` the position of `old` (children get theirs in one pass at the end)."""
-    return ast.copy_location(new, old)
-
-
-def _cannot_grow(node: ast.BinOp, ints: frozenset[str]) -> bool:
-    """True when the operation is on numbers only, so its result cannot be huge in one step:
-    ``+`` with a number on one side, a float constant times anything, or ``*`` and ``%``
-    between certain ints and int constants."""
-    sides = (node.left, node.right)
-    if isinstance(node.op, ast.Add):  # a number on either side: a sum of numbers, or a TypeError
-        return any(_is_number(side, ints) for side in sides)
-    if isinstance(node.op, ast.Mult) and any(_is_constant(side, float) for side in sides):
-        return True
-    if isinstance(node.op, ast.Mod):
-        return _is_int(node.left, ints)
-    if isinstance(node.op, ast.Mult):
-        return all(_is_int(side, ints) for side in sides)
-    return False
-
-
-def _is_constant(node: ast.expr, kind: type) -> bool:
-    return isinstance(node, ast.Constant) and type(node.value) is kind
-
-
-_ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.Pow)
-
-
-def _is_number(node: ast.expr, ints: frozenset[str]) -> bool:
-    """Certainly a number: a numeric constant, a certain int, or arithmetic on those."""
-    if isinstance(node, ast.Constant):
-        return type(node.value) in (int, float, complex)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        return _is_number(node.operand, ints)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, _ARITHMETIC):
-        return _is_number(node.left, ints) and _is_number(node.right, ints)
-    return _is_int(node, ints)
-
-
-def _is_int(node: ast.expr, ints: frozenset[str]) -> bool:
-    return (isinstance(node, ast.Name) and node.id in ints) or (
-        _is_constant(node, int) and abs(node.value) < 1 << 64  # type: ignore[attr-defined]
-    )
 
 
 def _finally_escape(statement: ast.stmt) -> ast.stmt | None:
@@ -596,13 +399,6 @@ def _finally_escape(statement: ast.stmt) -> ast.stmt | None:
         loop = in_loop or isinstance(node, (ast.For, ast.While))
         pending.extend((child, loop) for child in ast.iter_child_nodes(node))
     return None
-
-
-def _capture_last_expression(tree: ast.Module) -> None:
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = tree.body[-1]
-        store = ast.Name(id=RESULT_NAME, ctx=ast.Store())
-        tree.body[-1] = _located(ast.Assign(targets=[store], value=last.value), last)
 
 
 def _source_line(source: str, line: int) -> str:
