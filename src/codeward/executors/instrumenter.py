@@ -13,6 +13,7 @@ import re
 from typing import TypeVar
 
 from codeward.executors.int_inference import comprehension_ints, function_ints, is_range_call
+from codeward.executors.name_bindings import child_nodes
 
 __all__ = [
     "MAX_FORMAT_WIDTH",
@@ -39,9 +40,10 @@ _SPEC_NUMBERS = re.compile(r"(\d+)")
 class Instrumenter(ast.NodeTransformer):
     """Adds ticks, operator size guards, signal re-raises and result capture."""
 
-    def __init__(self, module_candidates: frozenset[str] = frozenset()) -> None:
+    def __init__(self, module_candidates: frozenset[str] = frozenset(), infer_ints: bool = True) -> None:
         self.ints: list[frozenset[str]] = [frozenset()]  # names certainly ints, per scope
         self.module_candidates = module_candidates  # module-level range loop variables
+        self.infer_ints = infer_ints  # False: the code has no range loop, so no certain ints
 
     def generic_visit(self, node: ast.AST) -> ast.AST:
         """`ast.NodeTransformer.generic_visit`, skipping the field-less context and
@@ -66,7 +68,7 @@ class Instrumenter(ast.NodeTransformer):
         return node
 
     def _visit_comprehension_scope(self, node: ast.AST) -> ast.AST:
-        self._in_scope(node, self.ints[-1] | comprehension_ints(node))
+        self._in_scope(node, self.ints[-1] | comprehension_ints(node) if self.infer_ints else self.ints[-1])
         return node
 
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _visit_comprehension_scope
@@ -92,7 +94,7 @@ class Instrumenter(ast.NodeTransformer):
         return node
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
-        self._in_scope(node, function_ints(node))
+        self._in_scope(node, function_ints(node) if self.infer_ints else frozenset())
         has_docstring = (
             node.body
             and isinstance(node.body[0], ast.Expr)
@@ -170,8 +172,17 @@ def tick_statement() -> ast.Expr:
 
 
 def located(new: _Node, old: ast.AST) -> _Node:
-    """Give `new` the position of `old` (children get theirs in one pass at the end)."""
-    return ast.copy_location(new, old)
+    """Give `new`, and the nodes made with it, the position of `old`.
+
+    Nodes that came from the parsed code keep theirs, which spares a pass over
+    the whole tree (`ast.fix_missing_locations`) for every block.
+    """
+    pending: list[ast.AST] = [new]
+    while pending:
+        node = pending.pop()
+        ast.copy_location(node, old)
+        pending.extend(child for child in child_nodes(node) if "lineno" not in child.__dict__)
+    return new
 
 
 def _cannot_grow(node: ast.BinOp, ints: frozenset[str]) -> bool:

@@ -381,9 +381,11 @@ def compile_block(
     if policy.problems:
         raise CodeRefused(_policy_report(source, policy.problems), "CodeRefused")
     declared |= block_globals
-    tree = Instrumenter(module_loop_ints(tree, declared)).visit(tree)
+    if "range" in source:
+        tree = Instrumenter(module_loop_ints(tree, declared)).visit(tree)
+    else:  # certain ints come only from range loops: no word, no inference
+        tree = Instrumenter(infer_ints=False).visit(tree)
     capture_last_expression(tree)
-    ast.fix_missing_locations(tree)
     return compile(tree, filename, "exec")
 
 
