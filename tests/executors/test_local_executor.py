@@ -195,11 +195,38 @@ def test_no_stray_signal_reaches_the_host_after_a_run():
         time.sleep(0.4)  # past the deadline of every block; nothing may be raised here
 
 
-def test_operation_budget_stops_endless_loops(executor):
-    with LocalExecutor(max_operations=10_000) as ex, pytest.raises(ExecutionError) as info:
-        ex.run("n = 0\nwhile True:\n    n += 1")
+def test_operation_budget_stops_endless_loops():
+    with LocalExecutor(max_operations=10_000) as ex:
+        with pytest.raises(ExecutionError) as info:
+            ex.run("n = 0\nwhile True:\n    n += 1")
         assert "10,000 operations" in info.value.message
-        assert ex.run("n > 9000").output is True
+        assert ex.run("n").output == 10_000
+
+
+@pytest.mark.parametrize(
+    "loop",
+    [
+        "for i in range({n}):\n    pass",
+        "for i in [0] * {n}:\n    pass",
+        "[i for i in range({n})]",
+        "{{i: i for i in range({n})}}",
+        "sum(i for i in range({n}))",
+        "for i in range({n}):\n    pass\nelse:\n    pass",
+    ],
+)
+def test_operation_budget_counts_every_iteration_once(loop):
+    """A block of exactly the budget runs; one more iteration is refused."""
+    with LocalExecutor(max_operations=1_000) as ex:
+        ex.run(loop.format(n=1_000))
+        with pytest.raises(ExecutionError, match="1,000 operations"):
+            ex.run(loop.format(n=1_001))
+
+
+def test_operation_budget_stops_a_loop_over_a_list_it_grows():
+    with LocalExecutor(max_operations=10_000, timeout_seconds=60) as ex:
+        with pytest.raises(ExecutionError, match="operations"):
+            ex.run("items = [0]\nfor item in items:\n    items.append(item)")
+        assert ex.run("len(items)").output == 10_001
 
 
 def test_operation_budget_counts_calls():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import _string  # type: ignore[import-not-found]
 import abc
 import builtins
+import itertools
 import string
 import sys
 import time
@@ -309,6 +310,7 @@ class Guards:
             "_getitem_": self.make_getitem(),
             "_write_": self.make_write(),
             "_slice_": slice,
+            "_each_": itertools.compress,
             "_handled_": self.handled,
             "_add_": limits.add,
             "_mul_": limits.mul,
