@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from codeward.executors.int_inference import comprehension_ints, function_ints, is_range_call
 from codeward.executors.name_bindings import child_nodes
@@ -23,6 +23,7 @@ __all__ = [
     "capture_last_expression",
     "located",
     "name_node",
+    "transform_children",
 ]
 
 #: Where the value of the block's last expression is left for the executor.
@@ -30,6 +31,11 @@ RESULT_NAME = "_result_"
 
 #: Format-spec widths and precisions above this are refused (they allocate).
 MAX_FORMAT_WIDTH = 100_000
+
+# Field-less nodes (contexts, operators, pass): a third of a tree, and nothing to instrument.
+_LEAVES = frozenset(
+    kind for kind in vars(ast).values() if isinstance(kind, type) and issubclass(kind, ast.AST) and not kind._fields
+)
 
 # Operators that can build a huge value in one C-level step, and their guards.
 _SIZED_OPERATORS = {ast.Add: "_add_", ast.Mult: "_mul_", ast.Pow: "_pow_", ast.LShift: "_lshift_", ast.Mod: "_mod_"}
@@ -46,15 +52,7 @@ class Instrumenter(ast.NodeTransformer):
         self.infer_ints = infer_ints  # False: the code has no range loop, so no certain ints
 
     def generic_visit(self, node: ast.AST) -> ast.AST:
-        """`ast.NodeTransformer.generic_visit`, skipping the field-less context and
-        operator nodes (a third of a tree, and nothing to instrument)."""
-        for field in node._fields:
-            value = getattr(node, field, None)
-            if isinstance(value, list):
-                value[:] = [self.visit(item) if isinstance(item, ast.AST) and item._fields else item for item in value]
-            elif isinstance(value, ast.AST) and value._fields:
-                setattr(node, field, self.visit(value))
-        return node
+        return transform_children(self, node, _LEAVES)
 
     def _in_scope(self, node: ast.AST, ints: frozenset[str]) -> None:
         self.ints.append(ints)
@@ -159,6 +157,32 @@ class Instrumenter(ast.NodeTransformer):
 
 
 # Building nodes -------------------------------------------------------------
+def transform_children(transformer: ast.NodeTransformer, node: _Node, leaves: frozenset[type]) -> _Node:
+    """`ast.NodeTransformer.generic_visit` without visiting nodes of the `leaves` types,
+    which every block has many of: every visit is a Python call."""
+    for field in node._fields:
+        old = getattr(node, field, None)
+        if type(old) is list:
+            new: list[Any] = []
+            for item in old:
+                if isinstance(item, ast.AST) and type(item) not in leaves:
+                    item = transformer.visit(item)
+                    if item is None:
+                        continue
+                    if not isinstance(item, ast.AST):
+                        new.extend(item)
+                        continue
+                new.append(item)
+            old[:] = new
+        elif isinstance(old, ast.AST) and type(old) not in leaves:
+            replacement = transformer.visit(old)
+            if replacement is None:
+                delattr(node, field)
+            else:
+                setattr(node, field, replacement)
+    return node
+
+
 def name_node(identifier: str) -> ast.Name:
     return ast.Name(id=identifier, ctx=ast.Load())
 

@@ -23,6 +23,8 @@ from codeward.executors.name_bindings import (
 
 __all__ = ["comprehension_ints", "function_ints", "is_range_call", "module_loop_ints"]
 
+_NESTED = (*SCOPES, *COMPREHENSIONS)
+
 
 def is_range_call(node: ast.expr) -> bool:
     return (
@@ -39,8 +41,6 @@ def function_ints(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset
     return _range_only(function.body, parameters(function))
 
 
-
-
 def module_loop_ints(module: ast.Module, declared_global: set[str]) -> frozenset[str]:
     """Module-level names bound in this block only by ``for name in range(...)``, and never
     declared ``global`` by any function or class of any block (`declared_global`), so that
@@ -50,15 +50,13 @@ def module_loop_ints(module: ast.Module, declared_global: set[str]) -> frozenset
     return _range_only(module.body, set()) - declared_global
 
 
-
-
 def _range_only(body: list[ast.stmt], other: set[str]) -> frozenset[str]:
     range_targets: set[str] = set()
     other = set(other)
     pending: list[ast.AST] = list(body)
     while pending:
         node = pending.pop()
-        if isinstance(node, (*SCOPES, *COMPREHENSIONS)):
+        if isinstance(node, _NESTED):
             other.update(enclosing_bindings(node))
             continue
         if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and is_range_call(node.iter):

@@ -23,6 +23,9 @@ __all__ = [
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _AST = ast.AST
+_BINDERS = frozenset(
+    {ast.Global, ast.Nonlocal, ast.ExceptHandler, ast.alias, ast.MatchAs, ast.MatchStar, ast.MatchMapping}
+)
 
 
 def child_nodes(node: ast.AST) -> list[ast.AST]:
@@ -79,16 +82,14 @@ def enclosing_bindings(node: ast.AST) -> set[str]:
 
 def bound_here(node: ast.AST) -> list[str]:
     """Names this one node binds (not counting its children)."""
-    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-        return [node.id]
-    if isinstance(node, (ast.Global, ast.Nonlocal)):
-        return list(node.names)
-    if isinstance(node, ast.ExceptHandler) and node.name:
-        return [node.name]
-    if isinstance(node, ast.alias):
-        return [(node.asname or node.name).split(".")[0]]
-    if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-        return [node.name]
-    if isinstance(node, ast.MatchMapping) and node.rest:
-        return [node.rest]
-    return []
+    kind = type(node)
+    if kind is ast.Name:
+        return [] if type(node.ctx) is ast.Load else [node.id]  # type: ignore[attr-defined]
+    if kind not in _BINDERS:  # most nodes: one set lookup
+        return []
+    if kind in (ast.Global, ast.Nonlocal):
+        return list(node.names)  # type: ignore[attr-defined]
+    if kind is ast.alias:
+        return [(node.asname or node.name).split(".")[0]]  # type: ignore[attr-defined]
+    name = node.rest if kind is ast.MatchMapping else node.name  # type: ignore[attr-defined]
+    return [name] if name else []

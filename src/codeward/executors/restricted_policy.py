@@ -17,11 +17,19 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 from types import CodeType
+from typing import TypeVar
 
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
 
 from codeward.executors.data_policy import DataPolicy
-from codeward.executors.instrumenter import Instrumenter, call_node, capture_last_expression, located, name_node
+from codeward.executors.instrumenter import (
+    Instrumenter,
+    call_node,
+    capture_last_expression,
+    located,
+    name_node,
+    transform_children,
+)
 from codeward.executors.int_inference import module_loop_ints
 from codeward.executors.name_bindings import declared_globals
 from codeward.executors.type_inference import (
@@ -143,6 +151,16 @@ PLAIN_METHODS = (
     - DataPolicy.attribute_names
 )
 
+_T = TypeVar("_T", bound=ast.AST)
+#: Field-less node types whose RestrictedPython visitor allows them unchanged.
+_ALLOWED_LEAVES = frozenset(
+    kind
+    for kind in vars(ast).values()
+    if isinstance(kind, type)
+    and issubclass(kind, ast.AST)
+    and not kind._fields
+    and hasattr(RestrictingNodeTransformer, f"visit_{kind.__name__}")
+)
 _IOPERATOR = {ast.Mult: "*=", ast.Pow: "**=", ast.LShift: "<<=", ast.Mod: "%="}
 
 
@@ -172,6 +190,12 @@ class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
         self.reserved = reserved
         self.plain = plain  # name loads that certainly hold a plain value
         self.class_depth: list[bool] = []  # True while directly inside a class body
+
+    def node_contents_visit(self, node: _T) -> _T:
+        """Visit the children, but not the field-less nodes that RestrictedPython allows
+        as they are (contexts, operators, pass): a field-less node it has not
+        reviewed is still visited, and refused."""
+        return transform_children(self, node, _ALLOWED_LEAVES)
 
     # Reporting -----------------------------------------------------------
     def error(self, node: ast.AST, info: str) -> None:
