@@ -224,3 +224,41 @@ def test_a_time_signal_landing_in_a_host_finalizer_is_not_reported(monkeypatch):
         assert ex.run("1 + 1").output == 2
     assert landed, "the signal should have landed in the callback"
     assert not [error for error in reported if isinstance(error, SandboxSignal)]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import itertools\ndef endless():\n    for i in itertools.count():\n        yield i\nsource, other = endless(), endless()",
+        "import itertools\nsource, other = [(i for i in itertools.count()) for _ in 'ab']",
+        "import itertools\nsource, other = [(j for i in [0] for j in itertools.count()) for _ in 'ab']",
+    ],
+    ids=["generator-function", "generator-expression", "inner-clause"],
+)
+def test_a_generator_the_host_resumes_after_the_block_stays_bounded(code):
+    """A loop suspended in a generator must not keep the budget of the block that started it:
+    resumed by the host, it runs on the host's allowance for sandbox code (as much as one block
+    may use) and stops; resumed by a later block, it counts against that block."""
+    from codeward.executors.base import ExecutionError
+    from codeward.executors.local import LocalExecutor
+    from codeward.executors.local_limits import BudgetSpentOutsideRun
+
+    with LocalExecutor(max_operations=1_000) as ex:
+        source = ex.run(code + "\nnext(source), next(other)\nsource").output
+        with pytest.raises(BudgetSpentOutsideRun):
+            for _ in range(5_000):
+                next(source)
+        with pytest.raises(ExecutionError, match="1,000 operations"):
+            ex.run("for item in other:\n    pass")
+
+
+def test_a_generator_started_in_one_block_finishes_in_the_next():
+    from codeward.executors.local import LocalExecutor
+
+    with LocalExecutor(max_operations=10_000) as ex:
+        ex.run("def numbers(n):\n    for i in range(n):\n        yield i\nmany = numbers(9_000)\nnext(many)")
+        ex.run("few = (i for i in range(9_000))\nnext(few)")
+        for _ in range(3):  # each block has a budget of its own
+            ex.run("again = numbers(9_000)\nsum(again)")
+        assert ex.run("sum(many)").output == sum(range(1, 9_000))
+        assert ex.run("sum(few)").output == sum(range(1, 9_000))

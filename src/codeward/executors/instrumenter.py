@@ -37,6 +37,8 @@ _LEAVES = frozenset(
     kind for kind in vars(ast).values() if isinstance(kind, type) and issubclass(kind, ast.AST) and not kind._fields
 )
 
+_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
 # Operators that can build a huge value in one C-level step, and their guards.
 _SIZED_OPERATORS = {ast.Add: "_add_", ast.Mult: "_mul_", ast.Pow: "_pow_", ast.LShift: "_lshift_", ast.Mod: "_mod_"}
 _Node = TypeVar("_Node", bound=ast.AST)
@@ -48,25 +50,29 @@ class Instrumenter(ast.NodeTransformer):
 
     def __init__(self, module_candidates: frozenset[str] = frozenset(), infer_ints: bool = True) -> None:
         self.ints: list[frozenset[str]] = [frozenset()]  # names certainly ints, per scope
+        self.suspends: list[bool] = [False]  # per scope: a generator, whose loops may pause between blocks
         self.module_candidates = module_candidates  # module-level range loop variables
         self.infer_ints = infer_ints  # False: the code has no range loop, so no certain ints
 
     def generic_visit(self, node: ast.AST) -> ast.AST:
         return transform_children(self, node, _LEAVES)
 
-    def _in_scope(self, node: ast.AST, ints: frozenset[str]) -> None:
+    def _in_scope(self, node: ast.AST, ints: frozenset[str], suspends: bool = False) -> None:
         self.ints.append(ints)
+        self.suspends.append(suspends)
         try:
             self.generic_visit(node)
         finally:
             self.ints.pop()
+            self.suspends.pop()
 
     def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
         self._in_scope(node, frozenset())
         return node
 
     def _visit_comprehension_scope(self, node: ast.AST) -> ast.AST:
-        self._in_scope(node, self.ints[-1] | comprehension_ints(node) if self.infer_ints else self.ints[-1])
+        ints = self.ints[-1] | comprehension_ints(node) if self.infer_ints else self.ints[-1]
+        self._in_scope(node, ints, suspends=isinstance(node, ast.GeneratorExp))
         return node
 
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _visit_comprehension_scope
@@ -83,7 +89,10 @@ class Instrumenter(ast.NodeTransformer):
             node.orelse = [self.visit(statement) for statement in node.orelse]
         else:
             self.generic_visit(node)
-        node.iter = ticking(node.iter)
+        if self.suspends[-1]:
+            node.body.insert(0, located(tick_statement(), node))
+        else:
+            node.iter = ticking(node.iter)
         return node
 
     def visit_While(self, node: ast.While) -> ast.AST:
@@ -92,7 +101,7 @@ class Instrumenter(ast.NodeTransformer):
         return node
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
-        self._in_scope(node, function_ints(node) if self.infer_ints else frozenset())
+        self._in_scope(node, function_ints(node) if self.infer_ints else frozenset(), _is_generator(node))
         has_docstring = (
             node.body
             and isinstance(node.body[0], ast.Expr)
@@ -105,13 +114,16 @@ class Instrumenter(ast.NodeTransformer):
         return node
 
     def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
-        self._in_scope(node, frozenset())
+        self._in_scope(node, frozenset(), _is_generator(node))
         node.body = located(ast.BoolOp(op=ast.And(), values=[call_node("_tick_"), node.body]), node.body)
         return node
 
     def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
         self.generic_visit(node)
-        node.iter = ticking(node.iter)
+        if self.suspends[-1]:
+            node.ifs.insert(0, located(call_node("_tick_"), node.iter))
+        else:
+            node.iter = ticking(node.iter)
         return node
 
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> ast.AST:
@@ -198,7 +210,11 @@ def tick_statement() -> ast.Expr:
 def ticking(iterable: ast.expr) -> ast.Call:
     """``_each_(iterable, _tick_.__self__)``: `itertools.compress` pulls one item of the
     operation budget (whose iterator `_tick_` advances) with each item, in C, so a
-    loop ticks at every iteration for a fifth of what a ``_tick_()`` call costs."""
+    loop ticks at every iteration for a fifth of what a ``_tick_()`` call costs.
+
+    The loop keeps the budget it started with, so a loop that can pause (in a
+    generator) calls ``_tick_()`` instead: resumed later, it must count against the
+    budget of that time, or stop at once when the host resumes it between blocks."""
     budget = ast.Attribute(value=name_node("_tick_"), attr="__self__", ctx=ast.Load())
     return located(call_node("_each_", iterable, budget), iterable)
 
@@ -215,6 +231,18 @@ def located(new: _Node, old: ast.AST) -> _Node:
         ast.copy_location(node, old)
         pending.extend(child for child in child_nodes(node) if "lineno" not in child.__dict__)
     return new
+
+
+def _is_generator(function: ast.FunctionDef | ast.Lambda) -> bool:
+    """Whether `function` yields (its own body, not the scopes nested in it)."""
+    pending: list[ast.AST] = list(function.body) if isinstance(function.body, list) else [function.body]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return True
+        if not isinstance(node, _NESTED_SCOPES):
+            pending.extend(child_nodes(node))
+    return False
 
 
 def _cannot_grow(node: ast.BinOp, ints: frozenset[str]) -> bool:

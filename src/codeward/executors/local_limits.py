@@ -273,9 +273,9 @@ class TickingIterable:
         self._tick = tick
 
     def __iter__(self) -> Iterator[Any]:
-        tick = self._tick()
+        current_tick = self._tick  # looked up at every item: iterating may pause until a later block
         for item in self._source:
-            tick()
+            current_tick()()
             yield item
 
     def __contains__(self, item: Any) -> bool:
