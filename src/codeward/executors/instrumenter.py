@@ -13,7 +13,7 @@ import re
 from typing import Any, TypeVar
 
 from codeward.executors.int_inference import comprehension_ints, function_ints, is_range_call
-from codeward.executors.name_bindings import child_nodes
+from codeward.executors.name_bindings import SCOPES, child_nodes
 
 __all__ = [
     "MAX_FORMAT_WIDTH",
@@ -36,8 +36,6 @@ MAX_FORMAT_WIDTH = 100_000
 _LEAVES = frozenset(
     kind for kind in vars(ast).values() if isinstance(kind, type) and issubclass(kind, ast.AST) and not kind._fields
 )
-
-_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 # Operators that can build a huge value in one C-level step, and their guards.
 _SIZED_OPERATORS = {ast.Add: "_add_", ast.Mult: "_mul_", ast.Pow: "_pow_", ast.LShift: "_lshift_", ast.Mod: "_mod_"}
@@ -240,7 +238,7 @@ def _is_generator(function: ast.FunctionDef | ast.Lambda) -> bool:
         node = pending.pop()
         if isinstance(node, (ast.Yield, ast.YieldFrom)):
             return True
-        if not isinstance(node, _NESTED_SCOPES):
+        if not isinstance(node, SCOPES):
             pending.extend(child_nodes(node))
     return False
 
