@@ -1,10 +1,11 @@
 """The runtime side of the local sandbox: the names the compiled code calls.
 
 `restricted_policy` rewrites ``a.b`` into ``_getattr_(a, "b")``, ``a[k]`` into
-``_getitem_(a, k)``, ``a.b = v`` into ``_write_(a).b = v``, and `instrumenter` adds
-``_tick_()`` calls and ``_each_`` around loop iterables; this module supplies those functions, the safe builtins, and the
-per-module replacements (a private `random.Random`, a capped `time.sleep`,
-`str.format` that cannot walk attributes...).
+``_getitem_(a, k)``, ``a.b = v`` into ``_write_(a).b = v``, and `instrumenter`
+adds ``_tick_()`` calls and ``_each_`` around loop iterables; this module
+supplies those functions, the safe builtins, and the per-module replacements
+(a private `random.Random`, a capped `time.sleep`, `str.format` that cannot walk
+attributes...).
 """
 
 from __future__ import annotations
