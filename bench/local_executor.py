@@ -166,7 +166,7 @@ def main() -> None:
             f"{name:<16} {'yes' if loop_heavy else 'no':>5} {base * 1e3:>11.2f} {ours * 1e3:>9.2f} {ours / base:>8.2f}x"
         )
         if smol:
-            theirs, ours_again = time_runners([smol, local.run], code, max(3, args.repeat // 3))
+            theirs, ours_again = time_runners([smol, local.run], code, args.repeat)
             line += f" {theirs * 1e3:>14.1f} {theirs / ours_again:>9.1f}x"
             if loop_heavy:
                 loop_speedups.append(theirs / ours_again)
