@@ -46,11 +46,18 @@ _SPEC_NUMBERS = re.compile(r"(\d+)")
 class Instrumenter(ast.NodeTransformer):
     """Adds ticks, operator size guards, signal re-raises and result capture."""
 
-    def __init__(self, module_candidates: frozenset[str] = frozenset(), infer_ints: bool = True) -> None:
+    def __init__(self, source: str, module_candidates: frozenset[str] = frozenset()) -> None:
+        self.lines = source.splitlines()
         self.ints: list[frozenset[str]] = [frozenset()]  # names certainly ints, per scope
         self.suspends: list[bool] = [False]  # per scope: a generator, whose loops may pause between blocks
         self.module_candidates = module_candidates  # module-level range loop variables
-        self.infer_ints = infer_ints  # False: the code has no range loop, so no certain ints
+        self.infer_ints = "range" in source  # certain ints come only from range loops
+
+    def _mentions(self, node: ast.AST, word: str) -> bool:
+        """Whether `word` is in the source of `node`: a text search that spares walking a
+        function that cannot have what is looked for (a ``range`` loop, a ``yield``).
+        Keywords are spelled in ASCII; a ``range`` spelled otherwise only loses a fast path."""
+        return any(word in line for line in self.lines[node.lineno - 1 : node.end_lineno])  # type: ignore[attr-defined]
 
     def generic_visit(self, node: ast.AST) -> ast.AST:
         return transform_children(self, node, _LEAVES)
@@ -99,7 +106,8 @@ class Instrumenter(ast.NodeTransformer):
         return node
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
-        self._in_scope(node, function_ints(node) if self.infer_ints else frozenset(), _is_generator(node))
+        ints = function_ints(node) if self._mentions(node, "range") else frozenset()
+        self._in_scope(node, ints, self._mentions(node, "yield") and _is_generator(node))
         has_docstring = (
             node.body
             and isinstance(node.body[0], ast.Expr)
@@ -112,7 +120,7 @@ class Instrumenter(ast.NodeTransformer):
         return node
 
     def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
-        self._in_scope(node, frozenset(), _is_generator(node))
+        self._in_scope(node, frozenset(), self._mentions(node, "yield") and _is_generator(node))
         node.body = located(ast.BoolOp(op=ast.And(), values=[call_node("_tick_"), node.body]), node.body)
         return node
 

@@ -400,15 +400,13 @@ def compile_block(
         raise CodeRefused(_syntax_report(source, error), "SyntaxError") from None
     declared = declared_global if declared_global is not None else set()
     block_globals = declared_globals(tree) if "global" in source else set()  # no keyword, no declaration
-    policy = SandboxPolicy(reserved, plain_names(tree, declared | block_globals))
+    policy = SandboxPolicy(reserved, plain_names(tree, declared | block_globals, source))
     tree = policy.visit(tree)
     if policy.problems:
         raise CodeRefused(_policy_report(source, policy.problems), "CodeRefused")
     declared |= block_globals
-    if "range" in source:
-        tree = Instrumenter(module_loop_ints(tree, declared)).visit(tree)
-    else:  # certain ints come only from range loops: no word, no inference
-        tree = Instrumenter(infer_ints=False).visit(tree)
+    module_ints = module_loop_ints(tree, declared) if "range" in source else frozenset()
+    tree = Instrumenter(source, module_ints).visit(tree)
     capture_last_expression(tree)
     return compile(tree, filename, "exec")
 

@@ -34,6 +34,7 @@ no route for another value to reach it:
 from __future__ import annotations
 
 import ast
+import re
 
 from codeward.executors.name_bindings import (
     SCOPES,
@@ -62,21 +63,23 @@ def is_plain_expression(node: ast.AST) -> bool:
     return isinstance(node, _PLAIN_DISPLAYS)
 
 
-def plain_names(module: ast.Module, declared_global: set[str]) -> frozenset[ast.Name]:
+def plain_names(module: ast.Module, declared_global: set[str], source: str) -> frozenset[ast.Name]:
     """The `ast.Name` loads in `module` that certainly hold a plain value (nodes hash by identity).
 
     `declared_global` holds the names any function or class of any block of the
-    sandbox declares ``global``, this block's included.
+    sandbox declares ``global``, this block's included. `source` is the module's
+    text: only a name followed by a dot in it can gain anything, and a body with
+    none is not scanned.
     """
     found: set[ast.Name] = set()
-    _scan_body(module.body, set(declared_global), found)
+    _scan_body(module.body, set(declared_global), found, source)
     for node in walk(module):
         if isinstance(node, _FUNCTIONS):
-            _scan_body(node.body, parameters(node), found)
+            _scan_body(node.body, parameters(node), found, source)
     return frozenset(found)
 
 
-def _scan_body(body: list[ast.stmt], disqualified: set[str], found: set[ast.Name]) -> None:
+def _scan_body(body: list[ast.stmt], disqualified: set[str], found: set[ast.Name], source: str) -> None:
     """Add to `found` the plain uses of names bound in `body`, one scope's statements."""
     first_binding: dict[str, int] = {}
     for index, statement in enumerate(body):
@@ -84,8 +87,10 @@ def _scan_body(body: list[ast.stmt], disqualified: set[str], found: set[ast.Name
             targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
             for target in targets:
                 first_binding.setdefault(target.id, index)  # type: ignore[attr-defined]
-    if not first_binding:
-        return  # no name is certainly bound, whatever else the body does
+    # Only a name read with a dot can skip a guard. A dot the text search misses
+    # (a comment between the name and its dot) only keeps the guard.
+    if not any(re.search(rf"\b{name}\s*\.", source) for name in first_binding):
+        return
     uses: list[tuple[int, ast.Name]] = []
     for index, statement in enumerate(body):  # all of them: an earlier def may rebind the name later
         _scan_statement(statement, index, disqualified, uses)
@@ -94,9 +99,7 @@ def _scan_body(body: list[ast.stmt], disqualified: set[str], found: set[ast.Name
             found.add(name)
 
 
-def _scan_statement(
-    statement: ast.stmt, index: int, disqualified: set[str], uses: list[tuple[int, ast.Name]]
-) -> None:
+def _scan_statement(statement: ast.stmt, index: int, disqualified: set[str], uses: list[tuple[int, ast.Name]]) -> None:
     """Collect the names `statement` binds other than plainly, and its candidate uses."""
     pending: list[tuple[ast.AST, frozenset[str] | None]] = [(statement, None)]  # None: not in a comprehension
     while pending:
