@@ -53,6 +53,7 @@ PLAIN_TYPES = (str, bytes, list, dict, set, frozenset, tuple)
 _PLAIN_DISPLAYS = (ast.JoinedStr, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.ListComp, ast.SetComp, ast.DictComp)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _EAGER_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp)
+_DOTTED = re.compile(r"(\w+)\s*\.")  # a word and the dot after it: what may be a read of an attribute
 _DEFERRED = (*SCOPES, ast.GeneratorExp)  # code that may run after a later block rebound the name
 
 
@@ -72,14 +73,15 @@ def plain_names(module: ast.Module, declared_global: set[str], source: str) -> f
     none is not scanned.
     """
     found: set[ast.Name] = set()
-    _scan_body(module.body, set(declared_global), found, source)
+    dotted = frozenset(_DOTTED.findall(source))
+    _scan_body(module.body, set(declared_global), found, dotted)
     for node in walk(module):
         if isinstance(node, _FUNCTIONS):
-            _scan_body(node.body, parameters(node), found, source)
+            _scan_body(node.body, parameters(node), found, dotted)
     return frozenset(found)
 
 
-def _scan_body(body: list[ast.stmt], disqualified: set[str], found: set[ast.Name], source: str) -> None:
+def _scan_body(body: list[ast.stmt], disqualified: set[str], found: set[ast.Name], dotted: frozenset[str]) -> None:
     """Add to `found` the plain uses of names bound in `body`, one scope's statements."""
     first_binding: dict[str, int] = {}
     for index, statement in enumerate(body):
@@ -89,7 +91,7 @@ def _scan_body(body: list[ast.stmt], disqualified: set[str], found: set[ast.Name
                 first_binding.setdefault(target.id, index)  # type: ignore[attr-defined]
     # Only a name read with a dot can skip a guard. A dot the text search misses
     # (a comment between the name and its dot) only keeps the guard.
-    if not any(re.search(rf"\b{name}\s*\.", source) for name in first_binding):
+    if dotted.isdisjoint(first_binding):
         return
     uses: list[tuple[int, ast.Name]] = []
     for index, statement in enumerate(body):  # all of them: an earlier def may rebind the name later
