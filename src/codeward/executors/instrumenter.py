@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from codeward.executors.int_inference import comprehension_ints, function_ints, is_range_call
@@ -21,6 +22,7 @@ __all__ = [
     "Instrumenter",
     "call_node",
     "capture_last_expression",
+    "dispatched_visit",
     "located",
     "name_node",
     "transform_children",
@@ -38,9 +40,51 @@ _LEAVES = frozenset(
 )
 
 # Operators that can build a huge value in one C-level step, and their guards.
+_VISITORS: dict[tuple[type, type], Callable[[Any, Any], Any]] = {}  # see dispatched_visit
 _SIZED_OPERATORS = {ast.Add: "_add_", ast.Mult: "_mul_", ast.Pow: "_pow_", ast.LShift: "_lshift_", ast.Mod: "_mod_"}
 _Node = TypeVar("_Node", bound=ast.AST)
 _SPEC_NUMBERS = re.compile(r"(\d+)")
+
+
+def transform_children(transformer: ast.NodeTransformer, node: _Node, leaves: frozenset[type]) -> _Node:
+    """`ast.NodeTransformer.generic_visit` without visiting nodes of the `leaves` types,
+    which every block has many of (every visit is a Python call), and changing a list
+    of children only where a visitor replaced one."""
+    for field in node._fields:
+        old = getattr(node, field, None)
+        if type(old) is list:
+            index = 0
+            while index < len(old):
+                item = old[index]
+                if isinstance(item, ast.AST) and type(item) not in leaves:
+                    result = transformer.visit(item)
+                    if result is None:
+                        del old[index]
+                        continue
+                    if not isinstance(result, ast.AST):
+                        old[index : index + 1] = result
+                        index += len(result)
+                        continue
+                    old[index] = result
+                index += 1
+        elif isinstance(old, ast.AST) and type(old) not in leaves:
+            replacement = transformer.visit(old)
+            if replacement is None:
+                delattr(node, field)
+            elif replacement is not old:
+                setattr(node, field, replacement)
+    return node
+
+
+def dispatched_visit(transformer: ast.NodeVisitor, node: ast.AST) -> Any:
+    """`ast.NodeVisitor.visit` with the visitor of each node class looked up once per
+    transformer class, not by building its name at every node."""
+    key = (type(transformer), type(node))
+    visitor = _VISITORS.get(key)
+    if visitor is None:
+        visitor = getattr(type(transformer), f"visit_{type(node).__name__}", type(transformer).generic_visit)
+        _VISITORS[key] = visitor
+    return visitor(transformer, node)
 
 
 class Instrumenter(ast.NodeTransformer):
@@ -58,6 +102,8 @@ class Instrumenter(ast.NodeTransformer):
         function that cannot have what is looked for (a ``range`` loop, a ``yield``).
         Keywords are spelled in ASCII; a ``range`` spelled otherwise only loses a fast path."""
         return any(word in line for line in self.lines[node.lineno - 1 : node.end_lineno])  # type: ignore[attr-defined]
+
+    visit = dispatched_visit
 
     def generic_visit(self, node: ast.AST) -> ast.AST:
         return transform_children(self, node, _LEAVES)
@@ -175,32 +221,6 @@ class Instrumenter(ast.NodeTransformer):
 
 
 # Building nodes -------------------------------------------------------------
-def transform_children(transformer: ast.NodeTransformer, node: _Node, leaves: frozenset[type]) -> _Node:
-    """`ast.NodeTransformer.generic_visit` without visiting nodes of the `leaves` types,
-    which every block has many of: every visit is a Python call."""
-    for field in node._fields:
-        old = getattr(node, field, None)
-        if type(old) is list:
-            new: list[Any] = []
-            for item in old:
-                if isinstance(item, ast.AST) and type(item) not in leaves:
-                    item = transformer.visit(item)
-                    if item is None:
-                        continue
-                    if not isinstance(item, ast.AST):
-                        new.extend(item)
-                        continue
-                new.append(item)
-            old[:] = new
-        elif isinstance(old, ast.AST) and type(old) not in leaves:
-            replacement = transformer.visit(old)
-            if replacement is None:
-                delattr(node, field)
-            else:
-                setattr(node, field, replacement)
-    return node
-
-
 def name_node(identifier: str) -> ast.Name:
     return ast.Name(id=identifier, ctx=ast.Load())
 

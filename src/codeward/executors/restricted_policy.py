@@ -26,6 +26,7 @@ from codeward.executors.instrumenter import (
     Instrumenter,
     call_node,
     capture_last_expression,
+    dispatched_visit,
     located,
     name_node,
     transform_children,
@@ -190,6 +191,8 @@ class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
         self.reserved = reserved
         self.plain = plain  # name loads that certainly hold a plain value
         self.class_depth: list[bool] = []  # True while directly inside a class body
+
+    visit = dispatched_visit
 
     def node_contents_visit(self, node: _T) -> _T:
         """Visit the children, but not the field-less nodes that RestrictedPython allows
