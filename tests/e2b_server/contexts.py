@@ -114,6 +114,10 @@ class Context:
         When the caller goes away (`gone()`, or `emit` returns False) the kernel is
         interrupted, as E2B's server does, and the rest of the execution is drained unseen.
         """
+        if gone():
+            # The caller left while waiting for the context (a probe that timed out): nobody
+            # reads the result, and its interrupt would land in whatever runs next.
+            return
         generation = self._generation
         if env_vars:
             code = _set_env_code(env_vars) + "\n" + code
@@ -125,7 +129,7 @@ class Context:
         next_check = last_sent + _LIVENESS_INTERVAL
         while not relay.done:
             if listening and gone():
-                listening = self._stop_listening()
+                listening = self._stop_listening(generation)
             if time.monotonic() >= next_check:
                 next_check = time.monotonic() + _LIVENESS_INTERVAL
                 if generation != self._generation:
@@ -140,16 +144,19 @@ class Context:
             for line in self._lines_for(msg_id, relay, generation):
                 last_sent = time.monotonic()
                 if listening and not emit(line):
-                    listening = self._stop_listening()
+                    listening = self._stop_listening(generation)
             if listening and time.monotonic() - last_sent >= keepalive:
                 last_sent = time.monotonic()
                 if not emit({"type": "keepalive"}):
-                    listening = self._stop_listening()
+                    listening = self._stop_listening(generation)
         if env_vars:
             self._run_quietly(_unset_env_code(env_vars))
 
-    def _stop_listening(self) -> bool:
-        self._manager.interrupt_kernel()
+    def _stop_listening(self, generation: int) -> bool:
+        """Interrupt the execution whose caller left, unless a restart already replaced its kernel."""
+        with self._swap:
+            if generation == self._generation:
+                self._manager.interrupt_kernel()
         return False
 
     def _lines_for(self, msg_id: str, relay: _Relay, generation: int) -> list[dict[str, Any]]:

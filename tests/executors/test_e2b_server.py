@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -84,6 +85,33 @@ def test_a_client_that_disconnects_has_its_execution_interrupted(server: E2BServ
     assert [line["text"] for line in got if line["type"] == "result"] == ["kept"]
     _, got = lines(server, {"code": "__import__('sys').last_type.__name__", "context_id": context})
     assert [line["text"] for line in got if line["type"] == "result"] == ["KeyboardInterrupt"]
+
+
+def test_a_request_whose_client_left_while_it_waited_does_not_run(server: E2BServer) -> None:
+    """A probe that timed out behind a busy context must not run later: its interrupt for a
+    gone client would land in whatever the context runs next."""
+    context = httpx.post(f"{server.url}/contexts", json={}).json()["id"]
+    started = threading.Event()
+
+    def hold_the_context() -> None:
+        code = "import time\nprint('started', flush=True)\ntime.sleep(1.5)"
+        with httpx.Client(timeout=30) as client, client.stream(
+            "POST", f"{server.url}/execute", json={"code": code, "context_id": context}
+        ) as response:
+            for line in response.iter_lines():
+                if json.loads(line)["type"] == "stdout":
+                    started.set()
+
+    busy = threading.Thread(target=hold_the_context)
+    busy.start()
+    assert started.wait(30)
+    with pytest.raises(httpx.ReadTimeout), httpx.Client(timeout=0.5) as client:
+        client.post(f"{server.url}/execute", json={"code": "ran_late = True", "context_id": context})
+    busy.join()
+    time.sleep(0.5)  # the waiting request, had it run, would have run by now
+    _, got = lines(server, {"code": "import time\ntime.sleep(0.5)\n'ran_late' in globals()", "context_id": context})
+    assert [line["text"] for line in got if line["type"] == "result"] == ["False"]
+    assert not [line for line in got if line["type"] == "error"]
 
 
 def test_contexts_are_separate_and_can_be_listed_restarted_and_removed(sandbox: Sandbox) -> None:
