@@ -11,6 +11,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -30,6 +31,21 @@ def server() -> Iterator[E2BServer]:
 @pytest.fixture
 def sandbox(server: E2BServer) -> Sandbox:
     return Sandbox.create(**server.connection)
+
+
+@contextmanager
+def streamed(server: E2BServer, body: dict) -> Iterator[Iterator[dict]]:
+    """An execution's lines as they arrive; leaving the block closes the connection."""
+    with httpx.Client(timeout=30) as client, client.stream("POST", f"{server.url}/execute", json=body) as response:
+        yield (json.loads(line) for line in response.iter_lines())
+
+
+def new_context(server: E2BServer) -> str:
+    return httpx.post(f"{server.url}/contexts", json={}).json()["id"]
+
+
+def results(got: list[dict]) -> list[str]:
+    return [line["text"] for line in got if line["type"] == "result"]
 
 
 def lines(server: E2BServer, body: dict) -> tuple[int, list[dict]]:
@@ -73,33 +89,29 @@ def test_keepalive_lines_fill_a_silence(server: E2BServer) -> None:
 
 
 def test_a_client_that_disconnects_has_its_execution_interrupted(server: E2BServer) -> None:
-    context = httpx.post(f"{server.url}/contexts", json={}).json()["id"]
+    context = new_context(server)
     code = "state = 'kept'\nimport time\nprint('started', flush=True)\nwhile True:\n    time.sleep(0.05)"
-    with httpx.Client(timeout=30) as client, client.stream(
-        "POST", f"{server.url}/execute", json={"code": code, "context_id": context}
-    ) as response:
-        for line in response.iter_lines():
-            if json.loads(line)["type"] == "stdout":
+    with streamed(server, {"code": code, "context_id": context}) as execution:
+        for line in execution:
+            if line["type"] == "stdout":
                 break  # leave while the loop runs: the response closes with the client
     _, got = lines(server, {"code": "state", "context_id": context})  # waits for the context's lock
-    assert [line["text"] for line in got if line["type"] == "result"] == ["kept"]
+    assert results(got) == ["kept"]
     _, got = lines(server, {"code": "__import__('sys').last_type.__name__", "context_id": context})
-    assert [line["text"] for line in got if line["type"] == "result"] == ["KeyboardInterrupt"]
+    assert results(got) == ["KeyboardInterrupt"]
 
 
 def test_a_request_whose_client_left_while_it_waited_does_not_run(server: E2BServer) -> None:
     """A probe that timed out behind a busy context must not run later: its interrupt for a
     gone client would land in whatever the context runs next."""
-    context = httpx.post(f"{server.url}/contexts", json={}).json()["id"]
+    context = new_context(server)
     started = threading.Event()
 
     def hold_the_context() -> None:
         code = "import time\nprint('started', flush=True)\ntime.sleep(1.5)"
-        with httpx.Client(timeout=30) as client, client.stream(
-            "POST", f"{server.url}/execute", json={"code": code, "context_id": context}
-        ) as response:
-            for line in response.iter_lines():
-                if json.loads(line)["type"] == "stdout":
+        with streamed(server, {"code": code, "context_id": context}) as execution:
+            for line in execution:
+                if line["type"] == "stdout":
                     started.set()
 
     busy = threading.Thread(target=hold_the_context)
@@ -110,7 +122,7 @@ def test_a_request_whose_client_left_while_it_waited_does_not_run(server: E2BSer
     busy.join()
     time.sleep(0.5)  # the waiting request, had it run, would have run by now
     _, got = lines(server, {"code": "import time\ntime.sleep(0.5)\n'ran_late' in globals()", "context_id": context})
-    assert [line["text"] for line in got if line["type"] == "result"] == ["False"]
+    assert results(got) == ["False"]
     assert not [line for line in got if line["type"] == "error"]
 
 
