@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from codeward.executors.int_inference import comprehension_ints, function_ints, is_range_call
+from codeward.executors.int_inference import comprehension_ints, function_ints, is_range_call, module_loop_ints
 from codeward.executors.name_bindings import SCOPES, child_nodes
 
 __all__ = [
@@ -90,11 +90,13 @@ def dispatched_visit(transformer: ast.NodeVisitor, node: ast.AST) -> Any:
 class Instrumenter(ast.NodeTransformer):
     """Adds ticks, operator size guards, signal re-raises and result capture."""
 
-    def __init__(self, source: str, module_candidates: frozenset[str] = frozenset()) -> None:
+    def __init__(self, source: str, declared_global: set[str]) -> None:
+        """`declared_global`: the names any function of any block of the sandbox declares ``global``."""
         self.lines = source.splitlines()
+        self.declared_global = declared_global
         self.ints: list[frozenset[str]] = [frozenset()]  # names certainly ints, per scope
         self.suspends: list[bool] = [False]  # per scope: a generator, whose loops may pause between blocks
-        self.module_candidates = module_candidates  # module-level range loop variables
+        self.module_candidates: frozenset[str] = frozenset()  # module-level range loop variables
         self.infer_ints = "range" in source  # certain ints come only from range loops
 
     def _mentions(self, node: ast.AST, word: str) -> bool:
@@ -116,6 +118,11 @@ class Instrumenter(ast.NodeTransformer):
         finally:
             self.ints.pop()
             self.suspends.pop()
+
+    def visit_Module(self, node: ast.Module) -> ast.AST:
+        if self.infer_ints:
+            self.module_candidates = module_loop_ints(node, self.declared_global)
+        return self.generic_visit(node)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
         self._in_scope(node, frozenset())

@@ -31,7 +31,6 @@ from codeward.executors.instrumenter import (
     name_node,
     transform_children,
 )
-from codeward.executors.int_inference import module_loop_ints
 from codeward.executors.name_bindings import declared_globals
 from codeward.executors.type_inference import (
     PLAIN_TYPES,
@@ -408,8 +407,7 @@ def compile_block(
     if policy.problems:
         raise CodeRefused(_policy_report(source, policy.problems), "CodeRefused")
     declared |= block_globals
-    module_ints = module_loop_ints(tree, declared) if "range" in source else frozenset()
-    tree = Instrumenter(source, module_ints).visit(tree)
+    tree = Instrumenter(source, declared).visit(tree)
     capture_last_expression(tree)
     return compile(tree, filename, "exec")
 
