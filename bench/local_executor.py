@@ -3,7 +3,8 @@ when installed, smolagents' LocalPythonExecutor, all in one run.
 
 Run: python bench/local_executor.py [--repeat N]
 Prints the median time of each snippet under each runner and the ratios
-LocalExecutor / CPython and smolagents / LocalExecutor.
+LocalExecutor / CPython and smolagents / LocalExecutor, then the share of the
+local time spent compiling under the policy, against CPython's own `compile`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from codeward.executors.local import LocalExecutor
+from codeward.executors.restricted_policy import compile_block
 
 SNIPPETS: dict[str, tuple[bool, str]] = {
     # name: (loop-heavy, code)
@@ -178,6 +180,17 @@ def main() -> None:
             f"min {min(loop_speedups):.0f}x (target: at least 30x)"
         )
     local.close()
+    print_compile_times(args.repeat)
+
+
+def print_compile_times(repeat: int) -> None:
+    """What compiling under the policy costs, beside CPython's `compile` of the same source."""
+    print(f"{'snippet':<16} {'compile ms':>11} {'policy ms':>10} {'policy/compile':>14}")
+    for name, (_, raw) in SNIPPETS.items():
+        code = textwrap.dedent(raw).strip()
+        runners = [lambda source: compile(source, "<snippet>", "exec"), lambda source: compile_block(source, "<snippet>")]
+        base, ours = time_runners(runners, code, repeat * 10)
+        print(f"{name:<16} {base * 1e3:>11.3f} {ours * 1e3:>10.3f} {ours / base:>13.1f}x")
 
 
 if __name__ == "__main__":
