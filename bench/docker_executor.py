@@ -26,9 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from codeward.executors.docker import DockerExecutor, SandboxPool
-from codeward.executors.docker_images import build_image, content_label, engine_client, find_image, require_image
-from codeward.executors.docker_sandbox import start_kernel_container
+from codeward.executors import DockerExecutor, SandboxPool
+from codeward.executors.docker.images import build_image, content_label, engine_client, find_image, require_image
+from codeward.executors.docker.sandbox import start_kernel_container
 from codeward.executors.jupyter import JupyterExecutor
 
 

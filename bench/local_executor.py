@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from codeward.executors.local import LocalExecutor
-from codeward.executors.restricted_policy import compile_block
+from codeward.executors import LocalExecutor
+from codeward.executors.local.policy import compile_block
 
 SNIPPETS: dict[str, tuple[bool, str]] = {
     # name: (loop-heavy, code)

@@ -237,7 +237,7 @@ def _add_doctor(commands: Any) -> None:
 def _images_build(args: argparse.Namespace, console: Console) -> int:
     import logging
 
-    from codeward.executors.docker_images import IMAGE_REPOSITORY, build_image, content_label, engine_client, find_image
+    from codeward.executors.docker.images import IMAGE_REPOSITORY, build_image, content_label, engine_client, find_image
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     client = engine_client()
@@ -264,8 +264,8 @@ def _add_images(commands: Any) -> None:
 def _sandboxes(args: argparse.Namespace, console: Console) -> int:
     from rich.table import Table
 
-    from codeward.executors.docker_images import engine_client
-    from codeward.executors.docker_sandbox import OWNER_PID_LABEL, list_sandboxes, owner_alive, reap_orphans
+    from codeward.executors.docker.images import engine_client
+    from codeward.executors.docker.sandbox import OWNER_PID_LABEL, list_sandboxes, owner_alive, reap_orphans
 
     client = engine_client()
     if args.action == "prune":

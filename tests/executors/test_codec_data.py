@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as nps
 from PIL import Image
-from test_codec import RELAXED, Color, Point, assert_round_trip, round_trip, same
+from tests.executors.test_codec import RELAXED, Color, Point, assert_round_trip, round_trip, same
 
 from codeward.executors.codec import CodecError, CodecWarning, dumps, encode_variables, loads
 

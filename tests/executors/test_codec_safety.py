@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_codec import Color, Perm, Point
+from tests.executors.test_codec import Color, Perm, Point
 
 from codeward.executors import codec
 from codeward.executors.codec import CodecError, CodecWarning, decode_variables, dumps, encode_variables, loads

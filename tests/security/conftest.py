@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from codeward.executors.base import ExecutionError
-from codeward.executors.local import LocalExecutor
+from codeward.executors import LocalExecutor
 from codeward.platform.tools import FinalAnswerTool
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from codeward.executors.base import ExecutionError
-from codeward.executors.local import LocalExecutor
+from codeward.executors import LocalExecutor
 
 np = pytest.importorskip("numpy")
 pd = pytest.importorskip("pandas")

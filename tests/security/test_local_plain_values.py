@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from codeward.executors.restricted_policy import PLAIN_METHODS
+from codeward.executors.local.policy import PLAIN_METHODS
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -141,8 +141,8 @@ def test_range_cannot_be_redefined(attack):
 
 def test_model_code_run_by_the_host_after_the_block_stays_bounded():
     """A final answer whose __repr__ never ends: the host's repr() stops with an ordinary error."""
-    from codeward.executors.local import LocalExecutor
-    from codeward.executors.local_limits import BudgetSpentOutsideRun
+    from codeward.executors.local.executor import LocalExecutor
+    from codeward.executors.local.limits import BudgetSpentOutsideRun
     from codeward.platform.tools import FinalAnswerTool
 
     with LocalExecutor(max_operations=100_000) as ex:
@@ -165,7 +165,7 @@ def test_catastrophic_regex_is_stopped_by_the_timeout(attack):
 def test_unguarded_int_operators_cannot_be_tricked_across_blocks():
     """A function from an earlier block rebinds the loop variable of a later block's loop."""
     from codeward.executors.base import ExecutionError
-    from codeward.executors.local import LocalExecutor
+    from codeward.executors.local.executor import LocalExecutor
 
     with LocalExecutor(timeout_seconds=5) as ex:
         ex.run("def g():\n    global i\n    i = '%10000000000d'")
@@ -178,8 +178,8 @@ def test_unguarded_int_operators_cannot_be_tricked_across_blocks():
 
 
 def test_sandbox_code_cannot_sleep_when_the_host_calls_it_between_blocks():
-    from codeward.executors.local import LocalExecutor
-    from codeward.executors.local_limits import BudgetSpentOutsideRun
+    from codeward.executors.local.executor import LocalExecutor
+    from codeward.executors.local.limits import BudgetSpentOutsideRun
 
     with LocalExecutor() as ex:
         napper = ex.run("import time\ndef nap():\n    time.sleep(3600)\nnap").output
@@ -195,8 +195,8 @@ def test_a_time_signal_landing_in_a_host_finalizer_is_not_reported(monkeypatch):
     import sys
     import time
 
-    from codeward.executors.local import LocalExecutor
-    from codeward.executors.local_limits import SandboxSignal
+    from codeward.executors.local.executor import LocalExecutor
+    from codeward.executors.local.limits import SandboxSignal
 
     reported: list[BaseException | None] = []
     landed: list[BaseException] = []
@@ -240,8 +240,8 @@ def test_a_generator_the_host_resumes_after_the_block_stays_bounded(code):
     resumed by the host, it runs on the host's allowance for sandbox code (as much as one block
     may use) and stops; resumed by a later block, it counts against that block."""
     from codeward.executors.base import ExecutionError
-    from codeward.executors.local import LocalExecutor
-    from codeward.executors.local_limits import BudgetSpentOutsideRun
+    from codeward.executors.local.executor import LocalExecutor
+    from codeward.executors.local.limits import BudgetSpentOutsideRun
 
     with LocalExecutor(max_operations=1_000) as ex:
         source = ex.run(code + "\nnext(source), next(other)\nsource").output
@@ -253,7 +253,7 @@ def test_a_generator_the_host_resumes_after_the_block_stays_bounded(code):
 
 
 def test_a_generator_started_in_one_block_finishes_in_the_next():
-    from codeward.executors.local import LocalExecutor
+    from codeward.executors.local.executor import LocalExecutor
 
     with LocalExecutor(max_operations=10_000) as ex:
         ex.run("def numbers(n):\n    for i in range(n):\n        yield i\nmany = numbers(9_000)\nnext(many)")

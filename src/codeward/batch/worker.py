@@ -130,7 +130,7 @@ class WarmPools:
     def executor_kwargs(self, executor: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         if not self.enabled or executor != "docker" or "pool" in kwargs:
             return kwargs
-        from codeward.executors.docker import SandboxPool  # only for docker jobs: it needs the docker SDK
+        from codeward.executors import SandboxPool
 
         settings = {key: kwargs[key] for key in SandboxPool.SANDBOX_SETTINGS if key in kwargs}
         key = json.dumps(settings, sort_keys=True, default=str)

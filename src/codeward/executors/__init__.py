@@ -1,7 +1,14 @@
 """Sandboxes that run the model's code, behind one contract (`Executor`).
 
-Each executor class is importable from here (`from codeward.executors import
-JupyterExecutor`), but its module, and the SDK it needs, loads only when asked.
+The layout follows the layers: `base` (the contract and the registry), `codec`
+(the value codec every sandbox shares), `local/` (the policy-guarded local
+executor), `kernel/` (what every kernel-backed sandbox shares: session,
+executor base, tool bridge, sandbox prelude, cell results), `docker/`,
+`jupyter` and `e2b`.
+
+Each executor class, and `SandboxPool`, is importable from here (`from
+codeward.executors import JupyterExecutor`), but its module, and the SDK it
+needs, loads only when asked.
 """
 
 from typing import Any
@@ -31,6 +38,7 @@ __all__ = [
     "JupyterExecutor",
     "LocalExecutor",
     "SandboxError",
+    "SandboxPool",
     "available_executors",
     "create_executor",
     "register_executor",
@@ -38,6 +46,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "SandboxPool":
+        from codeward.executors.docker.pool import SandboxPool
+
+        return SandboxPool
     for registered, (_, class_name, _) in _REGISTRY.items():
         if class_name == name:
             return executor_class(registered)

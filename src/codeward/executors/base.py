@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -177,18 +177,23 @@ def executor_class(name: str) -> type[Executor]:
         known = ", ".join(repr(n) for n in available_executors())
         raise ValueError(f"unknown executor {name!r}; choose one of {known}, or pass an Executor instance")
     module_name, class_name, extra = _REGISTRY[name]
+    module = import_with_extra(module_name, needed_by=f"the {name!r} executor", extra=extra)
+    cls: type[Executor] = getattr(module, class_name)
+    return cls
+
+
+def import_with_extra(module_name: str, *, needed_by: str, extra: str | None) -> ModuleType:
+    """Import `module_name`; a missing optional package becomes an error with the pip line that installs it."""
     try:
-        module = importlib.import_module(module_name)
+        return importlib.import_module(module_name)
     except ModuleNotFoundError as error:
         missing = error.name or ""
         if extra is None or module_name == missing or module_name.startswith(missing + "."):
             raise
         raise ImportError(
-            f"the {name!r} executor needs the package {error.name!r}, which is not installed; "
+            f"{needed_by} needs the package {error.name!r}, which is not installed; "
             f"install it with: pip install 'codeward[{extra}]'"
         ) from error
-    cls: type[Executor] = getattr(module, class_name)
-    return cls
 
 
 def create_executor(name: str, **kwargs: Any) -> Executor:
@@ -196,7 +201,7 @@ def create_executor(name: str, **kwargs: Any) -> Executor:
     return executor_class(name)(**kwargs)
 
 
-register_executor("local", "codeward.executors.local", "LocalExecutor")
+register_executor("local", "codeward.executors.local.executor", "LocalExecutor")
 register_executor("jupyter", "codeward.executors.jupyter", "JupyterExecutor", extra="jupyter")
 register_executor("e2b", "codeward.executors.e2b", "E2BExecutor", extra="e2b")
-register_executor("docker", "codeward.executors.docker", "DockerExecutor", extra="docker")
+register_executor("docker", "codeward.executors.docker.executor", "DockerExecutor", extra="docker")

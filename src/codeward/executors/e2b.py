@@ -61,9 +61,9 @@ from codeward.executors.base import (
     ExecutorError,
     SandboxError,
 )
-from codeward.executors.bridge import ToolBridge, bootstrap_code, cell_calling
-from codeward.executors.cells import BoundedText, CellResult, code_output, require_setup_ok, strip_ansi
-from codeward.executors.prelude import REPORT_MIME
+from codeward.executors.kernel.bridge import ToolBridge, bootstrap_code, cell_calling
+from codeward.executors.kernel.cells import BoundedText, CellResult, code_output, require_setup_ok, strip_ansi
+from codeward.executors.kernel.prelude import REPORT_MIME
 from codeward.platform.tools import Tool
 
 __all__ = ["E2BExecutor"]

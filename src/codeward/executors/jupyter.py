@@ -14,8 +14,8 @@ import shutil
 import sys
 
 from codeward.executors.base import SandboxError
-from codeward.executors.kernel import KernelSession, LocalKernel
-from codeward.executors.kernel_executor import KernelExecutor
+from codeward.executors.kernel.session import KernelSession, LocalKernel
+from codeward.executors.kernel.executor import KernelExecutor
 
 __all__ = ["JupyterExecutor", "clean_environment"]
 

@@ -35,7 +35,7 @@ class Profile:
 @functools.cache
 def _docker_unavailable() -> str | None:
     from codeward.executors.base import ExecutorError
-    from codeward.executors.docker_images import BUILD_COMMAND, engine_client, find_image
+    from codeward.executors.docker.images import BUILD_COMMAND, engine_client, find_image
 
     try:
         if find_image(engine_client()) is None:

@@ -1,0 +1,26 @@
+"""`executor="docker"`: hardened containers running a Jupyter kernel.
+
+- `executor`: `DockerExecutor`, the kernel executor whose kernel runs in a container;
+- `hardening`: the limits a sandbox runs under and the settings a caller may add;
+- `sandbox`: starting, watching, labelling and reaping the containers;
+- `images`: the sandbox image, built once and found again by a content label;
+- `pool`: `SandboxPool`, containers started ahead of need.
+
+The Docker SDK loads with the module that needs it, never with this package.
+"""
+
+from typing import Any
+
+__all__ = ["DockerExecutor", "SandboxPool"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DockerExecutor":
+        from codeward.executors.docker.executor import DockerExecutor
+
+        return DockerExecutor
+    if name == "SandboxPool":
+        from codeward.executors.docker.pool import SandboxPool
+
+        return SandboxPool
+    raise AttributeError(f"module 'codeward.executors.docker' has no attribute {name!r}")

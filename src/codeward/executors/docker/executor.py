@@ -1,0 +1,182 @@
+"""`executor="docker"`: the model's code runs in a hardened container's Jupyter kernel.
+
+Everything above the kernel is shared with the Jupyter executor
+(`KernelExecutor`): the kernel session, the value codec, the host tool bridge
+over the kernel's stdin channel. What differs is who runs the kernel: a
+container with no network, no capabilities, a read-only root, a non-root user
+and memory, CPU and pids limits (`hardening`, `sandbox`), reached through ipc
+sockets with no port published. A container that dies (out of memory, killed,
+engine gone) raises `SandboxError` and is replaced on the next run; one that
+ignores a timeout's interrupt is replaced at once. Containers whose owner died
+are reaped when an executor starts. An executor may take its containers from a
+`SandboxPool` (`pool`), which starts them ahead of need.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import docker
+
+from codeward.executors.base import (
+    CodeOutput,
+    ExecutionError,
+    ExecutionTimeout,
+    ExecutorError,
+    SandboxError,
+)
+from codeward.executors.docker.hardening import PACKAGES_DIR, Hardening
+from codeward.executors.docker.sandbox import KernelContainer, sandbox_spec
+from codeward.executors.kernel.executor import KernelExecutor
+from codeward.executors.kernel.session import ConnectedKernel, KernelSession
+
+if TYPE_CHECKING:
+    from codeward.executors.docker.pool import SandboxPool
+
+__all__ = ["DockerExecutor"]
+
+#: A sandbox holding this share of its pids limit after a failure counts as fork-bombed.
+_EXHAUSTED_SHARE = 0.95
+#: Errors that a full process table causes (fork, thread start): only they, and timeouts, make
+#: `run` count the sandbox's processes, which can cost a second when the engine is not local.
+_RESOURCE_ERRORS = frozenset({"BlockingIOError", "OSError", "RuntimeError", "MemoryError"})
+
+
+class DockerExecutor(KernelExecutor):
+    """Runs code in a hardened Docker container; see the module docstring.
+
+    Every limit has a named argument, and its default is the strict one; a
+    loosened setting is logged. `extra_run_kwargs` may add container settings
+    that weaken nothing (`hardening.EXTRA_RUN_KWARGS`). `image` defaults to
+    the current codeward sandbox image (`codeward images build` makes it).
+    """
+
+    name = "docker"
+    packages_prefix = PACKAGES_DIR
+
+    def __init__(
+        self,
+        image: str | None = None,
+        network: str = "none",
+        mem_limit: str = "1g",
+        cpus: float = 1.0,
+        pids_limit: int = 256,
+        tmpfs_size: str = "256m",
+        runtime: str | None = None,
+        timeout_seconds: float | None = 30,
+        tools_mode: str = "host",
+        pool: SandboxPool | None = None,
+        docker_client: docker.DockerClient | None = None,
+        extra_run_kwargs: dict[str, Any] | None = None,
+        *,
+        allow_pickle: bool = False,
+    ) -> None:
+        hardening = Hardening(network, mem_limit, cpus, pids_limit, tmpfs_size, runtime)
+        if pool is not None:
+            if image is not None or hardening.changes() or docker_client is not None or extra_run_kwargs:
+                raise ValueError(
+                    "an executor with a pool runs in the pool's sandboxes: give image, limits, docker_client "
+                    "and extra_run_kwargs to SandboxPool(...), not to DockerExecutor(pool=...)"
+                )
+            self.spec = pool.spec
+        else:
+            self.spec = sandbox_spec(image, hardening, docker_client, extra_run_kwargs)
+        self.pool = pool
+        self._sandbox: KernelContainer | None = None
+        # Sandboxes whose removal failed while the engine was away; removed at the next chance.
+        self._leftovers: list[KernelContainer] = []
+        self._replaced_exhausted = False
+        super().__init__(timeout_seconds=timeout_seconds, tools_mode=tools_mode, allow_pickle=allow_pickle)
+        self._ensure_ready()
+
+    @property
+    def hardening(self) -> Hardening:
+        return self.spec.hardening
+
+    @property
+    def image(self) -> str:
+        return self.spec.image
+
+    @property
+    def sandbox(self) -> KernelContainer | None:
+        """The running sandbox (container, ipc folder), or None before the first start and after close."""
+        return self._sandbox
+
+    # -- the container behind the kernel session ------------------------------------
+
+    def _start_session(self) -> KernelSession:
+        sandbox = self._start_container()
+        process = ConnectedKernel(
+            dict(sandbox.connection_info),
+            is_alive=self._container_running,
+            restart=self._replace_container,
+            shutdown=self._remove_container,
+            describe_death=self._describe_death,
+        )
+        return KernelSession(process)
+
+    def _start_container(self) -> KernelContainer:
+        self._sandbox = self.pool.take() if self.pool is not None else self.spec.start()
+        self._leftovers = [sandbox for sandbox in self._leftovers if not sandbox.remove()]
+        return self._sandbox
+
+    def _container_running(self) -> bool:
+        return self._sandbox is not None and self._sandbox.is_running()
+
+    def _replace_container(self) -> dict[str, Any]:
+        # A timeout's interrupt cannot get through to a kernel whose sandbox is full of processes,
+        # so this is where a fork bomb is seen: remember it for the error `run` raises.
+        self._replaced_exhausted = self._processes_exhausted()
+        self._remove_container()
+        return dict(self._start_container().connection_info)
+
+    def _remove_container(self) -> None:
+        if self._sandbox is not None:
+            if not self._sandbox.remove():
+                self._leftovers.append(self._sandbox)
+            self._sandbox = None
+
+    def _describe_death(self) -> str:
+        return self._sandbox.describe_exit() if self._sandbox is not None else "the sandbox was removed"
+
+    def _processes_exhausted(self) -> bool:
+        """Whether the sandbox is (nearly) full to its pids limit, as a fork bomb leaves it."""
+        count = self._sandbox.task_count() if self._sandbox is not None else None
+        return count is not None and count >= self.hardening.pids_limit * _EXHAUSTED_SHARE
+
+    # -- the contract ------------------------------------------------------------
+
+    def run(self, code: str) -> CodeOutput:
+        """Run `code`; a failure that left the sandbox full of processes replaces the sandbox."""
+        self._replaced_exhausted = False
+        try:
+            return super().run(code)
+        except ExecutionError as error:
+            if not self._replaced_exhausted:
+                suspicious = isinstance(error, ExecutionTimeout) or error.error_type in _RESOURCE_ERRORS
+                if not (suspicious and self._processes_exhausted()):
+                    raise
+                self._discard_session()
+            raise SandboxError(
+                f"the code filled the sandbox's process limit ({self.hardening.pids_limit} processes and threads: "
+                "a fork bomb?), so the sandbox was replaced. Variables and functions defined by earlier code are "
+                f"lost; the next run sends variables and tools again. The code's own error: {error.message}",
+                logs=error.logs,
+            ) from error
+
+    def close(self) -> None:
+        super().close()
+        self._leftovers = [sandbox for sandbox in self._leftovers if not sandbox.remove()]
+
+    def install_packages(self, packages: list[str]) -> list[str]:
+        """Install into the sandbox with pip; needs a network, which the default sandbox does not have.
+
+        Packages go to a folder of the sandbox's own (`PACKAGES_DIR`, in memory), so they
+        last as long as the sandbox; a sandbox that replaces it gets the same installs again.
+        """
+        if self.hardening.network == "none":
+            raise ExecutorError(
+                "installing packages needs a network, and this sandbox has none (the safe default); "
+                "bake them into your own image (image=...) or create DockerExecutor(network='bridge')"
+            )
+        return super().install_packages(packages)

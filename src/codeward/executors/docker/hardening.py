@@ -1,0 +1,110 @@
+"""What a docker sandbox is allowed: its limits and the container settings a caller may add.
+
+Kept apart from the code that starts containers so that settings can be checked
+(and a `SandboxPool` described) without the Docker SDK installed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+from typing import Any
+
+__all__ = ["CONTAINER_HOME", "EXTRA_RUN_KWARGS", "PACKAGES_DIR", "Hardening", "checked_extra_run_kwargs"]
+
+#: The home the image's user has.
+CONTAINER_HOME = "/home/sandbox"
+#: Where `install_packages` puts packages: mounted only in sandboxes with a network, and
+#: the one writable folder that allows running code (compiled extensions are mapped executable).
+PACKAGES_DIR = "/opt/codeward-packages"
+_SIZE = re.compile(r"^[1-9][0-9]*[bkmgBKMG]?$")
+#: The keys `extra_run_kwargs` may carry: none of them weakens the sandbox.
+EXTRA_RUN_KWARGS = frozenset(
+    {"environment", "hostname", "domainname", "shm_size", "cpuset_cpus", "cpu_shares", "mem_reservation", "log_config"}
+)
+# Settings that the named arguments own, and the argument for each.
+_NAMED_INSTEAD = {
+    "network_mode": "network",
+    "network": "network",
+    "network_disabled": "network",
+    "mem_limit": "mem_limit",
+    "memswap_limit": "mem_limit",
+    "nano_cpus": "cpus",
+    "cpu_quota": "cpus",
+    "cpu_period": "cpus",
+    "pids_limit": "pids_limit",
+    "tmpfs": "tmpfs_size",
+    "runtime": "runtime",
+}
+@dataclass(frozen=True)
+class Hardening:
+    """The limits a sandbox runs under; every default is the strict one."""
+
+    network: str = "none"
+    mem_limit: str = "1g"
+    cpus: float = 1.0
+    pids_limit: int = 256
+    tmpfs_size: str = "256m"
+    runtime: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.network, str) or not self.network:
+            raise ValueError(f"network must name a Docker network ('none', 'bridge', ...), got {self.network!r}")
+        for name in ("mem_limit", "tmpfs_size"):
+            if not _SIZE.match(str(getattr(self, name))):
+                raise ValueError(f"{name} must be a size such as '1g' or '512m', got {getattr(self, name)!r}")
+        if isinstance(self.cpus, bool) or not isinstance(self.cpus, (int, float)) or not self.cpus > 0:
+            raise ValueError(f"cpus must be a positive number of CPUs such as 1.0 or 0.5, got {self.cpus!r}")
+        if isinstance(self.pids_limit, bool) or not isinstance(self.pids_limit, int) or self.pids_limit < 16:
+            raise ValueError(f"pids_limit must be a whole number of processes, at least 16, got {self.pids_limit!r}")
+        if self.runtime is not None and (not isinstance(self.runtime, str) or not self.runtime):
+            raise ValueError(f"runtime must name a Docker runtime such as 'runsc', or be None, got {self.runtime!r}")
+
+    def changes(self) -> dict[str, Any]:
+        """The settings that differ from the strict defaults (for the log: loosening is never silent)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default}
+
+    def run_options(self, uid: int, gid: int) -> dict[str, Any]:
+        """The Docker SDK arguments that enforce these limits for a kernel run as `uid:gid`."""
+        options: dict[str, Any] = {
+            "network_mode": self.network,
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
+            "read_only": True,
+            "tmpfs": {
+                "/tmp": f"rw,nosuid,nodev,noexec,size={self.tmpfs_size},mode=1777",
+                CONTAINER_HOME: f"rw,nosuid,nodev,noexec,size={self.tmpfs_size},uid={uid},gid={gid},mode=0700",
+            },
+            "user": f"{uid}:{gid}",
+            "mem_limit": self.mem_limit,
+            "memswap_limit": self.mem_limit,
+            "nano_cpus": int(self.cpus * 1e9),
+            "pids_limit": self.pids_limit,
+            "init": True,
+        }
+        if self.network != "none":
+            options["tmpfs"][PACKAGES_DIR] = f"rw,nosuid,nodev,exec,size={self.tmpfs_size},uid={uid},gid={gid},mode=0700"
+        if self.runtime:
+            options["runtime"] = self.runtime
+        return options
+
+
+def checked_extra_run_kwargs(extra: dict[str, Any] | None) -> dict[str, Any]:
+    """`extra` if it only adds harmless container settings; an error naming the right argument otherwise.
+
+    Anything that could weaken the sandbox is refused here, so loosening always
+    goes through a named argument, where it is validated and logged.
+    """
+    extra = dict(extra or {})
+    for key in extra:
+        if key in _NAMED_INSTEAD:
+            raise ValueError(f"extra_run_kwargs cannot set {key!r}; use the named argument {_NAMED_INSTEAD[key]}=")
+        if key not in EXTRA_RUN_KWARGS:
+            allowed = ", ".join(sorted(EXTRA_RUN_KWARGS))
+            raise ValueError(
+                f"extra_run_kwargs cannot set {key!r}: it could weaken the sandbox or would break it; "
+                f"allowed keys are {allowed}"
+            )
+    if not isinstance(extra.get("environment", {}), dict):
+        raise TypeError("extra_run_kwargs['environment'] must be a dict of names to values")
+    return extra

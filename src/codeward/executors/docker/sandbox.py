@@ -1,0 +1,454 @@
+"""A hardened container running an ipykernel that the host reaches through ipc sockets.
+
+No port is published and the container has no network: the kernel's five
+ZeroMQ sockets are unix sockets in a private folder on the host, bind-mounted
+into the container. The host's `jupyter_client` connects to them directly.
+
+Who owns the folder. The kernel, inside the container, *creates* the sockets, so
+its user must be able to write the folder; the host process *connects*, so it
+must be able to write the sockets. Both hold when the two sides are one uid:
+- a host user that is not root runs the kernel under its own uid and gid: the
+  folder (0700) and the sockets belong to that user, and nobody else gets in;
+- root never runs the kernel as root: the kernel gets a uid that no account on
+  the host has (`sandbox_ids`), the folder is given to that uid (0700), and root
+  reaches the sockets through its own override of file permissions. A uid of a
+  real host account (such as the image's 1000) would let that person drive the
+  sandbox's kernel.
+
+Every container is labelled with its session and its owner (host, pid and the
+process's start time), so `reap_orphans` can tell a live owner from a pid that
+was reused, and remove what a killed process left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pwd
+import secrets
+import shutil
+import socket
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from queue import Empty
+from typing import Any
+
+import docker
+import docker.errors
+from docker.models.containers import Container
+from jupyter_client.blocking.client import BlockingKernelClient
+from jupyter_client.connect import KernelConnectionInfo
+
+from codeward.executors.base import SandboxError
+from codeward.executors.docker.hardening import CONTAINER_HOME, Hardening, checked_extra_run_kwargs
+from codeward.executors.docker.images import ENGINE_ERRORS, engine_client, require_image
+
+__all__ = [
+    "IPC_DIR_LABEL",
+    "OWNER_HOST_LABEL",
+    "OWNER_PID_LABEL",
+    "OWNER_STARTED_LABEL",
+    "SESSION_LABEL",
+    "KernelContainer",
+    "SandboxSpec",
+    "list_sandboxes",
+    "owner_alive",
+    "process_started",
+    "reap_orphans",
+    "sandbox_spec",
+    "sandbox_ids",
+    "start_kernel_container",
+]
+
+log = logging.getLogger(__name__)
+
+SESSION_LABEL = "codeward.session"
+OWNER_PID_LABEL = "codeward.owner.pid"
+OWNER_STARTED_LABEL = "codeward.owner.started"
+OWNER_HOST_LABEL = "codeward.owner.host"
+IPC_DIR_LABEL = "codeward.ipc_dir"
+
+#: Where the ipc folder appears inside the container.
+CONTAINER_IPC_DIR = "/run/codeward"
+IPC_DIR_PREFIX = "codeward-ipc-"
+_SOCKET_NAME = "kernel"
+# No history database: nobody reads it, and it costs start time and tmpfs space. parent_handle=1
+# stops the kernel printing its "how to connect" banner, so the container's output holds only
+# what went wrong.
+_KERNEL_COMMAND = (
+    "python3",
+    "-m",
+    "ipykernel_launcher",
+    "--HistoryManager.enabled=False",
+    "--IPKernelApp.parent_handle=1",
+    "-f",
+)
+_MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the final NUL
+# The first uid tried for root's sandboxes: inside Debian's range for
+# project-allocated ids, below systemd's dynamic users, normally free.
+_UNUSED_UID_START = 61000
+
+
+def sandbox_spec(
+    image: str | None,
+    hardening: Hardening,
+    docker_client: docker.DockerClient | None,
+    extra_run_kwargs: dict[str, Any] | None,
+) -> SandboxSpec:
+    """Check and settle what sandboxes will be like; log any loosening, and reap orphans on the engine."""
+    extra = checked_extra_run_kwargs(extra_run_kwargs)
+    if hardening.changes():
+        log.warning("docker sandbox settings changed from the strict defaults: %s", hardening.changes())
+    client = docker_client or engine_client()
+    reaped = reap_orphans(client)
+    if reaped:
+        log.info("removed %d sandbox(es) whose owner process is gone: %s", len(reaped), ", ".join(reaped))
+    return SandboxSpec(client, image or str(require_image(client).id), hardening, extra)
+
+
+@dataclass
+class SandboxSpec:
+    """Everything that makes sandboxes alike: engine, image, limits and harmless extra settings."""
+
+    client: docker.DockerClient
+    image: str
+    hardening: Hardening
+    extra_run_kwargs: dict[str, Any]
+
+    def start(self) -> KernelContainer:
+        """A new sandbox whose kernel answers; an engine that is away is a `SandboxError`."""
+        try:
+            self.client.ping()
+        except ENGINE_ERRORS as error:
+            raise SandboxError(f"the Docker engine does not answer: {error}") from error
+        return start_kernel_container(self.client, self.image, self.hardening, extra_run_kwargs=self.extra_run_kwargs)
+
+
+@dataclass
+class KernelContainer:
+    """A started sandbox: its container, its ipc folder and how the host connects to its kernel."""
+
+    container: Container
+    ipc_dir: Path
+    connection_info: KernelConnectionInfo
+    session: str
+    _clients: list[BlockingKernelClient] = field(default_factory=list, repr=False)
+
+    def client(self) -> BlockingKernelClient:
+        """A kernel client with started channels; closed by `remove`."""
+        kernel_client = BlockingKernelClient()
+        kernel_client.load_connection_info(self.connection_info)
+        kernel_client.start_channels()
+        self._clients.append(kernel_client)
+        return kernel_client
+
+    def release(self, kernel_client: BlockingKernelClient) -> None:
+        """Close a client from `client()` before the sandbox is removed."""
+        kernel_client.stop_channels()
+        if kernel_client in self._clients:
+            self._clients.remove(kernel_client)
+
+    def is_running(self) -> bool:
+        """Whether the container still runs; an engine that does not answer counts as no."""
+        try:
+            self.container.reload()
+        except ENGINE_ERRORS:
+            return False
+        return bool(self.container.status == "running")
+
+    def describe_exit(self) -> str:
+        """Why the container stopped, in words, with the end of what the kernel wrote."""
+        try:
+            self.container.reload()
+        except docker.errors.NotFound:
+            return "the sandbox's container was removed from outside"
+        except ENGINE_ERRORS as error:
+            return f"the Docker engine stopped answering ({type(error).__name__})"
+        state = self.container.attrs.get("State", {})
+        if state.get("OOMKilled"):
+            limit = self.container.attrs.get("HostConfig", {}).get("Memory") or 0
+            how = f"the sandbox ran out of memory (limit {limit / 2**20:.0f} MiB) and was killed"
+        elif state.get("Running"):
+            how = "the sandbox's kernel stopped answering"
+        elif state.get("ExitCode") == 137:
+            how = "the sandbox was killed (SIGKILL), from outside or for lack of memory"
+        else:
+            how = f"the sandbox's kernel exited with code {state.get('ExitCode')}"
+        tail = _logs(self.container).strip()
+        return how + (f"; the end of its output:\n{tail[-2000:]}" if tail else "")
+
+    def task_count(self) -> int | None:
+        """How many processes and threads the container holds: what its pids limit counts.
+
+        Read from the container's cgroup when the engine runs on this machine
+        (microseconds), else asked of the engine (about a second); None if neither answers.
+        """
+        for path in _cgroup_pids_files(self.container.id or ""):
+            try:
+                return int(Path(path).read_text())
+            except (OSError, ValueError):
+                continue
+        try:
+            stats: dict[str, Any] = self.container.stats(stream=False)  # type: ignore[assignment]
+            return int(stats["pids_stats"]["current"])
+        except (*ENGINE_ERRORS, KeyError, TypeError, ValueError):
+            return None
+
+    def remove(self) -> bool:
+        """Stop the kernel, remove the container and its folder; safe to call again.
+
+        False when the engine did not answer, so the container may remain: call again later.
+        """
+        while self._clients:
+            self._clients.pop().stop_channels()
+        shutil.rmtree(self.ipc_dir, ignore_errors=True)
+        try:
+            self.container.remove(force=True)
+        except docker.errors.NotFound:
+            pass
+        except ENGINE_ERRORS:
+            return False
+        return True
+
+
+def _cgroup_pids_files(container_id: str) -> list[str]:
+    """Where a local engine keeps a container's task count: cgroup v1, v2 with systemd, v2 with cgroupfs."""
+    return [
+        f"/sys/fs/cgroup/pids/docker/{container_id}/pids.current",
+        f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/pids.current",
+        f"/sys/fs/cgroup/docker/{container_id}/pids.current",
+    ]
+
+
+def start_kernel_container(
+    client: docker.DockerClient,
+    image: str,
+    hardening: Hardening | None = None,
+    *,
+    ready_timeout: float = 60.0,
+    extra_labels: dict[str, str] | None = None,
+    extra_run_kwargs: dict[str, Any] | None = None,
+) -> KernelContainer:
+    """Start a hardened container running an ipykernel, and wait until it answers.
+
+    `extra_run_kwargs` may only add settings that do not weaken the sandbox
+    (`checked_extra_run_kwargs`). On any failure the container and folder are
+    removed before the error is raised.
+    """
+    hardening = hardening or Hardening()
+    extra = checked_extra_run_kwargs(extra_run_kwargs)
+    environment = {**extra.pop("environment", {}), "HOME": CONTAINER_HOME, "USER": "sandbox", "LOGNAME": "sandbox"}
+    uid, gid = sandbox_ids()
+    session = uuid.uuid4().hex
+    ipc_dir = _private_ipc_dir(uid, gid)
+    key = secrets.token_hex(32)
+    _write_private(ipc_dir / "kernel.json", _connection_info(CONTAINER_IPC_DIR, key), uid, gid)
+    labels = {**(extra_labels or {}), **_owner_labels(session, ipc_dir)}
+    try:
+        container = client.containers.run(
+            image,
+            [*_KERNEL_COMMAND, f"{CONTAINER_IPC_DIR}/kernel.json"],
+            detach=True,
+            labels=labels,
+            environment=environment,
+            volumes={str(ipc_dir): {"bind": CONTAINER_IPC_DIR, "mode": "rw"}},
+            working_dir=CONTAINER_HOME,
+            **extra,
+            **hardening.run_options(uid, gid),
+        )
+    except ENGINE_ERRORS as error:
+        shutil.rmtree(ipc_dir, ignore_errors=True)
+        raise SandboxError(f"could not start a sandbox from image {image!r}: {error}", state_lost=False) from error
+    sandbox = KernelContainer(container, ipc_dir, _connection_info(str(ipc_dir), key), session)
+    try:
+        _wait_until_ready(sandbox, ready_timeout)
+    except BaseException:
+        sandbox.remove()
+        raise
+    return sandbox
+
+
+def sandbox_ids() -> tuple[int, int]:
+    """The uid and gid the kernel runs as (see the module's docstring for why)."""
+    if os.getuid() != 0:
+        return os.getuid(), os.getgid()
+    uid = _UNUSED_UID_START
+    while _account_exists(uid):
+        uid += 1
+    return uid, uid
+
+
+def _account_exists(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return True
+
+
+def _private_ipc_dir(uid: int, gid: int) -> Path:
+    folder = Path(tempfile.mkdtemp(prefix=IPC_DIR_PREFIX))  # mode 0700
+    if len(str(folder / f"{_SOCKET_NAME}-5").encode()) > _MAX_SOCKET_PATH:
+        folder.rmdir()
+        raise SandboxError(
+            f"the temporary folder {folder.parent} has too long a path for unix sockets "
+            f"(at most {_MAX_SOCKET_PATH} bytes); point TMPDIR at a shorter one, such as /tmp",
+            state_lost=False,
+        )
+    os.chown(folder, uid, gid)
+    return folder
+
+
+def _write_private(path: Path, content: Mapping[str, Any], uid: int, gid: int) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as stream:
+        json.dump(content, stream)
+    os.chown(path, uid, gid)
+
+
+def _connection_info(folder: str, key: str) -> KernelConnectionInfo:
+    """Connection info whose sockets are `<folder>/kernel-1` .. `-5`: the same numbers on both sides."""
+    return {
+        "transport": "ipc",
+        "ip": f"{folder}/{_SOCKET_NAME}",
+        "key": key,
+        "signature_scheme": "hmac-sha256",
+        "shell_port": 1,
+        "iopub_port": 2,
+        "stdin_port": 3,
+        "control_port": 4,
+        "hb_port": 5,
+    }
+
+
+def _wait_until_ready(sandbox: KernelContainer, timeout: float) -> None:
+    """Wait for the kernel's first kernel_info reply, failing early if the container stops.
+
+    The client used here is closed before returning, so a sandbox started on one
+    thread (a pool's) holds no sockets of that thread when another takes it.
+    """
+    kernel_client = BlockingKernelClient()
+    kernel_client.load_connection_info(sandbox.connection_info)
+    kernel_client.start_channels(iopub=False, stdin=False, hb=False, control=False)
+    try:
+        kernel_client.kernel_info()  # queued by ZeroMQ until the kernel has bound its socket
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                reply = kernel_client.get_shell_msg(timeout=0.1)
+            except Empty:
+                _fail_if_stopped(sandbox)
+                if time.monotonic() > deadline:
+                    raise SandboxError(
+                        f"the sandbox's kernel did not answer within {timeout:g}s", logs=_logs(sandbox.container)
+                    ) from None
+                continue
+            if reply["msg_type"] == "kernel_info_reply":
+                return
+    finally:
+        kernel_client.stop_channels()
+
+
+def _fail_if_stopped(sandbox: KernelContainer) -> None:
+    if not sandbox.is_running():
+        raise SandboxError(
+            f"the sandbox's kernel exited at start: {sandbox.describe_exit()}", logs=_logs(sandbox.container)
+        )
+
+
+def _logs(container: Container) -> str:
+    try:
+        return container.logs(tail=50).decode(errors="replace")
+    except ENGINE_ERRORS:
+        return ""
+
+
+# --- owners and the reaper ------------------------------------------------------------
+
+
+def process_started(pid: int) -> str | None:
+    """When process `pid` started, as ``"<boot id>:<clock ticks>"``; None if it does not exist.
+
+    A pid alone can be reused by an unrelated process; its start time cannot.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its last ")".
+    fields = stat.rsplit(")", 1)[1].split()
+    return f"{boot}:{fields[19]}"  # field 22 of proc(5), counted from field 3
+
+
+def _owner_labels(session: str, ipc_dir: Path) -> dict[str, str]:
+    pid = os.getpid()
+    return {
+        SESSION_LABEL: session,
+        OWNER_HOST_LABEL: socket.gethostname(),
+        OWNER_PID_LABEL: str(pid),
+        OWNER_STARTED_LABEL: process_started(pid) or "",
+        IPC_DIR_LABEL: str(ipc_dir),
+    }
+
+
+def owner_alive(labels: dict[str, str]) -> bool:
+    """Whether the process that started a container still runs (unknowable owners count as alive)."""
+    if labels.get(OWNER_HOST_LABEL) != socket.gethostname():
+        return True  # another machine's process: not ours to judge
+    try:
+        pid = int(labels[OWNER_PID_LABEL])
+    except (KeyError, ValueError):
+        return True
+    started = process_started(pid)
+    if started is not None:
+        return started == labels.get(OWNER_STARTED_LABEL)
+    if Path("/proc").is_dir():
+        return False  # Linux, and no such process
+    return _pid_exists(pid)  # no /proc to read start times from: the pid alone must do
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def list_sandboxes(client: docker.DockerClient) -> list[Container]:
+    """Every codeward sandbox on this engine, running or not (what `codeward sandboxes ls` shows)."""
+    # ignore_removed: a container removed between the listing and its inspection is simply gone
+    return list(client.containers.list(all=True, filters={"label": SESSION_LABEL}, ignore_removed=True))
+
+
+def reap_orphans(client: docker.DockerClient) -> list[str]:
+    """Remove codeward containers (and their ipc folders) whose owner process is gone.
+
+    Returns the names of the containers removed. Safe to run from many processes at once.
+    """
+    removed = []
+    for container in list_sandboxes(client):
+        if owner_alive(container.labels):
+            continue
+        try:
+            container.remove(force=True)
+        except docker.errors.NotFound:
+            continue
+        _remove_ipc_dir(container.labels.get(IPC_DIR_LABEL, ""))
+        removed.append(container.name or container.id or "")
+    return removed
+
+
+def _remove_ipc_dir(path: str) -> None:
+    """Remove a dead sandbox's folder, but only one that has the shape of ours."""
+    folder = Path(path)
+    if folder.is_absolute() and folder.name.startswith(IPC_DIR_PREFIX) and folder.is_dir():
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,191 @@
+"""The host's side of a kernel sandbox: the bootstrap that sets it up, and the tool bridge.
+
+`bootstrap_code()` is a cell that turns the codec's and the prelude's *source*
+into modules inside the kernel, so any kernel with IPython can be a sandbox.
+`ToolBridge` answers the sandbox's tool requests: it decodes them without ever
+unpickling, checks the arguments against the tool's `inputs`, runs the real tool
+here on the host (where its secrets, network and state stay) and replies with
+the value or the error. A request for anything but a registered tool is refused.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import time
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from codeward.executors import codec
+from codeward.executors.kernel import prelude
+from codeward.executors.base import FINAL_ANSWER_TOOL
+from codeward.platform.tools import (
+    FinalAnswerTool,
+    FunctionTool,
+    Tool,
+    ToolCallError,
+    ToolDefinitionError,
+)
+
+__all__ = [
+    "TOOL_MODES",
+    "ToolBridge",
+    "bootstrap_code",
+    "cell_calling",
+    "request_kind",
+]
+
+TOOL_MODES = ("host", "inline")
+
+logger = logging.getLogger(__name__)
+
+_LOADER = """
+import sys, types
+from IPython import get_ipython
+
+def load(name, source):
+    module = sys.modules.get(name)
+    if module is None or getattr(module, "_codeward_source", None) != source:  # a pooled sandbox may have it already
+        module = types.ModuleType(name)
+        exec(compile(source, "<" + name + ">", "exec"), module.__dict__)
+        module._codeward_source = source
+        sys.modules[name] = module
+    return module
+
+load("_codeward", PRELUDE).install(get_ipython(), load("_codeward_codec", CODEC), allow_pickle=ALLOW_PICKLE)
+"""
+
+
+@cache
+def _source(module_file: str) -> str:
+    return Path(module_file).read_text(encoding="utf-8")
+
+
+def bootstrap_code(*, allow_pickle: bool = False) -> str:
+    """One cell that installs codeward's sandbox side, leaving no name in the model's namespace."""
+    loader = (
+        f"CODEC = {_source(codec.__file__)!r}\n"
+        f"PRELUDE = {_source(prelude.__file__)!r}\n"
+        f"ALLOW_PICKLE = {allow_pickle!r}\n{_LOADER}"
+    )
+    return f"exec({loader!r}, {{}})"
+
+
+def cell_calling(function: str, *arguments: Any) -> str:
+    """A cell that calls one of the prelude's functions without binding any name; arguments go as literals."""
+    return f"__import__('sys').modules['_codeward'].{function}({', '.join(map(repr, arguments))})"
+
+
+def request_kind(prompt: str) -> tuple[str, str]:
+    """Split a sandbox request into its kind and body; ('', '') for a prompt that is not ours."""
+    if not prompt.startswith(prelude.REQUEST):
+        return "", ""
+    kind, _, body = prompt[len(prelude.REQUEST) :].partition(":")
+    return kind, body
+
+
+class ToolBridge:
+    """The registered tools, described for the sandbox and run on its request."""
+
+    def __init__(self, tools: dict[str, Tool], *, mode: str = "host", allow_pickle: bool = False) -> None:
+        if mode not in TOOL_MODES:
+            raise ValueError(f"tools_mode must be one of {', '.join(map(repr, TOOL_MODES))}, got {mode!r}")
+        self.tools = dict(tools)
+        self.mode = mode
+        self.allow_pickle = allow_pickle
+        specs = [_tool_spec(name, tool, mode) for name, tool in self.tools.items()]
+        #: The encoded descriptions, checked now so that a tool that cannot be sent fails before anything is.
+        self.specs_text = codec.dumps(specs, allow_pickle=allow_pickle)
+
+    def answer(self, prompt: str) -> str:
+        """The reply to one request from the sandbox's code."""
+        kind, body = request_kind(prompt)
+        if kind != "tool":
+            return _error("call", "ToolCallError", "the sandbox can only call its tools")
+        try:
+            request = codec.loads(body)  # allow_pickle stays off: bytes from a sandbox are never unpickled
+            name, arguments = request["tool"], request["arguments"]
+            if not isinstance(name, str) or not isinstance(arguments, dict):
+                raise TypeError("a request names a tool and gives its arguments as a dict")
+        except Exception as error:  # anything malformed is refused, whatever it was
+            return _error("call", "ToolCallError", f"malformed tool request: {error}")
+        return self._run(name, arguments)
+
+    def _run(self, name: str, arguments: dict[Any, Any]) -> str:
+        tool = self.tools.get(name)
+        if tool is None or self.mode != "host":
+            known = ", ".join(self.tools) or "none"
+            return _error("call", "ToolCallError", f"there is no host tool named {name!r}; the tools are: {known}")
+        try:
+            bound = tool.bind_arguments((), arguments)
+        except ToolCallError as error:
+            return _error("call", "ToolCallError", str(error))
+        started = time.perf_counter()
+        try:
+            value = tool.forward(**bound)
+        except Exception as error:  # the tool's failure is the model's to handle, in the sandbox
+            logger.info("tool %s failed after %.3f s: %s", name, time.perf_counter() - started, type(error).__name__)
+            return _error("tool", type(error).__name__, str(error))
+        logger.info("tool %s ran for the sandbox in %.3f s", name, time.perf_counter() - started)
+        try:
+            return codec.dumps({"value": value}, allow_pickle=self.allow_pickle)
+        except codec.CodecError as error:
+            return _error("tool", "CodecError", f"the tool's result cannot enter the sandbox: {error}")
+
+
+def _error(kind: str, error_type: str, message: str) -> str:
+    return codec.dumps({"error": {"kind": kind, "type": error_type, "message": message}})
+
+
+def _tool_spec(name: str, tool: Tool, mode: str) -> dict[str, Any]:
+    """What the sandbox needs to define a tool: signature, docstring, and where it runs."""
+    final = name == FINAL_ANSWER_TOOL
+    run = "identity" if final and type(tool) is FinalAnswerTool else mode
+    spec = {"name": name, "final": final, "run": run, "source": None, **_describe(tool)}
+    if run == "inline":
+        spec["source"] = _inline_source(name, tool)
+    return spec
+
+
+def _describe(tool: Tool) -> dict[str, Any]:
+    """Signature and docstring, read back from the tool's own code prompt so they match what the model sees."""
+    annotations: dict[str, str] = {}
+    returns, doc = "Any", tool.description
+    try:
+        node = ast.parse(tool.to_code_prompt()).body[0]
+    except SyntaxError:  # a default whose repr is not Python: keep the names, drop the hints
+        node = None
+    if isinstance(node, ast.FunctionDef):
+        annotations = {a.arg: ast.unparse(a.annotation) for a in node.args.args if a.annotation}
+        returns = ast.unparse(node.returns) if node.returns else returns
+        doc = ast.get_docstring(node) or doc
+    params = []
+    for arg, spec in tool.inputs.items():
+        param: dict[str, Any] = {"name": arg, "annotation": annotations.get(arg, "Any")}
+        if spec.get("nullable") or "default" in spec:
+            param["default"] = spec.get("default")
+        params.append(param)
+    return {"params": params, "returns": returns, "doc": doc}
+
+
+def _inline_source(name: str, tool: Tool) -> str:
+    """The source that defines the tool inside the sandbox, or an error that says why it cannot go."""
+    if not isinstance(tool, FunctionTool):
+        raise ToolDefinitionError(
+            f"tool {name!r} is a {type(tool).__name__} object, whose methods and state cannot be shipped "
+            "into the sandbox; tools_mode='inline' sends only @tool functions. Make it a @tool function "
+            "or use tools_mode='host'"
+        )
+    if tool.function.__code__.co_freevars:
+        raise ToolDefinitionError(
+            f"tool {name!r} uses names from an enclosing function ({', '.join(tool.function.__code__.co_freevars)}), "
+            "which do not exist in the sandbox; define it at module level, self-contained, "
+            "or use tools_mode='host'"
+        )
+    if tool.function.__name__ != name:
+        raise ToolDefinitionError(
+            f"tool {name!r} is the function {tool.function.__name__!r}; inline tools must be registered "
+            "under their function's name"
+        )
+    return tool.source()

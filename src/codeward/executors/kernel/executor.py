@@ -1,0 +1,164 @@
+"""What every kernel-backed sandbox does the same way, whatever starts its kernel.
+
+A `KernelExecutor` installs codeward's sandbox side in a fresh kernel, sends
+the variables and tools it was given (and sends them again to a kernel that
+replaced a dead one), runs code with the host tool bridge answering, and turns
+the kernel's replies into the contract's `CodeOutput` or errors. A subclass
+only says how its kernel starts: `_start_session()` (a local process for
+jupyter, a container for docker).
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import Any, ClassVar
+
+from codeward.executors import codec
+from codeward.executors.base import (
+    CodeOutput,
+    ExecutionError,
+    Executor,
+    ExecutorError,
+    SandboxError,
+)
+from codeward.executors.kernel.bridge import (
+    TOOL_MODES,
+    ToolBridge,
+    bootstrap_code,
+    cell_calling,
+    request_kind,
+)
+from codeward.executors.kernel.cells import CellResult, code_output, require_setup_ok
+from codeward.executors.kernel.session import KernelSession
+from codeward.platform.tools import Tool
+
+__all__ = ["KernelExecutor"]
+
+#: Seconds codeward's own cells (setup, loading variables and tools) may take.
+_SETUP_TIMEOUT = 120.0
+
+
+class KernelExecutor(Executor):
+    """An executor whose sandbox is a Jupyter kernel; subclasses say how the kernel starts.
+
+    `timeout_seconds` bounds each `run`; `tools_mode` is "host" (tools run here,
+    called from the sandbox) or "inline" (their source runs in the sandbox);
+    `allow_pickle` lets variables that the codec cannot carry go in by pickle,
+    for trusted setups only (nothing is ever unpickled coming out). Subclasses
+    call `_ensure_ready()` at the end of their `__init__` to start the kernel.
+    """
+
+    #: Where pip installs in the sandbox, a folder that lasts only as long as the sandbox,
+    #: so a replaced sandbox gets the same installs again; None: into the kernel's own environment.
+    packages_prefix: ClassVar[str | None] = None
+
+    def __init__(self, *, timeout_seconds: float | None, tools_mode: str, allow_pickle: bool) -> None:
+        if tools_mode not in TOOL_MODES:
+            raise ValueError(f"tools_mode must be one of {', '.join(map(repr, TOOL_MODES))}, got {tools_mode!r}")
+        if timeout_seconds is not None and not timeout_seconds > 0:
+            raise ValueError(f"timeout_seconds must be a positive number of seconds or None, got {timeout_seconds!r}")
+        self.timeout_seconds = timeout_seconds
+        self.tools_mode = tools_mode
+        self.allow_pickle = allow_pickle
+        self._variables: dict[str, Any] = {}
+        self._installed: list[list[str]] = []  # installs a replaced sandbox needs again (see packages_prefix)
+        self._bridge = ToolBridge({}, mode=tools_mode, allow_pickle=allow_pickle)
+        self._session: KernelSession | None = None
+        self._ready_generation = 0
+        self._notes = ""  # what codeward's own cells printed (codec warnings), shown with the next run
+        self._closed = False
+
+    @abstractmethod
+    def _start_session(self) -> KernelSession:
+        """Start a sandbox and return a session connected to its kernel."""
+
+    def _ensure_ready(self) -> KernelSession:
+        """A running kernel with codeward's side installed and the remembered variables and tools sent."""
+        if self._closed:
+            raise ExecutorError(f"this {type(self).__name__} is closed; create a new one")
+        if self._session is None:
+            self._session = self._start_session()
+        session = self._session
+        if self._ready_generation != session.generation:
+            self._internal(session, bootstrap_code(allow_pickle=self.allow_pickle))
+            self._ready_generation = session.generation
+            for packages in self._installed:
+                self._install(session, packages)
+            if self._variables:
+                self._load("variables", codec.encode_variables(self._variables, allow_pickle=self.allow_pickle))
+            if self._bridge.tools:
+                self._load("tools", self._bridge.specs_text)
+        return session
+
+    def _internal(self, session: KernelSession, code: str, answers: dict[str, str] | None = None) -> CellResult:
+        """Run codeward's own cell, answering its requests from `answers`; its failure is ours, not the model's."""
+        replies = answers or {}
+        result = session.execute(
+            code, timeout=_SETUP_TIMEOUT, on_input=lambda prompt: replies.get(request_kind(prompt)[0], "")
+        )
+        require_setup_ok(result, "the kernel")
+        self._notes += result.logs
+        return result
+
+    def _load(self, what: str, text: str) -> None:
+        self._internal(self._ensure_ready(), cell_calling(f"load_{what}"), {what: text})
+
+    # -- the contract ------------------------------------------------------------
+
+    def send_variables(self, variables: dict[str, Any]) -> None:
+        text = codec.encode_variables(variables, allow_pickle=self.allow_pickle)  # fails before anything is sent
+        self._variables.update(variables)
+        self._load("variables", text)
+
+    def send_tools(self, tools: dict[str, Tool]) -> None:
+        self._bridge = ToolBridge(tools, mode=self.tools_mode, allow_pickle=self.allow_pickle)
+        self._load("tools", self._bridge.specs_text)
+
+    def run(self, code: str) -> CodeOutput:
+        session = self._ensure_ready()
+        notes, self._notes = self._notes, ""
+        try:
+            result = session.execute(code, timeout=self.timeout_seconds, on_input=self._bridge.answer)
+        except SandboxError as error:
+            self._discard_session()
+            error.logs = notes + error.logs
+            raise
+        except ExecutionError as error:
+            error.logs = notes + error.logs
+            raise
+        result.logs = notes + result.logs
+        return code_output(result)
+
+    def install_packages(self, packages: list[str]) -> list[str]:
+        """pip-install into the kernel's own interpreter; return the top-level modules they provide."""
+        if isinstance(packages, str) or not all(isinstance(p, str) for p in packages):
+            raise TypeError(f"packages must be a list of requirement strings, e.g. ['requests>=2'], got {packages!r}")
+        if not packages:
+            return []
+        installed = self._install(self._ensure_ready(), list(packages))
+        if self.packages_prefix is not None:
+            self._installed.append(list(packages))
+        return installed
+
+    def _install(self, session: KernelSession, packages: list[str]) -> list[str]:
+        result = session.execute(cell_calling("install_packages", packages, self.packages_prefix), timeout=None)
+        if result.status != "ok":
+            raise ExecutorError(f"installing {packages} into the kernel failed: {result.error_value}")
+        return list(code_output(result).output)
+
+    def close(self) -> None:
+        self._closed = True
+        self._discard_session()
+
+    def _discard_session(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+            self._ready_generation = 0
+
+    def __del__(self) -> None:  # a forgotten executor must not leave a kernel running
+        if not getattr(self, "_closed", True):
+            try:
+                self.close()
+            except Exception:  # during interpreter shutdown, modules may already be gone
+                pass

@@ -1,0 +1,492 @@
+"""A Jupyter kernel driven over its ZeroMQ channels, shared by every kernel-backed sandbox.
+
+`KernelSession` runs code and gathers what the kernel sent back (printed text,
+results, rich displays, errors, payloads); it enforces time limits by
+interrupting the kernel and, failing that, restarting it; it notices a dead
+kernel. *How* the kernel process starts, stops, is interrupted or restarted is
+a `KernelProcess`: `LocalKernel` owns a subprocess through jupyter_client's
+`KernelManager`; `ConnectedKernel` talks to a kernel that someone else runs (a
+container) and leaves its lifecycle to that owner. The session itself polls the
+shell, iopub and stdin sockets directly, so a round trip costs little more than
+the protocol's own floor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Callable
+from queue import Empty
+from typing import Any, Protocol
+
+import zmq
+from jupyter_client import BlockingKernelClient, KernelManager
+from jupyter_client.kernelspec import KernelSpecManager
+
+from codeward.executors.base import ExecutionTimeout, SandboxError
+from codeward.executors.kernel.cells import BoundedText, CellResult, strip_ansi
+
+__all__ = [
+    "ConnectedKernel",
+    "KernelProcess",
+    "KernelSession",
+    "LocalKernel",
+]
+
+#: Answers an `input()` request from the kernel: prompt in, reply text out.
+InputHandler = Callable[[str], str]
+
+_LIVENESS_INTERVAL = 0.25
+_READY_RETRY = 0.1
+_STDIN_RETRY = 1.0
+_LAST_WORDS_WAIT = 0.05
+
+
+
+
+class KernelProcess(Protocol):
+    """Who owns the kernel: starts it, says whether it lives, interrupts, restarts, stops it."""
+
+    def connection_info(self) -> dict[str, Any]:
+        """Ports (or ipc paths), transport, signing key of the running kernel."""
+
+    def is_alive(self) -> bool: ...
+
+    def interrupt(self, client: BlockingKernelClient) -> None: ...
+
+    def restart(self) -> None:
+        """Leave a fresh kernel running; `connection_info()` then describes it."""
+
+    def shutdown(self) -> None:
+        """Stop the kernel and everything it started. Idempotent."""
+
+    def describe_death(self) -> str:
+        """A short account of why the kernel is gone, for the error the caller sees."""
+
+
+class LocalKernel:
+    """A kernel subprocess on this machine, in its own process group.
+
+    Its connection file, ipc sockets and stderr log live in a private 0700
+    folder that is removed at shutdown. The environment is exactly `env`: the
+    caller decides what the kernel may see.
+    """
+
+    def __init__(
+        self,
+        *,
+        argv: list[str] | None = None,
+        kernel_name: str = "python3",
+        env: dict[str, str],
+        cwd: str | None = None,
+        transport: str = "tcp",
+        extra_arguments: list[str] | None = None,
+    ) -> None:
+        if transport not in ("tcp", "ipc"):
+            raise ValueError(f"transport must be 'tcp' or 'ipc', got {transport!r}")
+        self._folder = tempfile.mkdtemp(prefix="codeward-kernel-")
+        os.chmod(self._folder, 0o700)
+        specs = {} if argv is None else {"kernel_spec_manager": _spec_manager(self._folder, argv)}
+        self._manager = KernelManager(
+            kernel_name=kernel_name if argv is None else "codeward",
+            transport=transport,
+            **specs,
+            ip=os.path.join(self._folder, "kernel") if transport == "ipc" else "127.0.0.1",
+            connection_file=os.path.join(self._folder, "connection.json"),
+        )
+        self._stderr_path = os.path.join(self._folder, "stderr.log")
+        # Kept open for restarts, which launch the kernel again with the same arguments.
+        self._stderr = open(self._stderr_path, "ab")  # noqa: SIM115
+        try:
+            self._manager.start_kernel(
+                env=dict(env), cwd=cwd, extra_arguments=extra_arguments or [], stdout=self._stderr, stderr=self._stderr
+            )
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def connection_info(self) -> dict[str, Any]:
+        return dict(self._manager.get_connection_info(session=False))
+
+    def is_alive(self) -> bool:
+        return self._manager.has_kernel and self._manager.is_alive()
+
+    def interrupt(self, client: BlockingKernelClient) -> None:
+        if self.is_alive():
+            self._manager.interrupt_kernel()
+
+    def restart(self) -> None:
+        self._kill_group()
+        self._manager.restart_kernel(now=True)
+
+    def shutdown(self) -> None:
+        if self._stderr.closed:
+            return
+        if self._manager.has_kernel:
+            self._kill_group()
+            self._manager.shutdown_kernel(now=True)
+        else:
+            self._manager.cleanup_resources()
+        self._stderr.close()
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+    def describe_death(self) -> str:
+        provisioner = self._manager.provisioner
+        process = getattr(provisioner, "process", None)
+        code = process.poll() if process is not None else None
+        if code is None:
+            how = "the kernel stopped answering"
+        elif code < 0:
+            name = signal.Signals(-code).name
+            how = f"the kernel was killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else "")
+        else:
+            how = f"the kernel exited with code {code}"
+        tail = _tail(self._stderr_path)
+        return how + (f"; the end of its stderr:\n{tail}" if tail else "")
+
+    def _kill_group(self) -> None:
+        """Kill the kernel's process group, so children it started go with it."""
+        pgid = getattr(self._manager.provisioner, "pgid", None)
+        if pgid:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+class ConnectedKernel:
+    """A kernel that another party runs (a container); we only hold its address.
+
+    Interrupts go as `interrupt_request` messages on the control channel, so no
+    signal has to cross into the sandbox. Restarting and liveness belong to the
+    owner, through the callbacks it passes.
+    """
+
+    def __init__(
+        self,
+        connection_info: dict[str, Any],
+        *,
+        is_alive: Callable[[], bool] | None = None,
+        restart: Callable[[], dict[str, Any]] | None = None,
+        shutdown: Callable[[], None] | None = None,
+        describe_death: Callable[[], str] | None = None,
+    ) -> None:
+        self._info = dict(connection_info)
+        self._is_alive = is_alive
+        self._restart = restart
+        self._shutdown = shutdown
+        self._describe = describe_death
+
+    @classmethod
+    def from_file(cls, connection_file: str, **owner: Any) -> ConnectedKernel:
+        """The kernel described by a connection file (as written by the kernel or its launcher)."""
+        with open(connection_file, encoding="utf-8") as handle:
+            return cls(json.load(handle), **owner)
+
+    def connection_info(self) -> dict[str, Any]:
+        return self._info
+
+    def is_alive(self) -> bool:
+        return self._is_alive() if self._is_alive else True
+
+    def interrupt(self, client: BlockingKernelClient) -> None:
+        client.control_channel.send(client.session.msg("interrupt_request", {}))
+
+    def restart(self) -> None:
+        if self._restart is None:
+            raise SandboxError("the kernel must be restarted, but its owner gave no way to restart it")
+        self._info = dict(self._restart())
+
+    def shutdown(self) -> None:
+        if self._shutdown is not None:
+            self._shutdown()
+            self._shutdown = None
+
+    def describe_death(self) -> str:
+        return self._describe() if self._describe else "the kernel is gone"
+
+
+class KernelSession:
+    """Runs code in one kernel and gathers the replies.
+
+    `generation` grows by one each time a fresh kernel replaces the old one, so
+    the owner knows when state it set up (variables, tools) must be sent again.
+    """
+
+    def __init__(
+        self,
+        process: KernelProcess,
+        *,
+        ready_timeout: float = 60.0,
+        interrupt_grace: float = 3.0,
+        max_log_chars: int = 100_000,
+    ) -> None:
+        self.process = process
+        self.ready_timeout = ready_timeout
+        self.interrupt_grace = interrupt_grace
+        self.max_log_chars = max_log_chars
+        self.generation = 0
+        self._client: BlockingKernelClient | None = None
+        self._poller = zmq.Poller()
+        try:
+            self._connect()
+        except BaseException:
+            self.close()  # an unclosed client left to the garbage collector can hang it in zmq's term()
+            raise
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def _connect(self) -> None:
+        """Open channels to the current kernel and wait until shell and iopub both answer."""
+        self._disconnect()
+        client = BlockingKernelClient()
+        client.load_connection_info(self.process.connection_info())  # type: ignore[arg-type]
+        client.start_channels(hb=False)
+        self._client = client
+        self._poller = zmq.Poller()
+        for channel in (client.shell_channel, client.iopub_channel, client.stdin_channel):
+            self._poller.register(channel.socket, zmq.POLLIN)
+        self._wait_ready()
+        self._wait_stdin()
+        self.generation += 1
+
+    def _wait_ready(self) -> None:
+        """Ask for kernel_info until its reply *and* an iopub message about it arrive.
+
+        The iopub message proves the subscription is live, so no output of the
+        first real cell can be lost.
+        """
+        client = self._require_client()
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:
+            msg_id = client.kernel_info()
+            replied = heard = False
+            retry_at = time.monotonic() + _READY_RETRY
+            while time.monotonic() < retry_at and not (replied and heard):
+                for channel, msg in self._poll(retry_at - time.monotonic()):
+                    if msg["parent_header"].get("msg_id") != msg_id:
+                        continue
+                    replied = replied or channel == "shell"
+                    heard = heard or channel == "iopub"
+            if replied and heard:
+                return
+            if not self.process.is_alive():
+                raise SandboxError(f"the kernel did not start: {self.process.describe_death()}")
+        raise SandboxError(f"the kernel did not answer within {self.ready_timeout:.0f} s of starting")
+
+    def _wait_stdin(self) -> None:
+        """Make sure the kernel can reach us on stdin before anything relies on it.
+
+        A kernel's stdin socket drops a request addressed to a client whose
+        connection is not yet complete, and then waits for the answer forever;
+        so ask for one `input()`, and if the request is lost, interrupt and ask again.
+        """
+        for _ in range(int(self.ready_timeout / _STDIN_RETRY)):
+            try:
+                self.execute("input()", timeout=_STDIN_RETRY, on_input=lambda prompt: "", silent=True)
+                return
+            except ExecutionTimeout:
+                continue
+        raise SandboxError(f"the kernel's stdin channel did not answer within {self.ready_timeout:.0f} s")
+
+    def restart(self) -> None:
+        """Replace the kernel with a fresh one (state is lost) and reconnect."""
+        self._disconnect()
+        self.process.restart()
+        self._connect()
+
+    def close(self) -> None:
+        """Stop the kernel and release the sockets. Idempotent."""
+        self._disconnect()
+        self.process.shutdown()
+
+    def _disconnect(self) -> None:
+        if self._client is not None:
+            self._client.stop_channels()
+            self._client = None
+
+    def _require_client(self) -> BlockingKernelClient:
+        if self._client is None:
+            raise SandboxError("the kernel session is closed")
+        return self._client
+
+    # -- execution -------------------------------------------------------------
+
+    def execute(
+        self,
+        code: str,
+        *,
+        timeout: float | None = None,
+        on_input: InputHandler | None = None,
+        silent: bool = False,
+    ) -> CellResult:
+        """Run `code`; return once the reply and all output for it have arrived.
+
+        Raises `ExecutionTimeout` past `timeout` seconds (after stopping the
+        code) and `SandboxError` if the kernel dies meanwhile. A `silent` cell
+        leaves no trace in the kernel's history and publishes no result.
+        """
+        client = self._require_client()
+        msg_id = client.execute(
+            code, silent=silent, store_history=not silent, allow_stdin=on_input is not None, stop_on_error=False
+        )
+        cell = _CellCollector(self.max_log_chars)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        interrupted_at: float | None = None
+        next_check = time.monotonic() + _LIVENESS_INTERVAL
+        while not cell.done:
+            now = time.monotonic()
+            if deadline is not None and now >= deadline and interrupted_at is None:
+                self.process.interrupt(client)
+                interrupted_at = now
+            if interrupted_at is not None and now >= interrupted_at + self.interrupt_grace:
+                self._restart_after_timeout(timeout, cell.logs())
+            if now >= next_check:
+                self._check_alive(cell, msg_id)
+                next_check = now + _LIVENESS_INTERVAL
+            wait = next_check - now
+            if deadline is not None and interrupted_at is None:
+                wait = min(wait, deadline - now)
+            for channel, msg in self._poll(wait):
+                if channel != "stdin" and msg["parent_header"].get("msg_id") != msg_id:
+                    continue
+                if channel == "stdin":
+                    # Past the time limit the code is being stopped: its requests are not served.
+                    reply = ""
+                    if on_input is not None and interrupted_at is None:
+                        reply = on_input(msg["content"].get("prompt", ""))
+                    client.input(reply)
+                else:
+                    cell.take(channel, msg)
+        if interrupted_at is not None and cell.reply_status != "ok":
+            raise ExecutionTimeout(
+                f"the code ran past its time limit of {timeout:g} s and was interrupted",
+                logs=cell.logs(),
+                traceback=cell.traceback(),
+                error_type="TimeoutError",
+            )
+        return cell.result()
+
+    def _poll(self, seconds: float) -> list[tuple[str, dict[str, Any]]]:
+        """Wait up to `seconds` for any message; return every message ready, by channel."""
+        client = self._require_client()
+        channels = {
+            client.shell_channel.socket: ("shell", client.shell_channel),
+            client.iopub_channel.socket: ("iopub", client.iopub_channel),
+            client.stdin_channel.socket: ("stdin", client.stdin_channel),
+        }
+        ready = self._poller.poll(int(max(seconds, 0.0) * 1000))
+        messages = []
+        # iopub first: output sent before a reply must be gathered before the reply ends the cell.
+        for socket in sorted((s for s, _ in ready), key=lambda s: channels[s][0] != "iopub"):
+            name, channel = channels[socket]
+            while True:
+                try:
+                    messages.append((name, channel.get_msg(timeout=0)))
+                except Empty:
+                    break
+        return messages
+
+    def _check_alive(self, cell: _CellCollector, msg_id: str) -> None:
+        if self.process.is_alive():
+            return
+        for channel, msg in self._poll(_LAST_WORDS_WAIT):  # output that left the kernel before it died
+            if channel == "iopub" and msg["parent_header"].get("msg_id") == msg_id:
+                cell.take(channel, msg)
+        why = self.process.describe_death()
+        self._disconnect()
+        raise SandboxError(
+            "the sandbox died while running the code. Variables and functions defined by earlier "
+            "code are lost; the next run starts a fresh kernel and sends variables and tools "
+            f"again. Cause: {why}",
+            logs=cell.logs(),
+        )
+
+    def _restart_after_timeout(self, timeout: float | None, logs: str) -> None:
+        self.restart()
+        raise ExecutionTimeout(
+            f"the code ran past its time limit of {timeout:g} s and did not stop when interrupted, "
+            "so the kernel was restarted: variables and functions defined by earlier code are lost "
+            "(variables and tools given by the caller are sent again)",
+            logs=logs,
+            error_type="TimeoutError",
+        )
+
+
+class _CellCollector:
+    """Accumulates the messages of one execute request into a `CellResult`."""
+
+    def __init__(self, max_log_chars: int) -> None:
+        self._logs = BoundedText(max_log_chars)
+        self._reply: dict[str, Any] | None = None
+        self._idle = False
+        self._result: dict[str, Any] | None = None
+        self._displays: list[dict[str, Any]] = []
+        self._traceback = ""
+
+    @property
+    def done(self) -> bool:
+        return self._reply is not None and self._idle
+
+    @property
+    def reply_status(self) -> str:
+        return self._reply["status"] if self._reply else ""
+
+    def take(self, channel: str, msg: dict[str, Any]) -> None:
+        kind, content = msg["msg_type"], msg["content"]
+        if channel == "shell":
+            self._reply = content
+        elif kind == "status":
+            self._idle = content.get("execution_state") == "idle"
+        elif kind == "stream":
+            self._logs.add(content.get("text", ""))
+        elif kind == "execute_result":
+            self._result = content.get("data", {})
+        elif kind == "display_data":
+            self._displays.append(content.get("data", {}))
+        elif kind == "error":
+            self._traceback = strip_ansi("\n".join(content.get("traceback", [])))
+
+    def logs(self) -> str:
+        return self._logs.text()
+
+    def traceback(self) -> str:
+        return self._traceback
+
+    def result(self) -> CellResult:
+        reply = self._reply or {}
+        return CellResult(
+            status=reply.get("status", "error"),
+            logs=self.logs(),
+            result=self._result,
+            displays=self._displays,
+            payload=list(reply.get("payload", [])),
+            error_name=reply.get("ename", ""),
+            error_value=reply.get("evalue", ""),
+            traceback=self._traceback,
+        )
+
+
+def _spec_manager(folder: str, argv: list[str]) -> KernelSpecManager:
+    """A spec manager that knows only our own kernel spec, whose `argv` names the interpreter."""
+    spec_dir = os.path.join(folder, "kernels", "codeward")
+    os.makedirs(spec_dir)
+    with open(os.path.join(spec_dir, "kernel.json"), "w") as handle:
+        json.dump({"argv": argv, "display_name": "codeward", "language": "python", "interrupt_mode": "signal"}, handle)
+    return KernelSpecManager(kernel_dirs=[os.path.join(folder, "kernels")], ensure_native_kernel=False)
+
+
+def _tail(path: str, limit: int = 2000) -> str:
+    """The end of a kernel's stderr, without the kernel application's own log lines."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(handle.tell() - limit, 0))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(line for line in text.splitlines() if not line.startswith("[IPKernelApp]")).strip()

@@ -1,0 +1,423 @@
+"""The runtime side of the local sandbox: the names the compiled code calls.
+
+`policy` rewrites ``a.b`` into ``_getattr_(a, "b")``, ``a[k]`` into
+``_getitem_(a, k)``, ``a.b = v`` into ``_write_(a).b = v``, and `instrumenter`
+adds ``_tick_()`` calls and ``_each_`` around loop iterables; this module
+supplies those functions, the safe builtins, and the per-module replacements
+(a private `random.Random`, a capped `time.sleep`, `str.format` that cannot walk
+attributes...).
+"""
+
+from __future__ import annotations
+
+import _string  # type: ignore[import-not-found]
+import abc
+import builtins
+import itertools
+import string
+import sys
+import time
+from collections.abc import Callable
+from types import BuiltinFunctionType, FunctionType, MethodType, ModuleType
+from typing import Any
+
+from codeward.executors.base import FinalAnswerSignal
+from codeward.executors.local.data_policy import DataPolicy
+from codeward.executors.local.imports import REFUSED, ImportGate, SandboxViolation
+from codeward.executors.local.limits import (
+    BudgetSpentOutsideRun,
+    Limits,
+    SandboxSignal,
+    TimeLimitReached,
+    ticking_itertools,
+)
+from codeward.executors.local.policy import (
+    FORBIDDEN_ATTRIBUTES,
+    FORMAT_METHODS,
+    READABLE_DUNDERS,
+    REGISTER,
+    SIZING_METHODS,
+)
+
+__all__ = ["SANDBOX_MODULE", "Guards"]
+
+#: `__name__` of the sandbox's globals, hence `__module__` of the model's classes.
+#: An empty module of that name sits in `sys.modules` because `dataclasses`
+#: looks a class's module up there; it holds nothing.
+SANDBOX_MODULE = "__codeward_sandbox__"
+sys.modules.setdefault(
+    SANDBOX_MODULE, ModuleType(SANDBOX_MODULE, "Placeholder for classes defined in codeward's local sandbox.")
+)
+
+_UNCATCHABLE = (SandboxSignal, FinalAnswerSignal, KeyboardInterrupt, SystemExit)
+
+_SAFE_BUILTIN_NAMES = [
+    "abs",
+    "all",
+    "any",
+    "ascii",
+    "bin",
+    "bool",
+    "callable",
+    "chr",
+    "classmethod",
+    "complex",
+    "dict",
+    "divmod",
+    "enumerate",
+    "filter",
+    "float",
+    "frozenset",
+    "hash",
+    "hex",
+    "id",
+    "int",
+    "isinstance",
+    "issubclass",
+    "iter",
+    "len",
+    "list",
+    "map",
+    "max",
+    "min",
+    "next",
+    "object",
+    "oct",
+    "ord",
+    "property",
+    "repr",
+    "reversed",
+    "round",
+    "set",
+    "slice",
+    "sorted",
+    "staticmethod",
+    "str",
+    "sum",
+    "super",
+    "tuple",
+    "zip",
+    "NotImplemented",
+    "Ellipsis",
+]
+
+
+def _exception_names() -> list[str]:
+    return [
+        name
+        for name, value in vars(builtins).items()
+        if isinstance(value, type)
+        and issubclass(value, BaseException)
+        and not name.startswith("_")
+        and value not in (SystemExit, KeyboardInterrupt)  # raised by the code, they would stop the host
+    ]
+
+
+class _SafeFormatter(string.Formatter):
+    """`str.format` fields may index and read public attributes, never private ones."""
+
+    def __init__(self, guards: Guards) -> None:
+        self._guards = guards  # private: the code may hold this object
+
+    def get_field(self, field_name: str, args: Any, kwargs: Any) -> Any:
+        first, rest = _formatter_field_name_split(field_name)
+        obj = self.get_value(first, args, kwargs)
+        for is_attribute, key in rest:
+            obj = self._guards.getattr(obj, key) if is_attribute else self._guards.getitem(obj, key)
+        return obj, first
+
+    def format_field(self, value: Any, format_spec: str) -> Any:
+        self._guards.limits.check_spec(format_spec)
+        return super().format_field(value, format_spec)
+
+
+def _formatter_field_name_split(field_name: str) -> tuple[Any, Any]:
+    return _string.formatter_field_name_split(field_name)  # type: ignore[no-any-return]
+
+
+class Guards:
+    """The guard functions of one executor, sharing its gate, limits and globals."""
+
+    def __init__(
+        self,
+        limits: Limits,
+        sandbox_globals: dict[str, Any],
+        data_policy: DataPolicy,
+        tool_types: tuple[type, ...],
+    ) -> None:
+        self.limits = limits
+        self.globals = sandbox_globals
+        self.data_policy = data_policy
+        self.tool_types = tool_types
+        self.formatter = _SafeFormatter(self)
+        self.own_types: set[type] = set()
+        self.gate: ImportGate  # set by connect(): the gate needs this object's module overrides
+
+    def connect(self, gate: ImportGate) -> None:
+        self.gate = gate
+
+    # Attribute and item access ---------------------------------------------
+    def make_getattr(self) -> Callable[[Any, str], Any]:
+        """``_getattr_`` for names checked at compile time; the fast path is two lookups."""
+        modules = ModuleType
+        machine = self.gate.machine
+        special = SIZING_METHODS | FORMAT_METHODS | {REGISTER} | self.data_policy.attribute_names
+        slow = self.attribute_slow_path
+
+        def guarded_getattr(obj: Any, name: str) -> Any:
+            value = getattr(obj, name)
+            if type(value) is modules or id(value) in machine or name in special:
+                return slow(obj, name, value)
+            return value
+
+        return guarded_getattr
+
+    def attribute_slow_path(self, obj: Any, name: str, value: Any) -> Any:
+        value = self.gate.vet(value)
+        if name in FORMAT_METHODS and (isinstance(obj, str) or (isinstance(obj, type) and issubclass(obj, str))):
+            return self.safe_format(obj, name)
+        if name == REGISTER and isinstance(obj, abc.ABCMeta) and obj.__module__ != SANDBOX_MODULE:
+            raise SandboxViolation(f"{obj.__name__}.register would change the host's isinstance(); subclass it instead")
+        if name in SIZING_METHODS and isinstance(obj, (str, bytes)):
+            return self.limits.str_method(obj, name, value)
+        return self.data_policy.vet_attribute(obj, name, value)
+
+    def safe_format(self, owner: Any, name: str) -> Callable[..., str]:
+        formatter = self.formatter
+        if isinstance(owner, type):  # str.format(template, ...)
+            if name == "format":
+                return lambda template, *args, **kwargs: formatter.vformat(template, args, kwargs)
+            return lambda template, mapping: formatter.vformat(template, (), mapping)
+        if name == "format":
+            return lambda *args, **kwargs: formatter.vformat(owner, args, kwargs)
+        return lambda mapping: formatter.vformat(owner, (), mapping)
+
+    def getattr(self, obj: Any, name: str, *default: Any) -> Any:
+        """The `getattr` builtin: names are checked at run time, since they are data."""
+        if not isinstance(name, str):
+            raise TypeError(f"attribute name must be a string, not {type(name).__name__}")
+        if (name.startswith("_") and name not in READABLE_DUNDERS) or name in FORBIDDEN_ATTRIBUTES:
+            raise SandboxViolation(f"the attribute {name!r} is not available in the sandbox")
+        try:
+            value = getattr(obj, name)
+        except AttributeError:
+            if default:
+                return default[0]
+            raise
+        return self.attribute_slow_path(obj, name, value)
+
+    def hasattr(self, obj: Any, name: str) -> bool:
+        try:
+            self.getattr(obj, name)
+        except (AttributeError, SandboxViolation):
+            return False
+        return True
+
+    def make_getitem(self) -> Callable[[Any, Any], Any]:
+        modules = ModuleType
+        machine = self.gate.machine
+        vet = self.gate.vet
+
+        def guarded_getitem(obj: Any, key: Any) -> Any:
+            value = obj[key]
+            if type(value) is modules or id(value) in machine:
+                return vet(value)
+            return value
+
+        return guarded_getitem
+
+    def getitem(self, obj: Any, key: Any) -> Any:
+        return self.gate.vet(obj[key])
+
+    # Writes --------------------------------------------------------------
+    def make_write(self) -> Callable[[Any], Any]:
+        """``_write_``; instances of the code's own classes pass on a set lookup."""
+        own_types = self.own_types
+        check = self.write
+
+        def guarded_write(obj: Any) -> Any:
+            if type(obj) in own_types:
+                return obj
+            return check(obj)
+
+        return guarded_write
+
+    def write(self, obj: Any) -> Any:
+        """Attributes may be set on the code's own objects and on data objects, not on
+        modules, classes and functions that came from outside (that would change the host)."""
+        kind = type(obj)
+        if kind is ModuleType or kind in (BuiltinFunctionType, MethodType) or kind in self.tool_types:
+            raise SandboxViolation(f"cannot set attributes on {_describe(obj)}: it belongs to the host")
+        if isinstance(obj, type) and obj.__module__ != SANDBOX_MODULE:
+            raise SandboxViolation(f"cannot set attributes on the class {obj.__name__!r}: it belongs to the host")
+        if kind is FunctionType and obj.__globals__ is not self.globals:
+            raise SandboxViolation(f"cannot set attributes on {_describe(obj)}: it belongs to the host")
+        if id(obj) in self.gate.machine:
+            raise SandboxViolation(f"cannot set attributes on {_describe(obj)}: it belongs to the host")
+        if kind.__module__ == SANDBOX_MODULE:
+            self.own_types.add(kind)
+        return obj
+
+    def setattr(self, obj: Any, name: str, value: Any) -> None:
+        self._check_name(name)
+        setattr(self.write(obj), name, value)
+
+    def delattr(self, obj: Any, name: str) -> None:
+        self._check_name(name)
+        delattr(self.write(obj), name)
+
+    @staticmethod
+    def _check_name(name: Any) -> None:
+        if not isinstance(name, str) or name.startswith("_") or name in FORBIDDEN_ATTRIBUTES:
+            raise SandboxViolation(f"the attribute {name!r} is not available in the sandbox")
+
+    # Exceptions ----------------------------------------------------------
+    @staticmethod
+    def handled() -> None:
+        """First statement of every ``except`` block and ``__exit__``: the sandbox's
+        signals (limits, final_answer) and host interrupts pass through unhandled.
+        Other exceptions, GeneratorExit included, are handled as in CPython."""
+        error = sys.exc_info()[1]
+        if isinstance(error, _UNCATCHABLE):
+            raise error
+
+    # Builtins ------------------------------------------------------------
+    def builtins(self, print_function: Callable[..., None]) -> dict[str, Any]:
+        names = {name: getattr(builtins, name) for name in _SAFE_BUILTIN_NAMES + _exception_names()}
+        limits = self.limits
+        names.update(
+            __build_class__=_build_class,
+            __import__=self.gate.import_module,
+            print=print_function,
+            getattr=self.getattr,
+            hasattr=self.hasattr,
+            setattr=self.setattr,
+            delattr=self.delattr,
+            type=type_of,
+            format=limits.format,
+            pow=limits.pow,
+            range=limits.range,
+            bytes=limits.sized(bytes),
+            bytearray=limits.sized(bytearray),
+            dir=dir,
+        )
+        return names
+
+    def guard_names(self) -> dict[str, Any]:
+        """The names the instrumented code calls (all start with ``_``, so the code cannot rebind them)."""
+        limits = self.limits
+        return {
+            "_getattr_": self.make_getattr(),
+            "_getitem_": self.make_getitem(),
+            "_write_": self.make_write(),
+            "_slice_": slice,
+            "_each_": itertools.compress,
+            "_handled_": self.handled,
+            "_add_": limits.add,
+            "_mul_": limits.mul,
+            "_pow_": limits.pow,
+            "_lshift_": limits.lshift,
+            "_mod_": limits.mod,
+            "_inplacevar_": limits.inplace,
+            "_format_": limits.formatted_value,
+            "__name__": SANDBOX_MODULE,
+        }
+
+    # Per-module replacements -------------------------------------------------
+    def module_overrides(self, deadline: Callable[[], float | None]) -> Callable[[str], dict[str, Any]]:
+        """What replaces some attributes of some modules inside the sandbox."""
+        import random
+
+        private_random = random.Random()
+        limits = self.limits
+
+        def sleep(seconds: float) -> None:
+            """time.sleep that ends at the block's deadline; between blocks there is no time to spend."""
+            until = deadline()
+            if until is None:
+                raise BudgetSpentOutsideRun("code defined in the sandbox cannot sleep outside a run")
+            if time.monotonic() + seconds > until:
+                time.sleep(max(0.0, until - time.monotonic()))
+                raise TimeLimitReached
+            time.sleep(seconds)
+
+        def attrgetter(*names: str) -> Callable[[Any], Any]:
+            """operator.attrgetter, reading each attribute through the sandbox's getattr."""
+
+            def get_one(obj: Any, dotted: str) -> Any:
+                for part in dotted.split("."):
+                    obj = self.getattr(obj, part)
+                return obj
+
+            for name in names:
+                for part in str(name).split("."):
+                    self._check_name(part)
+            if len(names) == 1:
+                return lambda obj: get_one(obj, names[0])
+            return lambda obj: tuple(get_one(obj, name) for name in names)
+
+        def methodcaller(name: str, *args: Any, **kwargs: Any) -> Callable[[Any], Any]:
+            """operator.methodcaller, finding the method through the sandbox's getattr."""
+            self._check_name(name)
+            return lambda obj: self.getattr(obj, name)(*args, **kwargs)
+
+        guards = self
+
+        class Formatter(_SafeFormatter):
+            """string.Formatter for the code: fields and specs guarded like str.format."""
+
+            def __init__(self) -> None:
+                super().__init__(guards)
+
+        table: dict[str, dict[str, Any]] = {
+            "random": {
+                name: getattr(private_random, name)
+                for name in dir(random.Random)
+                if not name.startswith("_") and callable(getattr(private_random, name))
+            },
+            "time": {
+                "sleep": sleep,
+                "clock_settime": REFUSED,  # sets the machine's clock when run as root
+                "clock_settime_ns": REFUSED,
+                "tzset": REFUSED,  # changes the host process's time zone
+            },
+            "operator": {"attrgetter": attrgetter, "methodcaller": methodcaller},
+            "string": {"Formatter": Formatter},
+            "itertools": ticking_itertools(lambda: self.globals["_tick_"]),
+            "math": {
+                name: limits.math_function(name, getattr(__import__("math"), name))
+                for name in ("factorial", "comb", "perm")
+            },
+            "typing": {"get_type_hints": REFUSED},  # evaluates strings as code
+            "functools": {"singledispatch": REFUSED, "singledispatchmethod": REFUSED},  # same
+            "dataclasses": {"make_dataclass": REFUSED},  # takes a namespace of any names
+        }
+        table["random"]["Random"] = random.Random
+        table["random"]["SystemRandom"] = REFUSED
+        return lambda name: table.get(name, {})
+
+
+def type_of(*args: Any) -> Any:
+    """`type(x)`. The three-argument form, and metaclasses reached as the type of a
+    class, would build classes with any special method (`__del__`), so they are not given."""
+    if len(args) != 1:
+        raise SandboxViolation("type() takes one argument here; define classes with a class statement")
+    kind = type(args[0])
+    if kind is type:
+        return type_of
+    if issubclass(kind, type):
+        raise SandboxViolation(f"the metaclass of {args[0].__name__!r} is not available in the sandbox")
+    return kind
+
+
+def _build_class(function: Any, name: str, *bases: Any, **keywords: Any) -> type:
+    """The class statement, refusing metaclasses made by subclassing `type`."""
+    for base in bases:
+        if base is type_of or (isinstance(base, type) and issubclass(base, type)):
+            raise SandboxViolation(f"class {name} cannot derive from type; metaclasses are not allowed")
+    return builtins.__build_class__(function, name, *bases, **keywords)  # type: ignore[no-any-return]
+
+
+def _describe(obj: Any) -> str:
+    name = getattr(obj, "__name__", None)
+    return f"{type(obj).__name__} {name!r}" if isinstance(name, str) else f"a {type(obj).__name__} object"

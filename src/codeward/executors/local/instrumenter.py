@@ -1,0 +1,325 @@
+"""What makes the local executor's limits hold while the model's code runs, added to
+its syntax tree once the policy (`policy`) has accepted it: a tick at
+every loop iteration, function entry and comprehension step, size guards on the
+operators that can build huge values in one step, a re-raise of the sandbox's own
+signals at the top of every ``except`` block, and capture of the last
+expression's value.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from codeward.executors.local.int_inference import comprehension_ints, function_ints, is_range_call, module_loop_ints
+from codeward.executors.local.name_bindings import SCOPES, child_nodes
+
+__all__ = [
+    "MAX_FORMAT_WIDTH",
+    "RESULT_NAME",
+    "Instrumenter",
+    "call_node",
+    "capture_last_expression",
+    "dispatched_visit",
+    "located",
+    "name_node",
+    "transform_children",
+]
+
+#: Where the value of the block's last expression is left for the executor.
+RESULT_NAME = "_result_"
+
+#: Format-spec widths and precisions above this are refused (they allocate).
+MAX_FORMAT_WIDTH = 100_000
+
+# Field-less nodes (contexts, operators, pass): a third of a tree, and nothing to instrument.
+_LEAVES = frozenset(
+    kind for kind in vars(ast).values() if isinstance(kind, type) and issubclass(kind, ast.AST) and not kind._fields
+)
+
+# Operators that can build a huge value in one C-level step, and their guards.
+_VISITORS: dict[tuple[type, type], Callable[[Any, Any], Any]] = {}  # see dispatched_visit
+_SIZED_OPERATORS = {ast.Add: "_add_", ast.Mult: "_mul_", ast.Pow: "_pow_", ast.LShift: "_lshift_", ast.Mod: "_mod_"}
+_Node = TypeVar("_Node", bound=ast.AST)
+_SPEC_NUMBERS = re.compile(r"(\d+)")
+
+
+def transform_children(transformer: ast.NodeTransformer, node: _Node, leaves: frozenset[type]) -> _Node:
+    """`ast.NodeTransformer.generic_visit` without visiting nodes of the `leaves` types,
+    which every block has many of (every visit is a Python call), and changing a list
+    of children only where a visitor replaced one."""
+    for field in node._fields:
+        old = getattr(node, field, None)
+        if type(old) is list:
+            index = 0
+            while index < len(old):
+                item = old[index]
+                if isinstance(item, ast.AST) and type(item) not in leaves:
+                    result = transformer.visit(item)
+                    if result is None:
+                        del old[index]
+                        continue
+                    if not isinstance(result, ast.AST):
+                        old[index : index + 1] = result
+                        index += len(result)
+                        continue
+                    old[index] = result
+                index += 1
+        elif isinstance(old, ast.AST) and type(old) not in leaves:
+            replacement = transformer.visit(old)
+            if replacement is None:
+                delattr(node, field)
+            elif replacement is not old:
+                setattr(node, field, replacement)
+    return node
+
+
+def dispatched_visit(transformer: ast.NodeVisitor, node: ast.AST) -> Any:
+    """`ast.NodeVisitor.visit` with the visitor of each node class looked up once per
+    transformer class, not by building its name at every node."""
+    key = (type(transformer), type(node))
+    visitor = _VISITORS.get(key)
+    if visitor is None:
+        visitor = getattr(type(transformer), f"visit_{type(node).__name__}", type(transformer).generic_visit)
+        _VISITORS[key] = visitor
+    return visitor(transformer, node)
+
+
+class Instrumenter(ast.NodeTransformer):
+    """Adds ticks, operator size guards, signal re-raises and result capture."""
+
+    def __init__(self, source: str, declared_global: set[str]) -> None:
+        """`declared_global`: the names any function of any block of the sandbox declares ``global``."""
+        self.lines = source.splitlines()
+        self.declared_global = declared_global
+        self.ints: list[frozenset[str]] = [frozenset()]  # names certainly ints, per scope
+        self.suspends: list[bool] = [False]  # per scope: a generator, whose loops may pause between blocks
+        self.module_candidates: frozenset[str] = frozenset()  # module-level range loop variables
+        self.infer_ints = "range" in source  # certain ints come only from range loops
+
+    def _mentions(self, node: ast.AST, word: str) -> bool:
+        """Whether `word` is in the source of `node`: a text search that spares walking a
+        function that cannot have what is looked for (a ``range`` loop, a ``yield``).
+        Keywords are spelled in ASCII; a ``range`` spelled otherwise only loses a fast path."""
+        return any(word in line for line in self.lines[node.lineno - 1 : node.end_lineno])  # type: ignore[attr-defined]
+
+    visit = dispatched_visit
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        return transform_children(self, node, _LEAVES)
+
+    def _in_scope(self, node: ast.AST, ints: frozenset[str], suspends: bool = False) -> None:
+        self.ints.append(ints)
+        self.suspends.append(suspends)
+        try:
+            self.generic_visit(node)
+        finally:
+            self.ints.pop()
+            self.suspends.pop()
+
+    def visit_Module(self, node: ast.Module) -> ast.AST:
+        if self.infer_ints:
+            self.module_candidates = module_loop_ints(node, self.declared_global)
+        return self.generic_visit(node)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        self._in_scope(node, frozenset())
+        return node
+
+    def _visit_comprehension_scope(self, node: ast.AST) -> ast.AST:
+        ints = self.ints[-1] | comprehension_ints(node) if self.infer_ints else self.ints[-1]
+        self._in_scope(node, ints, suspends=isinstance(node, ast.GeneratorExp))
+        return node
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _visit_comprehension_scope
+
+    def visit_For(self, node: ast.For) -> ast.AST:
+        name = node.target.id if isinstance(node.target, ast.Name) else None
+        if len(self.ints) == 1 and name in self.module_candidates and is_range_call(node.iter):
+            node.iter = self.visit(node.iter)
+            self.ints.append(self.ints[-1] | {name})
+            try:
+                node.body = [self.visit(statement) for statement in node.body]
+            finally:
+                self.ints.pop()
+            node.orelse = [self.visit(statement) for statement in node.orelse]
+        else:
+            self.generic_visit(node)
+        if self.suspends[-1]:
+            node.body.insert(0, located(tick_statement(), node))
+        else:
+            node.iter = ticking(node.iter)
+        return node
+
+    def visit_While(self, node: ast.While) -> ast.AST:
+        self.generic_visit(node)
+        node.body.insert(0, located(tick_statement(), node))
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        ints = function_ints(node) if self._mentions(node, "range") else frozenset()
+        self._in_scope(node, ints, self._mentions(node, "yield") and _is_generator(node))
+        has_docstring = (
+            node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+            and isinstance(node.body[0].value.value, str)
+        )
+        node.body.insert(1 if has_docstring else 0, located(tick_statement(), node))
+        if node.name == "__exit__":
+            node.body.insert(0, located(ast.Expr(call_node("_handled_")), node))
+        return node
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
+        self._in_scope(node, frozenset(), self._mentions(node, "yield") and _is_generator(node))
+        node.body = located(ast.BoolOp(op=ast.And(), values=[call_node("_tick_"), node.body]), node.body)
+        return node
+
+    def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
+        self.generic_visit(node)
+        if self.suspends[-1]:
+            node.ifs.insert(0, located(call_node("_tick_"), node.iter))
+        else:
+            node.iter = ticking(node.iter)
+        return node
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> ast.AST:
+        self.generic_visit(node)
+        node.body.insert(0, located(ast.Expr(call_node("_handled_")), node))
+        return node
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        guard = _SIZED_OPERATORS.get(type(node.op))
+        if guard is None or _cannot_grow(node, self.ints[-1]):
+            return node
+        return located(call_node(guard, node.left, node.right), node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
+        """``x += y`` on a name: concatenation can double a value in one C call, so it is sized.
+
+        (The other growing operators were rewritten by the policy; items and
+        attributes keep plain ``+=``, which the memory watch still bounds.)
+        """
+        self.generic_visit(node)
+        if not isinstance(node.op, ast.Add) or not isinstance(node.target, ast.Name):
+            return node
+        probe = ast.BinOp(left=ast.Name(id=node.target.id, ctx=ast.Load()), op=node.op, right=node.value)
+        if _cannot_grow(probe, self.ints[-1]):
+            return node
+        value = call_node("_inplacevar_", ast.Constant("+="), name_node(node.target.id), node.value)
+        return located(ast.Assign(targets=[node.target], value=value), node)
+
+    def visit_FormattedValue(self, node: ast.FormattedValue) -> ast.AST:
+        self.generic_visit(node)
+        spec = node.format_spec
+        if spec is None:
+            return node
+        if all(isinstance(part, ast.Constant) for part in spec.values):  # type: ignore[attr-defined]
+            text = "".join(str(part.value) for part in spec.values)  # type: ignore[attr-defined]
+            if all(int(number) <= MAX_FORMAT_WIDTH for number in _SPEC_NUMBERS.findall(text)):
+                return node
+        node.value = located(call_node("_format_", node.value, ast.Constant(node.conversion), spec), node)
+        node.conversion = -1
+        node.format_spec = None
+        return node
+
+
+# Building nodes -------------------------------------------------------------
+def name_node(identifier: str) -> ast.Name:
+    return ast.Name(id=identifier, ctx=ast.Load())
+
+
+def call_node(function: str, *args: ast.expr) -> ast.Call:
+    return ast.Call(func=name_node(function), args=list(args), keywords=[])
+
+
+def tick_statement() -> ast.Expr:
+    return ast.Expr(call_node("_tick_"))
+
+
+def ticking(iterable: ast.expr) -> ast.Call:
+    """``_each_(iterable, _tick_.__self__)``: `itertools.compress` pulls one item of the
+    operation budget (whose iterator `_tick_` advances) with each item, in C, so a
+    loop ticks at every iteration for a fifth of what a ``_tick_()`` call costs.
+
+    The loop keeps the budget it started with, so a loop that can pause (in a
+    generator) calls ``_tick_()`` instead: resumed later, it must count against the
+    budget of that time, or stop at once when the host resumes it between blocks."""
+    budget = ast.Attribute(value=name_node("_tick_"), attr="__self__", ctx=ast.Load())
+    return located(call_node("_each_", iterable, budget), iterable)
+
+
+def located(new: _Node, old: ast.AST) -> _Node:
+    """Give `new`, and the nodes made with it, the position of `old`.
+
+    Nodes that came from the parsed code keep theirs, which spares a pass over
+    the whole tree (`ast.fix_missing_locations`) for every block.
+    """
+    pending: list[ast.AST] = [new]
+    while pending:
+        node = pending.pop()
+        ast.copy_location(node, old)
+        pending.extend(child for child in child_nodes(node) if "lineno" not in child.__dict__)
+    return new
+
+
+def _is_generator(function: ast.FunctionDef | ast.Lambda) -> bool:
+    """Whether `function` yields (its own body, not the scopes nested in it)."""
+    pending: list[ast.AST] = list(function.body) if isinstance(function.body, list) else [function.body]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return True
+        if not isinstance(node, SCOPES):
+            pending.extend(child_nodes(node))
+    return False
+
+
+def _cannot_grow(node: ast.BinOp, ints: frozenset[str]) -> bool:
+    """True when the operation is on numbers only, so its result cannot be huge in one step:
+    ``+`` with a number on one side, a float constant times anything, or ``*`` and ``%``
+    between certain ints and int constants."""
+    sides = (node.left, node.right)
+    if isinstance(node.op, ast.Add):  # a number on either side: a sum of numbers, or a TypeError
+        return any(_is_number(side, ints) for side in sides)
+    if isinstance(node.op, ast.Mult) and any(_is_constant(side, float) for side in sides):
+        return True
+    if isinstance(node.op, ast.Mod):
+        return _is_int(node.left, ints)
+    if isinstance(node.op, ast.Mult):
+        return all(_is_int(side, ints) for side in sides)
+    return False
+
+
+def _is_constant(node: ast.expr, kind: type) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is kind
+
+
+_ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.Pow)
+
+
+def _is_number(node: ast.expr, ints: frozenset[str]) -> bool:
+    """Certainly a number: a numeric constant, a certain int, or arithmetic on those."""
+    if isinstance(node, ast.Constant):
+        return type(node.value) in (int, float, complex)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _is_number(node.operand, ints)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, _ARITHMETIC):
+        return _is_number(node.left, ints) and _is_number(node.right, ints)
+    return _is_int(node, ints)
+
+
+def _is_int(node: ast.expr, ints: frozenset[str]) -> bool:
+    return (isinstance(node, ast.Name) and node.id in ints) or (
+        _is_constant(node, int) and abs(node.value) < 1 << 64  # type: ignore[attr-defined]
+    )
+
+
+def capture_last_expression(tree: ast.Module) -> None:
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = tree.body[-1]
+        store = ast.Name(id=RESULT_NAME, ctx=ast.Store())
+        tree.body[-1] = located(ast.Assign(targets=[store], value=last.value), last)

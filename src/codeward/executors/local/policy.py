@@ -1,0 +1,452 @@
+"""What the local executor lets the model's code say, decided before it runs.
+
+RestrictedPython's transformer supplies the base policy (no names or attributes
+starting with ``_``, attribute reads through ``_getattr_``, writes through
+``_write_``). We keep that and change what agents need changed: ``nonlocal``,
+``match``, augmented assignment of items and attributes, plain ``print`` and
+dunder methods on the model's own classes. RestrictedPython's per-item
+iteration and unpacking guards are dropped: iterating cannot reach anything new,
+and they cost a Python call per element.
+
+A second pass (`instrumenter`) then adds what makes limits hold while the code
+runs; `compile_block` runs both.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from types import CodeType
+from typing import TypeVar
+
+from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
+
+from codeward.executors.local.data_policy import DataPolicy
+from codeward.executors.local.instrumenter import (
+    Instrumenter,
+    call_node,
+    capture_last_expression,
+    dispatched_visit,
+    located,
+    name_node,
+    transform_children,
+)
+from codeward.executors.local.name_bindings import declared_globals
+from codeward.executors.local.type_inference import (
+    PLAIN_TYPES,
+    is_plain_expression,
+    plain_names,
+)
+
+__all__ = [
+    "FORBIDDEN_ATTRIBUTES",
+    "FORMAT_METHODS",
+    "PLAIN_METHODS",
+    "READABLE_DUNDERS",
+    "REGISTER",
+    "SIZING_METHODS",
+    "CodeRefused",
+    "compile_block",
+]
+
+#: Attributes that lead to frames, code objects or interpreter internals even
+#: though they do not start with ``_``; refused at compile time and by `getattr`.
+FORBIDDEN_ATTRIBUTES = frozenset(INSPECT_ATTRIBUTES) | {
+    "f_back",
+    "f_builtins",
+    "f_code",
+    "f_globals",
+    "f_locals",
+    "f_trace",
+    "gi_frame",
+    "gi_code",
+    "gi_yieldfrom",
+    "cr_frame",
+    "cr_code",
+    "cr_await",
+    "ag_frame",
+    "ag_code",
+    "ag_await",
+    "tb_frame",
+    "tb_next",
+    "func_globals",
+    "func_code",
+    "im_func",
+    "im_self",
+    "mro",
+}
+
+#: Dunder methods the model may define on its own classes. Each runs as model
+#: code (ticked, guarded); ones that run at odd times (`__del__`) or change how
+#: attributes resolve (`__getattr__`, `__setattr__`) are not here.
+ALLOWED_DUNDERS = frozenset(
+    [
+        "__init__",
+        "__post_init__",
+        "__repr__",
+        "__str__",
+        "__eq__",
+        "__ne__",
+        "__lt__",
+        "__le__",
+        "__gt__",
+        "__ge__",
+        "__hash__",
+        "__len__",
+        "__iter__",
+        "__next__",
+        "__contains__",
+        "__getitem__",
+        "__setitem__",
+        "__delitem__",
+        "__add__",
+        "__radd__",
+        "__iadd__",
+        "__sub__",
+        "__rsub__",
+        "__isub__",
+        "__mul__",
+        "__rmul__",
+        "__imul__",
+        "__truediv__",
+        "__rtruediv__",
+        "__floordiv__",
+        "__mod__",
+        "__neg__",
+        "__pos__",
+        "__abs__",
+        "__bool__",
+        "__int__",
+        "__float__",
+        "__call__",
+        "__enter__",
+        "__exit__",
+    ]
+)
+
+#: Special attributes the code may read: its own special methods (for
+#: ``super().__init__(...)``) and names. Item access dunders are not here, since
+#: calling them directly would skip the item guard.
+READABLE_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__"}) | (
+    ALLOWED_DUNDERS - {name for name in ALLOWED_DUNDERS if name.endswith(("item__", "mul__", "mod__", "call__"))}
+)
+
+#: Names the attribute guard treats specially whatever the value: str formatting
+#: walks attributes, these str methods allocate as much as their argument asks,
+#: and ``ABC.register`` changes isinstance() for the whole host.
+FORMAT_METHODS = frozenset({"format", "format_map"})
+SIZING_METHODS = frozenset({"ljust", "rjust", "center", "zfill", "expandtabs", "replace"})
+REGISTER = "register"
+
+#: Attributes read without the guard when the receiver is certainly a plain
+#: value (see `type_inference`): the public names of the plain types, less the
+#: special ones. On a plain value each is a method of the builtin type, never a
+#: module or an object of the machine, so the guard would pass it unchanged.
+PLAIN_METHODS = (
+    frozenset(name for kind in PLAIN_TYPES for name in dir(kind) if not name.startswith("_"))
+    - FORMAT_METHODS
+    - SIZING_METHODS
+    - {REGISTER}
+    - FORBIDDEN_ATTRIBUTES
+    - DataPolicy.attribute_names
+)
+
+_T = TypeVar("_T", bound=ast.AST)
+#: Field-less node types whose RestrictedPython visitor allows them unchanged.
+_ALLOWED_LEAVES = frozenset(
+    kind
+    for kind in vars(ast).values()
+    if isinstance(kind, type)
+    and issubclass(kind, ast.AST)
+    and not kind._fields
+    and hasattr(RestrictingNodeTransformer, f"visit_{kind.__name__}")
+)
+_IOPERATOR = {ast.Mult: "*=", ast.Pow: "**=", ast.LShift: "<<=", ast.Mod: "%="}
+
+
+class CodeRefused(Exception):
+    """The code does not compile or breaks the policy; `report` is what the model reads."""
+
+    def __init__(self, report: str, error_type: str) -> None:
+        super().__init__(report)
+        self.report = report
+        self.error_type = error_type
+
+
+@dataclass
+class _Problem:
+    line: int
+    col: int
+    end_col: int | None
+    message: str
+
+
+class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
+    """RestrictedPython's policy, adapted to the Python agents write."""
+
+    def __init__(self, reserved: frozenset[str], plain: frozenset[ast.Name] = frozenset()) -> None:
+        super().__init__(errors=[], warnings=[], used_names={})
+        self.problems: list[_Problem] = []
+        self.reserved = reserved
+        self.plain = plain  # name loads that certainly hold a plain value
+        self.class_depth: list[bool] = []  # True while directly inside a class body
+
+    visit = dispatched_visit
+
+    def node_contents_visit(self, node: _T) -> _T:
+        """Visit the children, but not the field-less nodes that RestrictedPython allows
+        as they are (contexts, operators, pass): a field-less node it has not
+        reviewed is still visited, and refused."""
+        return transform_children(self, node, _ALLOWED_LEAVES)
+
+    # Reporting -----------------------------------------------------------
+    def error(self, node: ast.AST, info: str) -> None:
+        self.errors.append(info)
+        self.problems.append(
+            _Problem(
+                getattr(node, "lineno", 1) or 1,
+                getattr(node, "col_offset", 0) or 0,
+                getattr(node, "end_col_offset", None),
+                info,
+            )
+        )
+
+    def check_name(self, node: ast.AST, name: str | None, allow_magic_methods: bool = False) -> None:
+        if name is None:
+            return
+        if name.startswith("_") and name != "_":
+            self.error(node, f'names starting with "_" are not allowed here ({name!r}); use a public name')
+        elif name == "range":
+            self.error(node, "'range' cannot be redefined in the sandbox; pick another name")
+        elif name in self.reserved:
+            self.error(node, f"{name!r} is a tool and cannot be redefined; pick another name")
+
+    # Names and attributes -----------------------------------------------
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if isinstance(node.ctx, ast.Load):
+            if node.id.startswith("_") and node.id != "_":
+                self.check_name(node, node.id)
+        else:
+            self.check_name(node, node.id)
+        return node
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        readable = node.attr in READABLE_DUNDERS and isinstance(node.ctx, ast.Load)
+        if node.attr.startswith("_") and not readable:
+            self.error(
+                node,
+                f'attributes starting with "_" are not allowed ({node.attr!r}); use the object\'s public API instead',
+            )
+        elif node.attr in FORBIDDEN_ATTRIBUTES:
+            self.error(node, f"the attribute {node.attr!r} reaches interpreter internals and is not allowed")
+        plain_method = node.attr in PLAIN_METHODS and (node.value in self.plain or is_plain_expression(node.value))
+        node = self.node_contents_visit(node)
+        if isinstance(node.ctx, ast.Load):
+            if plain_method:  # a plain value's method: what the guard would return (and a fast method call)
+                return node
+            return located(call_node("_getattr_", node.value, ast.Constant(node.attr)), node)
+        node.value = located(call_node("_write_", node.value), node.value)
+        return node
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        node = self.node_contents_visit(node)
+        if isinstance(node.ctx, ast.Load):
+            return located(call_node("_getitem_", node.value, node.slice), node)
+        return node
+
+    def visit_Slice(self, node: ast.Slice) -> ast.AST:
+        node = self.node_contents_visit(node)
+        parts = [part or ast.Constant(None) for part in (node.lower, node.upper, node.step)]
+        return located(call_node("_slice_", *parts), node)
+
+    # Statements RestrictedPython handles differently from what agents need ----
+    def allow(self, node: ast.AST) -> ast.AST:
+        """Visit the children only: no unpacking or iteration guards (they protect nothing here)."""
+        return self.node_contents_visit(node)
+
+    visit_Assign = visit_AnnAssign = visit_For = visit_comprehension = visit_With = visit_Module = allow
+    visit_Match = visit_match_case = visit_MatchValue = visit_MatchSequence = visit_MatchOr = allow
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        if isinstance(node.func, ast.Name) and node.func.id in ("exec", "eval", "compile"):
+            self.error(node, f"{node.func.id}() is not available; write the code directly")
+        return self.node_contents_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST | list[ast.AST]:
+        node = self.node_contents_visit(node)
+        guarded = type(node.op) in _IOPERATOR
+        if isinstance(node.target, ast.Name):
+            if not guarded:
+                return node
+            value = call_node(
+                "_inplacevar_", ast.Constant(_IOPERATOR[type(node.op)]), name_node(node.target.id), node.value
+            )
+            return located(ast.Assign(targets=[node.target], value=value), node)
+        # Attribute targets already had their object wrapped in _write_ when visited.
+        if guarded:
+            self.error(
+                node,
+                f"'{_IOPERATOR[type(node.op)]}' on an item or attribute is not supported; "
+                "write it out, e.g. x[k] = x[k] * y",
+            )
+        return node
+
+    def visit_Nonlocal(self, node: ast.Nonlocal) -> ast.AST:
+        for name in node.names:
+            self.check_name(node, name)
+        return node
+
+    def visit_Global(self, node: ast.Global) -> ast.AST:
+        for name in node.names:
+            self.check_name(node, name)
+        return node
+
+    def visit_Try(self, node: ast.Try) -> ast.AST:
+        for statement in node.finalbody:
+            escape = _finally_escape(statement)
+            if escape is not None:
+                self.error(
+                    escape,
+                    f"'{type(escape).__name__.lower()}' inside 'finally' would swallow errors and "
+                    "limits; move it after the try statement",
+                )
+        return self.node_contents_visit(node)
+
+    def visit_Import(self, node: ast.Import) -> ast.AST:
+        for alias in node.names:
+            self.check_name(node, (alias.asname or alias.name).split(".")[0])
+            if any(part.startswith("_") for part in alias.name.split(".")):
+                self.error(node, f"importing private modules is not allowed ({alias.name!r})")
+        return node
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.AST:
+        if node.level:
+            self.error(node, "relative imports are not allowed; import a module by its full name")
+        if node.module and any(part.startswith("_") for part in node.module.split(".")):
+            self.error(node, f"importing private modules is not allowed ({node.module!r})")
+        for alias in node.names:
+            if alias.name == "*":
+                self.error(node, "'from ... import *' is not allowed; import the names you need")
+            self.check_name(node, alias.name)
+            self.check_name(node, alias.asname)
+        return node
+
+    # Functions and classes -------------------------------------------------
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        in_class = bool(self.class_depth) and self.class_depth[-1]
+        if not (in_class and node.name in ALLOWED_DUNDERS):
+            if node.name.startswith("__") and node.name.endswith("__"):
+                allowed = ", ".join(sorted(ALLOWED_DUNDERS)) if in_class else "none outside a class"
+                self.error(node, f"defining {node.name!r} is not allowed; allowed special methods: {allowed}")
+            else:
+                self.check_name(node, node.name)
+        self.check_function_argument_names(node)
+        return self.visit_scope(node, in_class=False)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        self.check_name(node, node.name)
+        if any(keyword.arg == "metaclass" for keyword in node.keywords):
+            self.error(node, "metaclasses are not allowed; use a plain class")
+        return self.visit_scope(node, in_class=True)
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
+        self.check_function_argument_names(node)
+        return self.visit_scope(node, in_class=False)
+
+    def visit_scope(self, node: ast.AST, in_class: bool) -> ast.AST:
+        """Visit a new scope, remembering whether it is a class body (where dunder methods may be defined)."""
+        self.class_depth.append(in_class)
+        try:
+            return self.node_contents_visit(node)
+        finally:
+            self.class_depth.pop()
+
+    # match statements -------------------------------------------------------
+    def visit_MatchSingleton(self, node: ast.MatchSingleton) -> ast.AST:
+        return node
+
+    def visit_MatchStar(self, node: ast.MatchStar) -> ast.AST:
+        self.check_name(node, node.name)
+        return node
+
+    def visit_MatchAs(self, node: ast.MatchAs) -> ast.AST:
+        self.check_name(node, node.name)
+        return self.node_contents_visit(node)
+
+    def visit_MatchMapping(self, node: ast.MatchMapping) -> ast.AST:
+        self.check_name(node, node.rest)
+        return self.node_contents_visit(node)
+
+    def visit_MatchClass(self, node: ast.MatchClass) -> ast.AST:
+        for attribute in node.kwd_attrs:
+            if attribute.startswith("_") or attribute in FORBIDDEN_ATTRIBUTES:
+                self.error(node, f"matching on the attribute {attribute!r} is not allowed")
+        return self.node_contents_visit(node)
+
+
+def compile_block(
+    source: str,
+    filename: str,
+    reserved: frozenset[str] = frozenset(),
+    declared_global: set[str] | None = None,
+) -> CodeType:
+    """Compile one block of the model's code, or raise `CodeRefused` with a readable report.
+
+    `reserved` names (the tools) cannot be assigned. `declared_global` collects,
+    across the blocks of one sandbox, the names any function declares ``global``;
+    pass the same set every time (None: a one-off block).
+    """
+    try:
+        tree = ast.parse(source, filename=filename, mode="exec")
+    except SyntaxError as error:
+        raise CodeRefused(_syntax_report(source, error), "SyntaxError") from None
+    declared = declared_global if declared_global is not None else set()
+    block_globals = declared_globals(tree) if "global" in source else set()  # no keyword, no declaration
+    policy = SandboxPolicy(reserved, plain_names(tree, declared | block_globals, source))
+    tree = policy.visit(tree)
+    if policy.problems:
+        raise CodeRefused(_policy_report(source, policy.problems), "CodeRefused")
+    declared |= block_globals
+    tree = Instrumenter(source, declared).visit(tree)
+    capture_last_expression(tree)
+    return compile(tree, filename, "exec")
+
+
+def _finally_escape(statement: ast.stmt) -> ast.stmt | None:
+    """The first return/break/continue in a finally block that would leave it early."""
+    pending: list[tuple[ast.AST, bool]] = [(statement, False)]
+    while pending:
+        node, in_loop = pending.pop()
+        if isinstance(node, ast.Return) or (isinstance(node, (ast.Break, ast.Continue)) and not in_loop):
+            return node  # type: ignore[return-value]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        loop = in_loop or isinstance(node, (ast.For, ast.While))
+        pending.extend((child, loop) for child in ast.iter_child_nodes(node))
+    return None
+
+
+def _source_line(source: str, line: int) -> str:
+    lines = source.splitlines()
+    return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
+def _caret(text: str, col: int, end_col: int | None) -> str:
+    width = max(1, (end_col - col) if end_col and end_col > col else 1)
+    return f"    {text}\n    {' ' * col}{'^' * width}"
+
+
+def _syntax_report(source: str, error: SyntaxError) -> str:
+    line = error.lineno or 1
+    col = max(0, (error.offset or 1) - 1)
+    end = (error.end_offset - 1) if error.end_offset and error.end_lineno == error.lineno else None
+    text = error.text.rstrip("\n") if error.text else _source_line(source, line)
+    return f"SyntaxError on line {line}: {error.msg}\n{_caret(text, col, end)}"
+
+
+def _policy_report(source: str, problems: list[_Problem]) -> str:
+    parts = ["The code was not run; fix these and send it again:"]
+    for problem in sorted(problems, key=lambda p: (p.line, p.col)):
+        text = _source_line(source, problem.line)
+        parts.append(f"Line {problem.line}: {problem.message}\n{_caret(text, problem.col, problem.end_col)}")
+    return "\n".join(parts)

@@ -1,0 +1,201 @@
+"""Attacks from inside a default sandbox: each must fail, and the host must not notice."""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from jupyter_client.blocking.client import BlockingKernelClient
+
+from codeward.executors.docker.hardening import Hardening
+from codeward.executors.docker.sandbox import KernelContainer, sandbox_ids, start_kernel_container
+from tests.executors.docker.conftest import HOST_SECRET
+from tests.executors.docker.kernel_calls import run_code, run_json
+
+
+@pytest.fixture(scope="module")
+def kernel(sandbox: KernelContainer) -> BlockingKernelClient:
+    return sandbox.client()
+
+
+def test_a_plain_host_client_runs_code_over_the_ipc_sockets(sandbox: KernelContainer) -> None:
+    client = BlockingKernelClient()
+    client.load_connection_info(sandbox.connection_info)
+    client.start_channels()
+    try:
+        assert client.transport == "ipc"
+        assert run_code(client, "import sys\nprint(sum(range(10)), sys.version_info[0])") == "45 3\n"
+    finally:
+        client.stop_channels()
+
+
+def test_no_network_route_leaves_the_sandbox(kernel: BlockingKernelClient) -> None:
+    probe = """
+import json, os, socket
+results = {}
+for host, port in [("1.1.1.1", 53), ("8.8.8.8", 443), ("172.17.0.1", 2375), ("10.0.0.1", 80), ("192.168.1.1", 80)]:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(3)
+    try:
+        s.connect((host, port))
+        results[host] = "connected"
+    except OSError as error:
+        results[host] = error.errno
+    finally:
+        s.close()
+try:
+    socket.getaddrinfo("pypi.org", 443)
+    results["dns"] = "resolved"
+except OSError as error:
+    results["dns"] = "failed"
+results["interfaces"] = sorted(os.listdir("/sys/class/net"))
+print(json.dumps(results))
+"""
+    results = run_json(kernel, probe)
+    assert results.pop("interfaces") == ["lo"]
+    assert results.pop("dns") == "failed"
+    assert all(code == errno.ENETUNREACH for code in results.values()), results
+
+
+def test_the_kernel_runs_as_the_unprivileged_sandbox_user(kernel: BlockingKernelClient) -> None:
+    ids = run_json(
+        kernel, "import os, json\nprint(json.dumps([os.getuid(), os.geteuid(), os.getgid(), os.getgroups()]))"
+    )
+    uid, gid = sandbox_ids()
+    assert ids[:3] == [uid, uid, gid]
+    assert 0 not in ids[:3] and 0 not in ids[3]
+
+
+def test_the_root_filesystem_is_read_only(kernel: BlockingKernelClient) -> None:
+    probe = """
+import json
+codes = {}
+for path in ["/escape", "/usr/lib/escape", "/etc/passwd", "/opt/sandbox/bin/python3"]:
+    try:
+        with open(path, "a") as stream:
+            stream.write("x")
+        codes[path] = "written"
+    except OSError as error:
+        codes[path] = error.errno
+print(json.dumps(codes))
+"""
+    codes = run_json(kernel, probe)
+    assert codes["/escape"] == errno.EROFS and codes["/usr/lib/escape"] == errno.EROFS
+    assert codes["/etc/passwd"] in (errno.EROFS, errno.EACCES)
+    assert codes["/opt/sandbox/bin/python3"] in (errno.EROFS, errno.EACCES)
+
+
+def test_scratch_space_is_size_capped_tmpfs(kernel: BlockingKernelClient) -> None:
+    mounts = run_code(kernel, "print(open('/proc/self/mounts').read())")
+    for folder in ("/tmp", "/home/sandbox"):
+        line = next(line for line in mounts.splitlines() if line.split()[1] == folder)
+        assert line.split()[2] == "tmpfs" and "size=262144k" in line, line
+    probe = "import os\nos.makedirs('/home/sandbox/work', exist_ok=True)\nopen('/tmp/a', 'w').write('ok')\nprint(open('/tmp/a').read())"
+    assert run_code(kernel, probe) == "ok\n"
+
+
+def test_every_capability_set_is_empty_and_privileges_cannot_grow(kernel: BlockingKernelClient) -> None:
+    status = run_code(kernel, "print(open('/proc/self/status').read())")
+    fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+    for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(fields[name], 16) == 0, (name, fields[name])
+    assert fields["NoNewPrivs"].strip() == "1"
+    assert fields["Seccomp"].strip() == "2"  # filter mode: Docker's default profile is on
+
+
+def test_privileged_calls_fail(kernel: BlockingKernelClient) -> None:
+    probe = """
+import json, os
+codes = {}
+for name, call in [("setuid0", lambda: os.setuid(0)), ("chroot", lambda: os.chroot("/tmp")),
+                   ("mknod", lambda: os.mknod("/tmp/dev", 0o600 | 0o060000, os.makedev(8, 0))),
+                   ("chown", lambda: os.chown("/tmp", 0, 0))]:
+    try:
+        call()
+        codes[name] = "allowed"
+    except OSError as error:
+        codes[name] = error.errno
+print(json.dumps(codes))
+"""
+    codes = run_json(kernel, probe)
+    assert all(code == errno.EPERM for code in codes.values()), codes
+
+
+def test_the_hosts_environment_and_files_stay_outside(kernel: BlockingKernelClient) -> None:
+    name, value = HOST_SECRET
+    assert os.environ[name] == value  # the host does have it
+    probe = f"""
+import json, os
+print(json.dumps([os.environ.get({name!r}), {value!r} in repr(dict(os.environ)),
+                  os.path.exists({str(Path(__file__).resolve())!r}), os.path.exists({sys.prefix!r})]))
+"""
+    assert run_json(kernel, probe) == [None, False, False, False]
+
+
+def test_the_limits_are_set_on_the_container(sandbox: KernelContainer) -> None:
+    sandbox.container.reload()
+    host_config = sandbox.container.attrs["HostConfig"]
+    assert host_config["Memory"] == 1024**3 and host_config["MemorySwap"] == 1024**3
+    assert host_config["NanoCpus"] == 10**9
+    assert host_config["PidsLimit"] == 256
+    assert host_config["Privileged"] is False
+    assert not host_config.get("PortBindings")
+    assert sandbox.container.attrs["NetworkSettings"]["Ports"] in ({}, None)
+
+
+def test_the_ipc_folder_is_private_to_the_sandbox_user(sandbox: KernelContainer) -> None:
+    info = sandbox.ipc_dir.stat()
+    assert stat.S_IMODE(info.st_mode) == 0o700
+    assert info.st_uid == sandbox_ids()[0]
+    assert stat.S_IMODE((sandbox.ipc_dir / "kernel.json").stat().st_mode) == 0o600
+    assert stat.S_ISSOCK((sandbox.ipc_dir / "kernel-1").stat().st_mode)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to act as another host user")
+def test_another_host_user_cannot_reach_the_kernel(sandbox: KernelContainer) -> None:
+    attack = f"""
+import os, socket, sys
+os.setgid(65534); os.setuid(65534)
+results = []
+for action in (lambda: os.listdir({str(sandbox.ipc_dir)!r}),
+               lambda: open({str(sandbox.ipc_dir / "kernel.json")!r}).read(),
+               lambda: socket.socket(socket.AF_UNIX).connect({str(sandbox.ipc_dir / "kernel-1")!r})):
+    try:
+        action()
+        results.append("allowed")
+    except PermissionError:
+        results.append("denied")
+print(results)
+"""
+    done = subprocess.run([sys.executable, "-c", attack], check=False, capture_output=True, text=True, timeout=30)
+    assert done.stdout.strip() == "['denied', 'denied', 'denied']", done.stderr
+
+
+def test_a_fork_bomb_stops_at_the_pids_limit(docker_client, sandbox_image: str) -> None:  # type: ignore[no-untyped-def]
+    limit = 48
+    bombed = start_kernel_container(docker_client, sandbox_image, Hardening(pids_limit=limit))
+    try:
+        kernel = bombed.client()
+        bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+        launch = f"import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', {bomb!r}])\nprint('launched')"
+        assert run_code(kernel, launch) == "launched\n"
+        counts = []  # tasks (processes and threads) in the container's pids cgroup
+        for _ in range(12):
+            time.sleep(0.25)
+            counts.append(bombed.task_count())
+        assert max(counts) <= limit, counts
+        assert counts[-1] == limit, f"the bomb never reached the limit: {counts}"
+        host = subprocess.run(
+            [sys.executable, "-c", "print('host fine')"], check=False, capture_output=True, text=True, timeout=30
+        )
+        assert host.stdout == "host fine\n"
+    finally:
+        bombed.remove()
+    assert socket.gethostname()  # the host still answers ordinary calls after the sandbox is gone

@@ -1,0 +1,177 @@
+"""Starting, labelling and removing sandboxes, and reaping those whose owner died."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import docker
+import pytest
+
+import codeward
+from codeward.executors.base import SandboxError
+from codeward.executors.docker.images import BASE_REPOSITORY
+from codeward.executors.docker.sandbox import (
+    IPC_DIR_LABEL,
+    OWNER_HOST_LABEL,
+    OWNER_PID_LABEL,
+    OWNER_STARTED_LABEL,
+    SESSION_LABEL,
+    KernelContainer,
+    list_sandboxes,
+    owner_alive,
+    process_started,
+    reap_orphans,
+    start_kernel_container,
+)
+from tests.executors.docker.containers import gone
+from tests.executors.docker.kernel_calls import run_code
+
+
+def test_a_sandbox_is_labelled_with_its_session_and_owner(sandbox: KernelContainer) -> None:
+    labels = sandbox.container.labels
+    assert labels[SESSION_LABEL] == sandbox.session
+    assert labels[OWNER_PID_LABEL] == str(os.getpid())
+    assert labels[OWNER_STARTED_LABEL] == process_started(os.getpid())
+    assert labels[OWNER_HOST_LABEL] == socket.gethostname()
+    assert labels[IPC_DIR_LABEL] == str(sandbox.ipc_dir)
+    assert owner_alive(labels)
+
+
+def test_live_sandboxes_are_listed(docker_client: docker.DockerClient, sandbox: KernelContainer) -> None:
+    assert sandbox.container.id in {container.id for container in list_sandboxes(docker_client)}
+
+
+def test_a_temporary_folder_too_deep_for_unix_sockets_is_a_clear_error(
+    docker_client: docker.DockerClient, sandbox_image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    monkeypatch.setenv("TMPDIR", str(deep))
+    monkeypatch.setattr("tempfile.tempdir", None)  # make tempfile read TMPDIR again
+    with pytest.raises(SandboxError, match="point TMPDIR at a shorter one"):
+        start_kernel_container(docker_client, sandbox_image)
+    assert list(deep.iterdir()) == []
+
+
+def test_state_persists_between_cells(sandbox: KernelContainer) -> None:
+    client = sandbox.client()
+    run_code(client, "counter = 41")
+    assert run_code(client, "counter += 1\nprint(counter)") == "42\n"
+
+
+def test_remove_takes_the_container_and_its_folder_and_can_be_repeated(
+    docker_client: docker.DockerClient, sandbox_image: str
+) -> None:
+    started = start_kernel_container(docker_client, sandbox_image)
+    assert started.ipc_dir.is_dir() and not gone(docker_client, started.container.id)
+    started.remove()
+    assert not started.ipc_dir.exists()
+    assert gone(docker_client, started.container.id)
+    started.remove()
+
+
+def test_a_kernel_that_cannot_start_fails_fast_and_leaves_nothing(docker_client: docker.DockerClient) -> None:
+    base = docker_client.images.list(name=BASE_REPOSITORY)
+    if not base:
+        pytest.skip("no debootstrap base image here (the sandbox image was built on another base)")
+    before = {c.id for c in docker_client.containers.list(all=True, filters={"label": SESSION_LABEL})}
+    with pytest.raises(SandboxError, match="exited at start") as raised:
+        start_kernel_container(docker_client, base[0].id, ready_timeout=30)  # Python without ipykernel
+    assert "No module named ipykernel_launcher" in raised.value.logs
+    after = {c.id for c in docker_client.containers.list(all=True, filters={"label": SESSION_LABEL})}
+    assert after == before
+
+
+def test_a_missing_image_is_a_clear_error(docker_client: docker.DockerClient) -> None:
+    with pytest.raises(SandboxError, match="could not start a sandbox from image 'codeward-no-such-image:0'"):
+        start_kernel_container(docker_client, "codeward-no-such-image:0")
+
+
+OWNER = textwrap.dedent(
+    """
+    import sys, time
+    from codeward.executors.docker.images import engine_client
+    from codeward.executors.docker.sandbox import start_kernel_container
+    started = start_kernel_container(engine_client(), sys.argv[1])
+    print(started.container.id, started.ipc_dir, flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def test_the_reaper_removes_what_a_killed_owner_left_and_spares_live_owners(
+    docker_client: docker.DockerClient, sandbox_image: str, sandbox: KernelContainer
+) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(codeward.__file__).parents[1])}
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, sandbox_image], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        container_id, ipc_dir = owner.stdout.readline().split()  # type: ignore[union-attr]
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+    assert not gone(docker_client, container_id) and Path(ipc_dir).is_dir()  # SIGKILL ran no cleanup
+
+    removed = reap_orphans(docker_client)
+
+    assert docker_client.containers.get(sandbox.container.id).status == "running"  # ours: owner alive
+    assert gone(docker_client, container_id)
+    assert not Path(ipc_dir).exists()
+    assert len(removed) >= 1
+
+
+def test_a_reused_pid_does_not_keep_a_container_alive(docker_client: docker.DockerClient, sandbox_image: str) -> None:
+    """Labelled with our live pid but another start time: the owner is a different, dead process."""
+    labels = {
+        SESSION_LABEL: "reused-pid",
+        OWNER_HOST_LABEL: socket.gethostname(),
+        OWNER_PID_LABEL: str(os.getpid()),
+        OWNER_STARTED_LABEL: "another-boot:1",
+    }
+    elsewhere = {**labels, SESSION_LABEL: "other-host", OWNER_HOST_LABEL: "another-machine", OWNER_PID_LABEL: "1"}
+    stale = docker_client.containers.create(sandbox_image, ["true"], labels=labels, network_mode="none")
+    foreign = docker_client.containers.create(sandbox_image, ["true"], labels=elsewhere, network_mode="none")
+    try:
+        removed = reap_orphans(docker_client)
+        assert stale.name in removed and gone(docker_client, stale.id)
+        assert not gone(docker_client, foreign.id)  # another machine's owner is not ours to judge
+    finally:
+        for container in (stale, foreign):
+            try:
+                container.remove(force=True)
+            except docker.errors.NotFound:
+                pass
+
+
+def test_reaping_while_other_sandboxes_come_and_go_does_not_fail(
+    docker_client: docker.DockerClient, sandbox_image: str
+) -> None:
+    """Workers reap at every start while other workers remove their own containers: a race to survive."""
+    import threading
+
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def churn() -> None:
+        try:
+            for _ in range(3):
+                start_kernel_container(docker_client, sandbox_image).remove()
+        except BaseException as error:  # noqa: BLE001 - reported by the assertion below
+            errors.append(error)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=churn)
+    thread.start()
+    rounds = 0
+    while not done.is_set():
+        reap_orphans(docker_client)
+        list_sandboxes(docker_client)
+        rounds += 1
+    thread.join()
+    assert not errors and rounds > 0
