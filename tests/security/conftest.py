@@ -1,47 +1,138 @@
-"""Shared pieces of the local executor's attack suite."""
+"""The attack harness: every attack is shown to work without the sandbox, then to be refused by it.
+
+`attack(code, ...)` first runs the payload with no sandbox (`Unsandboxed`): it must
+do what it claims there (the control), or the test is broken and says so. Then
+it runs in the local executor and must be refused *by the sandbox*, with one of
+its own refusals, leaving the canary untouched and the executor usable.
+
+With CODEWARD_SECURITY_SANDBOX=off the sandbox is swapped for `Unsandboxed` and
+the controls are skipped: every attack test must then fail, which
+`test_the_suite_notices_a_missing_sandbox` checks.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from codeward.executors.base import ExecutionError
 from codeward.executors import LocalExecutor
+from codeward.executors.base import ExecutionError, Executor
 from codeward.platform.tools import FinalAnswerTool
+from tests.security.unsandboxed import ALLOWANCE, MEMORY_ROOM, HostHarmed, Unsandboxed
+
+SANDBOX_OFF = os.environ.get("CODEWARD_SECURITY_SANDBOX") == "off"
+
+#: What the code is meant to do unsandboxed: complete (and write the canary if it names it),
+#: exhaust the control's time or memory, or stop the process it runs in. An attack on an
+#: object only the sandbox makes passes instead a function that shows, on the host, that
+#: the object holds what the attack is after.
+CONTROLS = ("works", "exhausts", "stops")
+
+#: The local executor's own refusals: error types only the sandbox reports, and the limits
+#: that it reports under an ordinary type, told apart by the words that name the limit.
+SANDBOX_REFUSALS = frozenset({"SandboxViolation", "CodeRefused", "SizeLimitError", "OperationLimitExceeded"})
+NAMED_LIMITS = {
+    "TimeoutError": "limit and was stopped",
+    "MemoryError": "grew memory by more than",
+    "NameError": "is not available in this sandbox",
+}
+
+
+def refused_by_sandbox(error: ExecutionError) -> bool:
+    if error.error_type in SANDBOX_REFUSALS:
+        return True
+    words = NAMED_LIMITS.get(error.error_type or "")
+    return words is not None and words in error.message
+
+
+def sandbox(**options: Any) -> Executor:
+    """The executor under attack: the local executor, or nothing at all with the switch off."""
+    return Unsandboxed(**options) if SANDBOX_OFF else LocalExecutor(**options)
 
 
 @pytest.fixture
 def canary(tmp_path: Path) -> Path:
-    """A file every attack tries to create; its absence shows the host was untouched."""
+    """A file attacks try to create; its absence shows the host was untouched."""
     return tmp_path / "pwned"
 
 
 @pytest.fixture
-def attack(canary: Path):
-    """Run an attack: `attack(code, **options)`, with CANARY in `code` standing for the canary path."""
+def attack(canary: Path) -> Callable[..., ExecutionError]:
+    """`attack(code, control="works", **options)`, with CANARY in `code` standing for the canary path."""
     return lambda code, **options: run_attack(code, canary, **options)
 
 
-def run_attack(code: str, canary: Path, **options) -> ExecutionError:
-    """Run `code`; it must fail with a clear error, leave no trace, and leave the executor usable.
+def run_attack(
+    code: str,
+    canary: Path,
+    *,
+    control: str | Callable[[], bool] = "works",
+    tools: bool = False,
+    variables: dict[str, Any] | None = None,
+    before: str | None = None,
+    replace: dict[str, str] | None = None,
+    **options: Any,
+) -> ExecutionError:
+    """Run the control, then the attack; return the sandbox's refusal for further checks.
 
-    `tools=True` gives the code the final_answer tool to attack; `variables` are
-    sent with send_variables and `before` runs (and must succeed) as an earlier block.
+    `tools=True` gives the code the final_answer tool to attack; `variables` are sent
+    with send_variables; `before` runs (and must succeed) as an earlier block;
+    `replace` maps more placeholders to text.
     """
+    assert callable(control) or control in CONTROLS, f"control must be one of {CONTROLS}, or a function"
+    for placeholder, text in {"CANARY": str(canary), **(replace or {})}.items():
+        code = code.replace(placeholder, text)
+        before = before.replace(placeholder, text) if before is not None else None
+    setup = (tools, variables or {}, before)
+    if callable(control):
+        assert control(), "broken attack test: the object attacked does not hold what the attack is after"
+    elif not SANDBOX_OFF:
+        _check_control(code, canary, control, setup)
     options.setdefault("timeout_seconds", 5)
-    tools = options.pop("tools", False)
-    variables = options.pop("variables", {})
-    before = options.pop("before", None)
-    with LocalExecutor(**options) as executor:
-        if tools:
-            executor.send_tools({"final_answer": FinalAnswerTool()})
-        executor.send_variables(variables)
-        if before is not None:
-            executor.run(before.replace("CANARY", str(canary)))
+    with sandbox(**options) as executor:
+        _prepare(executor, setup)
         with pytest.raises(ExecutionError) as info:
-            executor.run(code.replace("CANARY", str(canary)))
+            executor.run(code)
         assert executor.run("1 + 1").output == 2, "the executor must stay usable after an attack"
     assert not canary.exists(), "the attack reached the host"
-    assert info.value.message.strip(), "the refusal must say what was wrong"
+    if control != "stops":  # for these, that the host is still here to see the error is the proof
+        refusal = info.value
+        assert refused_by_sandbox(refusal), f"not refused by the sandbox: {refusal.error_type}: {refusal.message}"
     return info.value
+
+
+def _prepare(executor: Executor, setup: tuple[bool, dict[str, Any], str | None]) -> None:
+    tools, variables, before = setup
+    if tools:
+        executor.send_tools({"final_answer": FinalAnswerTool()})
+    executor.send_variables(variables)
+    if before is not None:
+        executor.run(before)
+
+
+def _check_control(code: str, canary: Path, control: str, setup: tuple[bool, dict[str, Any], str | None]) -> None:
+    """The payload must do its harm with no sandbox; a control that fails is a broken attack test."""
+    outcome: BaseException | None = None
+    with Unsandboxed(memory_room=ALLOWANCE if control == "exhausts" else MEMORY_ROOM) as plain:
+        _prepare(plain, setup)
+        try:
+            plain.run(code)
+        except (ExecutionError, HostHarmed) as error:
+            outcome = error
+    wrote = canary.exists()
+    canary.unlink(missing_ok=True)
+    broken = f"broken attack test: unsandboxed, the payload did not {control!r}: "
+    if control == "works":
+        assert outcome is None, broken + f"it failed with {outcome}"
+        assert wrote or str(canary) not in code, broken + "it named the canary but left it alone"
+    elif control == "exhausts":
+        exhausted = isinstance(outcome, HostHarmed) or (
+            isinstance(outcome, ExecutionError) and outcome.error_type == "MemoryError"
+        )
+        assert exhausted, broken + f"it ended with {outcome!r}"
+    else:
+        assert isinstance(outcome, HostHarmed) and "stopped the process" in outcome.how, broken + f"got {outcome!r}"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from codeward.executors import LocalExecutor
+
 SHELL = "system('touch CANARY')"
 
 
@@ -27,13 +29,12 @@ SHELL = "system('touch CANARY')"
         "import operator\noperator.attrgetter('__class__')(1)",
         "import operator\noperator.methodcaller('__reduce_ex__', 2)(1)",
         "f'{().__class__}'",
-        "setattr(1, '__class__', int)",
-        "vars(1)",
+        "def f(a):\n    pass\nsetattr(f, '__defaults__', (1,))",
+        "vars()",
         "globals()",
         "__builtins__",
-        "_getattr_",
-        "'a'.__mul__(10**12)",
-        "{}.__getitem__('x')",
+        "'a'.__mul__(3)",
+        "{'x': 1}.__getitem__('x')",
         "getattr('%d', '__mod__')(1)",
     ],
     ids=lambda c: c[:40],
@@ -58,7 +59,7 @@ def test_type_mro_walk_is_refused(attack):
 
 def test_function_globals_are_refused(attack):
     """CVE-2025-5120 (smolagents): a function's globals lead to builtins and os."""
-    attack("def f():\n    pass\nf.__globals__['__builtins__']['__import__']('os')." + SHELL)
+    attack("def f():\n    pass\nf.__globals__['__builtins__'].__import__('os')." + SHELL)
 
 
 def test_function_code_is_refused(attack):
@@ -66,13 +67,14 @@ def test_function_code_is_refused(attack):
 
 
 def test_tool_internals_are_refused(attack):
-    attack("getattr(final_answer, 'forward')", tools=True)
-    attack("final_answer._tool.forward.__globals__", tools=True)
+    reach = ".forward.__globals__['__builtins__']['open']('CANARY', 'w').close()"
+    attack("getattr(final_answer, '_tool')" + reach, tools=True)
+    attack("final_answer._tool" + reach, tools=True)
 
 
 # Frames and tracebacks --------------------------------------------------------
 def test_generator_frame_is_refused(attack):
-    attack("g = (x for x in [1])\ng.gi_frame.f_back.f_globals")
+    attack("g = (x for x in [1])\ng.gi_frame.f_builtins['open']('CANARY', 'w').close()")
 
 
 def test_generator_frame_by_getattr_is_refused(attack):
@@ -103,13 +105,13 @@ def test_format_string_reaching_frames_is_refused(attack):
         "import random\ngetattr(random, '_os')." + SHELL,
         "import collections\ncollections._sys.modules['os']." + SHELL,
         "import re\ngetattr(re, '_compiler')",
-        "import datetime\ngetattr(datetime, '_time')",
+        "import datetime\ngetattr(datetime, 'sys').modules['os']." + SHELL,
         "import statistics\nstatistics.sys.modules['os']." + SHELL,
         "import typing\ntyping.sys.modules['os']." + SHELL,
         "import dataclasses\ndataclasses.sys.modules['os']." + SHELL,
         "import functools\nfunctools.reduce.__self__",
-        "import json\njson.decoder.re.sys",
-        "import copy\ncopy.sys",
+        "import json\njson.codecs.open('CANARY', 'w').close()",
+        "import dataclasses\ndataclasses.inspect.stack()",
     ],
     ids=lambda c: c[:45],
 )
@@ -136,7 +138,6 @@ def test_module_found_as_an_attribute_is_refused_by_name(attack):
         "import sys",
         "import io\nio.open('CANARY', 'w')",
         "__import__('os')." + SHELL,
-        "from . import x",
         "from random import _os",
         "import _thread",
         "import inspect",
@@ -181,8 +182,8 @@ def test_host_modules_cannot_be_patched(attack):
 def test_host_classes_cannot_be_patched(attack):
     import collections
 
-    attack("import collections\ncollections.OrderedDict.extra = 1")
-    assert not hasattr(collections.OrderedDict, "extra")
+    attack("import collections\ncollections.UserDict.extra = 1")
+    assert not hasattr(collections.UserDict, "extra")
 
 
 def test_host_functions_cannot_be_patched(attack):
@@ -229,8 +230,7 @@ def test_metaclasses_cannot_build_classes_with_special_methods(code, attack):
     attack(code)
 
 
-def test_machine_clock_and_time_zone_cannot_be_changed(attack):
-    attack("import time\ntime.clock_settime(time.CLOCK_REALTIME, 0)")
+def test_machine_time_zone_cannot_be_changed(attack):
     attack("import time\ntime.tzset()")
 
 
@@ -240,7 +240,7 @@ def test_machine_clock_and_time_zone_cannot_be_changed(attack):
     ids=["SystemExit", "KeyboardInterrupt", "own-BaseException"],
 )
 def test_code_cannot_stop_the_host_process(code, attack):
-    attack(code)
+    attack(code, control="stops")
 
 
 def test_host_abstract_classes_cannot_register_host_types(attack):
@@ -250,15 +250,23 @@ def test_host_abstract_classes_cannot_register_host_types(attack):
     assert not isinstance(5, collections.abc.Mapping)
 
 
+def test_a_huge_width_through_the_sandbox_formatter_is_refused(attack):
+    error = attack("import string\nstring.Formatter().format('{:>2000000000}', 1)", control="exhausts")
+    assert "the sandbox allows" in error.message
+
+
 @pytest.mark.parametrize(
-    "code",
+    ("make", "private"),
     [
-        "import string\nstring.Formatter().guards.gate.machine",
-        "import string\nstring.Formatter().format('{:>10000000000}', 1)",
-        "sum(range(10**12).source)",
-        "import itertools\nitertools.count().source",
+        ("import string\nhelper = string.Formatter()", "_guards"),
+        ("helper = range(10**12)", "_source"),
+        ("import itertools\nhelper = itertools.count()", "gi_frame"),
     ],
-    ids=["formatter-internals", "formatter-width", "range-source", "itertools-source"],
+    ids=["formatter", "range", "itertools"],
 )
-def test_sandbox_helpers_the_code_holds_expose_nothing(code, attack):
-    attack(code, max_operations=100_000)
+def test_sandbox_helpers_the_code_holds_expose_nothing(make, private, attack):
+    """The sandbox hands the code its own versions of some objects; their insides hold host
+    objects (the guards, the real iterator). The control is the helper itself, read on the host."""
+    with LocalExecutor() as executor:
+        helper = executor.run(make + "\nhelper").output
+    attack(make + f"\ngetattr(helper, {private!r})", control=lambda: getattr(helper, private) is not None)

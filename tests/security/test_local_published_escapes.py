@@ -61,14 +61,6 @@ def test_machine_modules_are_not_importable_by_default(module, attack):
     assert f"import of {module!r} is not allowed" in error.message
 
 
-def test_explicit_star_is_the_users_choice():
-    """'*' allows everything, os included: documented, and only when asked for."""
-    from codeward.executors.local.executor import LocalExecutor
-
-    with LocalExecutor(authorized_imports=["*"]) as ex:
-        assert ex.run("import os\nos.sep").output == "/"
-
-
 @pytest.mark.parametrize(
     "code",
     [
@@ -84,14 +76,3 @@ def test_explicit_star_is_the_users_choice():
 def test_format_reached_indirectly_still_refuses_private_fields(code, attack):
     error = attack(code)
     assert "__class__" in error.message
-
-
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_generator_finally_run_by_the_host_later_stays_bounded():
-    """A suspended generator whose finally never ends, collected by the host after the block."""
-
-    from codeward.executors.local.executor import LocalExecutor
-
-    ex = LocalExecutor(max_operations=100_000)
-    ex.run("def g():\n    try:\n        yield 1\n    finally:\n        while True:\n            pass\nx = g()\nnext(x)")
-    ex.close()  # drops the generator: its finally runs on the host, under the budget

@@ -182,7 +182,9 @@ class DataPolicy:
             candidates += [kwargs[key] for key in _PATH_KEYWORDS if key in kwargs]
             for candidate in candidates:
                 self.check_path(label, candidate)
-            if "allow_pickle" in kwargs or label.endswith(("load", "save")):
+            if kwargs.get("allow_pickle"):
+                raise SandboxViolation(f"{label}(allow_pickle=True) is not available in the sandbox: pickles run code")
+            if label.endswith(("load", "save")):
                 kwargs["allow_pickle"] = False
             return function(*args, **kwargs)
 

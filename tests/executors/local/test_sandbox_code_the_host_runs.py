@@ -1,0 +1,138 @@
+"""Sandbox code that the host itself runs after a block: a final answer's repr, a function or
+generator the code returned, a finalizer. It runs on the host's allowance for sandbox code and
+stops with the sandbox's own errors; and the sandbox's signals never leak into host code.
+
+These are not attacks with an unsandboxed control (without a sandbox there is no block whose
+end matters), so they live beside the executor's other tests rather than in tests/security.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from codeward.executors.base import ExecutionTimeout
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_model_code_run_by_the_host_after_the_block_stays_bounded():
+    """A final answer whose __repr__ never ends: the host's repr() stops with an ordinary error."""
+    from codeward.executors.local.executor import LocalExecutor
+    from codeward.executors.local.limits import BudgetSpentOutsideRun
+    from codeward.platform.tools import FinalAnswerTool
+
+    with LocalExecutor(max_operations=100_000) as ex:
+        ex.send_tools({"final_answer": FinalAnswerTool()})
+        out = ex.run(
+            "class Sticky:\n    def __repr__(self):\n        while True:\n            pass\nfinal_answer(Sticky())"
+        )
+        assert out.is_final_answer
+        with pytest.raises(BudgetSpentOutsideRun):
+            repr(out.output)
+        assert ex.run("2 + 2").output == 4
+
+
+def test_sandbox_code_cannot_sleep_when_the_host_calls_it_between_blocks():
+    from codeward.executors.local.executor import LocalExecutor
+    from codeward.executors.local.limits import BudgetSpentOutsideRun
+
+    with LocalExecutor() as ex:
+        napper = ex.run("import time\ndef nap():\n    time.sleep(3600)\nnap").output
+        with pytest.raises(BudgetSpentOutsideRun):
+            napper()
+
+
+def test_a_time_signal_landing_in_a_host_finalizer_is_not_reported(monkeypatch):
+    """The time signal can land in host code that the interpreter runs on its own: here a
+    garbage-collector callback that outlasts the deadline. The block still stops with a
+    timeout, and the stray signal is not reported through ``sys.unraisablehook``."""
+    import gc
+    import sys
+    import time
+
+    from codeward.executors.local.executor import LocalExecutor
+    from codeward.executors.local.limits import SandboxSignal
+
+    reported: list[BaseException | None] = []
+    landed: list[BaseException] = []
+    slow = False
+
+    def slow_callback(phase, info):
+        try:
+            until = time.perf_counter() + (0.4 if slow else 0)
+            while time.perf_counter() < until:
+                pass
+        except BaseException as signal:
+            landed.append(signal)
+            raise
+
+    with LocalExecutor(timeout_seconds=0.2, max_operations=10**15, max_memory_bytes=None) as ex:
+        monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: reported.append(unraisable.exc_value))
+        gc.callbacks.append(slow_callback)
+        slow = True
+        try:
+            with pytest.raises(ExecutionTimeout):
+                ex.run("out = []\nwhile True:\n    out.append([])")
+        finally:
+            slow = False
+            gc.callbacks.remove(slow_callback)
+        assert ex.run("1 + 1").output == 2
+    assert landed, "the signal should have landed in the callback"
+    assert not [error for error in reported if isinstance(error, SandboxSignal)]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import itertools\ndef endless():\n    for i in itertools.count():\n        yield i\nsource, other = endless(), endless()",
+        "import itertools\nsource, other = [(i for i in itertools.count()) for _ in 'ab']",
+        "import itertools\nsource, other = [(j for i in [0] for j in itertools.count()) for _ in 'ab']",
+    ],
+    ids=["generator-function", "generator-expression", "inner-clause"],
+)
+def test_a_generator_the_host_resumes_after_the_block_stays_bounded(code):
+    """A loop suspended in a generator must not keep the budget of the block that started it:
+    resumed by the host, it runs on the host's allowance for sandbox code (as much as one block
+    may use) and stops; resumed by a later block, it counts against that block."""
+    from codeward.executors.base import ExecutionError
+    from codeward.executors.local.executor import LocalExecutor
+    from codeward.executors.local.limits import BudgetSpentOutsideRun
+
+    with LocalExecutor(max_operations=1_000) as ex:
+        source = ex.run(code + "\nnext(source), next(other)\nsource").output
+        with pytest.raises(BudgetSpentOutsideRun):
+            for _ in range(5_000):
+                next(source)
+        with pytest.raises(ExecutionError, match="1,000 operations"):
+            ex.run("for item in other:\n    pass")
+
+
+def test_a_generator_started_in_one_block_finishes_in_the_next():
+    from codeward.executors.local.executor import LocalExecutor
+
+    with LocalExecutor(max_operations=10_000) as ex:
+        ex.run("def numbers(n):\n    for i in range(n):\n        yield i\nmany = numbers(9_000)\nnext(many)")
+        ex.run("few = (i for i in range(9_000))\nnext(few)")
+        for _ in range(3):  # each block has a budget of its own
+            ex.run("again = numbers(9_000)\nsum(again)")
+        assert ex.run("sum(many)").output == sum(range(1, 9_000))
+        assert ex.run("sum(few)").output == sum(range(1, 9_000))
+
+
+def test_explicit_star_is_the_users_choice():
+    """'*' allows everything, os included: documented, and only when asked for."""
+    from codeward.executors.local.executor import LocalExecutor
+
+    with LocalExecutor(authorized_imports=["*"]) as ex:
+        assert ex.run("import os\nos.sep").output == "/"
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_generator_finally_run_by_the_host_later_stays_bounded():
+    """A suspended generator whose finally never ends, collected by the host after the block."""
+
+    from codeward.executors.local.executor import LocalExecutor
+
+    ex = LocalExecutor(max_operations=100_000)
+    ex.run("def g():\n    try:\n        yield 1\n    finally:\n        while True:\n            pass\nx = g()\nnext(x)")
+    ex.close()  # drops the generator: its finally runs on the host, under the budget
