@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
+import time
 
 import pytest
 
@@ -38,6 +40,15 @@ def test_a_torn_line_in_the_middle_is_reported_not_skipped(tmp_path):
 
 
 def _append_many(path: str, writer: int) -> None:
+    """Each line goes out in many short writes, as a network file system or a signal can split
+    it: only the lock held across the whole line keeps other writers out of its middle."""
+    real_write = os.write
+
+    def short_write(fd: int, data: bytes | memoryview) -> int:
+        time.sleep(0.0002)
+        return real_write(fd, bytes(data[:4096]))
+
+    os.write = short_write  # this is a child process of its own
     with JsonlAppender(path, shared=True) as out:
         for index in range(100):
             out.append({"writer": writer, "index": index, "padding": "x" * 20_000})  # several pages per line

@@ -495,10 +495,10 @@ def test_data_values_cross_to_another_interpreter_and_back(python: str) -> None:
     import numpy as np
     import pandas as pd
     from PIL import Image
-    from test_codec import same
+    from tests.executors.test_codec import same
 
-    if not _has_data_libraries(python):
-        pytest.skip(f"{python} has no numpy, pandas and PIL")
+    if not _has_data_libraries(python):  # CODEWARD_TEST_PYTHONS names it: a missing library is a failure
+        pytest.fail(f"{python} has no numpy, pandas and PIL: install them there, or leave it out of CODEWARD_TEST_PYTHONS")
     frame = pd.DataFrame(
         {
             "i": np.arange(3),

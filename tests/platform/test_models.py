@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
@@ -56,12 +58,24 @@ def test_litellm_model_talks_to_an_openai_compatible_server():
     assert server.requests[0]["stop"] == ["<code>"]
 
 
-def test_litellm_model_retries_rate_limits_with_backoff():
+def test_litellm_model_retries_rate_limits_with_backoff(monkeypatch):
+    """Two 429s, then an answer: three requests, with a wait before each retry."""
+    waits: list[float] = []
+    real_sleep = time.sleep
+    caller = threading.get_ident()
+
+    def recorded_sleep(seconds: float) -> None:
+        if threading.get_ident() == caller:
+            waits.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", recorded_sleep)
     with ChatServer(["finally"], fail_first=2) as server:
         model = LiteLLMModel("openai/test-model", api_base=server.url, api_key="k", num_retries=0)
         message = model.generate(USER)
     assert message.content == "finally"
     assert len(server.requests) == 3
+    assert len(waits) == 2 and all(0 < wait <= 60 for wait in waits), waits
 
 
 def test_litellm_model_streams_deltas_and_usage():

@@ -131,11 +131,17 @@ def test_a_managed_code_agent_works_as_a_tool(executor):
 
 def test_the_python_interpreter_base_tool_runs_in_the_local_sandbox():
     agent, _ = agent_for(
-        [call("python_interpreter", code="print(sum(range(5)))"), call("final_answer", answer="ok")],
+        [
+            call("python_interpreter", code="print(sum(range(5)))"),
+            call("python_interpreter", code="import os\nos.getcwd()"),
+            call("final_answer", answer="ok"),
+        ],
         tools=[], add_base_tools=True,
     )
     result = agent.run("Sum", return_full_result=True)
     assert "10" in result.steps[1].observations
+    refused = result.steps[2]  # the sandbox's import gate, not a plain exec, answered
+    assert "import of 'os' is not allowed" in f"{refused.observations} {refused.error}"
 
 
 def test_text_without_a_tool_call_is_a_parsing_error_the_model_sees():

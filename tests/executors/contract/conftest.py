@@ -30,6 +30,9 @@ class Profile:
     host_pids: bool = True
     #: Why the sandbox cannot run on this machine (e.g. no Docker engine), or None when it can.
     unavailable: Callable[[], str | None] = lambda: None
+    #: For a sandbox whose processes are not the host's: given a running executor, a probe
+    #: that lists what of its sandbox still exists (called after close()).
+    remains: Callable[[Executor], Callable[[], list[str]]] | None = None
 
 
 @functools.cache
@@ -43,6 +46,23 @@ def _docker_unavailable() -> str | None:
     except ExecutorError as error:
         return f"no Docker engine here: {error.message}"
     return None
+
+
+def _docker_remains(executor: Executor) -> Callable[[], list[str]]:
+    import docker.errors
+
+    sandbox = executor.sandbox  # type: ignore[attr-defined]
+    container, ipc_dir = sandbox.container, sandbox.ipc_dir
+
+    def probe() -> list[str]:
+        left = [f"ipc folder {ipc_dir}"] if ipc_dir.exists() else []
+        try:
+            container.reload()
+        except docker.errors.NotFound:
+            return left
+        return [*left, f"container {container.short_id} ({container.status})"]
+
+    return probe
 
 
 def _local_e2b() -> Executor:
@@ -68,6 +88,7 @@ PROFILES: dict[str, Profile] = {
         make=lambda: create_executor("docker", timeout_seconds=TIMEOUT),
         host_pids=False,
         unavailable=_docker_unavailable,
+        remains=_docker_remains,
     ),
 }
 

@@ -193,9 +193,17 @@ def test_a_sandbox_that_dies_raises_and_the_next_run_gets_variables_and_tools_ag
 
 
 def test_close_leaves_no_process_behind(profile: Profile) -> None:
-    if profile.in_process or not profile.host_pids:
+    if profile.in_process:
         pytest.skip("in-process sandbox: it starts no process of its own")
     executor = profile.make()
+    if profile.remains is not None:  # its processes are not the host's: ask the sandbox itself
+        executor.run("import subprocess, sys\nchild = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])")
+        remains = profile.remains(executor)
+        assert remains(), "the probe must see the running sandbox"
+        executor.close()
+        executor.close()  # idempotent
+        assert not remains(), f"still there after close(): {remains()}"
+        return
     pids = executor.run(
         "import os, subprocess, sys\n"
         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"

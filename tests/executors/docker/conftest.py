@@ -1,37 +1,61 @@
 """Fixtures for tests that need a running Docker engine and the current sandbox image.
 
-Without an engine (or without the image) these tests are skipped with the reason.
-CI sets CODEWARD_REQUIRE_DOCKER=1, which turns every such skip into a failure: the
-Docker tests must run there.
+Without the docker SDK, an engine or the image these tests are skipped with the reason
+(a module that needs the SDK is skipped whole, unimported). CI sets
+CODEWARD_REQUIRE_DOCKER=1, under which `tests/conftest.py` turns every such skip into a
+failure: the Docker tests must run there.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-docker = pytest.importorskip("docker", reason="the docker SDK is not installed (pip install 'codeward[docker]')")
-
 from codeward.executors.base import SandboxError
-from codeward.executors.docker.images import BUILD_COMMAND, engine_client, find_image
-from codeward.executors.docker.sandbox import KernelContainer, start_kernel_container
 
-REQUIRED = os.environ.get("CODEWARD_REQUIRE_DOCKER") == "1"
+try:
+    import docker
+    import jupyter_client  # noqa: F401 (the sandbox's kernel client)
+except ImportError as missing:
+    docker = None
+    SDK_MISSING: str | None = f"the docker extra is not installed ({missing}; pip install 'codeward[docker]')"
+else:
+    SDK_MISSING = None
+
+if TYPE_CHECKING:
+    from codeward.executors.docker.sandbox import KernelContainer
+
 # Set before any sandbox starts, so a test can show that the host's environment stays outside.
 HOST_SECRET = ("CODEWARD_TEST_HOST_SECRET", "host-only-value-5f2c")
 os.environ[HOST_SECRET[0]] = HOST_SECRET[1]
 
 
+class _NeedsTheSDK(pytest.Module):
+    """A test module that needs the docker SDK, where it is missing: skipped without importing it."""
+
+    def collect(self) -> list[pytest.Item]:
+        pytest.skip(SDK_MISSING or "")
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module | None:
+    if SDK_MISSING is None:
+        return None
+    return _NeedsTheSDK.from_parent(parent, path=module_path)
+
+
 def unavailable(reason: str) -> None:
-    if REQUIRED:
-        pytest.fail(f"{reason} (CODEWARD_REQUIRE_DOCKER=1: the Docker tests must run here)")
+    """Skip for a missing engine or image (a failure under CODEWARD_REQUIRE_DOCKER=1)."""
     pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
 def docker_client() -> docker.DockerClient:
+    from codeward.executors.docker.images import engine_client
+
     try:
         return engine_client()
     except SandboxError as error:
@@ -41,6 +65,8 @@ def docker_client() -> docker.DockerClient:
 
 @pytest.fixture(scope="session")
 def sandbox_image(docker_client: docker.DockerClient) -> str:
+    from codeward.executors.docker.images import BUILD_COMMAND, find_image
+
     image = find_image(docker_client)
     if image is None:
         unavailable(f"the current sandbox image is not built; run `{BUILD_COMMAND}`")
@@ -50,6 +76,8 @@ def sandbox_image(docker_client: docker.DockerClient) -> str:
 @pytest.fixture(scope="module")
 def sandbox(docker_client: docker.DockerClient, sandbox_image: str) -> Iterator[KernelContainer]:
     """One default-hardened sandbox shared by a module's read-only probes."""
+    from codeward.executors.docker.sandbox import start_kernel_container
+
     started = start_kernel_container(docker_client, sandbox_image)
     yield started
     started.remove()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-import socket
 import stat
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from jupyter_client.blocking.client import BlockingKernelClient
 from codeward.executors.docker.hardening import Hardening
 from codeward.executors.docker.sandbox import KernelContainer, sandbox_ids, start_kernel_container
 from tests.executors.docker.conftest import HOST_SECRET
+from tests.executors.docker.containers import gone
 from tests.executors.docker.kernel_calls import run_code, run_json
 
 
@@ -198,4 +198,4 @@ def test_a_fork_bomb_stops_at_the_pids_limit(docker_client, sandbox_image: str) 
         assert host.stdout == "host fine\n"
     finally:
         bombed.remove()
-    assert socket.gethostname()  # the host still answers ordinary calls after the sandbox is gone
+    assert gone(docker_client, bombed.container.id), "removing the bombed sandbox must take its processes with it"

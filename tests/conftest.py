@@ -1,0 +1,42 @@
+"""Skips that CI must not allow: with CODEWARD_REQUIRE_DOCKER=1 a Docker test that skips, for
+whatever reason and wherever the skip is written (a missing SDK at import, no engine, no image,
+a contract case), is reported as a failure instead, so a machine that should run them cannot
+pass without them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+REQUIRE_DOCKER = os.environ.get("CODEWARD_REQUIRE_DOCKER") == "1"
+DOCKER_TESTS = "tests/executors/docker/"
+
+
+def _needs_docker(nodeid: str, params: dict[str, Any]) -> bool:
+    return nodeid.startswith(DOCKER_TESTS) or "docker" in params.values()
+
+
+def _fail_instead(report: Any, what: str) -> None:
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    report.outcome = "failed"
+    report.longrepr = f"{what} skipped ({reason}), but CODEWARD_REQUIRE_DOCKER=1: the Docker tests must run here"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, None]:
+    outcome = yield
+    report = outcome.get_result()
+    if REQUIRE_DOCKER and report.skipped and _needs_docker(report.nodeid + "/", {}):
+        _fail_instead(report, f"collecting {report.nodeid}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    outcome = yield
+    report = outcome.get_result()
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if REQUIRE_DOCKER and report.skipped and _needs_docker(item.nodeid, params):
+        _fail_instead(report, item.nodeid)
