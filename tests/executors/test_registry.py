@@ -38,21 +38,24 @@ def test_the_e2b_executor_needs_no_jupyter_client():
     assert done.stdout.strip() == "e2b"
 
 
-def test_the_public_names_import_without_any_sandbox_sdk_and_the_pool_names_its_extra_when_used():
-    """On a base install (the SDKs hidden), the package face imports; a SandboxPool fails only when
-    made, with the pip line that installs the docker extra."""
+def test_the_public_names_import_without_any_sandbox_sdk_and_name_their_extra_when_used():
+    """On a base install (the SDKs hidden), the package face imports; a SandboxPool or an executor
+    whose extra is missing fails only when made, with the pip line that installs the extra."""
     code = (
         "import sys\nfor m in ('docker', 'jupyter_client', 'zmq', 'e2b', 'e2b_code_interpreter'):\n"
         "    sys.modules[m] = None\n"
-        "from codeward.executors import SandboxPool, LocalExecutor, CodeOutput, codec\n"
+        "from codeward.executors import SandboxPool, LocalExecutor, DockerExecutor, JupyterExecutor, CodeOutput, codec\n"
         "print(LocalExecutor().run('1 + 1').output)\n"
-        "try:\n    SandboxPool(size=1)\nexcept ImportError as error:\n    print(error)\n"
+        "for make in (lambda: SandboxPool(size=1), DockerExecutor, JupyterExecutor):\n"
+        "    try:\n        make()\n    except ImportError as error:\n        print(error)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    result, message = done.stdout.strip().splitlines()
+    result, pool, docker_executor, jupyter_executor = done.stdout.strip().splitlines()
     assert result == "2"
-    assert "SandboxPool needs the package 'docker'" in message and "pip install 'codeward[docker]'" in message
+    assert "SandboxPool needs the package 'docker'" in pool and "pip install 'codeward[docker]'" in pool
+    assert "the 'docker' executor needs the package" in docker_executor and "codeward[docker]" in docker_executor
+    assert "pip install 'codeward[jupyter]'" in jupyter_executor
 
 
 def test_docker_executor_and_pool_are_the_same_classes_from_every_name():

@@ -11,6 +11,7 @@ codeward.executors import JupyterExecutor`), but its module, and the SDK it
 needs, loads only when asked.
 """
 
+import functools
 from typing import Any
 
 from codeward.executors.base import (
@@ -52,5 +53,19 @@ def __getattr__(name: str) -> Any:
         return SandboxPool
     for registered, (_, class_name, _) in _REGISTRY.items():
         if class_name == name:
-            return executor_class(registered)
+            try:
+                return executor_class(registered)
+            except ImportError as missing:
+                return _needs_extra(class_name, str(missing))
     raise AttributeError(f"module 'codeward.executors' has no attribute {name!r}")
+
+
+@functools.cache
+def _needs_extra(class_name: str, message: str) -> type:
+    """What an executor's name gives where its extra is missing: importing it works (so code that
+    names every sandbox imports on a base install); making one raises the pip line."""
+
+    def refuse(cls: type, *args: Any, **kwargs: Any) -> Any:
+        raise ImportError(message)
+
+    return type(class_name, (), {"__new__": refuse, "__doc__": f"Not available here: {message}"})
