@@ -75,9 +75,24 @@ def command(jobs_path: Path, folder: Path, concurrency: int, *options: str) -> f
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "codeward.cli", "batch", str(jobs_path), "--concurrency", str(concurrency),
-         "--out", str(out), "--audit", str(audit), *options],
-        capture_output=True, text=True, env=env, cwd=folder,
+        [
+            sys.executable,
+            "-m",
+            "codeward.cli",
+            "batch",
+            str(jobs_path),
+            "--concurrency",
+            str(concurrency),
+            "--out",
+            str(out),
+            "--audit",
+            str(audit),
+            *options,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=folder,
     )
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
@@ -107,15 +122,21 @@ def bench_executor(executor: str, count: int, repeats: int, work: int) -> None:
         print(f"\n[{executor}] baseline, in-process one after another: {baseline:8.1f} jobs/s  (1.00x)")
         for concurrency in CONCURRENCY:
             if executor == "docker":  # a container per job: the warm pool is what matters, not threads
-                cold = median_rate(lambda c=concurrency: command(jobs_path, folder, c, "--no-warm-pool"), count, repeats)
+                cold = median_rate(
+                    lambda c=concurrency: command(jobs_path, folder, c, "--no-warm-pool"), count, repeats
+                )
                 warm = median_rate(lambda c=concurrency: command(jobs_path, folder, c), count, repeats)
-                print(f"[docker] concurrency {concurrency}: codeward batch with warm pools {warm:6.1f} jobs/s "
-                      f"({warm / baseline:.2f}x) · without {cold:6.1f} jobs/s ({cold / baseline:.2f}x)")
+                print(
+                    f"[docker] concurrency {concurrency}: codeward batch with warm pools {warm:6.1f} jobs/s "
+                    f"({warm / baseline:.2f}x) · without {cold:6.1f} jobs/s ({cold / baseline:.2f}x)"
+                )
                 continue
             threads = median_rate(lambda c=concurrency: in_process(jobs_path, folder, c), count, repeats)
             batch = median_rate(lambda c=concurrency: command(jobs_path, folder, c), count, repeats)
-            print(f"[{executor}] concurrency {concurrency}: codeward batch (processes) {batch:6.1f} jobs/s "
-                  f"({batch / baseline:.2f}x) · threads in-process {threads:6.1f} jobs/s ({threads / baseline:.2f}x)")
+            print(
+                f"[{executor}] concurrency {concurrency}: codeward batch (processes) {batch:6.1f} jobs/s "
+                f"({batch / baseline:.2f}x) · threads in-process {threads:6.1f} jobs/s ({threads / baseline:.2f}x)"
+            )
 
 
 def main() -> None:
@@ -125,8 +146,10 @@ def main() -> None:
     parser.add_argument("--executor", action="append", default=None)
     parser.add_argument("--work", type=int, default=20_000, help="loop iterations in each job's first block")
     args = parser.parse_args()
-    print(f"{args.jobs} jobs of {args.work:,} iterations, median of {args.repeats} runs, {os.cpu_count()} cores; "
-          "jobs/s (ratio to the baseline)")
+    print(
+        f"{args.jobs} jobs of {args.work:,} iterations, median of {args.repeats} runs, {os.cpu_count()} cores; "
+        "jobs/s (ratio to the baseline)"
+    )
     for executor in executors_to_measure(args.executor or ["local"]):
         bench_executor(executor, args.jobs, args.repeats, args.work)
 

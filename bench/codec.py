@@ -38,7 +38,7 @@ def interleaved_medians(fns: list[Callable[[], Any]], repeat: int) -> list[float
         fn()  # warm up
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
-        for fn, spent in zip(fns, times):
+        for fn, spent in zip(fns, times, strict=False):
             start = time.perf_counter()
             fn()
             spent.append(time.perf_counter() - start)

@@ -90,8 +90,10 @@ def main() -> None:
 
     trip_plain, trip_ours = statistics.median(plain), statistics.median(ours)
     stop_sdk, stop_ours = statistics.median(sdk_stop), statistics.median(our_stop)
-    print(f"local E2B protocol server; cell {CELL!r}: {args.cells} round trips per side; "
-          f"limit {args.limit:g} s: {args.overruns} overruns per side")
+    print(
+        f"local E2B protocol server; cell {CELL!r}: {args.cells} round trips per side; "
+        f"limit {args.limit:g} s: {args.overruns} overruns per side"
+    )
     print(f"{'':38}{'median':>12}{'ratio':>10}")
     print(f"{'round trip, SDK run_code':38}{trip_plain * 1e3:>10.2f}ms{1.0:>10.2f}")
     print(f"{'round trip, E2BExecutor.run':38}{trip_ours * 1e3:>10.2f}ms{trip_ours / trip_plain:>10.2f}")

@@ -121,7 +121,7 @@ def time_runners(runners: list[Callable[[str], object]], code: str, repeat: int)
         run(code)  # warm-up: imports, caches
     samples: list[list[float]] = [[] for _ in runners]
     for _ in range(repeat):
-        for run, times in zip(runners, samples):
+        for run, times in zip(runners, samples, strict=False):
             started = time.perf_counter()
             run(code)
             times.append(time.perf_counter() - started)
@@ -131,7 +131,7 @@ def time_runners(runners: list[Callable[[str], object]], code: str, repeat: int)
 def cpython_runner() -> Callable[[str], object]:
     def run(code: str) -> object:
         namespace: dict[str, object] = {}
-        exec(compile(code, "<snippet>", "exec"), namespace)  # noqa: S102 - the baseline
+        exec(compile(code, "<snippet>", "exec"), namespace)
         return namespace
 
     return run
@@ -188,7 +188,10 @@ def print_compile_times(repeat: int) -> None:
     print(f"{'snippet':<16} {'compile ms':>11} {'policy ms':>10} {'policy/compile':>14}")
     for name, (_, raw) in SNIPPETS.items():
         code = textwrap.dedent(raw).strip()
-        runners = [lambda source: compile(source, "<snippet>", "exec"), lambda source: compile_block(source, "<snippet>")]
+        runners = [
+            lambda source: compile(source, "<snippet>", "exec"),
+            lambda source: compile_block(source, "<snippet>"),
+        ]
         base, ours = time_runners(runners, code, repeat * 10)
         print(f"{name:<16} {base * 1e3:>11.3f} {ours * 1e3:>10.3f} {ours / base:>13.1f}x")
 

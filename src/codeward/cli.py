@@ -89,8 +89,12 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     variables = _variables(args.var)
     logger = AgentLogger(LogLevel.OFF if args.json else LogLevel.INFO, console)
     with CodeAgent(
-        tools=tools, model=resolve_model(model_id), executor=args.executor,
-        additional_authorized_imports=args.imports or None, max_steps=args.max_steps, logger=logger,
+        tools=tools,
+        model=resolve_model(model_id),
+        executor=args.executor,
+        additional_authorized_imports=args.imports or None,
+        max_steps=args.max_steps,
+        logger=logger,
     ) as agent:
         try:
             result = agent.run(args.task, additional_args=variables or None, return_full_result=True)
@@ -98,8 +102,14 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             console.print(f"[bold red]the model failed:[/bold red] {error.message}")
             return 1
     if args.save:
-        warning = save_run(agent, args.save, tool_specs=args.tools, variables=variables,
-                           executor=args.executor, authorized_imports=args.imports)
+        warning = save_run(
+            agent,
+            args.save,
+            tool_specs=args.tools,
+            variables=variables,
+            executor=args.executor,
+            authorized_imports=args.imports,
+        )
         if warning:
             console.print(f"[yellow]warning:[/yellow] {warning}")
     if args.json:
@@ -110,28 +120,51 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         sys.stdout.write(json.dumps(payload, default=str) + "\n")
     else:
         usage = result.token_usage
-        console.print(f"[dim]{result.state} · {len(agent.memory.action_steps())} steps · "
-                      f"{result.timing.duration:.2f} s · {usage.total_tokens} tokens[/dim]")
+        console.print(
+            f"[dim]{result.state} · {len(agent.memory.action_steps())} steps · "
+            f"{result.timing.duration:.2f} s · {usage.total_tokens} tokens[/dim]"
+        )
     return 0 if result.state == "success" else 1
 
 
 def _add_model_options(parser: argparse.ArgumentParser, executor_help: str) -> None:
-    parser.add_argument("--model", metavar="ID",
-                        help="a litellm model id, replay:RUN.json or script:RESPONSES.yaml (default: $CODEWARD_MODEL)")
+    parser.add_argument(
+        "--model",
+        metavar="ID",
+        help="a litellm model id, replay:RUN.json or script:RESPONSES.yaml (default: $CODEWARD_MODEL)",
+    )
     parser.add_argument("--executor", default="local", metavar="NAME", help=executor_help)
-    parser.add_argument("--tools", action="append", default=[], metavar="SPEC",
-                        help="tools to give the agent: module:attr, module, or file.py[:attr] (repeatable)")
+    parser.add_argument(
+        "--tools",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="tools to give the agent: module:attr, module, or file.py[:attr] (repeatable)",
+    )
 
 
 def _add_run(commands: Any) -> None:
     run = commands.add_parser("run", help="run one task with a code agent, showing its steps")
     run.add_argument("task", help="what the agent should do")
     _add_model_options(run, "the sandbox to run the code in (default: local)")
-    run.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                     help="a module the code may import, beyond the defaults (repeatable; pkg.* for a package)")
-    run.add_argument("--var", action="append", default=[], metavar="NAME=@FILE",
-                     help="a variable for the code, read from .json, .csv, .parquet or .npy (repeatable)")
-    run.add_argument("--max-steps", type=int, default=20, metavar="N", help="steps before the model must answer (default 20)")
+    run.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a module the code may import, beyond the defaults (repeatable; pkg.* for a package)",
+    )
+    run.add_argument(
+        "--var",
+        action="append",
+        default=[],
+        metavar="NAME=@FILE",
+        help="a variable for the code, read from .json, .csv, .parquet or .npy (repeatable)",
+    )
+    run.add_argument(
+        "--max-steps", type=int, default=20, metavar="N", help="steps before the model must answer (default 20)"
+    )
     run.add_argument("--json", action="store_true", help="print the run's result as JSON instead of the steps")
     run.add_argument("--save", metavar="RUN.json", help="save the run, for codeward replay or --model replay:RUN.json")
     run.set_defaults(handler=_run)
@@ -148,13 +181,20 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
 
     if args.concurrency < 1:
         raise ValueError(f"--concurrency must be at least 1, got {args.concurrency}")
-    defaults = JobDefaults(model=args.model or default_model_id(), executor=args.executor,
-                           tools=args.tools, max_steps=args.max_steps)
+    defaults = JobDefaults(
+        model=args.model or default_model_id(), executor=args.executor, tools=args.tools, max_steps=args.max_steps
+    )
     jobs = load_jobs(args.jobs, defaults)
     if args.cancel_grace <= 0:
         raise ValueError(f"--cancel-grace must be a positive number of seconds, got {args.cancel_grace}")
-    options = BatchOptions(Path(args.out), None if args.no_audit else Path(args.audit), args.concurrency,
-                           args.cancel_grace, Path(args.runs) if args.runs else None, not args.no_warm_pool)
+    options = BatchOptions(
+        Path(args.out),
+        None if args.no_audit else Path(args.audit),
+        args.concurrency,
+        args.cancel_grace,
+        Path(args.runs) if args.runs else None,
+        not args.no_warm_pool,
+    )
     with BatchProgress(console) as progress:
         outcome = run_batch(jobs, options, progress)
     if outcome.dropped_bytes:
@@ -174,16 +214,26 @@ def _add_batch(commands: Any) -> None:
     batch.add_argument("jobs", metavar="JOBS", help="a .yaml or .jsonl file of jobs (id, task, ...)")
     _add_model_options(batch, "the sandbox for jobs that name none (default: local)")
     batch.add_argument("--concurrency", type=int, default=2, metavar="N", help="jobs running at once (default 2)")
-    batch.add_argument("--out", default="results.jsonl", help="results, one JSON line per finished job (default results.jsonl)")
+    batch.add_argument(
+        "--out", default="results.jsonl", help="results, one JSON line per finished job (default results.jsonl)"
+    )
     batch.add_argument("--audit", default="audit.jsonl", help="one JSON line per code block run (default audit.jsonl)")
     batch.add_argument("--no-audit", action="store_true", help="write no audit file")
     batch.add_argument("--runs", metavar="DIR", help="save each job's run as DIR/ID.json, for codeward replay")
-    batch.add_argument("--no-warm-pool", action="store_true",
-                       help="docker jobs: start each container when its job starts, not while the previous job runs")
+    batch.add_argument(
+        "--no-warm-pool",
+        action="store_true",
+        help="docker jobs: start each container when its job starts, not while the previous job runs",
+    )
     batch.add_argument("--max-steps", type=int, default=20, metavar="N", help="for jobs that set none (default 20)")
-    batch.add_argument("--cancel-grace", type=float, default=5.0, metavar="SECONDS",
-                       help="how long a cancelled or timed-out job may take to close its sandbox before "
-                       "its worker is killed (default 5)")
+    batch.add_argument(
+        "--cancel-grace",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="how long a cancelled or timed-out job may take to close its sandbox before "
+        "its worker is killed (default 5)",
+    )
     batch.set_defaults(handler=_batch)
 
 
@@ -204,11 +254,23 @@ def _replay(args: argparse.Namespace, console: Console) -> int:
 def _add_replay(commands: Any) -> None:
     replay = commands.add_parser("replay", help="re-run a saved run's code in a fresh sandbox and compare")
     replay.add_argument("run", metavar="RUN.json", help="a run saved with codeward run --save or agent.memory.save")
-    replay.add_argument("--executor", metavar="NAME", help="the sandbox (default: the one the run recorded, else local)")
-    replay.add_argument("--tools", action="append", default=[], metavar="SPEC",
-                        help="the tools, if not the ones the run recorded: module:attr, module, file.py[:attr]")
-    replay.add_argument("--var", action="append", default=[], metavar="NAME=@FILE",
-                        help="a variable to add to (or replace in) the recorded ones")
+    replay.add_argument(
+        "--executor", metavar="NAME", help="the sandbox (default: the one the run recorded, else local)"
+    )
+    replay.add_argument(
+        "--tools",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="the tools, if not the ones the run recorded: module:attr, module, file.py[:attr]",
+    )
+    replay.add_argument(
+        "--var",
+        action="append",
+        default=[],
+        metavar="NAME=@FILE",
+        help="a variable to add to (or replace in) the recorded ones",
+    )
     replay.set_defaults(handler=_replay)
 
 
@@ -253,7 +315,8 @@ def _add_images(commands: Any) -> None:
     actions = images.add_subparsers(dest="action", metavar="ACTION", required=True)
     build = actions.add_parser("build", help="build the sandbox image, unless a current one exists")
     build.add_argument(
-        "--base", default="auto",
+        "--base",
+        default="auto",
         help="'auto' (python:3.12-slim where a registry answers, else a Debian base made by debootstrap), "
         "'debian', or an image name",
     )
@@ -270,14 +333,19 @@ def _sandboxes(args: argparse.Namespace, console: Console) -> int:
     client = engine_client()
     if args.action == "prune":
         removed = reap_orphans(client)
-        console.print(f"removed {len(removed)} sandbox(es) whose owner is gone" + (f": {', '.join(removed)}" if removed else ""))
+        console.print(
+            f"removed {len(removed)} sandbox(es) whose owner is gone" + (f": {', '.join(removed)}" if removed else "")
+        )
         return 0
     table = Table("container", "status", "owner pid", "owner", "created")
     for container in list_sandboxes(client):
         labels = container.labels
         table.add_row(
-            container.name, container.status, labels.get(OWNER_PID_LABEL, "?"),
-            "running" if owner_alive(labels) else "gone (prune removes it)", container.attrs.get("Created", "")[:19],
+            container.name,
+            container.status,
+            labels.get(OWNER_PID_LABEL, "?"),
+            "running" if owner_alive(labels) else "gone (prune removes it)",
+            container.attrs.get("Created", "")[:19],
         )
     console.print(table if table.row_count else "no codeward sandboxes on this engine")
     return 0

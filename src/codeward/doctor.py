@@ -57,16 +57,24 @@ def _docker() -> list[Check]:
         client = docker.from_env(timeout=3)
         version = client.version().get("Version", "?")
     except Exception as error:
-        return [Check(
-            "docker engine", False, f"not reachable ({type(error).__name__})",
-            "start the engine (Debian: apt-get install -y docker.io && dockerd &), or set DOCKER_HOST",
-        )]
+        return [
+            Check(
+                "docker engine",
+                False,
+                f"not reachable ({type(error).__name__})",
+                "start the engine (Debian: apt-get install -y docker.io && dockerd &), or set DOCKER_HOST",
+            )
+        ]
     images = client.images.list(filters={"label": IMAGE_LABEL})
     tags = ", ".join(tag for image in images for tag in image.tags) or f"{len(images)} untagged"
     return [
         Check("docker engine", True, f"version {version}, reachable"),
-        Check("sandbox images", bool(images), tags if images else "none built yet",
-              "" if images else "build one with: codeward images build"),
+        Check(
+            "sandbox images",
+            bool(images),
+            tags if images else "none built yet",
+            "" if images else "build one with: codeward images build",
+        ),
     ]
 
 
@@ -77,8 +85,14 @@ def _kernels() -> list[Check]:
         return [Check("jupyter kernels", False, "jupyter_client is not installed", "pip install 'codeward[jupyter]'")]
     specs = KernelSpecManager().find_kernel_specs()
     if not specs:
-        return [Check("jupyter kernels", False, "no kernel installed",
-                      "pip install ipykernel && python -m ipykernel install --user")]
+        return [
+            Check(
+                "jupyter kernels",
+                False,
+                "no kernel installed",
+                "pip install ipykernel && python -m ipykernel install --user",
+            )
+        ]
     return [Check("jupyter kernels", True, ", ".join(sorted(specs)))]
 
 
@@ -95,14 +109,26 @@ def _e2b() -> list[Check]:
 def _models() -> list[Check]:
     checks = []
     chosen = os.environ.get(MODEL_ENV)
-    checks.append(Check(MODEL_ENV, bool(chosen), chosen or "not set",
-                        "" if chosen else f"export {MODEL_ENV}=openai/gpt-4o-mini, or pass --model"))
+    checks.append(
+        Check(
+            MODEL_ENV,
+            bool(chosen),
+            chosen or "not set",
+            "" if chosen else f"export {MODEL_ENV}=openai/gpt-4o-mini, or pass --model",
+        )
+    )
     present = [key for key in PROVIDER_KEYS if os.environ.get(key)]
-    checks.append(Check(
-        "provider keys", bool(present), ", ".join(present) or "none set",
-        "" if present else "export OPENAI_API_KEY=... (or another provider's key); offline, use "
-        "--model replay:RUN.json or script:RESPONSES.yaml, or try: codeward demo",
-    ))
+    checks.append(
+        Check(
+            "provider keys",
+            bool(present),
+            ", ".join(present) or "none set",
+            ""
+            if present
+            else "export OPENAI_API_KEY=... (or another provider's key); offline, use "
+            "--model replay:RUN.json or script:RESPONSES.yaml, or try: codeward demo",
+        )
+    )
     return checks
 
 
@@ -116,5 +142,7 @@ def run_checks() -> list[Check]:
         try:
             checks.extend(section())
         except Exception as error:
-            checks.append(Check(section.__name__.strip("_"), False, f"the check failed: {type(error).__name__}: {error}"))
+            checks.append(
+                Check(section.__name__.strip("_"), False, f"the check failed: {type(error).__name__}: {error}")
+            )
     return checks

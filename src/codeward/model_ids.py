@@ -76,7 +76,7 @@ def _split(model_id: Any, base_dir: Path | None) -> tuple[str, Path | None]:
     model_id = model_id.strip()
     for scheme in _FILE_SCHEMES:
         if model_id.startswith(scheme):
-            raw = model_id[len(scheme):]
+            raw = model_id[len(scheme) :]
             if not raw:
                 raise ModelIdError(f"{model_id!r} names no file; write {scheme}PATH")
             path = Path(raw).expanduser()
@@ -95,7 +95,9 @@ def load_script(path: Path) -> list[Any]:
     try:
         responses = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as error:
-        raise ModelIdError(f"script:{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}") from None
+        raise ModelIdError(
+            f"script:{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}"
+        ) from None
     if not isinstance(responses, list) or not responses:
         raise ModelIdError(f"script:{path} must hold a non-empty list of responses (strings or {{content: ...}} maps)")
     for index, response in enumerate(responses):
@@ -109,9 +111,8 @@ def load_script(path: Path) -> list[Any]:
 def check_model_id(model_id: Any, base_dir: Path | None = None) -> str:
     """Refuse an id that cannot work before anything runs; return it with file paths made absolute."""
     kind, path = _split(model_id, base_dir)
-    if kind == "litellm":
+    if path is None:  # a litellm id: no file to check
         return str(model_id).strip()
-    assert path is not None
     if kind == "script":
         load_script(path)
     elif not path.is_file():
@@ -122,12 +123,8 @@ def check_model_id(model_id: Any, base_dir: Path | None = None) -> str:
 def resolve_model(model_id: str, base_dir: Path | None = None) -> Model:
     """Build the model an id names (a fresh one each call: scripted models are consumed as they play)."""
     kind, path = _split(model_id, base_dir)
-    if kind == "script":
-        assert path is not None
-        return ScriptedModel(load_script(path))
-    if kind == "replay":
-        assert path is not None
-        return ReplayModel(path)
+    if path is not None:
+        return ScriptedModel(load_script(path)) if kind == "script" else ReplayModel(path)
     from codeward.platform.models import LiteLLMModel
 
     return LiteLLMModel(model_id.strip())

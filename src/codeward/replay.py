@@ -74,8 +74,11 @@ class Difference:
     def render(self) -> str:
         where = f"step {self.step} {self.what}" if self.step is not None else self.what
         lines = difflib.unified_diff(
-            self.recorded.splitlines(), self.replayed.splitlines(),
-            fromfile=f"recorded {where}", tofile=f"replayed {where}", lineterm="",
+            self.recorded.splitlines(),
+            self.replayed.splitlines(),
+            fromfile=f"recorded {where}",
+            tofile=f"replayed {where}",
+            lineterm="",
         )
         return "\n".join(lines) or f"{where}: {self.recorded!r} became {self.replayed!r}"
 
@@ -173,7 +176,9 @@ def replay_run(
     if not tasks:
         raise ValueError(f"{path} is not a saved run: it has no task step")
     actions = [s for s in data["steps"] if s.get("type") == "action"]
-    if actions and (actions[-1].get("error") or {}).get("message", "").startswith("reached the maximum number of steps"):
+    if actions and (actions[-1].get("error") or {}).get("message", "").startswith(
+        "reached the maximum number of steps"
+    ):
         actions = actions[:-1]  # the answer asked for after the last step, not a step of its own
     agent = CodeAgent(
         tools=tools,

@@ -33,7 +33,8 @@ def _module_from_file(path: Path) -> ModuleType:
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
+    if spec is None or spec.loader is None:
+        raise ToolSpecError(f"--tools {path}: Python cannot load this file as a module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -46,7 +47,9 @@ def _import(target: str, spec: str) -> ModuleType:
     try:
         return importlib.import_module(target)
     except ModuleNotFoundError as error:
-        raise ToolSpecError(f"--tools {spec}: cannot import {error.name!r}; is it installed or on PYTHONPATH?") from None
+        raise ToolSpecError(
+            f"--tools {spec}: cannot import {error.name!r}; is it installed or on PYTHONPATH?"
+        ) from None
 
 
 def load_tools(spec: str) -> list[Tool]:

@@ -56,7 +56,9 @@ READERS: dict[str, Callable[[Path], Any]] = {".json": _json, ".csv": _csv, ".par
 def check_value_file(path: Path) -> Path:
     """Refuse a missing file or an unknown suffix before anything runs."""
     if path.suffix.lower() not in READERS:
-        raise ValueFileError(f"{path}: cannot read {path.suffix or 'a file without suffix'}; use one of {', '.join(READERS)}")
+        raise ValueFileError(
+            f"{path}: cannot read {path.suffix or 'a file without suffix'}; use one of {', '.join(READERS)}"
+        )
     if not path.is_file():
         raise ValueFileError(f"{path}: no such file")
     return path

@@ -14,8 +14,15 @@ import yaml
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 SAMPLE_TOOLS = str(Path(__file__).with_name("sample_tools.py"))
 # No provider keys: every test names its model, and none may reach a provider.
-_PROVIDER_KEYS = ("CODEWARD_MODEL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY",
-                  "MISTRAL_API_KEY", "GROQ_API_KEY", "DEEPSEEK_API_KEY")
+_PROVIDER_KEYS = (
+    "CODEWARD_MODEL",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+    "MISTRAL_API_KEY",
+    "GROQ_API_KEY",
+    "DEEPSEEK_API_KEY",
+)
 
 
 def command_env(**extra: str) -> dict[str, str]:
@@ -32,8 +39,9 @@ def codeward(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
     """Run `codeward ARGS` in tmp_path and wait for it."""
 
     def run(*args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(command(*args), capture_output=True, text=True, env=command_env(**env),
-                              cwd=tmp_path, timeout=timeout)
+        return subprocess.run(
+            command(*args), capture_output=True, text=True, env=command_env(**env), cwd=tmp_path, timeout=timeout
+        )
 
     return run
 
@@ -44,8 +52,9 @@ def spawn(tmp_path: Path) -> Callable[..., subprocess.Popen[str]]:
     started: list[subprocess.Popen[str]] = []
 
     def start(*args: str) -> subprocess.Popen[str]:
-        process = subprocess.Popen(command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   env=command_env(), cwd=tmp_path)
+        process = subprocess.Popen(
+            command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=command_env(), cwd=tmp_path
+        )
         started.append(process)
         return process
 

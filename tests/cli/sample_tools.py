@@ -37,7 +37,7 @@ def stubborn_wait(seconds: float) -> str:
     while time.monotonic() < end:
         try:
             time.sleep(0.05)
-        except BaseException:  # noqa: BLE001 - deliberately deaf to cancellation
+        except BaseException:
             pass
     return "done"
 

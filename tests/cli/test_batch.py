@@ -89,12 +89,12 @@ def test_fifty_jobs_with_mixed_outcomes_all_recorded_and_audited(codeward, tmp_p
     for line in audit:
         assert line["sha256"] == hashlib.sha256(line["code"].encode()).hexdigest()
         assert line["executor"] == "local" and line["start"] and line["duration_seconds"] >= 0
-    first = sorted((l for l in audit if l["job_id"] == "job-00"), key=lambda l: l["step"])
-    assert [l["outcome"] for l in first] == ["ok", "final_answer"]
+    first = sorted((entry for entry in audit if entry["job_id"] == "job-00"), key=lambda entry: entry["step"])
+    assert [entry["outcome"] for entry in first] == ["ok", "final_answer"]
     assert first[0]["tool_calls"][0]["tool"] == "double" and first[0]["tool_calls"][0]["result"] == "42"
-    assert [l["outcome"] for l in audit if l["job_id"] == "job-02"] == ["error", "final_answer"]
-    assert [l["outcome"] for l in audit if l["job_id"] == "job-08"] == ["cancelled"]
-    assert [l["outcome"] for l in audit if l["job_id"] == "job-19"] == ["worker_lost"]
+    assert [entry["outcome"] for entry in audit if entry["job_id"] == "job-02"] == ["error", "final_answer"]
+    assert [entry["outcome"] for entry in audit if entry["job_id"] == "job-08"] == ["cancelled"]
+    assert [entry["outcome"] for entry in audit if entry["job_id"] == "job-19"] == ["worker_lost"]
 
     out = done.stdout
     assert "success" in out and "max_steps_error" in out and "timeout" in out and "jobs/s" in out

@@ -89,8 +89,12 @@ def test_a_job_without_any_model_says_where_to_set_one(tmp_path):
 
 
 def test_the_command_refuses_a_bad_file_before_running_anything(codeward, tmp_path, model):
-    (tmp_path / "jobs.jsonl").write_text(json.dumps({"id": "a", "task": "t", "model": model}) + "\n"
-                                         + json.dumps({"id": "b", "task": "t", "max_steps": "ten"}) + "\n")
+    (tmp_path / "jobs.jsonl").write_text(
+        json.dumps({"id": "a", "task": "t", "model": model})
+        + "\n"
+        + json.dumps({"id": "b", "task": "t", "max_steps": "ten"})
+        + "\n"
+    )
     done = codeward("batch", "jobs.jsonl", "--model", model)
     assert done.returncode == 2
     assert "line 2 (id 'b'), field 'max_steps'" in done.stdout and "Traceback" not in done.stdout + done.stderr

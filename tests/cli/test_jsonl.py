@@ -69,8 +69,11 @@ def test_lines_from_concurrent_processes_never_interleave(tmp_path):
 
 def test_a_second_writer_of_a_results_file_is_refused(tmp_path):
     path = tmp_path / "results.jsonl"
-    with exclusive_writer(path), pytest.raises(ValueError, match="another running codeward batch"):
-        with exclusive_writer(path):
-            pass
+    with (
+        exclusive_writer(path),
+        pytest.raises(ValueError, match="another running codeward batch"),
+        exclusive_writer(path),
+    ):
+        pass
     with exclusive_writer(path):  # released with the first
         pass

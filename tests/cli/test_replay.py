@@ -37,8 +37,18 @@ def recorded(codeward, tmp_path):
         "rate('JPY')",
         "final_answer(round(sum(euros.values()), 2))",
     )
-    done = codeward("run", "Total in euros?", "--model", model, "--tools", "rates.py", "--var", "amounts=@amounts.json",
-                    "--save", "run.json")
+    done = codeward(
+        "run",
+        "Total in euros?",
+        "--model",
+        model,
+        "--tools",
+        "rates.py",
+        "--var",
+        "amounts=@amounts.json",
+        "--save",
+        "run.json",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return tmp_path / "run.json"
 
@@ -102,7 +112,16 @@ def test_replay_of_a_file_that_is_not_a_run_says_so(codeward, tmp_path):
 
 
 def test_a_saved_run_is_also_a_model_id(codeward, recorded):
-    done = codeward("run", "Total in euros?", "--model", "replay:run.json", "--tools", "rates.py",
-                    "--var", "amounts=@amounts.json", "--json")
+    done = codeward(
+        "run",
+        "Total in euros?",
+        "--model",
+        "replay:run.json",
+        "--tools",
+        "rates.py",
+        "--var",
+        "amounts=@amounts.json",
+        "--json",
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["output"] == 102.0

@@ -31,9 +31,23 @@ def test_run_json_carries_variables_from_every_file_kind(codeward, tmp_path):
         " 'total': int(counts['n'].sum()), 'shape': list(grid.shape), 'grid_sum': int(grid.sum())})",
     )
     done = codeward(
-        "run", "Summarise the inputs.", "--model", model, "--json", "--import", "pandas", "--import", "numpy",
-        "--var", "config=@config.json", "--var", "temps=@temps.csv",
-        "--var", "counts=@counts.parquet", "--var", "grid=@grid.npy",
+        "run",
+        "Summarise the inputs.",
+        "--model",
+        model,
+        "--json",
+        "--import",
+        "pandas",
+        "--import",
+        "numpy",
+        "--var",
+        "config=@config.json",
+        "--var",
+        "temps=@temps.csv",
+        "--var",
+        "counts=@counts.parquet",
+        "--var",
+        "grid=@grid.npy",
     )
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(done.stdout)

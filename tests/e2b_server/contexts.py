@@ -133,13 +133,25 @@ class Context:
             if time.monotonic() >= next_check:
                 next_check = time.monotonic() + _LIVENESS_INTERVAL
                 if generation != self._generation:
-                    emit({"type": "error", "name": "UnexpectedEndOfExecution",
-                          "value": "Connection to the execution was closed before the execution was finished",
-                          "traceback": ""})
+                    emit(
+                        {
+                            "type": "error",
+                            "name": "UnexpectedEndOfExecution",
+                            "value": "Connection to the execution was closed before the execution was finished",
+                            "traceback": "",
+                        }
+                    )
                     return
                 if not self._manager.is_alive():
                     self.restart()
-                    emit({"type": "error", "name": "ContextRestarting", "value": "Context was restarted", "traceback": ""})
+                    emit(
+                        {
+                            "type": "error",
+                            "name": "ContextRestarting",
+                            "value": "Context was restarted",
+                            "traceback": "",
+                        }
+                    )
                     return
             for line in self._lines_for(msg_id, relay, generation):
                 last_sent = time.monotonic()
@@ -165,8 +177,10 @@ class Context:
         with self._swap:
             if generation != self._generation:
                 return lines
-            for get, handle, wait in ((self._client.get_iopub_msg, relay.iopub, _POLL),
-                                      (self._client.get_shell_msg, relay.reply, 0)):
+            for get, handle, wait in (
+                (self._client.get_iopub_msg, relay.iopub, _POLL),
+                (self._client.get_shell_msg, relay.reply, 0),
+            ):
                 while True:
                     try:
                         msg = get(timeout=wait)

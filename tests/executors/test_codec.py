@@ -94,14 +94,14 @@ def same(a: Any, b: Any) -> bool:
     if t is Decimal:
         return a.compare_total(b) == 0
     if isinstance(a, tuple):  # tuples and namedtuples
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=False))
     if t is list:
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=False))
     if t is collections.deque:
         return a.maxlen == b.maxlen and same(list(a), list(b))
     if isinstance(a, dict):  # dict, OrderedDict, Counter: same items in the same order
         return len(a) == len(b) and all(
-            same(ka, kb) and same(va, vb) for (ka, va), (kb, vb) in zip(a.items(), b.items())
+            same(ka, kb) and same(va, vb) for (ka, va), (kb, vb) in zip(a.items(), b.items(), strict=False)
         )
     if t in (set, frozenset):
         return len(a) == len(b) and all(any(same(x, y) for y in b) for x in a)
@@ -126,7 +126,7 @@ def _same_numpy(a: Any, b: Any) -> bool:
     if a.dtype != b.dtype or a.shape != b.shape:
         return False
     if a.dtype.kind in "OT":
-        return all(same(x, y) for x, y in zip(a.ravel().tolist(), b.ravel().tolist()))
+        return all(same(x, y) for x, y in zip(a.ravel().tolist(), b.ravel().tolist(), strict=False))
     return a.tobytes() == b.tobytes()  # bit-exact, nan payloads and -0.0 included
 
 
@@ -190,7 +190,7 @@ fixed_offsets = st.builds(
     st.timedeltas(min_value=dt.timedelta(hours=-3), max_value=dt.timedelta(hours=3)),
     st.text(st.characters(min_codepoint=65, max_codepoint=90), min_size=1, max_size=5),
 )
-time_zones = st.none() | st.just(dt.timezone.utc) | fixed_offsets | st.timezones()
+time_zones = st.none() | st.just(dt.UTC) | fixed_offsets | st.timezones()
 texts = st.text(st.characters(blacklist_categories=())) | st.just("$")  # lone surrogates included
 # Around the size where ints switch to hex, and far beyond the int-to-str digit limit.
 big_ints = st.builds(
@@ -340,10 +340,10 @@ def test_variables_round_trip(variables: dict[str, Any]) -> None:
         dt.datetime.min,
         dt.datetime.max,
         dt.date.min,
-        dt.time(23, 59, 59, 999999, tzinfo=dt.timezone.utc),
+        dt.time(23, 59, 59, 999999, tzinfo=dt.UTC),
         dt.timedelta.min,
         dt.timedelta.max,
-        dt.timezone.utc,
+        dt.UTC,
         zoneinfo.ZoneInfo("Asia/Kathmandu"),
         uuid.UUID(int=0),
         pathlib.PurePosixPath("/a/b"),

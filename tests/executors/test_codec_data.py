@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as nps
 from PIL import Image
-from tests.executors.test_codec import RELAXED, Color, Point, assert_round_trip, round_trip, same
 
 from codeward.executors.codec import CodecError, CodecWarning, dumps, encode_variables, loads
+from tests.executors.test_codec import RELAXED, Color, Point, assert_round_trip, round_trip, same
 
 pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
 
@@ -154,7 +154,7 @@ column_kinds = {
     "datetime-tz": lambda n: st.lists(
         st.datetimes(min_value=dt.datetime(1900, 1, 1), max_value=dt.datetime(2200, 1, 1)), min_size=n, max_size=n
     ).flatmap(
-        lambda v: st.sampled_from([OSLO, dt.timezone.utc, dt.timezone(dt.timedelta(hours=-5))]).map(
+        lambda v: st.sampled_from([OSLO, dt.UTC, dt.timezone(dt.timedelta(hours=-5))]).map(
             lambda tz: pd.array(pd.DatetimeIndex(v).tz_localize("UTC").tz_convert(tz))
         )
     ),
@@ -271,7 +271,7 @@ def test_pandas_edge_values_round_trip(value: Any) -> None:
 @pytest.mark.parametrize("spellings", [("H", "h"), ("2T", "2min"), ("M", "ME"), ("Q-DEC", "QE-DEC")])
 def test_index_frequencies_survive_pandas_renaming_its_aliases(spellings: tuple[str, str]) -> None:
     """Pandas 2.2 renamed frequency aliases ("H" became "h"): a sandbox may spell them the other way."""
-    for local, foreign in (spellings, spellings[::-1]):
+    for local, foreign in (spellings, spellings[::-1]):  # noqa: B007 (the pair that worked is used below)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("error")  # the spelling this pandas takes without a deprecation
@@ -300,7 +300,7 @@ def test_pytz_zones_of_pandas_before_3_are_carried_by_key() -> None:
     back = round_trip(frame)
     assert same(frame, back) and back["t"].dt.tz is oslo
     assert_round_trip(pd.Timestamp("2020-07-01 12:00", tz=oslo))
-    with pytest.raises(CodecError, match="only datetime.timezone offsets and zoneinfo"):
+    with pytest.raises(CodecError, match=r"only datetime\.timezone offsets and zoneinfo"):
         dumps(oslo.localize(dt.datetime(2020, 1, 1)))  # its offset depends on how it was localized
 
 

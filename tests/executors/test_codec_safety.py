@@ -28,10 +28,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.executors.test_codec import Color, Perm, Point
 
 from codeward.executors import codec
 from codeward.executors.codec import CodecError, CodecWarning, decode_variables, dumps, encode_variables, loads
+from tests.executors.test_codec import Color, Perm, Point
 
 # -------------------------------------------------------------------- pickle
 
@@ -346,7 +346,7 @@ def test_malformed_or_deep_text_fails_as_codec_error(text: str) -> None:
 
 
 def test_an_unknown_time_zone_says_what_to_install() -> None:
-    with pytest.raises(CodecError, match="time zone 'Mars/Olympus_Mons' is unknown here.*tzdata"):
+    with pytest.raises(CodecError, match=r"time zone 'Mars/Olympus_Mons' is unknown here.*tzdata"):
         loads(json.dumps({"$": "tz", "tz": {"key": "Mars/Olympus_Mons"}}))
 
 
@@ -495,10 +495,13 @@ def test_data_values_cross_to_another_interpreter_and_back(python: str) -> None:
     import numpy as np
     import pandas as pd
     from PIL import Image
+
     from tests.executors.test_codec import same
 
     if not _has_data_libraries(python):  # CODEWARD_TEST_PYTHONS names it: a missing library is a failure
-        pytest.fail(f"{python} has no numpy, pandas and PIL: install them there, or leave it out of CODEWARD_TEST_PYTHONS")
+        pytest.fail(
+            f"{python} has no numpy, pandas and PIL: install them there, or leave it out of CODEWARD_TEST_PYTHONS"
+        )
     frame = pd.DataFrame(
         {
             "i": np.arange(3),

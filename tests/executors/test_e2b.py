@@ -317,5 +317,7 @@ def test_a_forged_pickled_answer_from_the_sandbox_is_refused_not_unpickled(
         executor.run(forge)
     assert not marker.exists()
     with pytest.raises(ExecutionError, match="cannot read"):
-        executor.run("from IPython.display import publish_display_data\n"
-                     "publish_display_data({'application/vnd.codeward.report+json': '{not json'})")
+        executor.run(
+            "from IPython.display import publish_display_data\n"
+            "publish_display_data({'application/vnd.codeward.report+json': '{not json'})"
+        )

@@ -77,7 +77,7 @@ def test_a_final_answer_that_cannot_leave_the_sandbox_is_a_clear_error(shared: J
     from codeward.platform.tools import FinalAnswerTool
 
     shared.send_tools({"final_answer": FinalAnswerTool()})
-    with pytest.raises(ExecutionError, match="final answer, of type .*Opaque, cannot leave the sandbox"):
+    with pytest.raises(ExecutionError, match=r"final answer, of type .*Opaque, cannot leave the sandbox"):
         shared.run("final_answer(Opaque())")
 
 

@@ -37,8 +37,10 @@ class ExecDouble(Executor):
         self.sent_tools.append(sorted(tools))
         for name, tool in tools.items():
             if name == FINAL_ANSWER_TOOL:
+
                 def final(*args: Any, _tool: Any = tool, **kwargs: Any) -> None:
                     raise FinalAnswerSignal(_tool(*args, **kwargs))
+
                 self.namespace[name] = final
             else:
                 self.namespace[name] = tool
@@ -54,8 +56,12 @@ class ExecDouble(Executor):
         except FinalAnswerSignal as signal:
             return CodeOutput(signal.value, out.getvalue(), True)
         except Exception as error:
-            raise ExecutionError(f"{type(error).__name__}: {error}", logs=out.getvalue(),
-                                 traceback=f"{type(error).__name__}: {error}", error_type=type(error).__name__) from None
+            raise ExecutionError(
+                f"{type(error).__name__}: {error}",
+                logs=out.getvalue(),
+                traceback=f"{type(error).__name__}: {error}",
+                error_type=type(error).__name__,
+            ) from None
         return CodeOutput(value, out.getvalue(), False)
 
     def close(self) -> None:

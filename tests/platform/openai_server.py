@@ -34,11 +34,19 @@ class ChatServer:
                 if body.get("stream"):
                     self._stream(text, usage, body["model"])
                 else:
-                    self._send(200, {
-                        "id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
-                        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
-                        "usage": usage,
-                    })
+                    self._send(
+                        200,
+                        {
+                            "id": "c1",
+                            "object": "chat.completion",
+                            "created": 0,
+                            "model": body["model"],
+                            "choices": [
+                                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+                            ],
+                            "usage": usage,
+                        },
+                    )
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()
@@ -53,7 +61,17 @@ class ChatServer:
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
                 words = text.split(" ")
-                chunks = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": w + (" " if i < len(words) - 1 else "")}}]} for i, w in enumerate(words)]
+                chunks = [
+                    {
+                        "choices": [
+                            {
+                                "index": 0,
+                                "delta": {"role": "assistant", "content": w + (" " if i < len(words) - 1 else "")},
+                            }
+                        ]
+                    }
+                    for i, w in enumerate(words)
+                ]
                 chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
                 chunks.append({"choices": [], "usage": usage})
                 for chunk in chunks:

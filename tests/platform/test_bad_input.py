@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from codeward import CodeAgent, ScriptedModel, Tool, ToolCallingAgent, ToolDefinitionError, tool
-from codeward.executors import create_executor
-from codeward.executors import base
+from codeward.executors import base, create_executor
 from codeward.platform.prompts import load_prompt_templates
 from tests.platform.doubles import ExecDouble
 
@@ -30,7 +29,9 @@ def test_executor_whose_extra_is_missing_names_the_pip_line(tmp_path, monkeypatc
     (tmp_path / "fancy_sandbox.py").write_text("import fancy_cloud_sdk_not_installed\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(base._REGISTRY, "fancy", ("fancy_sandbox", "FancyExecutor", "fancy"))
-    with pytest.raises(ImportError, match=r"needs the package 'fancy_cloud_sdk_not_installed'.*pip install 'codeward\[fancy\]'"):
+    with pytest.raises(
+        ImportError, match=r"needs the package 'fancy_cloud_sdk_not_installed'.*pip install 'codeward\[fancy\]'"
+    ):
         create_executor("fancy")
 
 
@@ -94,7 +95,7 @@ def test_additional_args_must_be_variable_names():
 def test_a_prompt_template_missing_a_key_fails_at_construction():
     templates = load_prompt_templates("code_agent")
     del templates["planning"]["update_plan_post_messages"]
-    with pytest.raises(ValueError, match="'planning.update_plan_post_messages'"):
+    with pytest.raises(ValueError, match=r"'planning\.update_plan_post_messages'"):
         CodeAgent(tools=[], model=ScriptedModel([]), executor=ExecDouble(), prompt_templates=templates)
 
 

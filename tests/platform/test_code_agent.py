@@ -42,7 +42,9 @@ def code(body: str, thought: str = "I will do it.") -> str:
 
 def make_agent(responses, executor, **kwargs) -> tuple[CodeAgent, ScriptedModel]:
     model = ScriptedModel(responses)
-    agent = CodeAgent(tools=kwargs.pop("tools", [get_temperature]), model=model, executor=executor, verbosity_level=-1, **kwargs)
+    agent = CodeAgent(
+        tools=kwargs.pop("tools", [get_temperature]), model=model, executor=executor, verbosity_level=-1, **kwargs
+    )
     return agent, model
 
 
@@ -79,7 +81,7 @@ def test_a_code_error_in_step_one_reaches_the_model_which_recovers(executor):
         result = agent.run("Temperature?", return_full_result=True)
     assert isinstance(result, RunResult)
     assert result.output == 17.0 and result.state == "success"
-    first = [s for s in result.steps if isinstance(s, ActionStep)][0]
+    first = next(s for s in result.steps if isinstance(s, ActionStep))
     assert isinstance(first.error, AgentExecutionError)
     assert "KeyError" in first.error.message and "Atlantis" in first.error.message
     assert "looking up" in (first.observations or "")
@@ -146,7 +148,9 @@ def test_final_answer_checks_send_a_failed_check_back_to_the_model(executor):
     def is_positive(answer, memory):
         return answer > 0
 
-    agent, model = make_agent([code("final_answer(-3)"), code("final_answer(3)")], executor, final_answer_checks=[is_positive])
+    agent, model = make_agent(
+        [code("final_answer(-3)"), code("final_answer(3)")], executor, final_answer_checks=[is_positive]
+    )
     with agent:
         assert agent.run("A positive number") == 3
     assert "failed the check 'is_positive'" in "\n".join(m.text() for m in model.calls[1])
@@ -168,12 +172,18 @@ def test_step_callbacks_see_planning_action_and_final_steps(executor):
 def test_a_managed_agent_is_called_like_a_tool(executor):
     helper_model = ScriptedModel([code("final_answer(get_temperature('Cairo'))")])
     helper = CodeAgent(
-        tools=[get_temperature], model=helper_model, executor=executor, name="weather_desk",
-        description="Looks up temperatures.", verbosity_level=-1,
+        tools=[get_temperature],
+        model=helper_model,
+        executor=executor,
+        name="weather_desk",
+        description="Looks up temperatures.",
+        verbosity_level=-1,
     )
     boss, boss_model = make_agent(
         [code("report = weather_desk(task='Temperature in Cairo?')\nprint(report)"), code("final_answer(report)")],
-        executor, tools=[], managed_agents=[helper],
+        executor,
+        tools=[],
+        managed_agents=[helper],
     )
     with helper, boss:
         answer = boss.run("Ask the weather desk about Cairo")
@@ -198,7 +208,7 @@ def test_final_answer_cannot_be_swallowed_by_except_exception(executor):
 
 
 def test_a_model_that_writes_no_code_is_told_how_and_can_recover(executor):
-    agent, model = make_agent(["I think the answer is 4.", code("final_answer(4)")], executor)
+    agent, _model = make_agent(["I think the answer is 4.", code("final_answer(4)")], executor)
     with agent:
         result = agent.run("2+2", return_full_result=True)
     first = result.steps[1]
@@ -239,7 +249,9 @@ def test_interrupt_from_a_callback_stops_before_the_next_step(executor):
 def test_instructions_and_markdown_code_blocks(executor):
     agent, model = make_agent(
         ["Thought: sum.\n```python\nfinal_answer(sum(range(4)))\n```"],
-        executor, instructions="Always answer in French.", code_block_tags="markdown",
+        executor,
+        instructions="Always answer in French.",
+        code_block_tags="markdown",
     )
     with agent:
         assert agent.run("Sum to three") == 6

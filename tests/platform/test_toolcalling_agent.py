@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from codeward import (
     ActionStep,
     AgentMaxStepsError,
@@ -48,7 +46,9 @@ def call(name: str, **arguments) -> str:
 
 def agent_for(responses, **kwargs):
     model = ScriptedModel(responses)
-    return ToolCallingAgent(tools=kwargs.pop("tools", [get_temperature, warmest]), model=model, verbosity_level=-1, **kwargs), model
+    return ToolCallingAgent(
+        tools=kwargs.pop("tools", [get_temperature, warmest]), model=model, verbosity_level=-1, **kwargs
+    ), model
 
 
 def test_additional_args_can_be_passed_by_name():
@@ -59,21 +59,25 @@ def test_additional_args_can_be_passed_by_name():
 
 
 def test_native_tool_calls_are_used_when_the_model_returns_them():
-    agent, _ = agent_for([
-        {"tool_calls": [{"name": "get_temperature", "arguments": {"city": "Oslo"}}]},
-        {"tool_calls": [{"name": "final_answer", "arguments": {"answer": 4.5}}]},
-    ])
+    agent, _ = agent_for(
+        [
+            {"tool_calls": [{"name": "get_temperature", "arguments": {"city": "Oslo"}}]},
+            {"tool_calls": [{"name": "final_answer", "arguments": {"answer": 4.5}}]},
+        ]
+    )
     assert agent.run("Oslo?") == 4.5
 
 
 def test_wrong_arguments_and_tool_failures_reach_the_model_which_recovers():
-    agent, model = agent_for([
-        call("get_temperature", town="Oslo"),
-        call("get_temperature", city="Atlantis"),
-        call("nonexistent"),
-        call("get_temperature", city="Oslo"),
-        call("final_answer", answer=4.5),
-    ])
+    agent, model = agent_for(
+        [
+            call("get_temperature", town="Oslo"),
+            call("get_temperature", city="Atlantis"),
+            call("nonexistent"),
+            call("get_temperature", city="Oslo"),
+            call("final_answer", answer=4.5),
+        ]
+    )
     result = agent.run("Oslo?", return_full_result=True)
     errors = [s.error for s in result.steps if isinstance(s, ActionStep) and s.error]
     assert isinstance(errors[0], AgentToolCallError) and "unexpected argument 'town'" in errors[0].message
@@ -85,7 +89,7 @@ def test_wrong_arguments_and_tool_failures_reach_the_model_which_recovers():
 
 def test_max_steps_planning_tokens_callbacks_and_checks():
     seen = []
-    agent, model = agent_for(
+    agent, _model = agent_for(
         [
             "Plan: look up Oslo.<end_plan>",
             call("final_answer", answer=-1),
@@ -97,7 +101,10 @@ def test_max_steps_planning_tokens_callbacks_and_checks():
         planning_interval=2,
         max_steps=3,
         final_answer_checks=[lambda answer, memory: answer >= 0],
-        step_callbacks={PlanningStep: [lambda s: seen.append("plan")], FinalAnswerStep: [lambda s: seen.append("final")]},
+        step_callbacks={
+            PlanningStep: [lambda s: seen.append("plan")],
+            FinalAnswerStep: [lambda s: seen.append("final")],
+        },
     )
     result = agent.run("Oslo?", return_full_result=True)
     assert result.state == "max_steps_error" and result.output == "It is 4.5 in Oslo."
@@ -119,10 +126,16 @@ def test_streaming_yields_tool_calls_and_outputs():
 
 def test_a_managed_code_agent_works_as_a_tool(executor):
     helper = CodeAgent(
-        tools=[get_temperature], model=ScriptedModel(["<code>\nfinal_answer(get_temperature('Rome'))\n</code>"]),
-        executor=executor, name="desk", description="Looks up temperatures.", verbosity_level=-1,
+        tools=[get_temperature],
+        model=ScriptedModel(["<code>\nfinal_answer(get_temperature('Rome'))\n</code>"]),
+        executor=executor,
+        name="desk",
+        description="Looks up temperatures.",
+        verbosity_level=-1,
     )
-    agent, _ = agent_for([call("desk", task="Rome?"), call("final_answer", answer="done")], tools=[], managed_agents=[helper])
+    agent, _ = agent_for(
+        [call("desk", task="Rome?"), call("final_answer", answer="done")], tools=[], managed_agents=[helper]
+    )
     with helper:
         result = agent.run("Ask the desk", return_full_result=True)
     observation = result.steps[1].observations
@@ -136,7 +149,8 @@ def test_the_python_interpreter_base_tool_runs_in_the_local_sandbox():
             call("python_interpreter", code="import os\nos.getcwd()"),
             call("final_answer", answer="ok"),
         ],
-        tools=[], add_base_tools=True,
+        tools=[],
+        add_base_tools=True,
     )
     result = agent.run("Sum", return_full_result=True)
     assert "10" in result.steps[1].observations
@@ -147,4 +161,4 @@ def test_the_python_interpreter_base_tool_runs_in_the_local_sandbox():
 def test_text_without_a_tool_call_is_a_parsing_error_the_model_sees():
     agent, model = agent_for(["I would say 4.", call("final_answer", answer=4)])
     assert agent.run("2+2") == 4
-    assert 'No tool call was found' in "\n".join(m.text() for m in model.calls[1])
+    assert "No tool call was found" in "\n".join(m.text() for m in model.calls[1])

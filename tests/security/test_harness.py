@@ -28,9 +28,24 @@ def test_the_suite_notices_a_missing_sandbox(tmp_path: Path) -> None:
     report = tmp_path / "report.xml"
     env = {**os.environ, "CODEWARD_SECURITY_SANDBOX": "off"}
     subprocess.run(
-        [sys.executable, "-m", "pytest", str(SUITE), f"--ignore={__file__}", "-q", "-p", "no:cacheprovider",
-         "-o", "addopts=", f"--junitxml={report}"],
-        env=env, cwd=SUITE.parent.parent, capture_output=True, text=True, timeout=880,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(SUITE),
+            f"--ignore={__file__}",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=",
+            f"--junitxml={report}",
+        ],
+        env=env,
+        cwd=SUITE.parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=880,
     )
     cases = ElementTree.parse(report).getroot().iter("testcase")
     outcomes = {f"{case.get('classname')}::{case.get('name')}": _outcome(case) for case in cases}

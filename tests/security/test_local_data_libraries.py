@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-
 np = pytest.importorskip("numpy")
 pd = pytest.importorskip("pandas")
 
@@ -81,7 +80,9 @@ def test_pickle_eval_and_os_routes_stay_refused_with_allowed_paths(code, tmp_pat
 
 
 @pytest.mark.parametrize(
-    "outside", ["'SECRET'", "'WORK/../secret.csv'", "'/etc/passwd', sep=':', header=None"], ids=["sibling", "dot-dot", "etc"]
+    "outside",
+    ["'SECRET'", "'WORK/../secret.csv'", "'/etc/passwd', sep=':', header=None"],
+    ids=["sibling", "dot-dot", "etc"],
 )
 def test_allowed_paths_open_only_the_workspace(outside, tmp_path, secret, attack):
     workspace = tmp_path / "work"

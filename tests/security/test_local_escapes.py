@@ -105,7 +105,7 @@ def test_format_string_reaching_frames_is_refused(attack):
         "import random\ngetattr(random, '_os')." + SHELL,
         "import collections\ncollections._sys.modules['os']." + SHELL,
         "import re\ngetattr(re, '_compiler')",
-        "import datetime\ngetattr(datetime, 'sys').modules['os']." + SHELL,
+        "import typing\ngetattr(typing, 'sys').modules['os']." + SHELL,
         "import statistics\nstatistics.sys.modules['os']." + SHELL,
         "import typing\ntyping.sys.modules['os']." + SHELL,
         "import dataclasses\ndataclasses.sys.modules['os']." + SHELL,

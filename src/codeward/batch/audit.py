@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from codeward.executors.base import (
@@ -34,7 +34,7 @@ __all__ = ["AuditingExecutor", "RecordingTool", "iso_time"]
 
 
 def iso_time(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="milliseconds")
 
 
 class RecordingTool(Tool):

@@ -85,7 +85,12 @@ def summary_table(outcome: BatchOutcome, shown_failures: int = 20) -> list[Any]:
             failures.add_column(column, overflow="fold")
         for result in outcome.failures[:shown_failures]:
             error = str(result.get("error") or "").strip().splitlines()
-            failures.add_row(str(result["id"]), result.get("status", "error"), str(result.get("steps", "")), error[0][:200] if error else "")
+            failures.add_row(
+                str(result["id"]),
+                result.get("status", "error"),
+                str(result.get("steps", "")),
+                error[0][:200] if error else "",
+            )
         if len(outcome.failures) > shown_failures:
             failures.caption = f"... and {len(outcome.failures) - shown_failures} more in the results file"
         shown.append(failures)

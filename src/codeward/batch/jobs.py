@@ -23,8 +23,16 @@ from codeward.value_files import ValueFileError, check_value_file
 __all__ = ["Job", "JobDefaults", "JobFileError", "file_reference", "load_jobs"]
 
 _FIELDS = (
-    "id", "task", "additional_args", "model", "executor", "executor_kwargs",
-    "max_steps", "timeout_seconds", "authorized_imports", "tools",
+    "id",
+    "task",
+    "additional_args",
+    "model",
+    "executor",
+    "executor_kwargs",
+    "max_steps",
+    "timeout_seconds",
+    "authorized_imports",
+    "tools",
 )
 _MAX_REPORTED = 20
 
@@ -151,14 +159,18 @@ class _Checker:
                 return {}
             return "@" + str(self._checked_file("additional_args", reference) or reference)
         if not isinstance(value, dict):
-            self.fault("additional_args", f"must be a map of variable names to values, or '@file.json'; got {value!r:.80}")
+            self.fault(
+                "additional_args", f"must be a map of variable names to values, or '@file.json'; got {value!r:.80}"
+            )
             return {}
         resolved = {}
         for name, item in value.items():
             if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
                 self.fault("additional_args", f"{name!r} cannot be a variable name; use a Python identifier")
             reference = file_reference(item)
-            resolved[name] = item if reference is None else "@" + str(self._checked_file(f"additional_args.{name}", reference))
+            resolved[name] = (
+                item if reference is None else "@" + str(self._checked_file(f"additional_args.{name}", reference))
+            )
         return resolved
 
     def _checked_file(self, name: str, raw: str) -> Path | None:
@@ -201,11 +213,16 @@ def _check_entry(where: str, entry: Any, base_dir: Path, defaults: JobDefaults) 
     except (ToolSpecError, ImportError, SyntaxError) as error:
         check.fault("tools", str(error))
     job = Job(
-        id=job_id or "", task=task or "", model=model or "", executor=executor,
-        additional_args=check.variables(), executor_kwargs=kwargs,
+        id=job_id or "",
+        task=task or "",
+        model=model or "",
+        executor=executor,
+        additional_args=check.variables(),
+        executor_kwargs=kwargs,
         max_steps=check.number("max_steps", int, defaults.max_steps),
         timeout_seconds=check.number("timeout_seconds", float, None),
-        authorized_imports=check.string_list("authorized_imports"), tools=tools,
+        authorized_imports=check.string_list("authorized_imports"),
+        tools=tools,
     )
     return (None if check.faults else job), check.faults
 

@@ -63,7 +63,9 @@ def repair_and_read(path: str | Path) -> tuple[list[dict[str, Any]], int]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as error:
-                raise ValueError(f"{path}: line {number} is not a JSON record ({error}); was it edited by hand?") from None
+                raise ValueError(
+                    f"{path}: line {number} is not a JSON record ({error}); was it edited by hand?"
+                ) from None
             if isinstance(record, dict):
                 records.append(record)
     return records, dropped
@@ -88,7 +90,9 @@ def exclusive_writer(path: str | Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise ValueError(f"{path} is being written by another running codeward batch; wait for it, or use --out") from None
+            raise ValueError(
+                f"{path} is being written by another running codeward batch; wait for it, or use --out"
+            ) from None
         yield
     finally:
         os.close(fd)

@@ -47,7 +47,7 @@ class Worker:
 
     def __init__(self, audit: Path | None, runs: Path | None, warm_pool: bool = True) -> None:
         read_end, write_end = os.pipe()
-        self.stderr: IO[bytes] = tempfile.TemporaryFile()
+        self.stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the worker; closed by close())
         command = [sys.executable, "-m", "codeward.batch.worker", str(write_end)]
         command += ["--audit", str(audit)] if audit is not None else []
         command += ["--runs", str(runs)] if runs is not None else []
@@ -87,10 +87,12 @@ class Worker:
 
     def _send(self, message: dict[str, Any]) -> None:
         """A line on the worker's stdin; a worker that died already is noticed by its closed channel."""
-        assert self.process.stdin is not None
+        channel = self.process.stdin
+        if channel is None:  # never: the worker is started with a pipe for its input
+            raise RuntimeError("the batch worker was started without an input channel")
         try:
-            self.process.stdin.write((dumps(message) + "\n").encode("utf-8"))
-            self.process.stdin.flush()
+            channel.write((dumps(message) + "\n").encode("utf-8"))
+            channel.flush()
         except (BrokenPipeError, ValueError):
             pass
 

@@ -142,7 +142,9 @@ class _Batch:
         status = {"timeout": "timeout", "cancelled": "cancelled"}.get(worker.cancel_reason or "", "error")
         error = description
         if status == "timeout":
-            error = f"the job ran past its timeout of {job.timeout_seconds} s and did not stop when asked; {description}"
+            error = (
+                f"the job ran past its timeout of {job.timeout_seconds} s and did not stop when asked; {description}"
+            )
         if worker.block is not None and self.audit is not None:
             block = worker.block
             block["outcome"], block["error"] = "worker_lost", description
@@ -150,11 +152,18 @@ class _Batch:
             block.setdefault("tool_calls", None)  # made in the lost process: not known
             self.audit.append(block)
         started = worker.started_at
-        self._record(worker, {
-            "id": job.id, "status": status, "output": None, "error": error, "model": job.model,
-            "sandbox": {"executor": job.executor, "id": None, "worker_pid": worker.pid},
-            "duration_seconds": round(time.monotonic() - started, 4) if started else 0.0,
-        })
+        self._record(
+            worker,
+            {
+                "id": job.id,
+                "status": status,
+                "output": None,
+                "error": error,
+                "model": job.model,
+                "sandbox": {"executor": job.executor, "id": None, "worker_pid": worker.pid},
+                "duration_seconds": round(time.monotonic() - started, 4) if started else 0.0,
+            },
+        )
 
     # -- the loop --------------------------------------------------------------------
 

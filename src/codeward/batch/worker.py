@@ -17,8 +17,8 @@ import argparse
 import hashlib
 import json
 import os
-import re
 import queue
+import re
 import signal
 import sys
 import threading
@@ -200,8 +200,14 @@ def run_job(
         finally:
             agent.close()
             if runs is not None:
-                save_run(agent, run_file(runs, job["id"]), tool_specs=job["tools"], variables=variables,
-                         executor=job["executor"], authorized_imports=job["authorized_imports"])
+                save_run(
+                    agent,
+                    run_file(runs, job["id"]),
+                    tool_specs=job["tools"],
+                    variables=variables,
+                    executor=job["executor"],
+                    authorized_imports=job["authorized_imports"],
+                )
         result["status"] = run.state
         result["output"], description = carry(run.output)
         if description:

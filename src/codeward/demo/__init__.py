@@ -26,14 +26,13 @@ from codeward.platform.tools import tool
 __all__ = ["DEMO_TASK", "DEMO_VARIABLES", "forecast", "recording_path"]
 
 DEMO_TASK = (
-    "Which of the given cities will be warmest tomorrow, and how many degrees warmer "
-    "is it than the coldest of them?"
+    "Which of the given cities will be warmest tomorrow, and how many degrees warmer is it than the coldest of them?"
 )
 DEMO_VARIABLES: dict[str, Any] = {
     "cities": json.loads(resources.files("codeward.demo").joinpath("cities.json").read_text(encoding="utf-8"))
 }
 
-_FORECASTS = {
+_FORECASTS: dict[str, dict[str, float | str]] = {
     "Oslo": {"high": 3.5, "low": -2.0, "sky": "snow"},
     "Rome": {"high": 16.0, "low": 8.5, "sky": "clear"},
     "Cairo": {"high": 24.5, "low": 14.0, "sky": "clear"},
@@ -42,7 +41,7 @@ _FORECASTS = {
 
 
 @tool
-def forecast(city: str) -> dict:
+def forecast(city: str) -> dict[str, float | str]:
     """Tomorrow's forecast for a city (the demo's built-in table, not a live service).
 
     Args:

@@ -137,6 +137,9 @@ class Executor(ABC):
 
     def install_packages(self, packages: list[str]) -> list[str]:
         """Install packages into the sandbox and return the names now importable."""
+        from codeward.executors.settings import checked_packages
+
+        checked_packages(packages)
         raise ExecutorError(
             f"the {self.name or type(self).__name__} executor cannot install packages; "
             "use a sandbox that can (jupyter, docker with network, e2b)"

@@ -230,7 +230,7 @@ class _Encoder:
             raise _Refused(v, reason)
         try:
             return _tag("pickle", b64=self.blob(pickle.dumps(v, protocol=4)))
-        except Exception as exc:  # noqa: BLE001 - pickling fails in many ways; each is a refusal
+        except Exception as exc:
             raise _Refused(v, f"pickling it failed: {exc}") from None
 
     def each(self, values: Any, fmt: str = "[{}]") -> list[Any]:
@@ -295,7 +295,7 @@ def _is_plain(values: Any) -> bool:
             return False
     if int in kinds:
         ints = values if len(kinds) == 1 else [x for x in values if type(x) is int]
-        return -_INT_LIMIT < min(ints) and max(ints) < _INT_LIMIT
+        return min(ints) > -_INT_LIMIT and max(ints) < _INT_LIMIT
     return True
 
 
@@ -576,7 +576,7 @@ class _Decoder:
             return decode(self, obj)
         except CodecError:
             raise
-        except Exception as exc:  # noqa: BLE001 - whatever a hostile payload breaks is a CodecError
+        except Exception as exc:
             raise CodecError(f"malformed {tag!r} value in payload: {type(exc).__name__}: {exc}") from None
 
     def unpickle(self, obj: dict[str, Any]) -> Any:
@@ -663,7 +663,10 @@ def _dec_tz(x: Any) -> _dt.tzinfo | None:
         return None
     if "key" in x:
         if x.get("lib") == "pytz" and _importable("pytz"):
-            return sys.modules["pytz"].timezone(_dec_str(x["key"]))  # pytz knows its keys; unknown ones raise
+            zone: _dt.tzinfo = sys.modules["pytz"].timezone(
+                _dec_str(x["key"])
+            )  # pytz knows its keys; unknown ones raise
+            return zone
         try:  # zoneinfo validates keys: normalized relative paths only
             return zoneinfo.ZoneInfo(_dec_str(x["key"]))
         except zoneinfo.ZoneInfoNotFoundError:

@@ -64,6 +64,7 @@ from codeward.executors.base import (
 from codeward.executors.kernel.bridge import ToolBridge, bootstrap_code, cell_calling
 from codeward.executors.kernel.cells import BoundedText, CellResult, code_output, require_setup_ok, strip_ansi
 from codeward.executors.kernel.prelude import REPORT_MIME
+from codeward.executors.settings import checked_packages, checked_seconds, checked_tool_names, checked_variable_names
 from codeward.platform.tools import Tool
 
 __all__ = ["E2BExecutor"]
@@ -148,8 +149,8 @@ class E2BExecutor(Executor):
         connection: dict[str, Any] | None = None,
         max_log_chars: int = 100_000,
     ) -> None:
-        _check_arguments(tools_mode, timeout_seconds, sandbox_timeout, envs)
-        self.timeout_seconds = float(timeout_seconds)
+        self.timeout_seconds = checked_seconds("timeout_seconds", timeout_seconds)
+        _check_arguments(tools_mode, self.timeout_seconds, sandbox_timeout, envs)
         self.sandbox_timeout = int(sandbox_timeout)
         self.template = template
         self.allow_internet_access = allow_internet_access
@@ -193,6 +194,12 @@ class E2BExecutor(Executor):
             self._ready = False
         if not self._ready:
             self._install()
+        return self._sandbox, self._context
+
+    def _live(self) -> tuple[Sandbox, Context]:
+        """The sandbox and context a run is using (set up by the caller before any cell runs)."""
+        if self._sandbox is None or self._context is None:
+            raise SandboxError("the E2B sandbox is not set up for this run; run the code again")
         return self._sandbox, self._context
 
     def _open_sandbox(self) -> Sandbox:
@@ -268,8 +275,7 @@ class E2BExecutor(Executor):
 
     def _execute(self, code: str, seconds: float) -> CellResult:
         """Run a cell in the context and gather what came back; transport failures become executor errors."""
-        sandbox, context = self._sandbox, self._context
-        assert sandbox is not None and context is not None
+        sandbox, context = self._live()
         logs = BoundedText(self.max_log_chars)
 
         def printed(message: OutputMessage) -> None:
@@ -334,8 +340,7 @@ class E2BExecutor(Executor):
 
     def _overran(self, seconds: float, logs: str) -> None:
         """The run outlived even the backstop: see whether the context stopped, else restart it; then raise."""
-        sandbox, context = self._sandbox, self._context
-        assert sandbox is not None and context is not None
+        sandbox, context = self._live()
         try:
             sandbox.run_code("None", context=context, timeout=_PROBE_SECONDS)
         except Exception:  # still busy (or gone): a restart is the only way to stop it
@@ -352,10 +357,14 @@ class E2BExecutor(Executor):
                 error_type="TimeoutError",
             ) from None
         raise ExecutionTimeout(
-            f"the code ran past its time limit of {seconds:g} s and was interrupted", logs=logs, error_type="TimeoutError"
+            f"the code ran past its time limit of {seconds:g} s and was interrupted",
+            logs=logs,
+            error_type="TimeoutError",
         )
 
-    def _lost(self, error: Exception, logs: str, during: str = "the run; the code may or may not have run") -> SandboxError:
+    def _lost(
+        self, error: Exception, logs: str, during: str = "the run; the code may or may not have run"
+    ) -> SandboxError:
         """The error for a request that failed: the sandbox is gone, or the network or E2B failed."""
         sandbox = self._sandbox
         try:
@@ -390,12 +399,14 @@ class E2BExecutor(Executor):
     # -- the contract ------------------------------------------------------------------
 
     def send_variables(self, variables: dict[str, Any]) -> None:
+        checked_variable_names(variables, tools=self._bridge.tools)
         text = self._encode(variables)  # fails before anything is remembered or sent
         self._variables.update(variables)
         self._ensure_ready()
         self._internal(cell_calling("load_variables", text))
 
     def send_tools(self, tools: dict[str, Tool]) -> None:
+        checked_tool_names(tools)
         self._bridge = ToolBridge(tools, mode="inline", allow_pickle=self.allow_pickle)
         self._ensure_ready()
         self._internal(cell_calling("load_tools", self._bridge.specs_text))
@@ -413,6 +424,7 @@ class E2BExecutor(Executor):
 
     def install_packages(self, packages: list[str]) -> list[str]:
         """pip-install into the sandbox's Python (it needs internet access); return the modules they provide."""
+        packages = checked_packages(packages)
         if not packages:
             return []
         self._ensure_ready()
@@ -422,7 +434,11 @@ class E2BExecutor(Executor):
         finally:
             self._internal(cell_calling("limit_time", self.timeout_seconds))
         if cell.status != "ok":
-            hint = "" if self.allow_internet_access else " (the sandbox has no internet access: allow_internet_access=False)"
+            hint = (
+                ""
+                if self.allow_internet_access
+                else " (the sandbox has no internet access: allow_internet_access=False)"
+            )
             raise ExecutorError(f"installing {packages} into the E2B sandbox failed{hint}: {cell.error_value}")
         return list(code_output(cell).output)
 
@@ -461,8 +477,6 @@ def _check_arguments(tools_mode: str, timeout_seconds: float, sandbox_timeout: i
             "so tools cannot run there. Use tools_mode='inline': each tool's source runs inside the sandbox "
             "(with whatever secrets it needs), or use the jupyter or docker executor to keep tools on the host"
         )
-    if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)) or not timeout_seconds > 0:
-        raise ValueError(f"timeout_seconds must be a positive number of seconds, got {timeout_seconds!r}")
     if isinstance(sandbox_timeout, bool) or not isinstance(sandbox_timeout, int) or sandbox_timeout <= timeout_seconds:
         raise ValueError(
             f"sandbox_timeout must be a whole number of seconds longer than timeout_seconds ({timeout_seconds!r}), "

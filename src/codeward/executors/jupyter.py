@@ -14,8 +14,8 @@ import shutil
 import sys
 
 from codeward.executors.base import SandboxError
-from codeward.executors.kernel.session import KernelSession, LocalKernel
 from codeward.executors.kernel.executor import KernelExecutor
+from codeward.executors.kernel.session import KernelSession, LocalKernel
 
 __all__ = ["JupyterExecutor", "clean_environment"]
 
@@ -55,7 +55,7 @@ class JupyterExecutor(KernelExecutor):
         self,
         kernel_name: str = "python3",
         python: str | None = None,
-        timeout_seconds: float | None = 30,
+        timeout_seconds: float = 30,
         tools_mode: str = "host",
         cwd: str | None = None,
         env: dict[str, str] | None = None,

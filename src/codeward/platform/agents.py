@@ -10,9 +10,9 @@ import contextlib
 import inspect
 import reprlib
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 from codeward.platform.display import AgentLogger, LogLevel
 from codeward.platform.errors import AgentError, AgentGenerationError, AgentMaxStepsError
@@ -94,9 +94,7 @@ def _preview(value: Any) -> str:
 
 def describe_variables(variables: dict[str, Any]) -> str:
     lines = [f"- {name} ({_preview(value)})" for name, value in variables.items()]
-    return (
-        "\nYou have been given these variables, which your code can use directly by name:\n" + "\n".join(lines)
-    )
+    return "\nYou have been given these variables, which your code can use directly by name:\n" + "\n".join(lines)
 
 
 @contextlib.contextmanager
@@ -112,7 +110,7 @@ def _model_failures() -> Iterator[None]:
 
 def _call_callback(callback: Callable[..., Any], step: MemoryStep, agent: MultiStepAgent) -> None:
     try:
-        parameters = inspect.signature(callback).parameters
+        parameters: Mapping[str, inspect.Parameter] = inspect.signature(callback).parameters
     except (TypeError, ValueError):
         parameters = {}
     takes_agent = "agent" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
@@ -213,6 +211,43 @@ class MultiStepAgent:
 
     # -- running ------------------------------------------------------------------
 
+    @overload
+    def run(
+        self,
+        task: str,
+        stream: Literal[True],
+        reset: bool = True,
+        images: list[Any] | None = None,
+        additional_args: dict[str, Any] | None = None,
+        max_steps: int | None = None,
+        return_full_result: bool | None = None,
+    ) -> Generator[Any, None, None]: ...
+
+    @overload
+    def run(
+        self,
+        task: str,
+        stream: Literal[False] = False,
+        reset: bool = True,
+        images: list[Any] | None = None,
+        additional_args: dict[str, Any] | None = None,
+        max_steps: int | None = None,
+        *,
+        return_full_result: Literal[True],
+    ) -> RunResult: ...
+
+    @overload
+    def run(
+        self,
+        task: str,
+        stream: Literal[False] = False,
+        reset: bool = True,
+        images: list[Any] | None = None,
+        additional_args: dict[str, Any] | None = None,
+        max_steps: int | None = None,
+        return_full_result: bool | None = None,
+    ) -> Any: ...
+
     def run(
         self,
         task: str,
@@ -248,7 +283,8 @@ class MultiStepAgent:
         final_step = None
         for event in events:
             final_step = event
-        assert isinstance(final_step, FinalAnswerStep)
+        if not isinstance(final_step, FinalAnswerStep):
+            raise AgentError(f"the run ended without a final answer step (last event: {type(final_step).__name__})")
         started.end_time = time.time()
         full = self.return_full_result if return_full_result is None else return_full_result
         if not full:
@@ -259,7 +295,9 @@ class MultiStepAgent:
 
     def _check_variable_names(self, variables: dict[str, Any]) -> None:
         if not isinstance(variables, dict):
-            raise TypeError(f"additional_args must be a dict of variable names to values, got {type(variables).__name__}")
+            raise TypeError(
+                f"additional_args must be a dict of variable names to values, got {type(variables).__name__}"
+            )
         for name in variables:
             if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
                 raise ValueError(
@@ -294,7 +332,8 @@ class MultiStepAgent:
                     if isinstance(event, PlanningStep):
                         planning_step = event
                     yield event
-                assert planning_step is not None
+                if planning_step is None:
+                    raise AgentError("the planning step ended without a plan")
                 self.memory.steps.append(planning_step)
                 self.logger.plan(planning_step)
                 self._fire_callbacks(planning_step)
@@ -329,7 +368,9 @@ class MultiStepAgent:
 
     def _planning_due(self) -> bool:
         interval = self.planning_interval
-        return bool(interval) and (self.step_number == 1 or (self.step_number - 1) % interval == 0)
+        return (
+            interval is not None and interval > 0 and (self.step_number == 1 or (self.step_number - 1) % interval == 0)
+        )
 
     def _generate(
         self, messages: list[ChatMessage], streaming: bool, **kwargs: Any
@@ -363,7 +404,9 @@ class MultiStepAgent:
             messages = [
                 ChatMessage("system", render(templates["update_plan_pre_messages"], **variables)),
                 *self.memory.to_messages(summary_mode=True)[1:],
-                ChatMessage("user", render(templates["update_plan_post_messages"], remaining_steps=remaining, **variables)),
+                ChatMessage(
+                    "user", render(templates["update_plan_post_messages"], remaining_steps=remaining, **variables)
+                ),
             ]
         message = yield from self._generate(messages, streaming, stop_sequences=["<end_plan>"])
         plan = message.text().replace("<end_plan>", "").strip()
@@ -382,7 +425,9 @@ class MultiStepAgent:
             except Exception as error:
                 raise AgentError(f"the final answer failed the check {name!r}: {error}") from error
             if not passed:
-                raise AgentError(f"the final answer {answer!r:.200} failed the check {name!r}; correct it and answer again")
+                raise AgentError(
+                    f"the final answer {answer!r:.200} failed the check {name!r}; correct it and answer again"
+                )
 
     def _answer_after_max_steps(self, task: str, images: list[Any] | None) -> Any:
         """Out of steps: ask the model once for the best answer from all the work so far."""
@@ -458,4 +503,3 @@ class ManagedAgentTool(Tool):
             summary = "\n".join(m.text() for m in agent.write_memory_to_messages(summary_mode=True))
             report += f"\n\nWhat '{agent.name}' did:\n{summary}"
         return report
-

@@ -27,7 +27,7 @@ _OUTPUT_PREVIEW = 10_000
 
 def _code_block_tags(tags: str | tuple[str, str] | None) -> tuple[str, str]:
     if tags in _TAGS:
-        return _TAGS[tags]  # type: ignore[index]
+        return _TAGS[tags]
     if isinstance(tags, (tuple, list)) and len(tags) == 2 and all(isinstance(t, str) and t for t in tags):
         return tags[0], tags[1]
     raise ValueError(f"code_block_tags must be None, 'markdown' or a pair of strings, got {tags!r}")
@@ -69,7 +69,9 @@ class CodeAgent(MultiStepAgent):
     def _create_executor(self, executor: str | Executor, kwargs: dict[str, Any]) -> Executor:
         if isinstance(executor, Executor):
             if kwargs:
-                raise ValueError("executor_kwargs apply only when executor is a name; configure your Executor instance directly")
+                raise ValueError(
+                    "executor_kwargs apply only when executor is a name; configure your Executor instance directly"
+                )
             return executor
         if executor == "local":
             if self.additional_authorized_imports:
@@ -105,7 +107,9 @@ class CodeAgent(MultiStepAgent):
         messages = self.write_memory_to_messages()
         action_step.model_input_messages = messages
         stop = [closing] if closing not in opening else []  # a fence would also cut the opening one
-        message = yield from self._generate(messages, streaming or self.stream_outputs, stop_sequences=stop + ["Observation:"])
+        message = yield from self._generate(
+            messages, streaming or self.stream_outputs, stop_sequences=[*stop, "Observation:"]
+        )
         text = message.text()
         if opening != closing and text.count(opening) > text.count(closing):
             text += closing  # the stop sequence cut it off
@@ -131,10 +135,16 @@ class CodeAgent(MultiStepAgent):
             output = self.executor.run(code)
         except ExecutionTimeout as error:
             self._record_logs(action_step, error.logs)
-            raise AgentExecutionError(f"{error.message}\nMake the code faster, or do the work in smaller steps.") from None
+            raise AgentExecutionError(
+                f"{error.message}\nMake the code faster, or do the work in smaller steps."
+            ) from None
         except SandboxError as error:
             self._record_logs(action_step, error.logs)
-            lost = " Variables and functions defined by earlier code are lost; tools and given variables were sent again." if error.state_lost else ""
+            lost = (
+                " Variables and functions defined by earlier code are lost; tools and given variables were sent again."
+                if error.state_lost
+                else ""
+            )
             raise AgentExecutionError(f"The sandbox failed: {error.message}.{lost}") from None
         except ExecutionError as error:
             self._record_logs(action_step, error.logs)

@@ -35,7 +35,9 @@ class AgentLogger:
 
     def task(self, task: str, model_id: str, executor: str | None) -> None:
         where = f" · executor {executor}" if executor else ""
-        self._show(LogLevel.INFO, Panel(Text(task), title="New run", subtitle=f"{model_id}{where}", border_style="cyan"))
+        self._show(
+            LogLevel.INFO, Panel(Text(task), title="New run", subtitle=f"{model_id}{where}", border_style="cyan")
+        )
 
     def step_start(self, number: int) -> None:
         self._show(LogLevel.INFO, Rule(f"Step {number}", style="cyan"))
@@ -81,7 +83,7 @@ class AgentLogger:
                     self.console.print(Text(step.observations))
                 if step.error:
                     self.console.print(Text(step.error.message, style="bold red"))
-                if step.is_final_answer or step.action_output is not None and step.code_action is None:
+                if step.is_final_answer or (step.action_output is not None and step.code_action is None):
                     self.console.print(Text(f"Final answer: {step.action_output}", style="bold green"))
             elif isinstance(step, FinalAnswerStep):
                 self.console.print(Text(f"Final answer: {step.output}", style="bold green"))

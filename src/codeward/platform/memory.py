@@ -243,8 +243,11 @@ def _step_from_dict(data: dict[str, Any]) -> MemoryStep:
         return TaskStep(data["task"])
     if kind == "planning":
         return PlanningStep(
-            [], ChatMessage.from_dict(data["model_output_message"]), data["plan"],
-            _timing(data.get("timing")), _usage(data.get("token_usage")),
+            [],
+            ChatMessage.from_dict(data["model_output_message"]),
+            data["plan"],
+            _timing(data.get("timing")),
+            _usage(data.get("token_usage")),
         )
     if kind == "final_answer":
         return FinalAnswerStep(data.get("output"))
@@ -256,7 +259,10 @@ def _step_from_dict(data: dict[str, Any]) -> MemoryStep:
             timing=_timing(data.get("timing")),
             model_output_message=ChatMessage.from_dict(message) if message else None,
             model_output=data.get("model_output"),
-            tool_calls=[ToolCall(c["function"]["name"], c["function"]["arguments"], c["id"]) for c in data.get("tool_calls") or []]
+            tool_calls=[
+                ToolCall(c["function"]["name"], c["function"]["arguments"], c["id"])
+                for c in data.get("tool_calls") or []
+            ]
             or None,
             code_action=data.get("code_action"),
             observations=data.get("observations"),

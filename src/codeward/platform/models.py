@@ -173,7 +173,9 @@ class ScriptedModel(Model):
 
     def __init__(self, responses: Sequence[str | ChatMessage | dict[str, Any]]) -> None:
         if isinstance(responses, (str, bytes)) or not isinstance(responses, Sequence):
-            raise TypeError("ScriptedModel takes a list of responses, e.g. ScriptedModel(['<code>final_answer(1)</code>'])")
+            raise TypeError(
+                "ScriptedModel takes a list of responses, e.g. ScriptedModel(['<code>final_answer(1)</code>'])"
+            )
         self.responses = [self._to_message(r, i) for i, r in enumerate(responses)]
         self.calls: list[list[ChatMessage]] = []
         self._lock = threading.Lock()
@@ -214,7 +216,9 @@ class ScriptedModel(Model):
         if isinstance(content, str):
             content = apply_stop_sequences(content, stop_sequences)
         prompt_chars = sum(len(m.text()) for m in messages)
-        usage = TokenUsage(estimate_tokens(prompt_chars), estimate_tokens(len(content) if isinstance(content, str) else 0))
+        usage = TokenUsage(
+            estimate_tokens(prompt_chars), estimate_tokens(len(content) if isinstance(content, str) else 0)
+        )
         return ChatMessage("assistant", content, scripted.tool_calls, usage)
 
     def generate_stream(

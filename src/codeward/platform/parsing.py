@@ -64,6 +64,6 @@ def extract_tool_call(text: str) -> tuple[str, Any]:
                     pass
             return value["name"], arguments
     raise ValueError(
-        'No tool call was found in your answer. Call a tool with a JSON object such as '
+        "No tool call was found in your answer. Call a tool with a JSON object such as "
         '{"name": "final_answer", "arguments": {"answer": "..."}}'
     )

@@ -27,7 +27,7 @@ _ENVIRONMENT = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailin
 def load_prompt_templates(name: str) -> dict[str, Any]:
     """The package's own templates for an agent kind (``"code_agent"``, ``"toolcalling_agent"``)."""
     text = resources.files("codeward.prompts").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
-    templates = yaml.safe_load(text)
+    templates: dict[str, Any] = yaml.safe_load(text)
     validate_prompt_templates(templates)
     return templates
 

@@ -89,9 +89,7 @@ class ToolCallingAgent(MultiStepAgent):
         available = {**self.tools, **self.managed_agents}
         tool = available.get(call.name)
         if tool is None:
-            raise AgentToolCallError(
-                f"unknown tool {call.name!r}; call one of: {', '.join(available)}"
-            )
+            raise AgentToolCallError(f"unknown tool {call.name!r}; call one of: {', '.join(available)}")
         arguments = self._resolve(call.arguments)
         try:
             if isinstance(arguments, dict):
@@ -105,9 +103,7 @@ class ToolCallingAgent(MultiStepAgent):
                 f"wrong arguments for tool {call.name!r}: {error}. Its inputs are: {json.dumps(tool.inputs, default=str)}"
             ) from None
         except Exception as error:
-            raise AgentToolExecutionError(
-                f"tool {call.name!r} failed with {type(error).__name__}: {error}"
-            ) from None
+            raise AgentToolExecutionError(f"tool {call.name!r} failed with {type(error).__name__}: {error}") from None
         final = call.name == "final_answer"
         observation = str(result)
         self.logger.observation(f"{call.name}: {observation}")

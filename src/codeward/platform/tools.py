@@ -117,7 +117,7 @@ class Tool:
             raise ToolCallError(
                 f"{self.name}() takes {len(names)} arguments ({', '.join(names)}) but {len(args)} were given"
             )
-        arguments = dict(zip(names, args))
+        arguments = dict(zip(names, args, strict=False))
         for key, value in kwargs.items():
             if key in arguments:
                 raise ToolCallError(f"{self.name}() got multiple values for argument {key!r}")
@@ -171,7 +171,9 @@ class Tool:
         return f"def {self.python_signature()}:\n{doc}"
 
     def to_tool_calling_prompt(self) -> str:
-        return f"{self.name}: {self.description.strip()}\n    Takes inputs: {self.inputs}\n    Returns: {self.output_type}"
+        return (
+            f"{self.name}: {self.description.strip()}\n    Takes inputs: {self.inputs}\n    Returns: {self.output_type}"
+        )
 
     def to_json_schema(self) -> dict[str, Any]:
         """The OpenAI-style function description used by native tool calling."""
@@ -257,7 +259,7 @@ def _parse_docstring(function: Callable[..., Any]) -> tuple[str, dict[str, str]]
     parts = re.split(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?):\s*$", doc, flags=re.M)
     summary = parts[0].strip()
     arg_docs: dict[str, str] = {}
-    for header, body in zip(parts[1::2], parts[2::2]):
+    for header, body in zip(parts[1::2], parts[2::2], strict=False):
         if header not in ("Args", "Arguments", "Parameters"):
             continue
         current = None

@@ -23,7 +23,7 @@ TIMEOUT = 3.0
 class Profile:
     """How to build an executor for the suite, and what kind of sandbox it is."""
 
-    make: Callable[[], Executor]
+    make: Callable[..., Executor]  # settings given override the suite's
     #: The code runs inside the test's own process: no process to kill or leak.
     in_process: bool = False
     #: Process ids the sandbox reports are this host's (so the suite can check they are gone).
@@ -65,27 +65,27 @@ def _docker_remains(executor: Executor) -> Callable[[], list[str]]:
     return probe
 
 
-def _local_e2b() -> Executor:
+def _local_e2b(**settings: object) -> Executor:
     """The E2B SDK, unmodified, against the local server that speaks E2B's protocol (its kernels run on this host)."""
     from tests.e2b_server import shared_server  # imported only when e2b is tested: it needs jupyter_client
 
-    return create_executor("e2b", timeout_seconds=TIMEOUT, connection=shared_server().connection)
+    return create_executor("e2b", **{"timeout_seconds": TIMEOUT, "connection": shared_server().connection, **settings})
 
 
 PROFILES: dict[str, Profile] = {
     # The time limit, not the operation budget, must be what stops the suite's endless loop;
     # `sys` is allowed so that the code can write to stderr at all.
     "local": Profile(
-        make=lambda: create_executor(
-            "local", timeout_seconds=TIMEOUT, max_operations=10**12, authorized_imports=["sys"]
+        make=lambda **settings: create_executor(
+            "local", **{"timeout_seconds": TIMEOUT, "max_operations": 10**12, "authorized_imports": ["sys"], **settings}
         ),
         in_process=True,
         host_pids=False,
     ),
-    "jupyter": Profile(make=lambda: create_executor("jupyter", timeout_seconds=TIMEOUT)),
+    "jupyter": Profile(make=lambda **settings: create_executor("jupyter", **{"timeout_seconds": TIMEOUT, **settings})),
     "e2b": Profile(make=_local_e2b),
     "docker": Profile(
-        make=lambda: create_executor("docker", timeout_seconds=TIMEOUT),
+        make=lambda **settings: create_executor("docker", **{"timeout_seconds": TIMEOUT, **settings}),
         host_pids=False,
         unavailable=_docker_unavailable,
         remains=_docker_remains,

@@ -25,7 +25,7 @@ from PIL import Image
 from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, Executor, SandboxError
 from codeward.platform.tools import FinalAnswerTool, tool
 
-from .conftest import TIMEOUT, Profile, process_gone
+from .conftest import PROFILES, TIMEOUT, Profile, process_gone
 
 #: Seconds past the time limit within which a runaway block must be stopped.
 SLACK = 5.0
@@ -98,7 +98,7 @@ def same(a: Any, b: Any) -> bool:
     if isinstance(a, Image.Image):
         return (a.mode, a.size, a.tobytes()) == (b.mode, b.size, b.tobytes())
     if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=False))
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     return bool(a == b)
@@ -165,7 +165,7 @@ def test_an_infinite_loop_is_stopped_by_the_timeout_and_the_next_run_works(execu
     with pytest.raises(ExecutionTimeout) as caught:
         executor.run("print('looping')\nn = 0\nwhile True:\n    n += 1")
     elapsed = time.monotonic() - started
-    assert TIMEOUT <= elapsed + 0.1 and elapsed < TIMEOUT + SLACK
+    assert elapsed + 0.1 >= TIMEOUT and elapsed < TIMEOUT + SLACK
     assert "looping" in caught.value.logs
     assert executor.run("kept * 6").output == 42
 
@@ -197,7 +197,9 @@ def test_close_leaves_no_process_behind(profile: Profile) -> None:
         pytest.skip("in-process sandbox: it starts no process of its own")
     executor = profile.make()
     if profile.remains is not None:  # its processes are not the host's: ask the sandbox itself
-        executor.run("import subprocess, sys\nchild = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])")
+        executor.run(
+            "import subprocess, sys\nchild = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])"
+        )
         remains = profile.remains(executor)
         assert remains(), "the probe must see the running sandbox"
         executor.close()
@@ -216,3 +218,24 @@ def test_close_leaves_no_process_behind(profile: Profile) -> None:
     while not all(process_gone(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert all(process_gone(pid) for pid in pids), f"still running after close(): {pids}"
+
+
+# Settings are judged by one rule on every sandbox ------------------------------------
+@pytest.mark.parametrize("bad", [True, None, 0, -1.5, float("inf"), "30"], ids=repr)
+def test_a_bad_time_limit_is_refused_alike(executor_name: str, bad: object) -> None:
+    with pytest.raises(ValueError, match="timeout_seconds must be a positive number of seconds"):
+        PROFILES[executor_name].make(timeout_seconds=bad)
+
+
+@pytest.mark.parametrize("name", ["not an identifier", "class", "_private", "get_ipython", "range", "double"])
+def test_a_bad_variable_name_is_refused_alike_and_nothing_is_sent(executor: Executor, name: str) -> None:
+    executor.send_tools({"double": double})
+    with pytest.raises(ValueError, match="variable"):
+        executor.send_variables({"fine": 1, name: 2})
+    with pytest.raises(ExecutionError):
+        executor.run("fine")
+
+
+def test_a_package_list_given_as_one_string_is_refused_alike(executor: Executor) -> None:
+    with pytest.raises(TypeError, match="packages must be a list of requirement strings"):
+        executor.install_packages("requests")  # type: ignore[arg-type]

@@ -22,20 +22,41 @@ SRC = str(Path(codeward.__file__).parents[1])
 def test_each_job_gets_a_container_of_its_own_and_none_is_left(
     docker_client: docker.DockerClient, sandbox_image: str, tmp_path: Path, warm_pool: bool
 ) -> None:
-    (tmp_path / "model.yaml").write_text(yaml.safe_dump([
-        "<code>\nimport glob, socket\nhost = socket.gethostname()\n"
-        "limit = open((glob.glob('/sys/fs/cgroup/pids.max') + glob.glob('/sys/fs/cgroup/pids/pids.max'))[0]).read()\n"
-        "final_answer([n * 2, host, int(limit)])\n</code>"
-    ]))
+    (tmp_path / "model.yaml").write_text(
+        yaml.safe_dump(
+            [
+                (
+                    "<code>\nimport glob, socket\nhost = socket.gethostname()\n"
+                    "limit = open((glob.glob('/sys/fs/cgroup/pids.max') + glob.glob('/sys/fs/cgroup/pids/pids.max'))[0]).read()\n"
+                    "final_answer([n * 2, host, int(limit)])\n</code>"
+                )
+            ]
+        )
+    )
     # Jobs with other sandbox settings get sandboxes of their own kind (a warm pool each).
-    jobs = [{"id": f"job-{n}", "task": "Double n.", "additional_args": {"n": n}, "model": "script:model.yaml",
-             "executor": "docker", "executor_kwargs": {"pids_limit": 64 if n % 2 else 128}} for n in range(4)]
+    jobs = [
+        {
+            "id": f"job-{n}",
+            "task": "Double n.",
+            "additional_args": {"n": n},
+            "model": "script:model.yaml",
+            "executor": "docker",
+            "executor_kwargs": {"pids_limit": 64 if n % 2 else 128},
+        }
+        for n in range(4)
+    ]
     (tmp_path / "jobs.jsonl").write_text("".join(json.dumps(job) + "\n" for job in jobs))
     before = {container.id for container in list_sandboxes(docker_client)}
 
     command = [sys.executable, "-m", "codeward.cli", "batch", "jobs.jsonl", "--concurrency", "2"]
-    done = subprocess.run(command + ([] if warm_pool else ["--no-warm-pool"]), cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": SRC})
+    done = subprocess.run(
+        command + ([] if warm_pool else ["--no-warm-pool"]),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": SRC},
+    )
 
     assert done.returncode == 0, done.stdout + done.stderr
     results = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]

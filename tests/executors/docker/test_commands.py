@@ -20,7 +20,10 @@ SRC = str(Path(codeward.__file__).parents[1])
 def codeward_command(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "codeward.cli", *args],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": SRC, "COLUMNS": "200", **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": SRC, "COLUMNS": "200", **env},
     )
 
 
@@ -30,9 +33,14 @@ def test_images_build_finds_the_current_image_and_does_not_rebuild_it(sandbox_im
     assert "(current, not rebuilt)" in done.stdout
 
 
-def test_sandboxes_ls_shows_an_orphan_and_prune_removes_it(docker_client: docker.DockerClient, sandbox_image: str) -> None:
+def test_sandboxes_ls_shows_an_orphan_and_prune_removes_it(
+    docker_client: docker.DockerClient, sandbox_image: str
+) -> None:
     owner = subprocess.Popen(
-        [sys.executable, "-c", OWNER, sandbox_image], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": SRC}
+        [sys.executable, "-c", OWNER, sandbox_image],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SRC},
     )
     try:
         container_id, _ = owner.stdout.readline().split()  # type: ignore[union-attr]

@@ -21,8 +21,8 @@ import codeward
 from codeward.executors import create_executor
 from codeward.executors.base import ExecutionTimeout, ExecutorError, SandboxError
 from codeward.executors.docker.executor import DockerExecutor
-from codeward.executors.docker.images import BUILD_COMMAND, SandboxImageError, source_dir
 from codeward.executors.docker.hardening import PACKAGES_DIR
+from codeward.executors.docker.images import BUILD_COMMAND, SandboxImageError, source_dir
 from codeward.executors.docker.sandbox import OWNER_PID_LABEL, list_sandboxes, sandbox_ids
 from codeward.platform.tools import tool
 from tests.executors.docker.containers import gone

@@ -161,7 +161,7 @@ def test_reaping_while_other_sandboxes_come_and_go_does_not_fail(
         try:
             for _ in range(3):
                 start_kernel_container(docker_client, sandbox_image).remove()
-        except BaseException as error:  # noqa: BLE001 - reported by the assertion below
+        except BaseException as error:
             errors.append(error)
         finally:
             done.set()

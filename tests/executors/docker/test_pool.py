@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from codeward.executors.base import ExecutorError
 from codeward.executors import DockerExecutor, SandboxPool
+from codeward.executors.base import ExecutorError
 from tests.executors.docker.containers import gone
 
 

@@ -16,8 +16,8 @@ import pytest
 
 from codeward.executors import codec
 from codeward.executors.base import ExecutionError, ExecutionTimeout
-from codeward.executors.kernel.bridge import ToolBridge
 from codeward.executors.jupyter import JupyterExecutor
+from codeward.executors.kernel.bridge import ToolBridge
 from codeward.executors.kernel.prelude import REQUEST
 from codeward.platform.tools import FinalAnswerTool, Tool, ToolDefinitionError, tool
 
@@ -258,7 +258,7 @@ def test_inline_mode_refuses_tools_it_cannot_ship() -> None:
 
         return triple
 
-    with pytest.raises(ToolDefinitionError, match="Counter object.*tools_mode='host'"):
+    with pytest.raises(ToolDefinitionError, match=r"Counter object.*tools_mode='host'"):
         ToolBridge({"counter": Counter()}, mode="inline")
     with pytest.raises(ToolDefinitionError, match="enclosing function \\(factor\\)"):
         ToolBridge({"triple": make_closure()}, mode="inline")

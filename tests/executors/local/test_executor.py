@@ -7,13 +7,13 @@ import time
 
 import pytest
 
+from codeward.executors import LocalExecutor
 from codeward.executors.base import (
     ExecutionError,
     ExecutionTimeout,
     ExecutorError,
     create_executor,
 )
-from codeward.executors import LocalExecutor
 from codeward.platform.tools import FinalAnswerTool, ToolCallError, tool
 
 # A limit that failed would leave the code running: the per-test timeout turns that

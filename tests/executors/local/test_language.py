@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 import textwrap
 
 import pytest
 
-from codeward.executors.base import ExecutionError
 from codeward.executors import LocalExecutor
+from codeward.executors.base import ExecutionError
 
 
 @pytest.fixture
@@ -321,7 +322,9 @@ def test_unknown_names_are_name_errors_not_guesses(executor):
 
 
 def test_generator_exit_and_own_base_exceptions_are_handled_as_in_cpython(executor):
-    assert run(executor, """
+    assert run(
+        executor,
+        """
         log = []
         def gen():
             try:
@@ -337,7 +340,8 @@ def test_generator_exit_and_own_base_exceptions_are_handled_as_in_cpython(execut
         except BaseException as e:
             log.append(type(e).__name__)
         log
-    """) == ["cleanup", "Stop"]
+    """,
+    ) == ["cleanup", "Stop"]
 
 
 def test_concatenation_keeps_cpython_semantics_under_its_size_guard(executor):
@@ -355,3 +359,20 @@ def test_concatenation_keeps_cpython_semantics_under_its_size_guard(executor):
     (alias, counts, text + '!', (1,) + (2,), total, b'a' + b'b', 1.5 + 2)
     """
     assert run(executor, code) == ([1, 2], {"a": 3}, "abcd!", (1, 2), 14, b"ab", 3.5)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="syntax new in Python 3.12")
+@pytest.mark.parametrize(
+    ("code", "feature"),
+    [
+        ("type Pair = tuple[int, int]", "`type X = ...` statement (new in Python 3.12)"),
+        ("def first[T](items: list[T]) -> T:\n    return items[0]", "type parameters such as `def f[T]`"),
+        ("class Box[T]:\n    pass", "type parameters such as `def f[T]`"),
+    ],
+    ids=["type-statement", "generic-function", "generic-class"],
+)
+def test_syntax_newer_than_the_policy_is_refused_by_its_name(code, feature):
+    with LocalExecutor() as executor, pytest.raises(ExecutionError) as info:
+        executor.run(code)
+    assert feature in info.value.message
+    assert info.value.message.count("not supported") == 1, info.value.message

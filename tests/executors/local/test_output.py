@@ -8,11 +8,14 @@ import threading
 import pytest
 
 from codeward.executors import LocalExecutor
+from codeward.executors.base import ExecutionError
 
 
 def test_writes_to_sys_stdout_and_stderr_land_in_the_logs(capsys):
     with LocalExecutor(authorized_imports=["sys"]) as executor:
-        result = executor.run("import sys\nsys.stdout.write('direct\\n')\nsys.stderr.write('problem\\n')\nprint('x', file=sys.stderr)")
+        result = executor.run(
+            "import sys\nsys.stdout.write('direct\\n')\nsys.stderr.write('problem\\n')\nprint('x', file=sys.stderr)"
+        )
     assert result.logs == "direct\nproblem\nx\n"
     captured = capsys.readouterr()
     assert "problem" not in captured.err and "direct" not in captured.out
@@ -30,7 +33,7 @@ def test_streams_are_restored_after_a_block_and_after_a_failure():
     before = (sys.stdout, sys.stderr)
     with LocalExecutor() as executor:
         executor.run("print(1)")
-        with pytest.raises(Exception):
+        with pytest.raises(ExecutionError):
             executor.run("1 / 0")
     assert (sys.stdout, sys.stderr) == before
 

@@ -29,6 +29,7 @@ from codeward.executors.docker.hardening import PACKAGES_DIR, Hardening
 from codeward.executors.docker.sandbox import KernelContainer, sandbox_spec
 from codeward.executors.kernel.executor import KernelExecutor
 from codeward.executors.kernel.session import ConnectedKernel, KernelSession
+from codeward.executors.settings import checked_packages
 
 if TYPE_CHECKING:
     from codeward.executors.docker.pool import SandboxPool
@@ -63,7 +64,7 @@ class DockerExecutor(KernelExecutor):
         pids_limit: int = 256,
         tmpfs_size: str = "256m",
         runtime: str | None = None,
-        timeout_seconds: float | None = 30,
+        timeout_seconds: float = 30,
         tools_mode: str = "host",
         pool: SandboxPool | None = None,
         docker_client: docker.DockerClient | None = None,
@@ -174,6 +175,7 @@ class DockerExecutor(KernelExecutor):
         Packages go to a folder of the sandbox's own (`PACKAGES_DIR`, in memory), so they
         last as long as the sandbox; a sandbox that replaces it gets the same installs again.
         """
+        packages = checked_packages(packages)
         if self.hardening.network == "none":
             raise ExecutorError(
                 "installing packages needs a network, and this sandbox has none (the safe default); "

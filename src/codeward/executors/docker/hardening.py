@@ -36,6 +36,8 @@ _NAMED_INSTEAD = {
     "tmpfs": "tmpfs_size",
     "runtime": "runtime",
 }
+
+
 @dataclass(frozen=True)
 class Hardening:
     """The limits a sandbox runs under; every default is the strict one."""
@@ -83,7 +85,9 @@ class Hardening:
             "init": True,
         }
         if self.network != "none":
-            options["tmpfs"][PACKAGES_DIR] = f"rw,nosuid,nodev,exec,size={self.tmpfs_size},uid={uid},gid={gid},mode=0700"
+            options["tmpfs"][PACKAGES_DIR] = (
+                f"rw,nosuid,nodev,exec,size={self.tmpfs_size},uid={uid},gid={gid},mode=0700"
+            )
         if self.runtime:
             options["runtime"] = self.runtime
         return options

@@ -170,7 +170,7 @@ class _BasePython:
         if major != 2 or minor < 17:
             raise SandboxImageError(f"the base image's C library (glibc {self.glibc}) is too old for manylinux wheels")
         tags = [f"manylinux_2_{n}_{self.machine}" for n in range(minor, 16, -1)]
-        return tags + [f"manylinux2014_{self.machine}", f"linux_{self.machine}"]
+        return [*tags, f"manylinux2014_{self.machine}", f"linux_{self.machine}"]
 
 
 def build_image(

@@ -99,7 +99,7 @@ class SandboxPool:
             sandbox.remove()
         self._filler.join(timeout=120)
 
-    def __enter__(self) -> SandboxPool:  # noqa: PYI034 (typing.Self needs Python 3.11)
+    def __enter__(self) -> SandboxPool:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -60,8 +60,8 @@ __all__ = [
     "owner_alive",
     "process_started",
     "reap_orphans",
-    "sandbox_spec",
     "sandbox_ids",
+    "sandbox_spec",
     "start_kernel_container",
 ]
 
@@ -194,7 +194,7 @@ class KernelContainer:
             except (OSError, ValueError):
                 continue
         try:
-            stats: dict[str, Any] = self.container.stats(stream=False)  # type: ignore[assignment]
+            stats: dict[str, Any] = self.container.stats(stream=False)
             return int(stats["pids_stats"]["current"])
         except (*ENGINE_ERRORS, KeyError, TypeError, ValueError):
             return None
@@ -363,7 +363,8 @@ def _fail_if_stopped(sandbox: KernelContainer) -> None:
 
 def _logs(container: Container) -> str:
     try:
-        return container.logs(tail=50).decode(errors="replace")
+        text: str = container.logs(tail=50).decode(errors="replace")
+        return text
     except ENGINE_ERRORS:
         return ""
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from codeward.executors import codec
-from codeward.executors.kernel import prelude
 from codeward.executors.base import FINAL_ANSWER_TOOL
+from codeward.executors.kernel import prelude
 from codeward.platform.tools import (
     FinalAnswerTool,
     FunctionTool,

@@ -30,6 +30,7 @@ from codeward.executors.kernel.bridge import (
 )
 from codeward.executors.kernel.cells import CellResult, code_output, require_setup_ok
 from codeward.executors.kernel.session import KernelSession
+from codeward.executors.settings import checked_packages, checked_seconds, checked_tool_names, checked_variable_names
 from codeward.platform.tools import Tool
 
 __all__ = ["KernelExecutor"]
@@ -52,12 +53,10 @@ class KernelExecutor(Executor):
     #: so a replaced sandbox gets the same installs again; None: into the kernel's own environment.
     packages_prefix: ClassVar[str | None] = None
 
-    def __init__(self, *, timeout_seconds: float | None, tools_mode: str, allow_pickle: bool) -> None:
+    def __init__(self, *, timeout_seconds: float, tools_mode: str, allow_pickle: bool) -> None:
         if tools_mode not in TOOL_MODES:
             raise ValueError(f"tools_mode must be one of {', '.join(map(repr, TOOL_MODES))}, got {tools_mode!r}")
-        if timeout_seconds is not None and not timeout_seconds > 0:
-            raise ValueError(f"timeout_seconds must be a positive number of seconds or None, got {timeout_seconds!r}")
-        self.timeout_seconds = timeout_seconds
+        self.timeout_seconds = checked_seconds("timeout_seconds", timeout_seconds)
         self.tools_mode = tools_mode
         self.allow_pickle = allow_pickle
         self._variables: dict[str, Any] = {}
@@ -106,11 +105,13 @@ class KernelExecutor(Executor):
     # -- the contract ------------------------------------------------------------
 
     def send_variables(self, variables: dict[str, Any]) -> None:
+        checked_variable_names(variables, tools=self._bridge.tools)
         text = codec.encode_variables(variables, allow_pickle=self.allow_pickle)  # fails before anything is sent
         self._variables.update(variables)
         self._load("variables", text)
 
     def send_tools(self, tools: dict[str, Tool]) -> None:
+        checked_tool_names(tools)
         self._bridge = ToolBridge(tools, mode=self.tools_mode, allow_pickle=self.allow_pickle)
         self._load("tools", self._bridge.specs_text)
 
@@ -131,8 +132,7 @@ class KernelExecutor(Executor):
 
     def install_packages(self, packages: list[str]) -> list[str]:
         """pip-install into the kernel's own interpreter; return the top-level modules they provide."""
-        if isinstance(packages, str) or not all(isinstance(p, str) for p in packages):
-            raise TypeError(f"packages must be a list of requirement strings, e.g. ['requests>=2'], got {packages!r}")
+        packages = checked_packages(packages)
         if not packages:
             return []
         installed = self._install(self._ensure_ready(), list(packages))

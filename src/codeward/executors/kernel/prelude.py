@@ -88,7 +88,8 @@ def install(shell: Any, codec: ModuleType, *, allow_pickle: bool = False) -> Non
 
 
 def _ask_host(kind: str, body: str = "") -> str:
-    return _Sandbox.shell.kernel.raw_input(f"{REQUEST}{kind}:{body}")
+    answer: str = _Sandbox.shell.kernel.raw_input(f"{REQUEST}{kind}:{body}")
+    return answer
 
 
 def _write_payload(**entry: Any) -> None:
@@ -98,7 +99,7 @@ def _write_payload(**entry: Any) -> None:
         _Sandbox.shell.payload_manager.write_payload({"source": PAYLOAD_SOURCE, **entry})
 
 
-def _report_final_answer(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: Any = None) -> list:
+def _report_final_answer(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: Any = None) -> list[str]:
     answer = getattr(value, "value", None)
     try:
         _write_payload(final=_Sandbox.codec.dumps(answer))
@@ -234,7 +235,7 @@ def report_by_display() -> None:
 def _publish(bundle: dict[str, str]) -> None:
     from IPython.display import publish_display_data
 
-    publish_display_data(bundle)
+    publish_display_data(bundle)  # type: ignore[no-untyped-call]
 
 
 def limit_time(seconds: float) -> None:

@@ -24,8 +24,9 @@ from queue import Empty
 from typing import Any, Protocol
 
 import zmq
-from jupyter_client import BlockingKernelClient, KernelManager
+from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import KernelManager
 
 from codeward.executors.base import ExecutionTimeout, SandboxError
 from codeward.executors.kernel.cells import BoundedText, CellResult, strip_ansi
@@ -44,8 +45,6 @@ _LIVENESS_INTERVAL = 0.25
 _READY_RETRY = 0.1
 _STDIN_RETRY = 1.0
 _LAST_WORDS_WAIT = 0.05
-
-
 
 
 class KernelProcess(Protocol):

@@ -10,7 +10,6 @@ pickle and eval routes by `data_policy`.
 
 from __future__ import annotations
 
-import keyword
 import traceback
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -26,9 +25,9 @@ from codeward.executors.base import (
     FinalAnswerSignal,
 )
 from codeward.executors.local.data_policy import DataPolicy
-from codeward.executors.local.instrumenter import RESULT_NAME
 from codeward.executors.local.guards import Guards
 from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS, ImportGate
+from codeward.executors.local.instrumenter import RESULT_NAME
 from codeward.executors.local.limits import (
     BudgetSpentOutsideRun,
     Limits,
@@ -39,8 +38,9 @@ from codeward.executors.local.limits import (
     make_tick,
 )
 from codeward.executors.local.output import capture_output
-from codeward.executors.local.watchdog import WATCHDOG
 from codeward.executors.local.policy import CodeRefused, compile_block
+from codeward.executors.local.watchdog import WATCHDOG
+from codeward.executors.settings import checked_seconds, checked_tool_names, checked_variable_names
 
 if TYPE_CHECKING:
     from codeward.platform.tools import Tool
@@ -139,11 +139,10 @@ class LocalExecutor(Executor):
     ) -> None:
         if isinstance(authorized_imports, str):
             raise TypeError("authorized_imports is a list of module names, e.g. ['numpy', 'pandas']")
-        for label, value in (("timeout_seconds", timeout_seconds), ("max_operations", max_operations)):
-            if not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"{label} must be a positive number, got {value!r}")
+        if isinstance(max_operations, bool) or not isinstance(max_operations, (int, float)) or max_operations <= 0:
+            raise ValueError(f"max_operations must be a positive number, got {max_operations!r}")
         self.authorized_imports = tuple(dict.fromkeys((*DEFAULT_AUTHORIZED_IMPORTS, *authorized_imports)))
-        self.timeout_seconds = float(timeout_seconds)
+        self.timeout_seconds = checked_seconds("timeout_seconds", timeout_seconds)
         self.max_operations = int(max_operations)
         self.max_print_outputs_length = int(max_print_outputs_length)
         self.max_memory_bytes = max_memory_bytes
@@ -168,23 +167,14 @@ class LocalExecutor(Executor):
     def send_variables(self, variables: dict[str, Any]) -> None:
         """Make each item a variable of the code (names must be public identifiers)."""
         self._check_open()
-        for name, value in variables.items():
-            if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
-                raise ValueError(f"variable name {name!r} is not a Python identifier")
-            if name.startswith("_"):
-                raise ValueError(f"variable {name!r} starts with '_', which the code cannot read; rename it")
-            if name in self._tools or name == "range":
-                raise ValueError(f"variable {name!r} has the name of a tool or of range; rename it")
-            self._globals[name] = value
+        checked_variable_names(variables, tools=self._tools)
+        self._globals.update(variables)
 
     def send_tools(self, tools: dict[str, Tool]) -> None:
         """Make each tool callable by name; `final_answer` ends the block with its argument."""
         self._check_open()
+        checked_tool_names(tools)
         for name, tool in tools.items():
-            if not callable(tool):
-                raise TypeError(f"tool {name!r} is not callable: {type(tool).__name__}")
-            if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
-                raise ValueError(f"tool name {name!r} must be a public Python identifier")
             self._tools[name] = ToolHandle(tool, final=name == FINAL_ANSWER_TOOL)
         self._globals.update(self._tools)
 
@@ -236,10 +226,10 @@ class LocalExecutor(Executor):
     def _run_watched(self, compiled: Any) -> BaseException | None:
         self._watch = watch = WATCHDOG.arm(self.timeout_seconds, self.max_memory_bytes)
         try:
-            exec(compiled, self._globals)  # noqa: S102 - compiled under the sandbox policy
+            exec(compiled, self._globals)
         except (KeyboardInterrupt, SystemExit):
             raise
-        except BaseException as error:  # noqa: BLE001 - the model's fault or a limit, reported to it
+        except BaseException as error:
             return error
         finally:
             while True:  # a signal may land anywhere here; the disarming is retried until done

@@ -82,8 +82,10 @@ def dispatched_visit(transformer: ast.NodeVisitor, node: ast.AST) -> Any:
     key = (type(transformer), type(node))
     visitor = _VISITORS.get(key)
     if visitor is None:
-        visitor = getattr(type(transformer), f"visit_{type(node).__name__}", type(transformer).generic_visit)
-        _VISITORS[key] = visitor
+        found: Callable[[Any, Any], Any] = getattr(
+            type(transformer), f"visit_{type(node).__name__}", type(transformer).generic_visit
+        )
+        visitor = _VISITORS[key] = found
     return visitor(transformer, node)
 
 

@@ -181,7 +181,7 @@ class _Problem:
     message: str
 
 
-class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
+class SandboxPolicy(RestrictingNodeTransformer):
     """RestrictedPython's policy, adapted to the Python agents write."""
 
     def __init__(self, reserved: frozenset[str], plain: frozenset[ast.Name] = frozenset()) -> None:
@@ -331,8 +331,23 @@ class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
             self.check_name(node, alias.asname)
         return node
 
+    # Syntax newer than the policy: refused with the feature's name --------
+    def visit_TypeAlias(self, node: ast.AST) -> ast.AST:
+        self.error(node, "the `type X = ...` statement (new in Python 3.12) is not supported here; write `X = ...`")
+        return node
+
+    def refuse_type_parameters(self, node: ast.FunctionDef | ast.ClassDef) -> None:
+        if getattr(node, "type_params", None):
+            self.error(
+                node,
+                "type parameters such as `def f[T]` or `class C[T]` (new in Python 3.12) are not supported "
+                "here; use typing.TypeVar",
+            )
+            node.type_params = []  # type: ignore[union-attr,unused-ignore]  # reported once, not per parameter
+
     # Functions and classes -------------------------------------------------
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        self.refuse_type_parameters(node)
         in_class = bool(self.class_depth) and self.class_depth[-1]
         if not (in_class and node.name in ALLOWED_DUNDERS):
             if node.name.startswith("__") and node.name.endswith("__"):
@@ -344,6 +359,7 @@ class SandboxPolicy(RestrictingNodeTransformer):  # type: ignore[misc]
         return self.visit_scope(node, in_class=False)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        self.refuse_type_parameters(node)
         self.check_name(node, node.name)
         if any(keyword.arg == "metaclass" for keyword in node.keywords):
             self.error(node, "metaclasses are not allowed; use a plain class")
@@ -418,7 +434,7 @@ def _finally_escape(statement: ast.stmt) -> ast.stmt | None:
     while pending:
         node, in_loop = pending.pop()
         if isinstance(node, ast.Return) or (isinstance(node, (ast.Break, ast.Continue)) and not in_loop):
-            return node  # type: ignore[return-value]
+            return node
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             continue
         loop = in_loop or isinstance(node, (ast.For, ast.While))

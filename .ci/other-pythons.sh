@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The platform, local-executor and security tests on every other CPython codeward claims (3.12, 3.13),
+# each in a virtual environment of its own made with the README's install command. The venvs are
+# kept outside the checkout and reused; the 3.12 one also serves the codec's cross-interpreter test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ROOT="${CODEWARD_PYTHONS_DIR:-/var/cache/codeward}"
+log() { echo "[other-pythons] $*" >&2; }
+
+interpreter() {
+    local version="$1" root
+    root="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"
+    for candidate in "$root"/versions/"$version"*/bin/python"$version" "$(command -v "python$version" || true)"; do
+        [ -n "$candidate" ] && [ -x "$candidate" ] && { echo "$candidate"; return 0; }
+    done
+    return 1
+}
+
+for version in 3.12 3.13; do
+    base="$(interpreter "$version")" || { log "CPython $version is not on this machine"; exit 1; }
+    venv="$ROOT/py$version"
+    [ -x "$venv/bin/python" ] || { log "making $venv from $base"; mkdir -p "$ROOT"; "$base" -m venv "$venv"; }
+    "$venv/bin/python" -m pip install -q -e ".[test]"
+    log "Python $version: platform, local executor and security tests"
+    "$venv/bin/python" -m pytest -p no:cacheprovider -q tests/platform tests/executors/local tests/security
+done
