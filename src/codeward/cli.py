@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -20,6 +20,10 @@ from rich.panel import Panel
 
 from codeward import __version__
 from codeward.executors.base import ExecutorError
+from codeward.usage import UsageError
+
+if TYPE_CHECKING:
+    from codeward import CodeAgent
 
 __all__ = ["main"]
 
@@ -28,7 +32,7 @@ __all__ = ["main"]
 
 
 def _demo(args: argparse.Namespace, console: Console) -> int:
-    from codeward import CodeAgent, ReplayModel
+    from codeward import ReplayModel
     from codeward.demo import DEMO_TASK, DEMO_VARIABLES, forecast, recording_path
 
     console.print(
@@ -41,7 +45,7 @@ def _demo(args: argparse.Namespace, console: Console) -> int:
         )
     )
     model = ReplayModel(recording_path())
-    with CodeAgent(tools=[forecast], model=model, executor=args.executor) as agent:
+    with _agent(tools=[forecast], model=model, executor=args.executor) as agent:
         result = agent.run(DEMO_TASK, additional_args=dict(DEMO_VARIABLES), return_full_result=True)
     usage = result.token_usage
     console.print(
@@ -61,12 +65,25 @@ def _add_demo(commands: Any) -> None:
 # -- run -------------------------------------------------------------------------------
 
 
+def _agent(**settings: Any) -> CodeAgent:
+    """The agent the options describe; options it refuses, or a sandbox that cannot start (no engine,
+    no key), are for the user to fix, not faults of codeward's."""
+    from codeward import CodeAgent
+
+    try:
+        return CodeAgent(**settings)
+    except (ValueError, ExecutorError) as error:
+        raise UsageError(
+            f"the agent could not be set up with the {settings.get('executor')!r} sandbox: {error}"
+        ) from error
+
+
 def _model_id(given: str | None) -> str:
     from codeward.model_ids import check_model_id, default_model_id, no_model_message
 
     model_id = given or default_model_id()
     if model_id is None:
-        raise ValueError(no_model_message())
+        raise UsageError(no_model_message())
     return check_model_id(model_id)
 
 
@@ -78,7 +95,7 @@ def _variables(options: list[str]) -> dict[str, Any]:
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
-    from codeward import AgentGenerationError, AgentLogger, CodeAgent, LogLevel
+    from codeward import AgentGenerationError, AgentLogger, LogLevel
     from codeward.json_values import carry
     from codeward.model_ids import resolve_model
     from codeward.replay import save_run
@@ -88,7 +105,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     tools = load_tool_specs(args.tools)
     variables = _variables(args.var)
     logger = AgentLogger(LogLevel.OFF if args.json else LogLevel.INFO, console)
-    with CodeAgent(
+    with _agent(
         tools=tools,
         model=resolve_model(model_id),
         executor=args.executor,
@@ -180,13 +197,13 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     from codeward.model_ids import default_model_id
 
     if args.concurrency < 1:
-        raise ValueError(f"--concurrency must be at least 1, got {args.concurrency}")
+        raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
     defaults = JobDefaults(
         model=args.model or default_model_id(), executor=args.executor, tools=args.tools, max_steps=args.max_steps
     )
     jobs = load_jobs(args.jobs, defaults)
     if args.cancel_grace <= 0:
-        raise ValueError(f"--cancel-grace must be a positive number of seconds, got {args.cancel_grace}")
+        raise UsageError(f"--cancel-grace must be a positive number of seconds, got {args.cancel_grace}")
     options = BatchOptions(
         Path(args.out),
         None if args.no_audit else Path(args.audit),
@@ -381,12 +398,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console(stderr=bool(getattr(args, "json", False)))
     try:
         return int(args.handler(args, console))
-    except (ValueError, ImportError, FileNotFoundError, ExecutorError) as error:
+    except (UsageError, ImportError, FileNotFoundError) as error:  # the input, or a setup step the user must take
         console.print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False)
         return 2
     except KeyboardInterrupt:  # the sandbox was closed on the way out (agents are context managers)
         console.print("[yellow]interrupted[/yellow]")
         return 130
+    except Exception as error:  # a fault of codeward's own, or of a sandbox mid-run: never passed off as bad input
+        log = _keep_traceback()
+        console.print(
+            f"[bold red]codeward failed:[/bold red] {escape(f'{type(error).__name__}: {error}')}\n"
+            f"the traceback is in {escape(str(log))}; if this looks like a bug, please report it with that file",
+            highlight=False,
+        )
+        return 1
+
+
+def _keep_traceback() -> Path:
+    """Write the exception being handled to a file of its own, and return the file's path."""
+    import tempfile
+    import traceback
+
+    handle, name = tempfile.mkstemp(prefix="codeward-failure-", suffix=".log")
+    with open(handle, "w", encoding="utf-8") as log:
+        traceback.print_exc(file=log)
+    return Path(name)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from codeward.platform.models import Model, ReplayModel, ScriptedModel
+from codeward.usage import UsageError
 
 __all__ = [
     "MODEL_ENV",
@@ -49,7 +50,7 @@ PROVIDER_KEYS: dict[str, str] = {
 _FILE_SCHEMES = ("replay:", "script:")
 
 
-class ModelIdError(ValueError):
+class ModelIdError(UsageError):
     """A model id that names nothing usable; the message says how to fix it."""
 
 
@@ -124,7 +125,12 @@ def resolve_model(model_id: str, base_dir: Path | None = None) -> Model:
     """Build the model an id names (a fresh one each call: scripted models are consumed as they play)."""
     kind, path = _split(model_id, base_dir)
     if path is not None:
-        return ScriptedModel(load_script(path)) if kind == "script" else ReplayModel(path)
+        if kind == "script":
+            return ScriptedModel(load_script(path))
+        try:
+            return ReplayModel(path)
+        except ValueError as error:  # the file is no saved run
+            raise ModelIdError(f"replay:{path}: {error}") from None
     from codeward.platform.models import LiteLLMModel
 
     return LiteLLMModel(model_id.strip())

@@ -25,6 +25,7 @@ from codeward.platform.errors import AgentGenerationError
 from codeward.platform.models import ReplayModel
 from codeward.platform.tools import Tool
 from codeward.tool_specs import load_tool_specs, spec_relative_to, spec_under
+from codeward.usage import UsageError
 
 __all__ = ["RUN_RECORD", "Difference", "ReplayReport", "replay_run", "save_run"]
 
@@ -163,7 +164,10 @@ def replay_run(
     `variables` are added to (and override) the recorded ones.
     """
     path = Path(path)
-    model = ReplayModel(path)  # checks that the file is a saved run, with errors that say so
+    try:
+        model = ReplayModel(path)  # checks that the file is a saved run, with errors that say so
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     data = json.loads(path.read_text(encoding="utf-8"))
     record = data.get(RUN_RECORD) or {}
     chosen = executor or record.get("executor") or "local"
@@ -174,7 +178,7 @@ def replay_run(
     given.update(variables or {})
     tasks = [step["task"] for step in data["steps"] if step.get("type") == "task"]
     if not tasks:
-        raise ValueError(f"{path} is not a saved run: it has no task step")
+        raise UsageError(f"{path} is not a saved run: it has no task step")
     actions = [s for s in data["steps"] if s.get("type") == "action"]
     if actions and (actions[-1].get("error") or {}).get("message", "").startswith(
         "reached the maximum number of steps"

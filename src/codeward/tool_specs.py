@@ -17,11 +17,12 @@ from types import ModuleType
 from typing import Any
 
 from codeward.platform.tools import Tool
+from codeward.usage import UsageError
 
 __all__ = ["ToolSpecError", "load_tool_specs", "load_tools", "spec_relative_to", "spec_under"]
 
 
-class ToolSpecError(ValueError):
+class ToolSpecError(UsageError):
     """A tool spec that names no tools; the message says which part is wrong."""
 
 

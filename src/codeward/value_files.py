@@ -11,10 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from codeward.usage import UsageError
+
 __all__ = ["READERS", "ValueFileError", "check_value_file", "load_value_file", "parse_var_option"]
 
 
-class ValueFileError(ValueError):
+class ValueFileError(UsageError):
     """A variable file that cannot be read; the message names the file and the fix."""
 
 

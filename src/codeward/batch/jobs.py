@@ -18,6 +18,7 @@ import yaml
 from codeward.executors.base import available_executors
 from codeward.model_ids import ModelIdError, check_model_id
 from codeward.tool_specs import ToolSpecError, load_tool_specs
+from codeward.usage import UsageError
 from codeward.value_files import ValueFileError, check_value_file
 
 __all__ = ["Job", "JobDefaults", "JobFileError", "file_reference", "load_jobs"]
@@ -37,7 +38,7 @@ _FIELDS = (
 _MAX_REPORTED = 20
 
 
-class JobFileError(ValueError):
+class JobFileError(UsageError):
     """The jobs file is malformed; the message lists each job and field at fault."""
 
 

@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from codeward.usage import UsageError
+
 __all__ = ["JsonlAppender", "exclusive_writer", "repair_and_read"]
 
 
@@ -63,7 +65,7 @@ def repair_and_read(path: str | Path) -> tuple[list[dict[str, Any]], int]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as error:
-                raise ValueError(
+                raise UsageError(
                     f"{path}: line {number} is not a JSON record ({error}); was it edited by hand?"
                 ) from None
             if isinstance(record, dict):
@@ -90,7 +92,7 @@ def exclusive_writer(path: str | Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise ValueError(
+            raise UsageError(
                 f"{path} is being written by another running codeward batch; wait for it, or use --out"
             ) from None
         yield

@@ -31,6 +31,7 @@ import requests
 from docker.models.images import Image
 
 from codeward.executors.base import ExecutorError, SandboxError
+from codeward.usage import UsageError
 
 __all__ = [
     "BUILD_COMMAND",
@@ -73,7 +74,7 @@ _PROBE = (
 ENGINE_ERRORS = (docker.errors.DockerException, requests.RequestException)
 
 
-class SandboxImageError(ExecutorError):
+class SandboxImageError(ExecutorError, UsageError):
     """The sandbox image is missing or could not be built; the message says what to run."""
 
 

@@ -1,0 +1,43 @@
+"""Bad input is one line and exit 2; a fault of codeward's own (or of a sandbox mid-run) is exit 1
+with its traceback kept in a file, never passed off as bad input."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from codeward import cli
+from codeward.executors.base import SandboxError
+
+
+@pytest.mark.parametrize(
+    "fault", [RuntimeError("boom inside codeward"), SandboxError("the Docker engine went away mid-run")], ids=repr
+)
+def test_a_fault_exits_1_and_keeps_its_traceback(fault, monkeypatch, capsys, tmp_path: Path) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def failing_run(args, console):
+        raise fault
+
+    monkeypatch.setattr(cli, "_run", failing_run)
+    assert cli.main(["run", "a task", "--model", "script:model.yaml"]) == 1
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "codeward failed" in shown and str(fault) in shown and "error:" not in shown
+    [log] = tmp_path.glob("codeward-failure-*.log")
+    assert log.name in shown.replace(" ", "")
+    assert "Traceback (most recent call last)" in log.read_text() and str(fault) in log.read_text()
+
+
+def test_bad_input_exits_2_with_one_line_and_no_traceback(capsys, tmp_path: Path) -> None:
+    assert cli.main(["run", "a task", "--model", f"script:{tmp_path / 'missing.yaml'}"]) == 2
+    shown = capsys.readouterr().out
+    assert shown.startswith("error:") and "Traceback" not in shown
+
+
+def test_a_sandbox_that_cannot_start_is_a_setup_step_exit_2(capsys, tmp_path: Path) -> None:
+    (tmp_path / "model.yaml").write_text("- '<code>final_answer(1)</code>'\n")
+    code = cli.main(["run", "a task", "--model", f"script:{tmp_path / 'model.yaml'}", "--executor", "no-such-sandbox"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert code == 2 and "unknown executor 'no-such-sandbox'" in shown and "Traceback" not in shown
