@@ -57,15 +57,14 @@ from codeward.executors.base import (
     CodeOutput,
     ExecutionError,
     ExecutionTimeout,
-    Executor,
     ExecutorError,
     SandboxError,
 )
-from codeward.executors.kernel.bridge import ToolBridge, bootstrap_code, cell_calling
+from codeward.executors.kernel.bridge import bootstrap_code, cell_calling
 from codeward.executors.kernel.cells import BoundedText, CellResult, code_output, require_setup_ok, strip_ansi
 from codeward.executors.kernel.prelude import REPORT_MIME
-from codeward.executors.settings import checked_packages, checked_seconds, checked_tool_names, checked_variable_names
-from codeward.platform.tools import Tool
+from codeward.executors.kernel.remembering import RememberingExecutor
+from codeward.executors.settings import checked_packages, checked_seconds
 
 __all__ = ["E2BExecutor"]
 
@@ -119,7 +118,7 @@ def _retrying(call: Callable[[], T]) -> T:
     raise AssertionError("unreachable: tenacity re-raises the last error")
 
 
-class E2BExecutor(Executor):
+class E2BExecutor(RememberingExecutor):
     """Runs code in an E2B sandbox; see the module docstring.
 
     `timeout_seconds` bounds each run; `sandbox_timeout` is the sandbox's
@@ -149,25 +148,20 @@ class E2BExecutor(Executor):
         connection: dict[str, Any] | None = None,
         max_log_chars: int = 100_000,
     ) -> None:
-        self.timeout_seconds = checked_seconds("timeout_seconds", timeout_seconds)
-        _check_arguments(tools_mode, self.timeout_seconds, sandbox_timeout, envs)
+        _check_arguments(tools_mode, checked_seconds("timeout_seconds", timeout_seconds), sandbox_timeout, envs)
+        super().__init__(timeout_seconds=timeout_seconds, tools_mode=tools_mode, allow_pickle=allow_pickle)
         self.sandbox_timeout = int(sandbox_timeout)
         self.template = template
         self.allow_internet_access = allow_internet_access
-        self.allow_pickle = allow_pickle
         self.max_log_chars = max_log_chars
         self._envs = dict(envs or {})
         self._options = _connection_options(api_key, connection)
-        self._variables: dict[str, Any] = {}
-        self._bridge = ToolBridge({}, mode="inline", allow_pickle=allow_pickle)
         self._sandbox: Sandbox | None = None
         self._context: Context | None = None
         self._owned = False
         self._connect_to = sandbox_id
         self._renewed_at = 0.0
         self._ready = False
-        self._notes = ""  # what codeward's own cells printed (codec warnings), shown with the next run
-        self._closed = False
         try:
             self._ensure_ready()
         except BaseException:
@@ -183,8 +177,7 @@ class E2BExecutor(Executor):
 
     def _ensure_ready(self) -> tuple[Sandbox, Context]:
         """A live sandbox and context with codeward's side installed and variables and tools sent."""
-        if self._closed:
-            raise ExecutorError("this E2BExecutor is closed; create a new one")
+        self._check_open()
         if self._sandbox is None:
             self._sandbox = self._open_sandbox()
         else:
@@ -255,14 +248,13 @@ class E2BExecutor(Executor):
         if self._envs:
             cells.append(f"__import__('os').environ.update({self._envs!r})")
         if self._variables:
-            cells.append(cell_calling("load_variables", self._encode(self._variables)))
+            cells.append(
+                cell_calling("load_variables", codec.encode_variables(self._variables, allow_pickle=self.allow_pickle))
+            )
         if self._bridge.tools:
             cells.append(cell_calling("load_tools", self._bridge.specs_text))
         self._internal("\n".join(cells))
         self._ready = True
-
-    def _encode(self, variables: dict[str, Any]) -> str:
-        return codec.encode_variables(variables, allow_pickle=self.allow_pickle)
 
     def _internal(self, code: str) -> CellResult:
         """Run codeward's own cell; its failure is the sandbox's, not the model's code's."""
@@ -398,22 +390,13 @@ class E2BExecutor(Executor):
 
     # -- the contract ------------------------------------------------------------------
 
-    def send_variables(self, variables: dict[str, Any]) -> None:
-        checked_variable_names(variables, tools=self._bridge.tools)
-        text = self._encode(variables)  # fails before anything is remembered or sent
-        self._variables.update(variables)
+    def _load(self, what: str, text: str) -> None:
         self._ensure_ready()
-        self._internal(cell_calling("load_variables", text))
-
-    def send_tools(self, tools: dict[str, Tool]) -> None:
-        checked_tool_names(tools)
-        self._bridge = ToolBridge(tools, mode="inline", allow_pickle=self.allow_pickle)
-        self._ensure_ready()
-        self._internal(cell_calling("load_tools", self._bridge.specs_text))
+        self._internal(cell_calling(f"load_{what}", text))
 
     def run(self, code: str) -> CodeOutput:
         self._ensure_ready()
-        notes, self._notes = self._notes, ""
+        notes = self._take_notes()
         try:
             output = code_output(self._execute(code, self.timeout_seconds))
         except ExecutorError as error:
@@ -461,13 +444,6 @@ class E2BExecutor(Executor):
                 _retrying(sandbox.kill)
             except Exception as error:
                 logger.warning("could not kill E2B sandbox %s (it ends at its timeout): %s", sandbox.sandbox_id, error)
-
-    def __del__(self) -> None:  # a forgotten executor must not leave a paid sandbox running
-        if not getattr(self, "_closed", True):
-            try:
-                self.close()
-            except Exception:  # during interpreter shutdown, modules may already be gone
-                pass
 
 
 def _check_arguments(tools_mode: str, timeout_seconds: float, sandbox_timeout: int, envs: Any) -> None:

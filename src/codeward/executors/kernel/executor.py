@@ -11,27 +11,24 @@ jupyter, a container for docker).
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from codeward.executors import codec
 from codeward.executors.base import (
     CodeOutput,
     ExecutionError,
-    Executor,
     ExecutorError,
     SandboxError,
 )
 from codeward.executors.kernel.bridge import (
-    TOOL_MODES,
-    ToolBridge,
     bootstrap_code,
     cell_calling,
     request_kind,
 )
 from codeward.executors.kernel.cells import CellResult, code_output, require_setup_ok
+from codeward.executors.kernel.remembering import RememberingExecutor
 from codeward.executors.kernel.session import KernelSession
-from codeward.executors.settings import checked_packages, checked_seconds, checked_tool_names, checked_variable_names
-from codeward.platform.tools import Tool
+from codeward.executors.settings import checked_packages
 
 __all__ = ["KernelExecutor"]
 
@@ -39,7 +36,7 @@ __all__ = ["KernelExecutor"]
 _SETUP_TIMEOUT = 120.0
 
 
-class KernelExecutor(Executor):
+class KernelExecutor(RememberingExecutor):
     """An executor whose sandbox is a Jupyter kernel; subclasses say how the kernel starts.
 
     `timeout_seconds` bounds each `run`; `tools_mode` is "host" (tools run here,
@@ -54,18 +51,10 @@ class KernelExecutor(Executor):
     packages_prefix: ClassVar[str | None] = None
 
     def __init__(self, *, timeout_seconds: float, tools_mode: str, allow_pickle: bool) -> None:
-        if tools_mode not in TOOL_MODES:
-            raise ValueError(f"tools_mode must be one of {', '.join(map(repr, TOOL_MODES))}, got {tools_mode!r}")
-        self.timeout_seconds = checked_seconds("timeout_seconds", timeout_seconds)
-        self.tools_mode = tools_mode
-        self.allow_pickle = allow_pickle
-        self._variables: dict[str, Any] = {}
+        super().__init__(timeout_seconds=timeout_seconds, tools_mode=tools_mode, allow_pickle=allow_pickle)
         self._installed: list[list[str]] = []  # installs a replaced sandbox needs again (see packages_prefix)
-        self._bridge = ToolBridge({}, mode=tools_mode, allow_pickle=allow_pickle)
         self._session: KernelSession | None = None
         self._ready_generation = 0
-        self._notes = ""  # what codeward's own cells printed (codec warnings), shown with the next run
-        self._closed = False
 
     @abstractmethod
     def _start_session(self) -> KernelSession:
@@ -73,8 +62,7 @@ class KernelExecutor(Executor):
 
     def _ensure_ready(self) -> KernelSession:
         """A running kernel with codeward's side installed and the remembered variables and tools sent."""
-        if self._closed:
-            raise ExecutorError(f"this {type(self).__name__} is closed; create a new one")
+        self._check_open()
         if self._session is None:
             self._session = self._start_session()
         session = self._session
@@ -104,20 +92,9 @@ class KernelExecutor(Executor):
 
     # -- the contract ------------------------------------------------------------
 
-    def send_variables(self, variables: dict[str, Any]) -> None:
-        checked_variable_names(variables, tools=self._bridge.tools)
-        text = codec.encode_variables(variables, allow_pickle=self.allow_pickle)  # fails before anything is sent
-        self._variables.update(variables)
-        self._load("variables", text)
-
-    def send_tools(self, tools: dict[str, Tool]) -> None:
-        checked_tool_names(tools)
-        self._bridge = ToolBridge(tools, mode=self.tools_mode, allow_pickle=self.allow_pickle)
-        self._load("tools", self._bridge.specs_text)
-
     def run(self, code: str) -> CodeOutput:
         session = self._ensure_ready()
-        notes, self._notes = self._notes, ""
+        notes = self._take_notes()
         try:
             result = session.execute(code, timeout=self.timeout_seconds, on_input=self._bridge.answer)
         except SandboxError as error:
@@ -155,10 +132,3 @@ class KernelExecutor(Executor):
             self._session.close()
             self._session = None
             self._ready_generation = 0
-
-    def __del__(self) -> None:  # a forgotten executor must not leave a kernel running
-        if not getattr(self, "_closed", True):
-            try:
-                self.close()
-            except Exception:  # during interpreter shutdown, modules may already be gone
-                pass
