@@ -8,7 +8,10 @@ failure: the Docker tests must run there.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -81,3 +84,36 @@ def sandbox(docker_client: docker.DockerClient, sandbox_image: str) -> Iterator[
     started = start_kernel_container(docker_client, sandbox_image)
     yield started
     started.remove()
+
+
+@pytest.fixture
+def gateway(docker_client: docker.DockerClient) -> str:
+    """The host's address on the bridge network, where a container with a network can reach it.
+
+    Some engines report only the subnet; the gateway is then its first address, as Docker assigns it."""
+    config = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]
+    return str(config.get("Gateway") or next(ipaddress.ip_network(config["Subnet"]).hosts()))
+
+
+@pytest.fixture
+def gateway_listener(gateway: str) -> Iterator[tuple[str, int]]:
+    """A TCP port on the host's bridge address that accepts (and drops) every connection."""
+    server = socket.create_server((gateway, 0))
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                server.accept()[0].close()
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield gateway, server.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(5)
+        server.close()

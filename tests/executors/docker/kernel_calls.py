@@ -28,3 +28,10 @@ def run_code(client: BlockingKernelClient, code: str, timeout: float = 30) -> st
 def run_json(client: BlockingKernelClient, code: str, timeout: float = 30) -> Any:
     """Run `code`, whose last line prints one JSON document, and return that document."""
     return json.loads(run_code(client, code, timeout).strip().splitlines()[-1])
+
+
+def run_json_unhardened(client: Any, image: str, code: str, **run_options: Any) -> Any:
+    """The control of a hardening attack: `code` in a plain `docker run` of the same image, as root, with
+    Docker's defaults (a network, capabilities, a writable root). The attack must work there."""
+    output = client.containers.run(image, ["python3", "-c", code], user="0", remove=True, **run_options)
+    return json.loads(output.decode().strip().splitlines()[-1])

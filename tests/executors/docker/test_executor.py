@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import shutil
@@ -250,15 +249,6 @@ def test_install_packages_needs_a_network_and_says_so(make: Callable[..., Docker
         executor.install_packages(["requests"])
     # Without a network there is also no folder where the sandbox may write code and run it.
     assert executor.run(f"import os; os.path.exists({PACKAGES_DIR!r})").output is False
-
-
-@pytest.fixture
-def gateway(docker_client: docker.DockerClient) -> str:
-    """The host's address on the bridge network, where a sandbox with a network can reach it.
-
-    Some engines report only the subnet; the gateway is then its first address, as Docker assigns it."""
-    config = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]
-    return str(config.get("Gateway") or next(ipaddress.ip_network(config["Subnet"]).hosts()))
 
 
 def test_install_packages_fetches_from_an_index_over_the_network(

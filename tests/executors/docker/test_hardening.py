@@ -17,7 +17,7 @@ from codeward.executors.docker.hardening import Hardening
 from codeward.executors.docker.sandbox import KernelContainer, sandbox_ids, start_kernel_container
 from tests.executors.docker.conftest import HOST_SECRET
 from tests.executors.docker.containers import gone
-from tests.executors.docker.kernel_calls import run_code, run_json
+from tests.executors.docker.kernel_calls import run_code, run_json, run_json_unhardened
 
 
 @pytest.fixture(scope="module")
@@ -36,11 +36,15 @@ def test_a_plain_host_client_runs_code_over_the_ipc_sockets(sandbox: KernelConta
         client.stop_channels()
 
 
-def test_no_network_route_leaves_the_sandbox(kernel: BlockingKernelClient) -> None:
-    probe = """
+def test_no_network_route_leaves_the_sandbox(
+    kernel: BlockingKernelClient, docker_client, sandbox_image: str, gateway_listener: tuple[str, int]
+) -> None:
+    """The host listens on the bridge gateway: a plain container reaches it, the sandbox reaches nothing."""
+    host_address, host_port = gateway_listener
+    probe = f"""
 import json, os, socket
-results = {}
-for host, port in [("1.1.1.1", 53), ("8.8.8.8", 443), ("172.17.0.1", 2375), ("10.0.0.1", 80), ("192.168.1.1", 80)]:
+results = {{}}
+for host, port in [({host_address!r}, {host_port}), ("1.1.1.1", 53), ("10.0.0.1", 80), ("192.168.1.1", 80)]:
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.settimeout(3)
     try:
@@ -58,6 +62,8 @@ except OSError as error:
 results["interfaces"] = sorted(os.listdir("/sys/class/net"))
 print(json.dumps(results))
 """
+    control = run_json_unhardened(docker_client, sandbox_image, probe)
+    assert control[host_address] == "connected" and control["interfaces"] != ["lo"], control
     results = run_json(kernel, probe)
     assert results.pop("interfaces") == ["lo"]
     assert results.pop("dns") == "failed"
@@ -73,7 +79,7 @@ def test_the_kernel_runs_as_the_unprivileged_sandbox_user(kernel: BlockingKernel
     assert 0 not in ids[:3] and 0 not in ids[3]
 
 
-def test_the_root_filesystem_is_read_only(kernel: BlockingKernelClient) -> None:
+def test_the_root_filesystem_is_read_only(kernel: BlockingKernelClient, docker_client, sandbox_image: str) -> None:
     probe = """
 import json
 codes = {}
@@ -86,6 +92,8 @@ for path in ["/escape", "/usr/lib/escape", "/etc/passwd", "/opt/sandbox/bin/pyth
         codes[path] = error.errno
 print(json.dumps(codes))
 """
+    control = run_json_unhardened(docker_client, sandbox_image, probe)  # its own running python3 is busy (ETXTBSY)
+    assert all(control[path] == "written" for path in ("/escape", "/usr/lib/escape", "/etc/passwd")), control
     codes = run_json(kernel, probe)
     assert codes["/escape"] == errno.EROFS and codes["/usr/lib/escape"] == errno.EROFS
     assert codes["/etc/passwd"] in (errno.EROFS, errno.EACCES)
@@ -110,13 +118,13 @@ def test_every_capability_set_is_empty_and_privileges_cannot_grow(kernel: Blocki
     assert fields["Seccomp"].strip() == "2"  # filter mode: Docker's default profile is on
 
 
-def test_privileged_calls_fail(kernel: BlockingKernelClient) -> None:
+def test_privileged_calls_fail(kernel: BlockingKernelClient, docker_client, sandbox_image: str) -> None:
     probe = """
 import json, os
 codes = {}
-for name, call in [("setuid0", lambda: os.setuid(0)), ("chroot", lambda: os.chroot("/tmp")),
+for name, call in [("setuid0", lambda: os.setuid(0)),
                    ("mknod", lambda: os.mknod("/tmp/dev", 0o600 | 0o060000, os.makedev(8, 0))),
-                   ("chown", lambda: os.chown("/tmp", 0, 0))]:
+                   ("chown", lambda: os.chown("/tmp", 0, 0)), ("chroot", lambda: os.chroot("/tmp"))]:
     try:
         call()
         codes[name] = "allowed"
@@ -124,6 +132,7 @@ for name, call in [("setuid0", lambda: os.setuid(0)), ("chroot", lambda: os.chro
         codes[name] = error.errno
 print(json.dumps(codes))
 """
+    assert set(run_json_unhardened(docker_client, sandbox_image, probe).values()) == {"allowed"}
     codes = run_json(kernel, probe)
     assert all(code == errno.EPERM for code in codes.values()), codes
 
