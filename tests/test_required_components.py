@@ -1,0 +1,51 @@
+"""CI's promise: where CODEWARD_REQUIRE_DOCKER=1, a Docker test cannot pass by skipping, whatever is missing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCKER_TESTS = "tests/executors/docker/test_pool.py"
+
+
+def _pytest(tmp_path: Path, require: bool, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if k != "CODEWARD_REQUIRE_DOCKER"}
+    environment.update(env)
+    if require:
+        environment["CODEWARD_REQUIRE_DOCKER"] = "1"
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", DOCKER_TESTS, "-q", "-p", "no:cacheprovider", "-o", "addopts=", "-rs"],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture
+def sdk_hidden(tmp_path: Path) -> str:
+    folder = tmp_path / "hidden"
+    folder.mkdir()
+    (folder / "docker.py").write_text("raise ImportError('the docker SDK is hidden for this test')\n")
+    return os.pathsep.join([str(folder), str(ROOT / "src")])
+
+
+def test_without_the_sdk_docker_tests_skip_and_under_the_flag_fail(tmp_path: Path, sdk_hidden: str) -> None:
+    relaxed = _pytest(tmp_path, require=False, PYTHONPATH=sdk_hidden)
+    assert (
+        relaxed.returncode == 0 and "skipped" in relaxed.stdout and "pip install 'codeward[docker]'" in relaxed.stdout
+    )
+    required = _pytest(tmp_path, require=True, PYTHONPATH=sdk_hidden)
+    assert required.returncode != 0 and "CODEWARD_REQUIRE_DOCKER=1" in required.stdout, required.stdout[-2000:]
+
+
+def test_without_an_engine_docker_tests_fail_under_the_flag(tmp_path: Path) -> None:
+    required = _pytest(tmp_path, require=True, DOCKER_HOST=f"unix://{tmp_path / 'no-engine.sock'}")
+    assert required.returncode != 0 and "CODEWARD_REQUIRE_DOCKER=1" in required.stdout, required.stdout[-2000:]
+    assert " passed" not in required.stdout.splitlines()[-1]
