@@ -37,9 +37,11 @@ def sdk_hidden(tmp_path: Path) -> str:
 
 
 def test_without_the_sdk_docker_tests_skip_and_under_the_flag_fail(tmp_path: Path, sdk_hidden: str) -> None:
-    relaxed = _pytest(tmp_path, require=False, PYTHONPATH=sdk_hidden)
+    relaxed = _pytest(tmp_path, require=False, PYTHONPATH=sdk_hidden)  # exit 5: its one module was skipped whole
     assert (
-        relaxed.returncode == 0 and "skipped" in relaxed.stdout and "pip install 'codeward[docker]'" in relaxed.stdout
+        relaxed.returncode in (0, 5)
+        and "skipped" in relaxed.stdout
+        and "pip install 'codeward[docker]'" in relaxed.stdout
     )
     required = _pytest(tmp_path, require=True, PYTHONPATH=sdk_hidden)
     assert required.returncode != 0 and "CODEWARD_REQUIRE_DOCKER=1" in required.stdout, required.stdout[-2000:]
