@@ -299,9 +299,9 @@ def _doctor(args: argparse.Namespace, console: Console) -> int:
 
     for check in run_checks():
         mark = "[green]✓[/green]" if check.ok else "[yellow]✗[/yellow]"
-        console.print(f"{mark} [bold]{check.name}[/bold]: {check.detail}", highlight=False)
-        if check.fix:
-            console.print(f"    [dim]→ {check.fix}[/dim]", highlight=False)
+        console.print(f"{mark} [bold]{escape(check.name)}[/bold]: {escape(check.detail)}", highlight=False)
+        if check.fix:  # escaped: "codeward[docker]" is a pip extra, not rich markup
+            console.print(f"    [dim]→ {escape(check.fix)}[/dim]", highlight=False)
     return 0
 
 
@@ -313,9 +313,17 @@ def _add_doctor(commands: Any) -> None:
 # -- images and sandboxes (docker) -------------------------------------------------------------
 
 
+def _require_docker_extra(command: str) -> None:
+    """A missing docker extra is named with the pip line that installs it, not as a bare import error."""
+    from codeward.executors.base import import_with_extra
+
+    import_with_extra("codeward.executors.docker.sandbox", needed_by=command, extra="docker")
+
+
 def _images_build(args: argparse.Namespace, console: Console) -> int:
     import logging
 
+    _require_docker_extra("codeward images build")
     from codeward.executors.docker.images import IMAGE_REPOSITORY, build_image, content_label, engine_client, find_image
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -344,6 +352,7 @@ def _add_images(commands: Any) -> None:
 def _sandboxes(args: argparse.Namespace, console: Console) -> int:
     from rich.table import Table
 
+    _require_docker_extra(f"codeward sandboxes {args.action}")
     from codeward.executors.docker.images import engine_client
     from codeward.executors.docker.sandbox import OWNER_PID_LABEL, list_sandboxes, owner_alive, reap_orphans
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
+from tests.cli.conftest import SRC
+
 
 def test_doctor_reports_each_component_with_a_fix_for_what_is_missing(codeward):
     done = codeward("doctor", E2B_API_KEY="", DOCKER_HOST="unix:///nonexistent/docker.sock")
@@ -19,3 +23,24 @@ def test_doctor_sees_a_model_and_a_key_when_set(codeward):
     done = codeward("doctor", CODEWARD_MODEL="script:m.yaml", OPENAI_API_KEY="sk-test")
     assert "✓ CODEWARD_MODEL: script:m.yaml" in done.stdout and "✓ provider keys: OPENAI_API_KEY" in done.stdout
     assert "sk-test" not in done.stdout  # a key's value is never shown
+
+
+def test_doctor_prints_pip_lines_that_work_when_pasted(codeward, tmp_path):
+    """The extras' names survive the terminal's markup: `pip install 'codeward[docker]'`, not 'codeward'."""
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    for module in ("docker", "e2b_code_interpreter", "jupyter_client"):
+        (hidden / f"{module}.py").write_text("raise ModuleNotFoundError('hidden for this test', name=__name__)\n")
+    done = codeward("doctor", PYTHONPATH=os.pathsep.join([str(hidden), SRC]))
+    for extra in ("docker", "jupyter", "e2b"):
+        assert f"pip install 'codeward[{extra}]'" in done.stdout, done.stdout
+    assert "pip install 'codeward'\n" not in done.stdout
+
+
+def test_the_docker_commands_name_the_extra_they_need(codeward, tmp_path):
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "docker.py").write_text("raise ModuleNotFoundError('hidden for this test', name=__name__)\n")
+    for args in (("images", "build"), ("sandboxes", "ls")):
+        done = codeward(*args, PYTHONPATH=os.pathsep.join([str(hidden), SRC]))
+        assert done.returncode == 2 and "pip install 'codeward[docker]'" in done.stdout, done.stdout
