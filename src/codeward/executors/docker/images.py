@@ -39,6 +39,7 @@ __all__ = [
     "ENGINE_ERRORS",
     "IMAGE_REPOSITORY",
     "REGISTRY_BASE",
+    "EngineUnavailable",
     "SandboxImageError",
     "build_image",
     "content_label",
@@ -72,6 +73,10 @@ _PROBE = (
 #: What a call to the engine raises when it fails, or when the engine is gone (the SDK lets
 #: connection errors through unwrapped).
 ENGINE_ERRORS = (docker.errors.DockerException, requests.RequestException)
+
+
+class EngineUnavailable(SandboxError, UsageError):
+    """No Docker engine answers: a setup step for the user (the message says how), not a fault."""
 
 
 class SandboxImageError(ExecutorError, UsageError):
@@ -120,7 +125,7 @@ def engine_client() -> docker.DockerClient:
         client = docker.from_env()
         client.ping()
     except ENGINE_ERRORS as error:
-        raise SandboxError(
+        raise EngineUnavailable(
             f"the Docker engine does not answer ({error}); start it (on Debian: "
             "apt-get install -y docker.io && dockerd &) or point DOCKER_HOST at a running one",
             state_lost=False,
