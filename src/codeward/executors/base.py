@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from codeward.executors.settings import checked_packages
+
 if TYPE_CHECKING:
     from codeward.platform.tools import Tool
 
@@ -137,8 +139,6 @@ class Executor(ABC):
 
     def install_packages(self, packages: list[str]) -> list[str]:
         """Install packages into the sandbox and return the names now importable."""
-        from codeward.executors.settings import checked_packages
-
         checked_packages(packages)
         raise ExecutorError(
             f"the {self.name or type(self).__name__} executor cannot install packages; "

@@ -413,7 +413,7 @@ class E2BExecutor(RememberingExecutor):
         self._ensure_ready()
         self._internal(cell_calling("limit_time", 0))
         try:
-            cell = self._execute(cell_calling("install_packages", list(packages)), _SETUP_SECONDS * 5)
+            cell = self._execute(cell_calling("install_packages", packages), _SETUP_SECONDS * 5)
         finally:
             self._internal(cell_calling("limit_time", self.timeout_seconds))
         if cell.status != "ok":

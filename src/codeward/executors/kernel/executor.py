@@ -112,9 +112,9 @@ class KernelExecutor(RememberingExecutor):
         packages = checked_packages(packages)
         if not packages:
             return []
-        installed = self._install(self._ensure_ready(), list(packages))
+        installed = self._install(self._ensure_ready(), packages)
         if self.packages_prefix is not None:
-            self._installed.append(list(packages))
+            self._installed.append(packages)
         return installed
 
     def _install(self, session: KernelSession, packages: list[str]) -> list[str]:
