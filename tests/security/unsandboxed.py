@@ -24,7 +24,7 @@ from json import dumps, loads
 from typing import Any
 
 from codeward.executors.base import FINAL_ANSWER_TOOL, CodeOutput, ExecutionError, Executor, FinalAnswerSignal
-from codeward.executors.local.executor import ToolHandle
+from codeward.executors.local.interpreter import ToolHandle
 from codeward.platform.tools import Tool
 
 #: How much more memory the copy may write to than this process has; past it, MemoryError.
@@ -63,7 +63,7 @@ class Unsandboxed(Executor):
         self.namespace.update(variables)
 
     def send_tools(self, tools: dict[str, Tool]) -> None:
-        self.namespace.update({name: ToolHandle(tool, final=name == FINAL_ANSWER_TOOL) for name, tool in tools.items()})
+        self.namespace.update({name: ToolHandle(name, tool.description, tool, name == FINAL_ANSWER_TOOL) for name, tool in tools.items()})
 
     def run(self, code: str) -> CodeOutput:
         report = self._run_in_copy(code)

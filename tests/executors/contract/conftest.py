@@ -26,6 +26,8 @@ class Profile:
     make: Callable[..., Executor]  # settings given override the suite's
     #: The code runs inside the test's own process: no process to kill or leak.
     in_process: bool = False
+    #: The code may start processes of its own (the local worker's seccomp filter refuses them).
+    spawns: bool = True
     #: Process ids the sandbox reports are this host's (so the suite can check they are gone).
     host_pids: bool = True
     #: Why the sandbox cannot run on this machine (e.g. no Docker engine), or None when it can.
@@ -72,13 +74,17 @@ def _local_e2b(**settings: object) -> Executor:
     return create_executor("e2b", **{"timeout_seconds": TIMEOUT, "connection": shared_server().connection, **settings})
 
 
+_LOCAL = {"timeout_seconds": TIMEOUT, "max_operations": 10**12, "authorized_imports": ["sys"]}
+
 PROFILES: dict[str, Profile] = {
     # The time limit, not the operation budget, must be what stops the suite's endless loop;
     # `sys` is allowed so that the code can write to stderr at all.
     "local": Profile(
-        make=lambda **settings: create_executor(
-            "local", **{"timeout_seconds": TIMEOUT, "max_operations": 10**12, "authorized_imports": ["sys"], **settings}
-        ),
+        make=lambda **settings: create_executor("local", **{**_LOCAL, "authorized_imports": ["*"], **settings}),
+        spawns=False,
+    ),
+    "local-in-process": Profile(
+        make=lambda **settings: create_executor("local", **{**_LOCAL, "isolation": "in_process", **settings}),
         in_process=True,
         host_pids=False,
     ),
@@ -102,12 +108,16 @@ def _module_missing(name: str) -> str | None:
     return None
 
 
-@pytest.fixture(params=available_executors())
+#: Every registered executor, and the settings that make another kind of sandbox of one of them.
+SUITE = sorted({*available_executors(), "local-in-process"})
+
+
+@pytest.fixture(params=SUITE)
 def executor_name(request: pytest.FixtureRequest) -> str:
     name: str = request.param
     if name not in PROFILES:
         pytest.fail(f"executor {name!r} is registered but has no profile in tests/executors/contract/conftest.py")
-    missing = _module_missing(name) or PROFILES[name].unavailable()
+    missing = _module_missing(name.split("-")[0]) or PROFILES[name].unavailable()
     if missing:
         pytest.skip(missing)
     return name

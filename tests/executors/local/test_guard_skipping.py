@@ -98,9 +98,9 @@ def test_a_global_declared_in_an_earlier_block_keeps_the_guard():
 
 
 def test_the_executor_threads_declared_globals_into_the_inference():
-    with LocalExecutor() as executor:
+    with LocalExecutor(isolation="in_process") as executor:
         executor.run("def f():\n    global x\n    x = 1")
-        assert _guarded("x = []\nx.append(1)", declared_global=executor._declared_global)
+        assert _guarded("x = []\nx.append(1)", declared_global=executor._interpreter._declared_global)
 
 
 def test_plain_methods_are_what_the_guard_would_pass():

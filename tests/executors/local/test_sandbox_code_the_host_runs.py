@@ -2,6 +2,9 @@
 generator the code returned, a finalizer. It runs on the host's allowance for sandbox code and
 stops with the sandbox's own errors; and the sandbox's signals never leak into host code.
 
+They concern `isolation="in_process"`, where the host holds the code's objects; a worker
+sends only data back (`test_worker.py`).
+
 These are not attacks with an unsandboxed control (without a sandbox there is no block whose
 end matters), so they live beside the executor's other tests rather than in tests/security.
 """
@@ -21,7 +24,7 @@ def test_model_code_run_by_the_host_after_the_block_stays_bounded():
     from codeward.executors.local.limits import BudgetSpentOutsideRun
     from codeward.platform.tools import FinalAnswerTool
 
-    with LocalExecutor(max_operations=100_000) as ex:
+    with LocalExecutor(isolation="in_process", max_operations=100_000) as ex:
         ex.send_tools({"final_answer": FinalAnswerTool()})
         out = ex.run(
             "class Sticky:\n    def __repr__(self):\n        while True:\n            pass\nfinal_answer(Sticky())"
@@ -36,7 +39,7 @@ def test_sandbox_code_cannot_sleep_when_the_host_calls_it_between_blocks():
     from codeward.executors.local.executor import LocalExecutor
     from codeward.executors.local.limits import BudgetSpentOutsideRun
 
-    with LocalExecutor() as ex:
+    with LocalExecutor(isolation="in_process") as ex:
         napper = ex.run("import time\ndef nap():\n    time.sleep(3600)\nnap").output
         with pytest.raises(BudgetSpentOutsideRun):
             napper()
@@ -66,7 +69,7 @@ def test_a_time_signal_landing_in_a_host_finalizer_is_not_reported(monkeypatch):
             landed.append(signal)
             raise
 
-    with LocalExecutor(timeout_seconds=0.2, max_operations=10**15, max_memory_bytes=None) as ex:
+    with LocalExecutor(isolation="in_process", timeout_seconds=0.2, max_operations=10**15, max_memory_bytes=None) as ex:
         monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: reported.append(unraisable.exc_value))
         gc.callbacks.append(slow_callback)
         slow = True
@@ -98,7 +101,7 @@ def test_a_generator_the_host_resumes_after_the_block_stays_bounded(code):
     from codeward.executors.local.executor import LocalExecutor
     from codeward.executors.local.limits import BudgetSpentOutsideRun
 
-    with LocalExecutor(max_operations=1_000) as ex:
+    with LocalExecutor(isolation="in_process", max_operations=1_000) as ex:
         source = ex.run(code + "\nnext(source), next(other)\nsource").output
         with pytest.raises(BudgetSpentOutsideRun):
             for _ in range(5_000):
@@ -110,7 +113,7 @@ def test_a_generator_the_host_resumes_after_the_block_stays_bounded(code):
 def test_a_generator_started_in_one_block_finishes_in_the_next():
     from codeward.executors.local.executor import LocalExecutor
 
-    with LocalExecutor(max_operations=10_000) as ex:
+    with LocalExecutor(isolation="in_process", max_operations=10_000) as ex:
         ex.run("def numbers(n):\n    for i in range(n):\n        yield i\nmany = numbers(9_000)\nnext(many)")
         ex.run("few = (i for i in range(9_000))\nnext(few)")
         for _ in range(3):  # each block has a budget of its own
@@ -123,7 +126,7 @@ def test_explicit_star_is_the_users_choice():
     """'*' allows everything, os included: documented, and only when asked for."""
     from codeward.executors.local.executor import LocalExecutor
 
-    with LocalExecutor(authorized_imports=["*"]) as ex:
+    with LocalExecutor(isolation="in_process", authorized_imports=["*"]) as ex:
         assert ex.run("import os\nos.sep").output == "/"
 
 
@@ -133,6 +136,6 @@ def test_generator_finally_run_by_the_host_later_stays_bounded():
 
     from codeward.executors.local.executor import LocalExecutor
 
-    ex = LocalExecutor(max_operations=100_000)
+    ex = LocalExecutor(isolation="in_process", max_operations=100_000)
     ex.run("def g():\n    try:\n        yield 1\n    finally:\n        while True:\n            pass\nx = g()\nnext(x)")
     ex.close()  # drops the generator: its finally runs on the host, under the budget

@@ -103,6 +103,10 @@ class ToolBridge:
         kind, body = request_kind(prompt)
         if kind != "tool":
             return _error("call", "ToolCallError", "the sandbox can only call its tools")
+        return self.answer_tool(body)
+
+    def answer_tool(self, body: str) -> str:
+        """The reply to one encoded tool request (``{"tool": name, "arguments": {...}}``)."""
         try:
             request = codec.loads(body)  # allow_pickle stays off: bytes from a sandbox are never unpickled
             name, arguments = request["tool"], request["arguments"]

@@ -68,6 +68,7 @@ class _Sandbox:
     by_display = False
     time_limit = 0.0
     timer_hooked = False
+    ask: Any = None  # how a request reaches the host where it is not the kernel's stdin (the local worker)
 
 
 def install(shell: Any, codec: ModuleType, *, allow_pickle: bool = False) -> None:
@@ -88,6 +89,9 @@ def install(shell: Any, codec: ModuleType, *, allow_pickle: bool = False) -> Non
 
 
 def _ask_host(kind: str, body: str = "") -> str:
+    if _Sandbox.ask is not None:
+        asked: str = _Sandbox.ask(kind, body)
+        return asked
     answer: str = _Sandbox.shell.kernel.raw_input(f"{REQUEST}{kind}:{body}")
     return answer
 
@@ -153,12 +157,15 @@ def load_tools(text: str | None = None) -> None:
     for name, stub in _Sandbox.tools.items():
         if namespace.get(name) is stub:
             del namespace[name]
-    _Sandbox.tools = {spec["name"]: _make_tool(spec) for spec in specs}
+    _Sandbox.tools = {spec["name"]: make_tool(spec) for spec in specs}
     namespace.update(_Sandbox.tools)
 
 
-def _make_tool(spec: dict[str, Any]) -> Any:
-    """A function with the tool's name, signature and docstring that runs where the host chose."""
+def make_tool(spec: dict[str, Any], ending: type[BaseException] = FinalAnswerException) -> Any:
+    """A function with the tool's name, signature and docstring that runs where the host chose.
+
+    The final-answer tool raises `ending` with its value, which the sandbox catches.
+    """
     name, run, final = spec["name"], spec["run"], spec["final"]
     signature = _signature(spec)
     target: Any = _define_inline(name, spec["source"]) if run == "inline" else None
@@ -175,7 +182,7 @@ def _make_tool(spec: dict[str, Any]) -> Any:
         else:  # "identity": the plain final_answer tool
             value = next(iter(bound.arguments.values()), None)
         if final:
-            raise FinalAnswerException(value)
+            raise ending(value)
         return value
 
     tool.__name__ = tool.__qualname__ = name
@@ -214,7 +221,19 @@ def _call_host(name: str, arguments: dict[str, Any]) -> Any:
     error = reply["error"]
     if error["kind"] == "call":
         raise ToolCallError(error["message"])
-    raise ToolError(f"tool {name!r} failed: {error['type']}: {error['message']}", error["type"])
+    raise _tool_failure(name, error["type"], error["message"])
+
+
+def _tool_failure(name: str, error_type: str, message: str) -> Exception:
+    """The tool's own exception where it is a built-in type (so ``except ValueError`` works as it
+    would on the host); otherwise a `ToolError` that names it."""
+    builtin = getattr(builtins, error_type, None)
+    if isinstance(builtin, type) and issubclass(builtin, Exception) and builtin.__module__ == "builtins":
+        try:
+            return builtin(message)
+        except Exception:  # a built-in whose constructor wants more (UnicodeDecodeError)
+            pass
+    return ToolError(f"tool {name!r} failed: {error_type}: {message}", error_type)
 
 
 # -- hosts with no channel back (E2B) ---------------------------------------------

@@ -1,126 +1,68 @@
-"""The local executor: the model's code runs in this process, compiled under a policy.
+"""`LocalExecutor`: the policy interpreter, in a confined worker process by default.
 
-Each block is compiled by `policy` (RestrictedPython plus our pass),
-then run as ordinary bytecode against one globals dict that persists between
-blocks. The names the compiled code calls are supplied by `guards`; the
-import allow-list by `imports`; size caps and the operation budget by
-`limits`; the time limit by `watchdog`; numpy and pandas file,
-pickle and eval routes by `data_policy`.
+The policy (`interpreter`) makes the model's code refuse clearly and fast; the
+worker process (`process`, `worker`) and the operating system's layers around it
+(`confinement`) contain what a policy inside a process cannot: C code that
+hangs, crashes or allocates without asking. ``isolation="in_process"`` keeps the
+interpreter in the host's own process, for values the codec cannot carry.
 """
 
 from __future__ import annotations
 
-import traceback
-from collections.abc import Iterable, Sequence
+import logging
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codeward.executors.base import (
-    FINAL_ANSWER_TOOL,
-    CodeOutput,
-    ExecutionError,
-    ExecutionTimeout,
-    Executor,
-    ExecutorError,
-    FinalAnswerSignal,
-)
+from codeward.executors.base import FINAL_ANSWER_TOOL, CodeOutput, Executor, ExecutorError
 from codeward.executors.local.data_policy import DataPolicy
-from codeward.executors.local.guards import Guards
-from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS, ImportGate
-from codeward.executors.local.instrumenter import RESULT_NAME
-from codeward.executors.local.limits import (
-    BudgetSpentOutsideRun,
-    Limits,
-    MemoryLimitReached,
-    OperationLimitReached,
-    SandboxSignal,
-    TimeLimitReached,
-    make_tick,
-)
-from codeward.executors.local.output import capture_output
-from codeward.executors.local.policy import CodeRefused, compile_block
-from codeward.executors.local.watchdog import WATCHDOG
+from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS, checked_import_entries
+from codeward.executors.local.interpreter import Interpreter, ToolHandle
 from codeward.executors.settings import checked_seconds, checked_tool_names, checked_variable_names
 
 if TYPE_CHECKING:
+    from codeward.executors.local.process import WorkerExecutor
     from codeward.platform.tools import Tool
 
-__all__ = ["LocalExecutor"]
+__all__ = ["CONFINEMENTS", "ISOLATIONS", "LocalExecutor"]
 
-_FILENAME = "<code block {}>"
-_ABSENT_BUILTINS = frozenset(
-    {"open", "eval", "exec", "compile", "input", "globals", "locals", "vars", "breakpoint", "exit", "quit", "help"}
-)
+ISOLATIONS = ("process", "in_process")
+CONFINEMENTS = ("auto", "strict", "none")
 
-
-class ToolHandle:
-    """What the code sees of a tool: a callable with a name and a description.
-
-    The `Tool` itself stays out of reach (its `forward` would skip the argument
-    checks). Calling the final-answer tool raises `FinalAnswerSignal`.
-    """
-
-    __slots__ = ("_final", "_tool", "description", "name")
-
-    def __init__(self, tool: Tool, final: bool) -> None:
-        self._tool = tool
-        self._final = final
-        self.name = tool.name
-        self.description = tool.description
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        result = self._tool(*args, **kwargs)
-        if self._final:
-            raise FinalAnswerSignal(result)
-        return result
-
-    def __repr__(self) -> str:
-        return f"<tool {self.name}>"
-
-
-class _Logs:
-    """What `print` wrote, kept up to a limit, with a note of how much was dropped."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.parts: list[str] = []
-        self.size = 0
-        self.dropped = 0
-
-    def write(self, text: str) -> None:
-        room = self.limit - self.size
-        if room >= len(text):
-            self.parts.append(text)
-            self.size += len(text)
-            return
-        if room > 0:
-            self.parts.append(text[:room])
-            self.size += room
-        self.dropped += len(text) - max(room, 0)
-
-    def text(self) -> str:
-        out = "".join(self.parts)
-        if self.dropped:
-            out += f"\n[output truncated: {self.dropped:,} more characters were printed; print less]\n"
-        return out
+logger = logging.getLogger(__name__)
+_reported_missing: set[tuple[str, ...]] = set()
 
 
 class LocalExecutor(Executor):
-    """Runs the model's code in this process, under a restricted compiler and runtime guards.
+    """Runs the model's code on this machine, under a restricted compiler and runtime guards.
 
     Args:
         authorized_imports: modules the code may import, added to
             `DEFAULT_AUTHORIZED_IMPORTS`; ``"pkg.*"`` allows a package's
             submodules by name, ``"*"`` allows every module (including ``os``).
-        timeout_seconds: wall-clock limit per block; the block is stopped while it runs.
+        timeout_seconds: wall-clock limit per block. The block is stopped while
+            it runs; in a worker, one that does not stop (a long C call) has its
+            worker killed a second later.
         max_operations: loop iterations and function calls per block.
         max_print_outputs_length: characters of printed output kept per block.
         allowed_paths: folders that numpy/pandas file functions may read and
-            write; without it they are refused. Pickle stays refused either way.
+            write (and, in a confined worker, the only ones it can open at all
+            besides the interpreter's own); without it they are refused.
         max_value_size: items or characters one operation may build.
         max_int_bits: size of the integers arithmetic may build.
-        max_memory_bytes: growth of the process's resident memory allowed per
+        max_memory_bytes: in a worker, the memory of the whole worker process,
+            across blocks; in process, the growth of the host's memory allowed per
             block (None: unchecked).
+        isolation: ``"process"`` runs the code in a worker process that is
+            replaced when it dies; ``"in_process"`` runs it in this process, with
+            the policy alone (values the codec cannot carry, like a live database
+            connection, need it).
+        confinement: for the worker, ``"auto"`` applies every layer this machine
+            has (resource limits, no_new_privs, seccomp, Landlock) and logs once
+            which it could not; ``"strict"`` refuses to start where one is missing;
+            ``"none"`` applies none.
+        env: environment variables for the worker, which otherwise gets none of
+            the host's.
     """
 
     name = "local"
@@ -136,160 +78,123 @@ class LocalExecutor(Executor):
         max_value_size: int = 10_000_000,
         max_int_bits: int = 1_000_000,
         max_memory_bytes: int | None = 1 << 30,
+        isolation: str = "process",
+        confinement: str = "auto",
+        env: Mapping[str, str] | None = None,
     ) -> None:
         if isinstance(authorized_imports, str):
             raise TypeError("authorized_imports is a list of module names, e.g. ['numpy', 'pandas']")
         if isinstance(max_operations, bool) or not isinstance(max_operations, (int, float)) or max_operations <= 0:
             raise ValueError(f"max_operations must be a positive number, got {max_operations!r}")
-        self.authorized_imports = tuple(dict.fromkeys((*DEFAULT_AUTHORIZED_IMPORTS, *authorized_imports)))
+        if isolation not in ISOLATIONS:
+            raise ValueError(f"isolation must be one of {', '.join(map(repr, ISOLATIONS))}, got {isolation!r}")
+        if confinement not in CONFINEMENTS:
+            raise ValueError(f"confinement must be one of {', '.join(map(repr, CONFINEMENTS))}, got {confinement!r}")
+        if env is not None and isolation == "in_process":
+            raise ValueError("env= sets the worker's environment; with isolation='in_process' there is no worker")
+        self.isolation = isolation
+        self.confinement = confinement
+        entries = checked_import_entries((*DEFAULT_AUTHORIZED_IMPORTS, *authorized_imports))
+        self.authorized_imports = tuple(dict.fromkeys(entries))
+        #: The folders numpy and pandas may reach; the worker is given these, resolved here.
+        self.data_policy = DataPolicy(allowed_paths)
         self.timeout_seconds = checked_seconds("timeout_seconds", timeout_seconds)
         self.max_operations = int(max_operations)
         self.max_print_outputs_length = int(max_print_outputs_length)
         self.max_memory_bytes = max_memory_bytes
-        self._globals: dict[str, Any] = {}
-        self._sources: dict[str, list[str]] = {}
-        self._declared_global: set[str] = set()  # names any block's functions declare global
-        self._tools: dict[str, ToolHandle] = {}
-        self._logs = _Logs(self.max_print_outputs_length)
-        self._watch: Any = None  # the running block's watch, for time.sleep's deadline
+        paths = None if allowed_paths is None else [str(Path(p).resolve()) for p in allowed_paths]
+        settings: dict[str, Any] = {
+            "authorized_imports": self.authorized_imports,
+            "timeout_seconds": self.timeout_seconds,
+            "max_operations": self.max_operations,
+            "max_print_outputs_length": self.max_print_outputs_length,
+            "allowed_paths": None if allowed_paths is None else [str(root) for root in self.data_policy.roots],
+            "max_value_size": max_value_size,
+            "max_int_bits": max_int_bits,
+            "max_memory_bytes": max_memory_bytes,
+        }
         self._closed = False
+        self._tools: dict[str, Tool] = {}
+        self._interpreter: Interpreter | None = None
+        self._worker: WorkerExecutor | None = None
+        if isolation == "in_process":
+            self._interpreter = Interpreter(**settings)
+        else:
+            self._worker = _start_worker(settings, confinement, env)
 
-        self.data_policy = DataPolicy(allowed_paths)
-        self._limits = Limits(max_value_size, max_int_bits, lambda: self._globals["_tick_"])
-        self._guards = Guards(self._limits, self._globals, self.data_policy, (ToolHandle,))
-        overrides = self._guards.module_overrides(lambda: None if self._watch is None else self._watch.deadline)
-        self._guards.connect(ImportGate(self.authorized_imports, overrides, self.data_policy.vet_module_attribute))
-        self._globals.update(self._guards.guard_names())
-        self._globals["__builtins__"] = self._guards.builtins(self._print)
-        self._globals["_tick_"] = make_tick(self.max_operations, BudgetSpentOutsideRun)
+    @property
+    def missing_layers(self) -> list[str]:
+        """The confinement layers the worker could not apply on this machine."""
+        return [] if self._worker is None else list(self._worker.missing_layers)
 
     # The contract -----------------------------------------------------------
     def send_variables(self, variables: dict[str, Any]) -> None:
         """Make each item a variable of the code (names must be public identifiers)."""
         self._check_open()
         checked_variable_names(variables, tools=self._tools)
-        self._globals.update(variables)
+        if self._worker is not None:
+            self._worker.send_variables(variables)
+        else:
+            assert self._interpreter is not None
+            self._interpreter.send_variables(variables)
 
     def send_tools(self, tools: dict[str, Tool]) -> None:
         """Make each tool callable by name; `final_answer` ends the block with its argument."""
         self._check_open()
         checked_tool_names(tools)
-        for name, tool in tools.items():
-            self._tools[name] = ToolHandle(tool, final=name == FINAL_ANSWER_TOOL)
-        self._globals.update(self._tools)
+        self._tools.update(tools)
+        if self._worker is not None:
+            self._worker.send_tools(self._tools)
+        else:
+            assert self._interpreter is not None
+            self._interpreter.send_tools(
+                {n: ToolHandle(n, t.description, t, n == FINAL_ANSWER_TOOL) for n, t in self._tools.items()}
+            )
 
     def run(self, code: str) -> CodeOutput:
         self._check_open()
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, got {type(code).__name__}")
-        filename = _FILENAME.format(len(self._sources) + 1)
-        try:
-            compiled = compile_block(code, filename, frozenset(self._tools), self._declared_global)
-        except CodeRefused as refused:
-            raise ExecutionError(refused.report, traceback=refused.report, error_type=refused.error_type) from None
-        self._sources[filename] = code.splitlines()
-        self._logs = _Logs(self.max_print_outputs_length)
-        self._globals.pop(RESULT_NAME, None)
-        self._globals["_tick_"] = make_tick(self.max_operations)
-        try:
-            with capture_output(self._logs):
-                error = self._execute(compiled)
-        finally:
-            # Code the host triggers between blocks (a repr, a callback) keeps a budget.
-            self._globals["_tick_"] = make_tick(self.max_operations, BudgetSpentOutsideRun)
-            self._globals.update(self._tools)
-        logs = self._logs.text()
-        if error is None:
-            return CodeOutput(self._globals.pop(RESULT_NAME, None), logs, False)
-        if isinstance(error, FinalAnswerSignal):
-            return CodeOutput(error.value, logs, True)
-        raise self._translate(error, logs) from None
+        if self._worker is not None:
+            output = self._worker.run(code)
+            self._report_missing_layers()
+            return output
+        assert self._interpreter is not None
+        return self._interpreter.run(code)
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            # Dropping the code's objects can run its code (a suspended generator's
-            # finally): give that no budget, then let the objects go before the guards.
-            self._globals["_tick_"] = make_tick(0, BudgetSpentOutsideRun)
-            for name in [name for name in self._globals if not name.startswith("_")]:
-                del self._globals[name]
-            self._globals.clear()
+            if self._worker is not None:
+                self._worker.close()
+            if self._interpreter is not None:
+                self._interpreter.close()
 
-    # Running -----------------------------------------------------------------
-    def _execute(self, compiled: Any) -> BaseException | None:
-        """Run under the watchdog; return the exception that ended the block, if any."""
-        try:
-            return self._run_watched(compiled)
-        except SandboxSignal as late:  # landed after the code ended, before the watch was off
-            return late
-
-    def _run_watched(self, compiled: Any) -> BaseException | None:
-        self._watch = watch = WATCHDOG.arm(self.timeout_seconds, self.max_memory_bytes)
-        try:
-            exec(compiled, self._globals)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as error:
-            return error
-        finally:
-            while True:  # a signal may land anywhere here; the disarming is retried until done
-                try:
-                    WATCHDOG.disarm(watch)
-                    self._watch = None
-                    break
-                except SandboxSignal:
-                    continue
-        return None
-
-    def _print(
-        self, *args: Any, sep: str | None = " ", end: str | None = "\n", file: Any = None, flush: bool = False
-    ) -> None:
-        text = (" " if sep is None else sep).join(str(arg) for arg in args) + ("\n" if end is None else end)
-        (self._logs if file is None else file).write(text)
-
-    def _translate(self, error: BaseException, logs: str) -> ExecutionError:
-        if isinstance(error, TimeLimitReached):
-            return ExecutionTimeout(
-                f"the code ran longer than the {self.timeout_seconds:g}-second limit and was stopped; "
-                "make it do less work per step (smaller inputs, fewer iterations)",
-                logs=logs,
-                traceback=self._traceback(error),
-                error_type="TimeoutError",
+    def _report_missing_layers(self) -> None:
+        missing = tuple(self.missing_layers)
+        if missing and missing not in _reported_missing:
+            _reported_missing.add(missing)
+            logger.warning(
+                "the local executor's worker runs without %s on this machine (codeward doctor says why)",
+                ", ".join(missing),
             )
-        if isinstance(error, OperationLimitReached):
-            message = (
-                f"the code used more than {self.max_operations:,} operations (loop iterations and calls) "
-                "and was stopped; look for an endless loop, or do less work per step"
-            )
-            error_type = "OperationLimitExceeded"
-        elif isinstance(error, MemoryLimitReached):
-            message = (
-                f"the code grew memory by more than {self.max_memory_bytes or 0:,} bytes and was stopped; "
-                "work on smaller pieces of data"
-            )
-            error_type = "MemoryError"
-        else:
-            message = f"{type(error).__name__}: {error}"
-            if isinstance(error, NameError) and error.name in _ABSENT_BUILTINS:
-                message += f" ({error.name}() is not available in this sandbox: it reaches the machine)"
-            error_type = type(error).__name__
-        tb = self._traceback(error)
-        return ExecutionError(f"{message}\n{tb}" if tb else message, logs=logs, traceback=tb, error_type=error_type)
-
-    def _traceback(self, error: BaseException) -> str:
-        """The traceback as the model needs it: only frames of its own code, with their lines."""
-        lines = ["Traceback (most recent call last):"]
-        for frame in traceback.extract_tb(error.__traceback__):
-            source = self._sources.get(frame.filename)
-            if source is None:
-                continue
-            lines.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}')
-            if frame.lineno and 0 < frame.lineno <= len(source):
-                lines.append(f"    {source[frame.lineno - 1].strip()}")
-        text = str(error)
-        lines.append(f"{type(error).__name__}: {text}" if text else type(error).__name__)
-        return "\n".join(lines)
 
     def _check_open(self) -> None:
         if self._closed:
             raise ExecutorError("this LocalExecutor is closed; create a new one")
+
+
+def _start_worker(settings: dict[str, Any], confinement: str, env: Mapping[str, str] | None) -> WorkerExecutor:
+    from codeward.executors.local.process import WorkerExecutor
+
+    if confinement == "strict":
+        from codeward.executors.local.confinement import missing_layers
+
+        missing = missing_layers()
+        if missing:
+            reasons = "; ".join(f"{layer}: {why}" for layer, why in missing.items())
+            raise ExecutorError(
+                f"confinement='strict' needs every layer, and this machine lacks {reasons}. "
+                "Use confinement='auto' to run with the layers it has"
+            )
+    return WorkerExecutor({**settings, "confinement": confinement}, env)

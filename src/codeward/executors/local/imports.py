@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from types import CodeType, FrameType, ModuleType, TracebackType
 from typing import Any
 
-__all__ = ["DEFAULT_AUTHORIZED_IMPORTS", "ImportGate", "SandboxViolation"]
+__all__ = ["DEFAULT_AUTHORIZED_IMPORTS", "ImportGate", "SandboxViolation", "checked_import_entries"]
 
 #: Standard modules for data work that reach neither the machine nor the
 #: interpreter. Not here on purpose: decimal and fractions (their arithmetic
@@ -176,10 +176,7 @@ class ImportGate:
         overrides: Overrides,
         extra_vet: Callable[[str, str, Any], Any] | None = None,
     ) -> None:
-        entries = [str(entry).strip() for entry in authorized_imports]
-        bad = [entry for entry in entries if not _valid_entry(entry)]
-        if bad:
-            raise ValueError(f"authorized_imports entries must be module names, 'pkg.*' or '*'; got {bad!r}")
+        entries = checked_import_entries(authorized_imports)
         self.everything = "*" in entries
         self.exact = {entry for entry in entries if not entry.endswith("*")}
         self.trees = {entry[:-2] for entry in entries if entry.endswith(".*")}
@@ -300,6 +297,15 @@ class ImportGate:
 
 def _top(module_name: object) -> str:
     return module_name.split(".")[0].lstrip("_") if isinstance(module_name, str) else ""
+
+
+def checked_import_entries(authorized_imports: Iterable[str]) -> list[str]:
+    """The allow-list's entries, or a ValueError that names the ones that are not module names."""
+    entries = [str(entry).strip() for entry in authorized_imports]
+    bad = [entry for entry in entries if not _valid_entry(entry)]
+    if bad:
+        raise ValueError(f"authorized_imports entries must be module names, 'pkg.*' or '*'; got {bad!r}")
+    return entries
 
 
 def _valid_entry(entry: str) -> bool:

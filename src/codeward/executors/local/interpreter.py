@@ -1,0 +1,279 @@
+"""The policy interpreter: the model's code compiled under a policy and run as CPython bytecode.
+
+It runs wherever `LocalExecutor` puts it: in a worker process (`worker`), or in
+the host's own process with ``isolation="in_process"``. Each block is compiled by `policy` (RestrictedPython plus our pass),
+then run as ordinary bytecode against one globals dict that persists between
+blocks. The names the compiled code calls are supplied by `guards`; the
+import allow-list by `imports`; size caps and the operation budget by
+`limits`; the time limit by `watchdog`; numpy and pandas file,
+pickle and eval routes by `data_policy`.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from codeward.executors.base import (
+    CodeOutput,
+    ExecutionError,
+    ExecutionTimeout,
+    FinalAnswerSignal,
+)
+from codeward.executors.local.data_policy import DataPolicy
+from codeward.executors.local.guards import Guards
+from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS, ImportGate
+from codeward.executors.local.instrumenter import RESULT_NAME
+from codeward.executors.local.limits import (
+    BudgetSpentOutsideRun,
+    Limits,
+    MemoryLimitReached,
+    OperationLimitReached,
+    SandboxSignal,
+    TimeLimitReached,
+    make_tick,
+)
+from codeward.executors.local.output import capture_output
+from codeward.executors.local.policy import CodeRefused, compile_block
+from codeward.executors.local.watchdog import WATCHDOG
+
+__all__ = ["Interpreter", "ToolHandle"]
+
+_FILENAME = "<code block {}>"
+_ABSENT_BUILTINS = frozenset(
+    {"open", "eval", "exec", "compile", "input", "globals", "locals", "vars", "breakpoint", "exit", "quit", "help"}
+)
+
+
+class ToolHandle:
+    """What the code sees of a tool: a callable with a name and a description.
+
+    What it calls stays out of reach: the `Tool` itself (whose `forward` would
+    skip the argument checks), or the channel to the host that runs it.
+    Calling the final-answer tool raises `FinalAnswerSignal`.
+    """
+
+    __slots__ = ("_call", "_final", "description", "name")
+
+    def __init__(self, name: str, description: str, call: Callable[..., Any], final: bool) -> None:
+        self._call = call
+        self._final = final
+        self.name = name
+        self.description = description
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        result = self._call(*args, **kwargs)
+        if self._final:
+            raise FinalAnswerSignal(result)
+        return result
+
+    def __repr__(self) -> str:
+        return f"<tool {self.name}>"
+
+
+class _Logs:
+    """What `print` wrote, kept up to a limit, with a note of how much was dropped."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.parts: list[str] = []
+        self.size = 0
+        self.dropped = 0
+
+    def write(self, text: str) -> None:
+        room = self.limit - self.size
+        if room >= len(text):
+            self.parts.append(text)
+            self.size += len(text)
+            return
+        if room > 0:
+            self.parts.append(text[:room])
+            self.size += room
+        self.dropped += len(text) - max(room, 0)
+
+    def text(self) -> str:
+        out = "".join(self.parts)
+        if self.dropped:
+            out += f"\n[output truncated: {self.dropped:,} more characters were printed; print less]\n"
+        return out
+
+
+class Interpreter:
+    """Compiles and runs blocks against one globals dict that persists between them.
+
+    It trusts its settings: `LocalExecutor` checks them, and documents them.
+    """
+
+    def __init__(
+        self,
+        authorized_imports: tuple[str, ...],
+        timeout_seconds: float,
+        max_operations: int,
+        max_print_outputs_length: int,
+        allowed_paths: Sequence[str | Path] | None,
+        max_value_size: int,
+        max_int_bits: int,
+        max_memory_bytes: int | None,
+        *,
+        memory_capped: bool = False,
+    ) -> None:
+        self.authorized_imports = authorized_imports
+        self.timeout_seconds = timeout_seconds
+        self.max_operations = max_operations
+        self.max_print_outputs_length = max_print_outputs_length
+        self.max_memory_bytes = max_memory_bytes
+        # In a worker, the operating system caps the whole process, so the watchdog need not poll.
+        self._memory_capped = memory_capped
+        self._globals: dict[str, Any] = {}
+        self._sources: dict[str, list[str]] = {}
+        self._declared_global: set[str] = set()  # names any block's functions declare global
+        self._tools: dict[str, ToolHandle] = {}
+        self._logs = _Logs(self.max_print_outputs_length)
+        self._watch: Any = None  # the running block's watch, for time.sleep's deadline
+
+        self.data_policy = DataPolicy(allowed_paths)
+        self._limits = Limits(max_value_size, max_int_bits, lambda: self._globals["_tick_"])
+        self._guards = Guards(self._limits, self._globals, self.data_policy, (ToolHandle,))
+        overrides = self._guards.module_overrides(lambda: None if self._watch is None else self._watch.deadline)
+        self._guards.connect(ImportGate(self.authorized_imports, overrides, self.data_policy.vet_module_attribute))
+        self._globals.update(self._guards.guard_names())
+        self._globals["__builtins__"] = self._guards.builtins(self._print)
+        self._globals["_tick_"] = make_tick(self.max_operations, BudgetSpentOutsideRun)
+
+    def send_variables(self, variables: dict[str, Any]) -> None:
+        self._globals.update(variables)
+
+    def send_tools(self, tools: dict[str, ToolHandle]) -> None:
+        for name in self._tools.keys() - tools.keys():
+            if self._globals.get(name) is self._tools[name]:
+                del self._globals[name]
+        self._tools = dict(tools)
+        self._globals.update(self._tools)
+
+    def run(self, code: str) -> CodeOutput:
+        filename = _FILENAME.format(len(self._sources) + 1)
+        try:
+            compiled = compile_block(code, filename, frozenset(self._tools), self._declared_global)
+        except CodeRefused as refused:
+            raise ExecutionError(refused.report, traceback=refused.report, error_type=refused.error_type) from None
+        self._sources[filename] = code.splitlines()
+        self._logs = _Logs(self.max_print_outputs_length)
+        self._globals.pop(RESULT_NAME, None)
+        self._globals["_tick_"] = make_tick(self.max_operations)
+        try:
+            with capture_output(self._logs):
+                error = self._execute(lambda: exec(compiled, self._globals))
+        finally:
+            # Code the host triggers between blocks (a repr, a callback) keeps a budget.
+            self._globals["_tick_"] = make_tick(self.max_operations, BudgetSpentOutsideRun)
+            self._globals.update(self._tools)
+        logs = self._logs.text()
+        if error is None:
+            return CodeOutput(self._globals.pop(RESULT_NAME, None), logs, False)
+        if isinstance(error, FinalAnswerSignal):
+            return CodeOutput(error.value, logs, True)
+        raise self._translate(error, logs) from None
+
+    def close(self) -> None:
+        if "_tick_" in self._globals:
+            # Dropping the code's objects can run its code (a suspended generator's
+            # finally): give that no budget, then let the objects go before the guards.
+            self._globals["_tick_"] = make_tick(0, BudgetSpentOutsideRun)
+            for name in [name for name in self._globals if not name.startswith("_")]:
+                del self._globals[name]
+            self._globals.clear()
+
+    # Running -----------------------------------------------------------------
+    def shown(self, value: Any) -> str:
+        """The text of a value that cannot leave as data: its own ``__repr__`` runs under a block's limits."""
+        text: list[str] = []
+        self._globals["_tick_"] = make_tick(self.max_operations)
+        try:
+            error = self._execute(lambda: text.append(repr(value)))
+        finally:
+            self._globals["_tick_"] = make_tick(self.max_operations, BudgetSpentOutsideRun)
+        if error is not None or not text or not isinstance(text[0], str):
+            return f"<{type(value).__name__} object>"
+        return text[0]
+
+    def _execute(self, action: Callable[[], Any]) -> BaseException | None:
+        """Run under the watchdog; return the exception that ended the block, if any."""
+        try:
+            return self._run_watched(action)
+        except SandboxSignal as late:  # landed after the code ended, before the watch was off
+            return late
+
+    def _run_watched(self, action: Callable[[], Any]) -> BaseException | None:
+        self._watch = watch = WATCHDOG.arm(self.timeout_seconds, None if self._memory_capped else self.max_memory_bytes)
+        try:
+            action()
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as error:
+            return error
+        finally:
+            while True:  # a signal may land anywhere here; the disarming is retried until done
+                try:
+                    WATCHDOG.disarm(watch)
+                    self._watch = None
+                    break
+                except SandboxSignal:
+                    continue
+        return None
+
+    def _print(
+        self, *args: Any, sep: str | None = " ", end: str | None = "\n", file: Any = None, flush: bool = False
+    ) -> None:
+        text = (" " if sep is None else sep).join(str(arg) for arg in args) + ("\n" if end is None else end)
+        (self._logs if file is None else file).write(text)
+
+    def _translate(self, error: BaseException, logs: str) -> ExecutionError:
+        if isinstance(error, TimeLimitReached):
+            return ExecutionTimeout(
+                f"the code ran longer than the {self.timeout_seconds:g}-second limit and was stopped; "
+                "make it do less work per step (smaller inputs, fewer iterations)",
+                logs=logs,
+                traceback=self._traceback(error),
+                error_type="TimeoutError",
+            )
+        if isinstance(error, OperationLimitReached):
+            message = (
+                f"the code used more than {self.max_operations:,} operations (loop iterations and calls) "
+                "and was stopped; look for an endless loop, or do less work per step"
+            )
+            error_type = "OperationLimitExceeded"
+        elif isinstance(error, MemoryError) and self._memory_capped:
+            message = (
+                f"the code grew memory by more than the worker's {self.max_memory_bytes or 0:,}-byte allowance "
+                "and was stopped; work on smaller pieces of data"
+            )
+            error_type = "MemoryError"
+        elif isinstance(error, MemoryLimitReached):
+            message = (
+                f"the code grew memory by more than {self.max_memory_bytes or 0:,} bytes and was stopped; "
+                "work on smaller pieces of data"
+            )
+            error_type = "MemoryError"
+        else:
+            message = f"{type(error).__name__}: {error}"
+            if isinstance(error, NameError) and error.name in _ABSENT_BUILTINS:
+                message += f" ({error.name}() is not available in this sandbox: it reaches the machine)"
+            error_type = type(error).__name__
+        tb = self._traceback(error)
+        return ExecutionError(f"{message}\n{tb}" if tb else message, logs=logs, traceback=tb, error_type=error_type)
+
+    def _traceback(self, error: BaseException) -> str:
+        """The traceback as the model needs it: only frames of its own code, with their lines."""
+        lines = ["Traceback (most recent call last):"]
+        for frame in traceback.extract_tb(error.__traceback__):
+            source = self._sources.get(frame.filename)
+            if source is None:
+                continue
+            lines.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}')
+            if frame.lineno and 0 < frame.lineno <= len(source):
+                lines.append(f"    {source[frame.lineno - 1].strip()}")
+        text = str(error)
+        lines.append(f"{type(error).__name__}: {text}" if text else type(error).__name__)
+        return "\n".join(lines)

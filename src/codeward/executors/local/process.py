@@ -1,0 +1,232 @@
+"""The host's side of the local worker: start it, talk to it, and replace it when it dies.
+
+The worker is a fresh process of this interpreter (``-I -S``: no user site, no
+``PYTHON*`` variables, no ``.pth`` code) with an environment of our making; it
+confines itself before the model's code runs (see `worker`). Whatever the policy
+cannot stop ends with the worker: a C call that outlives the time limit is
+killed, a crash or an out-of-memory kill is reported in words, and the next block
+starts a new worker with the variables and tools sent again. Nothing the model's
+code allocates lives in the host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from codeward.executors import codec
+from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, SandboxError
+from codeward.executors.kernel.remembering import RememberingExecutor
+from codeward.executors.local.channel import Channel, ChannelClosed, ChannelError, ChannelTimeout
+
+__all__ = ["WorkerExecutor", "worker_environment"]
+
+#: Beyond the time limit, how long a block may take to stop by itself before its worker is killed.
+GRACE_SECONDS = 1.0
+#: How long a new worker may take to import and confine itself.
+START_SECONDS = 60.0
+#: The largest message the host accepts from a worker (a final answer, a value, a tool request).
+MESSAGE_LIMIT = 1 << 30
+
+_BOOT = "import sys; sys.path[:] = __import__('json').loads(sys.argv[2]); from codeward.executors.local.worker import main; main(int(sys.argv[1]))"  # noqa: E501
+
+#: The worker's whole environment unless the user adds to it: one thread per math library, so that
+#: the memory cap is spent on data and not on thread buffers.
+_BASE_ENVIRONMENT = {
+    "PATH": "/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",
+}
+
+
+def worker_environment(extra: Mapping[str, str] | None) -> dict[str, str]:
+    """The worker's environment: none of the host's variables, only ours and those passed in `env=`."""
+    return {**_BASE_ENVIRONMENT, **dict(extra or {})}
+
+
+class WorkerExecutor(RememberingExecutor):
+    """The policy interpreter in a worker process; `LocalExecutor(isolation="process")` is this."""
+
+    name = "local"
+
+    def __init__(self, settings: dict[str, Any], env: Mapping[str, str] | None) -> None:
+        super().__init__(timeout_seconds=settings["timeout_seconds"], tools_mode="host", allow_pickle=False)
+        self._settings = settings
+        self._env = worker_environment(env)
+        self._worker: _Worker | None = _Worker(settings, self._env)  # starts now, is waited for at first use
+        self.missing_layers: list[str] = []
+
+    # -- the contract ------------------------------------------------------------
+
+    def run(self, code: str) -> CodeOutput:
+        self._check_open()
+        worker = self._live_worker()
+        deadline_budget = self.timeout_seconds + GRACE_SECONDS
+        worker.channel.send({"op": "run"}, code)
+        while True:
+            started = time.monotonic()
+            header, body = self._receive(worker, started + deadline_budget, code_running=True)
+            deadline_budget -= time.monotonic() - started  # time spent in host tools does not count
+            if header.get("op") != "tool":
+                return self._outcome(header, body)
+            worker.channel.send({"op": "reply"}, self._bridge.answer_tool(body))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
+
+    # -- the worker --------------------------------------------------------------
+
+    def _load(self, what: str, text: str) -> None:
+        if self._worker is None or not self._worker.ready:
+            self._live_worker()  # a new worker is sent everything remembered, this included
+            return
+        self._send(self._worker, what, text)
+
+    def _send(self, worker: _Worker, what: str, text: str) -> None:
+        worker.channel.send({"op": what}, text)
+        header, _ = self._receive(worker, time.monotonic() + START_SECONDS, code_running=False)
+        if header.get("op") != "loaded":
+            raise self._lost(worker, f"the worker answered {header.get('op')!r} to loading {what}")
+
+    def _live_worker(self) -> _Worker:
+        """The running worker, or a new one with the variables and tools sent again."""
+        if self._worker is not None and self._worker.ready:
+            return self._worker
+        if self._worker is None:
+            self._worker = _Worker(self._settings, self._env)
+        worker = self._worker
+        header, _ = self._receive(worker, time.monotonic() + START_SECONDS, code_running=False)
+        if header.get("op") != "ready":
+            raise self._lost(worker, f"the worker did not start: {header.get('message', header)}")
+        worker.ready = True
+        self.missing_layers = [str(layer) for layer in header.get("missing", [])]
+        if self._variables:
+            self._send(worker, "variables", codec.encode_variables(self._variables))
+        if self._bridge.tools:
+            self._send(worker, "tools", self._bridge.specs_text)
+        return worker
+
+    def _receive(self, worker: _Worker, deadline: float, *, code_running: bool) -> tuple[dict[str, Any], str]:
+        try:
+            return worker.channel.receive(deadline)
+        except ChannelTimeout:
+            if code_running:
+                raise self._lost(
+                    worker,
+                    f"the code ran past its {self.timeout_seconds:g}-second time limit inside one call that cannot "
+                    "be interrupted (C code), so its worker process was stopped",
+                ) from None
+            raise self._lost(worker, "the worker process did not answer in time and was stopped") from None
+        except ChannelClosed:
+            raise self._lost(worker, worker.death()) from None
+        except ChannelError as error:
+            raise self._lost(worker, f"the worker process sent {error}, and was stopped") from None
+
+    def _lost(self, worker: _Worker, what: str) -> SandboxError:
+        """Stop `worker` for good; the next block starts a new one."""
+        worker.stop(graceful=False)
+        if self._worker is worker:
+            self._worker = None
+        return SandboxError(f"{what}; what the code defined is lost, and a new worker takes the next block")
+
+    def _outcome(self, header: dict[str, Any], body: str) -> CodeOutput:
+        logs = str(header.get("logs", ""))
+        if header.get("op") == "done":
+            try:
+                value = codec.loads(body)
+            except codec.CodecError as error:
+                raise ExecutionError(
+                    f"the sandbox sent a value codeward refuses: {error}", logs=logs, error_type="CodecError"
+                ) from None
+            return CodeOutput(value, logs, bool(header.get("final")))
+        if header.get("op") == "error":
+            kind = ExecutionTimeout if header.get("timeout") else ExecutionError
+            raise kind(
+                str(header.get("message", "")),
+                logs=logs,
+                traceback=str(header.get("traceback", "")),
+                error_type=str(header.get("error_type") or "") or None,
+            )
+        raise SandboxError(f"the worker answered a block with {header.get('op')!r}", state_lost=False)
+
+
+class _Worker:
+    """One worker process and its end of the socket."""
+
+    def __init__(self, settings: dict[str, Any], env: dict[str, str]) -> None:
+        host_end, worker_end = socket.socketpair()
+        self.stderr = tempfile.TemporaryFile()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _BOOT, str(worker_end.fileno()), json.dumps(sys.path)],
+                pass_fds=(worker_end.fileno(),),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=self.stderr,
+                cwd=tempfile.gettempdir(),
+                start_new_session=True,
+            )
+        finally:
+            worker_end.close()
+        self.channel = Channel(host_end, limit=MESSAGE_LIMIT)
+        self.channel.send({"op": "start", **settings})
+        self.ready = False
+
+    def death(self) -> str:
+        """What happened to a worker whose end of the socket closed, in words."""
+        try:
+            code = self.process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return "the worker process stopped answering"
+        said = self._last_words()
+        if code < 0:
+            name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+            what = {
+                "SIGSEGV": "crashed (SIGSEGV: the code made C code read memory it does not own)",
+                "SIGKILL": "was killed (SIGKILL: out of memory, or stopped from outside)",
+                "SIGABRT": "aborted (SIGABRT: C code gave up, often for want of memory)",
+            }.get(name, f"was ended by {name}")
+            return f"the worker process {what}" + said
+        return f"the worker process exited with status {code}" + said
+
+    def _last_words(self) -> str:
+        """The end of what the worker wrote to its stderr (a fatal error's report), printable only."""
+        try:
+            size = os.fstat(self.stderr.fileno()).st_size
+            self.stderr.seek(max(0, size - 600))
+            text = self.stderr.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        text = "".join(c if c.isprintable() or c == "\n" else "?" for c in text).strip()
+        return f"; it said: {text}" if text else ""
+
+    def stop(self, *, graceful: bool = True) -> None:
+        self.ready = False
+        if graceful and self.process.poll() is None:
+            try:
+                self.channel.send({"op": "close"})
+                self.process.wait(timeout=0.5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        self.channel.close()
+        self.stderr.close()

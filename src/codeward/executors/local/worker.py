@@ -1,0 +1,132 @@
+"""The worker process's side: confine this process, then run the host's blocks with the policy interpreter.
+
+The host starts it as ``python -I -S -c BOOT`` with one connected socket and
+nothing of its own environment. The first message carries the settings; the
+worker confines itself (see `confinement`) before it builds the interpreter, so
+not a line of the model's code runs unconfined. Then it answers one request at a
+time. A tool call goes back to the host over the same socket, in the middle of
+a block, and the host's answer resumes it.
+
+What leaves the worker is data the host decodes without pickle; what the host
+sends is trusted (it is the host's own variables and settings).
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from codeward.executors import codec
+from codeward.executors.base import ExecutionError, ExecutionTimeout, FinalAnswerSignal
+from codeward.executors.kernel import prelude
+from codeward.executors.local.channel import Channel, ChannelClosed
+from codeward.executors.local.interpreter import Interpreter, ToolHandle
+
+__all__ = ["main"]
+
+#: The most characters of a value's text sent in place of a value the codec cannot carry.
+_SHOWN_LIMIT = 10_000
+
+
+def main(fd: int) -> None:
+    channel = Channel(socket.socket(fileno=fd))
+    settings, _ = channel.receive()
+    missing = _confine(settings)
+    interpreter = _interpreter(settings)
+    prelude._Sandbox.codec = codec
+    prelude._Sandbox.ask = lambda kind, body: _ask_host(channel, kind, body)
+    channel.send({"op": "ready", "missing": missing})
+    while True:
+        try:
+            request, body = channel.receive()
+        except ChannelClosed:
+            return
+        op = request.get("op")
+        if op == "close":
+            interpreter.close()
+            return
+        channel.send(*_answer(interpreter, op, body))
+
+
+def _confine(settings: dict[str, Any]) -> list[str]:
+    if settings["confinement"] == "none":
+        return []
+    try:  # TEMPORARY until confinement lands
+        from codeward.executors.local.confinement import confine, interpreter_read_paths
+    except ImportError:
+        return ["rlimits", "no_new_privs", "seccomp", "landlock"]
+
+    return confine(
+        read_paths=interpreter_read_paths(),
+        write_paths=[Path(p) for p in settings["allowed_paths"] or ()],
+        max_memory_bytes=settings["max_memory_bytes"],
+        strict=settings["confinement"] == "strict",
+    )
+
+
+def _interpreter(settings: dict[str, Any]) -> Interpreter:
+    return Interpreter(
+        tuple(settings["authorized_imports"]),
+        settings["timeout_seconds"],
+        settings["max_operations"],
+        settings["max_print_outputs_length"],
+        settings["allowed_paths"],
+        settings["max_value_size"],
+        settings["max_int_bits"],
+        settings["max_memory_bytes"],
+        memory_capped=settings["confinement"] != "none" and settings["max_memory_bytes"] is not None,
+    )
+
+
+def _ask_host(channel: Channel, kind: str, body: str) -> str:
+    channel.send({"op": kind}, body)
+    _, answer = channel.receive()
+    return answer
+
+
+def _answer(interpreter: Interpreter, op: Any, body: str) -> tuple[dict[str, Any], str]:
+    if op == "variables":
+        interpreter.send_variables(codec.decode_variables(body))
+        return {"op": "loaded"}, ""
+    if op == "tools":
+        specs = codec.loads(body)
+        handles = {
+            spec["name"]: ToolHandle(spec["name"], spec["doc"], prelude.make_tool(spec, FinalAnswerSignal), False)
+            for spec in specs
+        }
+        interpreter.send_tools(handles)
+        return {"op": "loaded"}, ""
+    if op == "run":
+        return _run(interpreter, body)
+    return {"op": "unknown", "what": str(op)}, ""
+
+
+def _run(interpreter: Interpreter, code: str) -> tuple[dict[str, Any], str]:
+    try:
+        output = interpreter.run(code)
+    except ExecutionError as error:
+        header = {
+            "op": "error",
+            "timeout": isinstance(error, ExecutionTimeout),
+            "message": error.message,
+            "logs": error.logs,
+            "traceback": error.traceback,
+            "error_type": error.error_type,
+        }
+        return header, ""
+    header: dict[str, Any] = {"op": "done", "final": output.is_final_answer, "logs": output.logs}
+    try:
+        return header, codec.dumps(output.output)
+    except Exception as error:  # the codec's refusal, or the value's own code failing while encoded
+        if output.is_final_answer:
+            kind = type(output.output)
+            message = f"the final answer, of type {kind.__module__}.{kind.__qualname__}, cannot leave the sandbox: "
+            return {**header, "op": "error", "timeout": False, "message": message + str(error), "traceback": "",
+                    "error_type": "CodecError"}, ""
+        return {**header, "shown": True}, codec.dumps(interpreter.shown(output.output)[:_SHOWN_LIMIT])
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))
