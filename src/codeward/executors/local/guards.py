@@ -13,6 +13,7 @@ from __future__ import annotations
 import _string  # type: ignore[import-not-found]
 import abc
 import builtins
+import functools
 import itertools
 import string
 import sys
@@ -34,6 +35,8 @@ from codeward.executors.local.limits import (
 from codeward.executors.local.policy import (
     FORBIDDEN_ATTRIBUTES,
     FORMAT_METHODS,
+    MATCH_CLASS,
+    MATCH_VALUE,
     READABLE_DUNDERS,
     REGISTER,
     SIZING_METHODS,
@@ -151,6 +154,7 @@ class Guards:
         self.tool_types = tool_types
         self.formatter = _SafeFormatter(self)
         self.own_types: set[type] = set()
+        self.match_classes: dict[tuple[int, tuple[str, ...], int], type] = {}
         self.gate: ImportGate  # set by connect(): the gate needs this object's module overrides
 
     def connect(self, gate: ImportGate) -> None:
@@ -165,10 +169,17 @@ class Guards:
         slow = self.attribute_slow_path
 
         def guarded_getattr(obj: Any, name: str) -> Any:
-            value = getattr(obj, name)
-            if type(value) is modules or id(value) in machine or name in special:
-                return slow(obj, name, value)
-            return value
+            try:
+                value = getattr(obj, name)
+            except AttributeError as error:
+                if error.obj is obj and error.__context__ is None and error.__cause__ is None:
+                    raise
+                message = str(error)
+            else:
+                if type(value) is modules or id(value) in machine or name in special:
+                    return slow(obj, name, value)
+                return value
+            raise AttributeError(message, name=name, obj=obj)  # raised here, it has no context
 
         return guarded_getattr
 
@@ -200,11 +211,13 @@ class Guards:
             raise SandboxViolation(f"the attribute {name!r} is not available in the sandbox")
         try:
             value = getattr(obj, name)
-        except AttributeError:
-            if default:
-                return default[0]
-            raise
-        return self.attribute_slow_path(obj, name, value)
+        except AttributeError as error:
+            message = str(error)  # the error may carry host objects (.obj, its context)
+        else:
+            return self.attribute_slow_path(obj, name, value)
+        if default:
+            return default[0]
+        raise AttributeError(message, name=name, obj=obj)  # out here, it has no context
 
     def hasattr(self, obj: Any, name: str) -> bool:
         try:
@@ -212,6 +225,62 @@ class Guards:
         except (AttributeError, SandboxViolation):
             return False
         return True
+
+    # match statements ------------------------------------------------------
+    def match_class(self, cls: Any, keywords: tuple[str, ...], positional: int) -> Any:
+        """``_match_class_``: what stands in a class pattern with sub-patterns for `cls`.
+
+        The pattern reads the subject's attributes in C, where no guard runs. So it
+        gets a stand-in class whose ``isinstance`` check (run by the match before it
+        reads anything) vets each attribute the pattern will read as `getattr` would,
+        and refuses the match if the guard would refuse the name or give something
+        other than what C will read. ``case int(x)`` on a builtin that matches itself
+        reads no attribute and keeps the class. Ordinary patterns (``case Point(x=0)``
+        on the code's dataclasses, ``case str(s)``, host namedtuples) work unchanged."""
+        if not isinstance(cls, type):
+            return cls  # the match raises its own TypeError when it gets there
+        if not keywords and positional == 1 and _matches_itself(cls):
+            return cls
+        key = (id(cls), keywords, positional)  # the stand-in keeps the class alive, so its id
+        stand_in = self.match_classes.get(key)
+        if stand_in is None:
+            namespace = {"real": cls, "keywords": keywords, "positional": positional, "guards": self}
+            stand_in = self.match_classes[key] = _MatchGuardType(cls.__name__, (), namespace)
+        return stand_in
+
+    def match_attributes(self, subject: Any, real: type, keywords: tuple[str, ...], positional: int) -> bool:
+        """The stand-in's ``isinstance``: the real check, then the vetting of every attribute read."""
+        if not isinstance(subject, real):
+            return False
+        names: list[Any] = list(keywords)
+        if positional:
+            match_args = _read(real, "__match_args__")
+            if match_args is _MISSING:
+                if _matches_itself(real) and keywords:
+                    raise SandboxViolation(
+                        f"case {real.__name__}(x, name=...) is not supported here; "
+                        f"write case {real.__name__}(name=...) as x"
+                    )
+            elif type(match_args) is tuple:
+                names.extend(match_args[:positional])
+        for name in names:
+            if not isinstance(name, str):
+                continue  # the match raises its own TypeError
+            if (name.startswith("_") and name not in READABLE_DUNDERS) or name in FORBIDDEN_ATTRIBUTES:
+                raise SandboxViolation(f"a match pattern cannot read the attribute {name!r} in the sandbox")
+            value = _read(subject, name)
+            if value is _MISSING:
+                continue  # the pattern fails, as in Python
+            if self.attribute_slow_path(subject, name, value) is not value:
+                raise SandboxViolation(
+                    f"a match pattern cannot read {name!r} of a {type(subject).__name__!r} object in the sandbox; "
+                    f"match {real.__name__}() and read .{name} in the case body"
+                )
+        return True
+
+    def match_value(self, value: Any) -> _Held:
+        """``_match_value_``: a dotted value pattern's value, read through the guards before the match."""
+        return _Held(value)
 
     def make_getitem(self) -> Callable[[Any, Any], Any]:
         modules = ModuleType
@@ -271,6 +340,25 @@ class Guards:
         if not isinstance(name, str) or name.startswith("_") or name in FORBIDDEN_ATTRIBUTES:
             raise SandboxViolation(f"the attribute {name!r} is not available in the sandbox")
 
+    # functools.update_wrapper ------------------------------------------------
+    def wrapper_names(self, assigned: Any, updated: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The names update_wrapper may copy: its defaults, and public names."""
+        checked = []
+        for names, defaults in ((assigned, functools.WRAPPER_ASSIGNMENTS), (updated, functools.WRAPPER_UPDATES)):
+            names = tuple(names)
+            for name in names:
+                if name not in defaults:
+                    self._check_name(name)
+            checked.append(names)
+        return checked[0], checked[1]
+
+    def wrapper_read(self, obj: Any, name: str) -> Any:
+        """An attribute update_wrapper copies, vetted as the guards would; `_MISSING` if absent."""
+        if not name.startswith("_"):
+            return self.getattr(obj, name, _MISSING)
+        value = _read(obj, name)
+        return value if value is _MISSING else self.gate.vet(value)
+
     # Exceptions ----------------------------------------------------------
     @staticmethod
     def handled() -> None:
@@ -320,6 +408,8 @@ class Guards:
             "_mod_": limits.mod,
             "_inplacevar_": limits.inplace,
             "_format_": limits.formatted_value,
+            MATCH_CLASS: self.match_class,
+            MATCH_VALUE: self.match_value,
             "__name__": SANDBOX_MODULE,
         }
 
@@ -361,6 +451,37 @@ class Guards:
             self._check_name(name)
             return lambda obj: self.getattr(obj, name)(*args, **kwargs)
 
+        def update_wrapper(
+            wrapper: Any,
+            wrapped: Any,
+            assigned: Any = functools.WRAPPER_ASSIGNMENTS,
+            updated: Any = functools.WRAPPER_UPDATES,
+        ) -> Any:
+            """functools.update_wrapper, reading and writing through the sandbox's guards: its
+            own special names (``__name__``, ``__doc__``, ``__dict__``...) as Python does,
+            any other name as `getattr` and `setattr` would (so ``__globals__`` is refused)."""
+            assigned, updated = self.wrapper_names(assigned, updated)
+            self.write(wrapper)
+            for name in assigned:
+                value = self.wrapper_read(wrapped, name)
+                if value is not _MISSING:
+                    (setattr if name.startswith("_") else self.setattr)(wrapper, name, value)
+            for name in updated:
+                target = self.wrapper_read(wrapper, name)
+                source = self.wrapper_read(wrapped, name)
+                if target is _MISSING:
+                    raise AttributeError(f"{type(wrapper).__name__!r} object has no attribute {name!r}")
+                target.update({} if source is _MISSING else source)
+            wrapper.__wrapped__ = wrapped
+            return wrapper
+
+        def wraps(
+            wrapped: Any, assigned: Any = functools.WRAPPER_ASSIGNMENTS, updated: Any = functools.WRAPPER_UPDATES
+        ) -> Callable[[Any], Any]:
+            """functools.wraps, applying the sandbox's update_wrapper."""
+            assigned, updated = self.wrapper_names(assigned, updated)
+            return functools.partial(update_wrapper, wrapped=wrapped, assigned=assigned, updated=updated)
+
         guards = self
 
         class Formatter(_SafeFormatter):
@@ -389,7 +510,12 @@ class Guards:
                 for name in ("factorial", "comb", "perm")
             },
             "typing": {"get_type_hints": REFUSED},  # evaluates strings as code
-            "functools": {"singledispatch": REFUSED, "singledispatchmethod": REFUSED},  # same
+            "functools": {
+                "singledispatch": REFUSED,  # same
+                "singledispatchmethod": REFUSED,
+                "update_wrapper": update_wrapper,  # reads and writes the attributes it is told
+                "wraps": wraps,
+            },
             "dataclasses": {"make_dataclass": REFUSED},  # takes a namespace of any names
         }
         table["random"]["Random"] = random.Random
@@ -421,3 +547,46 @@ def _build_class(function: Any, name: str, *bases: Any, **keywords: Any) -> type
 def _describe(obj: Any) -> str:
     name = getattr(obj, "__name__", None)
     return f"{type(obj).__name__} {name!r}" if isinstance(name, str) else f"a {type(obj).__name__} object"
+
+
+_MISSING = object()
+#: CPython's flag for the builtins that a one-argument class pattern matches itself (int(x)).
+_MATCH_SELF = 1 << 22
+
+
+def _read(obj: Any, name: str) -> Any:
+    """``getattr(obj, name)``, or `_MISSING`; the AttributeError, which may carry host
+    objects in ``obj`` or its context, goes no further."""
+    try:
+        return getattr(obj, name)
+    except AttributeError:
+        return _MISSING
+
+
+def _matches_itself(cls: type) -> bool:
+    return bool(cls.__flags__ & _MATCH_SELF) and _read(cls, "__match_args__") is _MISSING
+
+
+class _MatchGuardType(type):
+    """The type of the stand-ins of `Guards.match_class`."""
+
+    real: type
+    keywords: tuple[str, ...]
+    positional: int
+    guards: Guards
+
+    def __instancecheck__(cls, subject: Any) -> bool:
+        return cls.guards.match_attributes(subject, cls.real, cls.keywords, cls.positional)
+
+    @property
+    def __match_args__(cls) -> Any:  # read by the match from the stand-in, after the check
+        return getattr(cls.real, "__match_args__")  # noqa: B009  # AttributeError when it has none
+
+
+class _Held:
+    """A dotted value pattern's value, read by the pattern as ``held.value``."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value

@@ -254,7 +254,13 @@ class ImportGate:
                 if value is REFUSED:
                     raise SandboxViolation(f"{name}.{attribute} is not available in the sandbox")
             else:
-                value = getattr(module, attribute)  # AttributeError for a missing name, as in Python
+                missing: str | None = None
+                try:
+                    value = getattr(module, attribute)
+                except AttributeError as error:
+                    missing = str(error)  # the error itself carries the real module (.obj, its context)
+                if missing is not None:
+                    raise AttributeError(missing, name=attribute, obj=proxy)  # out here, it has no context
                 if not full and not isinstance(value, ModuleType):
                     raise self.refusal(name)
                 value = self.vet_module_attribute(name, attribute, value)

@@ -41,6 +41,8 @@ from codeward.executors.local.type_inference import (
 __all__ = [
     "FORBIDDEN_ATTRIBUTES",
     "FORMAT_METHODS",
+    "MATCH_CLASS",
+    "MATCH_VALUE",
     "PLAIN_METHODS",
     "READABLE_DUNDERS",
     "REGISTER",
@@ -161,6 +163,10 @@ _ALLOWED_LEAVES = frozenset(
     and not kind._fields
     and hasattr(RestrictingNodeTransformer, f"visit_{kind.__name__}")
 )
+#: Guards a ``match`` statement's class patterns and dotted value patterns call (see
+#: `SandboxPolicy.visit_Match`).
+MATCH_CLASS = "_match_class_"
+MATCH_VALUE = "_match_value_"
 _IOPERATOR = {ast.Mult: "*=", ast.Pow: "**=", ast.LShift: "<<=", ast.Mod: "%="}
 
 
@@ -190,6 +196,8 @@ class SandboxPolicy(RestrictingNodeTransformer):
         self.reserved = reserved
         self.plain = plain  # name loads that certainly hold a plain value
         self.class_depth: list[bool] = []  # True while directly inside a class body
+        self.hoisted = 0  # names made for the class and value expressions of match patterns
+        self.hoisted_loads: set[int] = set()  # ids of the pattern nodes that read those names
 
     visit = dispatched_visit
 
@@ -265,7 +273,7 @@ class SandboxPolicy(RestrictingNodeTransformer):
         return self.node_contents_visit(node)
 
     visit_Assign = visit_AnnAssign = visit_For = visit_comprehension = visit_With = visit_Module = allow
-    visit_Match = visit_match_case = visit_MatchValue = visit_MatchSequence = visit_MatchOr = allow
+    visit_match_case = visit_MatchSequence = visit_MatchOr = allow
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         if isinstance(node.func, ast.Name) and node.func.id in ("exec", "eval", "compile"):
@@ -378,6 +386,49 @@ class SandboxPolicy(RestrictingNodeTransformer):
             self.class_depth.pop()
 
     # match statements -------------------------------------------------------
+    def visit_Match(self, node: ast.Match) -> ast.AST | list[ast.AST]:
+        """A class pattern reads the subject's attributes in C, past ``_getattr_``: each
+        class expression of a pattern with sub-patterns is evaluated just before the
+        statement, through ``_match_class_``, whose answer stands in for the class and
+        vets every attribute the pattern will read (see `Guards.match_class`). Dotted
+        names (``case Color.RED``, ``case shapes.Point()``) are evaluated there too, so
+        their attribute reads are guarded like any other (the pattern itself can hold
+        only names). Classes and values are thus looked up once, before the first case
+        is tried, rather than when their case is reached."""
+        hoisted: list[ast.AST] = []
+        for case in node.cases:
+            for pattern in ast.walk(case.pattern):
+                if isinstance(pattern, ast.MatchClass):
+                    reads = pattern.patterns or pattern.kwd_patterns
+                    if reads or not isinstance(pattern.cls, ast.Name):
+                        names = ast.Tuple([ast.Constant(name) for name in pattern.kwd_attrs], ast.Load())
+                        extra = (names, ast.Constant(len(pattern.patterns))) if reads else None
+                        pattern.cls = self.hoist(pattern.cls, MATCH_CLASS if reads else None, extra, hoisted)
+                elif isinstance(pattern, ast.MatchValue) and isinstance(pattern.value, ast.Attribute):
+                    held = self.hoist(pattern.value, MATCH_VALUE, None, hoisted)
+                    pattern.value = located(ast.Attribute(held, "value", ast.Load()), pattern.value)
+                    self.hoisted_loads.add(id(pattern.value))
+        node = self.node_contents_visit(node)
+        return [*hoisted, node] if hoisted else node
+
+    def hoist(
+        self, expression: ast.expr, guard: str | None, extra: tuple[ast.expr, ...] | None, statements: list[ast.AST]
+    ) -> ast.Name:
+        """Assign the guarded `expression` (``guard(expression, *extra)``) to a new private
+        name before the statement; return a load of the name for the pattern."""
+        self.hoisted += 1
+        name = f"_match_{self.hoisted}_"
+        value = self.visit(expression)
+        if guard is not None:
+            value = call_node(guard, value, *(extra or ()))
+        statements.append(located(ast.Assign([ast.Name(name, ast.Store())], value), expression))
+        load = located(name_node(name), expression)
+        self.hoisted_loads.add(id(load))
+        return load
+
+    def visit_MatchValue(self, node: ast.MatchValue) -> ast.AST:
+        return node if id(node.value) in self.hoisted_loads else self.node_contents_visit(node)
+
     def visit_MatchSingleton(self, node: ast.MatchSingleton) -> ast.AST:
         return node
 
@@ -397,7 +448,11 @@ class SandboxPolicy(RestrictingNodeTransformer):
         for attribute in node.kwd_attrs:
             if attribute.startswith("_") or attribute in FORBIDDEN_ATTRIBUTES:
                 self.error(node, f"matching on the attribute {attribute!r} is not allowed")
-        return self.node_contents_visit(node)
+        if id(node.cls) not in self.hoisted_loads:
+            node.cls = self.visit(node.cls)
+        node.patterns = [self.visit(pattern) for pattern in node.patterns]
+        node.kwd_patterns = [self.visit(pattern) for pattern in node.kwd_patterns]
+        return node
 
 
 def compile_block(
