@@ -2,8 +2,10 @@
 
 `attack(code, ...)` first runs the payload with no sandbox (`Unsandboxed`): it must
 do what it claims there (the control), or the test is broken and says so. Then
-it runs in the local executor and must be refused *by the sandbox*, with one of
-its own refusals, leaving the canary untouched and the executor usable.
+it runs in the local executor, once in each isolation mode (a worker process, and
+the host's own process), and must be refused *by the sandbox*, with one of its own
+refusals, leaving the canary untouched and the executor usable. In a worker, the
+worker's death (a `SandboxError`) is a refusal too: what killed it stayed in it.
 
 With CODEWARD_SECURITY_SANDBOX=off the sandbox is swapped for `Unsandboxed` and
 the controls are skipped: every attack test must then fail, which
@@ -20,7 +22,7 @@ from typing import Any
 import pytest
 
 from codeward.executors import LocalExecutor
-from codeward.executors.base import ExecutionError, Executor
+from codeward.executors.base import ExecutionError, Executor, SandboxError
 from codeward.platform.tools import FinalAnswerTool
 from tests.security.unsandboxed import ALLOWANCE, MEMORY_ROOM, HostHarmed, Unsandboxed
 
@@ -42,7 +44,9 @@ NAMED_LIMITS = {
 }
 
 
-def refused_by_sandbox(error: ExecutionError) -> bool:
+def refused_by_sandbox(error: ExecutionError | SandboxError) -> bool:
+    if isinstance(error, SandboxError):
+        return True
     if error.error_type in SANDBOX_REFUSALS:
         return True
     words = NAMED_LIMITS.get(error.error_type or "")
@@ -60,9 +64,26 @@ def canary(tmp_path: Path) -> Path:
     return tmp_path / "pwned"
 
 
+#: Each attack runs in both isolation modes; with the sandbox off there is only the one way.
+ISOLATIONS = ("off",) if SANDBOX_OFF else ("process", "in_process")
+
+
+#: For attacks that need a host object as a variable: only the host's own process can hold one
+#: (the codec refuses to send it to a worker).
+in_process_only = pytest.mark.parametrize("isolation", ["off"] if SANDBOX_OFF else ["in_process"])
+
+
+@pytest.fixture(params=ISOLATIONS)
+def isolation(request: pytest.FixtureRequest) -> str:
+    mode: str = request.param
+    return mode
+
+
 @pytest.fixture
-def attack(canary: Path) -> Callable[..., ExecutionError]:
+def attack(canary: Path, isolation: str) -> Callable[..., ExecutionError | SandboxError]:
     """`attack(code, control="works", **options)`, with CANARY in `code` standing for the canary path."""
+    if not SANDBOX_OFF:
+        return lambda code, **options: run_attack(code, canary, **{"isolation": isolation, **options})
     return lambda code, **options: run_attack(code, canary, **options)
 
 
@@ -76,7 +97,7 @@ def run_attack(
     before: str | None = None,
     replace: dict[str, str] | None = None,
     **options: Any,
-) -> ExecutionError:
+) -> ExecutionError | SandboxError:
     """Run the control, then the attack; return the sandbox's refusal for further checks.
 
     `tools=True` gives the code the final_answer tool to attack; `variables` are sent
@@ -95,8 +116,10 @@ def run_attack(
     options.setdefault("timeout_seconds", 5)
     with sandbox(**options) as executor:
         _prepare(executor, setup)
-        with pytest.raises(ExecutionError) as info:
+        with pytest.raises((ExecutionError, SandboxError)) as info:
             executor.run(code)
+        if isinstance(info.value, SandboxError):
+            assert options.get("isolation") == "process", "only a worker can die and be replaced"
         assert executor.run("1 + 1").output == 2, "the executor must stay usable after an attack"
     assert not canary.exists(), "the attack reached the host"
     if control != "stops":  # for these, that the host is still here to see the error is the proof

@@ -68,8 +68,8 @@ def test_function_code_is_refused(attack):
 
 def test_tool_internals_are_refused(attack):
     reach = ".forward.__globals__['__builtins__']['open']('CANARY', 'w').close()"
-    attack("getattr(final_answer, '_tool')" + reach, tools=True)
-    attack("final_answer._tool" + reach, tools=True)
+    attack("getattr(final_answer, '_call')" + reach, tools=True)
+    attack("final_answer._call" + reach, tools=True)
 
 
 # Frames and tracebacks --------------------------------------------------------
@@ -267,6 +267,6 @@ def test_a_huge_width_through_the_sandbox_formatter_is_refused(attack):
 def test_sandbox_helpers_the_code_holds_expose_nothing(make, private, attack):
     """The sandbox hands the code its own versions of some objects; their insides hold host
     objects (the guards, the real iterator). The control is the helper itself, read on the host."""
-    with LocalExecutor() as executor:
+    with LocalExecutor(isolation="in_process") as executor:  # the helper object itself, on the host
         helper = executor.run(make + "\nhelper").output
     attack(make + f"\ngetattr(helper, {private!r})", control=lambda: getattr(helper, private) is not None)

@@ -4,7 +4,7 @@ The compiler drops the attribute guard on ``x.copy`` when `x` certainly holds a
 str, bytes, list, dict, set, frozenset or tuple. Each attack here makes `x` hold
 the raw ``shutil`` module instead, by a route the inference must see, and calls
 ``x.copy(SOURCE, CANARY)``: unguarded, that would create the canary. The guard
-must stop it with its own refusal.
+must stop it with its own refusal. A worker cannot be sent a module, so these run in process.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import shutil
 import pytest
 
 from codeward.executors.local.policy import PLAIN_METHODS
+from tests.security.conftest import in_process_only
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -51,10 +52,12 @@ REBINDINGS = {
 
 
 @pytest.mark.parametrize("code", REBINDINGS.values(), ids=REBINDINGS.keys())
+@in_process_only
 def test_a_rebound_name_keeps_its_guard(code, attack):
     _refused(attack(code, variables=HOST))
 
 
+@in_process_only
 def test_a_global_declared_in_an_earlier_block_keeps_the_guard(attack):
     _refused(attack("x = []\nf()\n" + PAYLOAD, variables=HOST, before="def f():\n    global x\n    x = m"))
 
@@ -69,11 +72,13 @@ CONDITIONAL = {
 
 
 @pytest.mark.parametrize("code", CONDITIONAL.values(), ids=CONDITIONAL.keys())
+@in_process_only
 def test_a_name_not_yet_certainly_bound_keeps_its_guard(code, attack):
     """`x` still holds what the host sent (the raw module) where the binding may not have run."""
     _refused(attack(code, variables={"x": shutil}))
 
 
+@in_process_only
 def test_a_value_from_an_earlier_block_keeps_its_guard(attack):
     _refused(attack(PAYLOAD + "\nx = []", variables=HOST, before="x = m"))
 
@@ -86,6 +91,7 @@ DEFERRED = {
 
 
 @pytest.mark.parametrize("before", DEFERRED.values(), ids=DEFERRED.keys())
+@in_process_only
 def test_code_that_runs_after_a_later_rebinding_keeps_its_guard(before, attack):
     """A generator, lambda or function runs when called, maybe after another block rebound `x`."""
     run_it = "list(gen)" if before.startswith("x = []\ngen") else "f()"

@@ -63,7 +63,9 @@ class Unsandboxed(Executor):
         self.namespace.update(variables)
 
     def send_tools(self, tools: dict[str, Tool]) -> None:
-        self.namespace.update({name: ToolHandle(name, tool.description, tool, name == FINAL_ANSWER_TOOL) for name, tool in tools.items()})
+        self.namespace.update(
+            {name: ToolHandle(name, tool.description, tool, name == FINAL_ANSWER_TOOL) for name, tool in tools.items()}
+        )
 
     def run(self, code: str) -> CodeOutput:
         report = self._run_in_copy(code)

@@ -102,7 +102,6 @@ class LocalExecutor(Executor):
         self.max_operations = int(max_operations)
         self.max_print_outputs_length = int(max_print_outputs_length)
         self.max_memory_bytes = max_memory_bytes
-        paths = None if allowed_paths is None else [str(Path(p).resolve()) for p in allowed_paths]
         settings: dict[str, Any] = {
             "authorized_imports": self.authorized_imports,
             "timeout_seconds": self.timeout_seconds,

@@ -24,7 +24,7 @@ from codeward.executors.base import (
 )
 from codeward.executors.local.data_policy import DataPolicy
 from codeward.executors.local.guards import Guards
-from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS, ImportGate
+from codeward.executors.local.imports import ImportGate
 from codeward.executors.local.instrumenter import RESULT_NAME
 from codeward.executors.local.limits import (
     BudgetSpentOutsideRun,

@@ -11,6 +11,7 @@ code allocates lives in the host.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import signal
@@ -19,7 +20,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from codeward.executors import codec
@@ -27,7 +29,7 @@ from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout
 from codeward.executors.kernel.remembering import RememberingExecutor
 from codeward.executors.local.channel import Channel, ChannelClosed, ChannelError, ChannelTimeout
 
-__all__ = ["WorkerExecutor", "worker_environment"]
+__all__ = ["WorkerExecutor", "worker_environment", "worker_import_path"]
 
 #: Beyond the time limit, how long a block may take to stop by itself before its worker is killed.
 GRACE_SECONDS = 1.0
@@ -36,7 +38,10 @@ START_SECONDS = 60.0
 #: The largest message the host accepts from a worker (a final answer, a value, a tool request).
 MESSAGE_LIMIT = 1 << 30
 
-_BOOT = "import sys; sys.path[:] = __import__('json').loads(sys.argv[2]); from codeward.executors.local.worker import main; main(int(sys.argv[1]))"  # noqa: E501
+_BOOT = (
+    "import sys; sys.path[:] = __import__('json').loads(sys.argv[2]); "
+    "from codeward.executors.local.worker import main; main(int(sys.argv[1]))"
+)
 
 #: The worker's whole environment unless the user adds to it: one thread per math library, so that
 #: the memory cap is spent on data and not on thread buffers.
@@ -48,6 +53,36 @@ _BASE_ENVIRONMENT = {
     "MKL_NUM_THREADS": "1",
     "NUMEXPR_NUM_THREADS": "1",
 }
+
+
+def worker_import_path(authorized_imports: Iterable[str]) -> list[str]:
+    """The folders the worker imports from, which a confined worker may also read: the
+    interpreter's own, site-packages, codeward's, and those holding a module the user allowed.
+    Not the rest of the host's `sys.path` (a project folder with its `.env`, the current folder)."""
+    prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    codeward_root = Path(__file__).resolve().parents[3]
+    allowed = {name.split(".")[0] for name in authorized_imports} - {"*"}
+    kept = []
+    for entry in sys.path:
+        if not entry or not os.path.isdir(entry):
+            continue
+        folder = Path(entry).resolve()
+        if (
+            folder == codeward_root
+            or {"site-packages", "dist-packages"} & set(folder.parts)
+            or any(folder.is_relative_to(prefix) for prefix in prefixes)
+            or any(_holds_module(folder, name) for name in allowed)
+        ):
+            kept.append(entry)
+    return kept
+
+
+def _holds_module(folder: Path, name: str) -> bool:
+    return (
+        (folder / name).is_dir()
+        or any(folder.glob(f"{glob.escape(name)}.*py*"))
+        or any(folder.glob(f"{glob.escape(name)}.*.so"))
+    )
 
 
 def worker_environment(extra: Mapping[str, str] | None) -> dict[str, str]:
@@ -170,17 +205,18 @@ class _Worker:
     """One worker process and its end of the socket."""
 
     def __init__(self, settings: dict[str, Any], env: dict[str, str]) -> None:
+        import_path = worker_import_path(settings["authorized_imports"])
         host_end, worker_end = socket.socketpair()
-        self.stderr = tempfile.TemporaryFile()
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop())
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", _BOOT, str(worker_end.fileno()), json.dumps(sys.path)],
+                [sys.executable, "-I", "-S", "-c", _BOOT, str(worker_end.fileno()), json.dumps(import_path)],
                 pass_fds=(worker_end.fileno(),),
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=self.stderr,
-                cwd=tempfile.gettempdir(),
+                cwd="/",
                 start_new_session=True,
             )
         finally:

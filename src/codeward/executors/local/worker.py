@@ -53,10 +53,7 @@ def main(fd: int) -> None:
 def _confine(settings: dict[str, Any]) -> list[str]:
     if settings["confinement"] == "none":
         return []
-    try:  # TEMPORARY until confinement lands
-        from codeward.executors.local.confinement import confine, interpreter_read_paths
-    except ImportError:
-        return ["rlimits", "no_new_privs", "seccomp", "landlock"]
+    from codeward.executors.local.confinement import confine, interpreter_read_paths
 
     return confine(
         read_paths=interpreter_read_paths(),
@@ -107,7 +104,7 @@ def _run(interpreter: Interpreter, code: str) -> tuple[dict[str, Any], str]:
     try:
         output = interpreter.run(code)
     except ExecutionError as error:
-        header = {
+        failed = {
             "op": "error",
             "timeout": isinstance(error, ExecutionTimeout),
             "message": error.message,
@@ -115,7 +112,7 @@ def _run(interpreter: Interpreter, code: str) -> tuple[dict[str, Any], str]:
             "traceback": error.traceback,
             "error_type": error.error_type,
         }
-        return header, ""
+        return failed, ""
     header: dict[str, Any] = {"op": "done", "final": output.is_final_answer, "logs": output.logs}
     try:
         return header, codec.dumps(output.output)
@@ -123,8 +120,14 @@ def _run(interpreter: Interpreter, code: str) -> tuple[dict[str, Any], str]:
         if output.is_final_answer:
             kind = type(output.output)
             message = f"the final answer, of type {kind.__module__}.{kind.__qualname__}, cannot leave the sandbox: "
-            return {**header, "op": "error", "timeout": False, "message": message + str(error), "traceback": "",
-                    "error_type": "CodecError"}, ""
+            return {
+                **header,
+                "op": "error",
+                "timeout": False,
+                "message": message + str(error),
+                "traceback": "",
+                "error_type": "CodecError",
+            }, ""
         return {**header, "shown": True}, codec.dumps(interpreter.shown(output.output)[:_SHOWN_LIMIT])
 
 
