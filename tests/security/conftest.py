@@ -29,10 +29,10 @@ from tests.security.unsandboxed import ALLOWANCE, MEMORY_ROOM, HostHarmed, Unsan
 SANDBOX_OFF = os.environ.get("CODEWARD_SECURITY_SANDBOX") == "off"
 
 #: What the code is meant to do unsandboxed: complete (and write the canary if it names it),
-#: exhaust the control's time or memory, or stop the process it runs in. An attack on an
+#: exhaust the control's time or memory, stop the process it runs in, or crash it. An attack on an
 #: object only the sandbox makes passes instead a function that shows, on the host, that
 #: the object holds what the attack is after.
-CONTROLS = ("works", "exhausts", "stops")
+CONTROLS = ("works", "exhausts", "stops", "crashes")
 
 #: The local executor's own refusals: error types only the sandbox reports, and the limits
 #: that it reports under an ordinary type, told apart by the words that name the limit.
@@ -122,7 +122,7 @@ def run_attack(
             assert options.get("isolation") == "process", "only a worker can die and be replaced"
         assert executor.run("1 + 1").output == 2, "the executor must stay usable after an attack"
     assert not canary.exists(), "the attack reached the host"
-    if control != "stops":  # for these, that the host is still here to see the error is the proof
+    if control not in ("stops", "crashes"):  # for these, that the host is still here to see the error is the proof
         refusal = info.value
         assert refused_by_sandbox(refusal), f"not refused by the sandbox: {refusal.error_type}: {refusal.message}"
     return info.value
@@ -158,4 +158,5 @@ def _check_control(code: str, canary: Path, control: str, setup: tuple[bool, dic
         )
         assert exhausted, broken + f"it ended with {outcome!r}"
     else:
-        assert isinstance(outcome, HostHarmed) and "stopped the process" in outcome.how, broken + f"got {outcome!r}"
+        words = "stopped the process" if control == "stops" else "died"
+        assert isinstance(outcome, HostHarmed) and words in outcome.how, broken + f"got {outcome!r}"

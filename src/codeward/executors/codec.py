@@ -163,7 +163,14 @@ class _Encoder:
     def __init__(self, allow_pickle: bool) -> None:
         self.allow_pickle = allow_pickle
         self.blobs: list[str] = []
-        self.marker = f"\x00{os.urandom(8).hex()}:"  # unguessable, so no string in the value can match it
+        self._marker = ""
+
+    @property
+    def marker(self) -> str:
+        """Unguessable, so no string in the value can match it; made only for values that hold a large blob."""
+        if not self._marker:
+            self._marker = f"\x00{os.urandom(8).hex()}:"
+        return self._marker
 
     def blob(self, data: bytes | bytearray | memoryview) -> str:
         """Base64 of binary data; a large one stands in the tree as a marker until `text` splices it in.

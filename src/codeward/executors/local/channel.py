@@ -19,6 +19,7 @@ from codeward.executors import codec
 __all__ = ["Channel", "ChannelClosed", "ChannelError", "ChannelTimeout"]
 
 _LENGTHS = struct.Struct("!IQ")  # header bytes, body bytes
+_CHUNK = 65536  # a read asks for this much, so that a small message arrives in one call
 
 
 class ChannelError(Exception):
@@ -39,6 +40,7 @@ class Channel:
     def __init__(self, sock: socket.socket, *, limit: int | None = None) -> None:
         self.sock = sock
         self.limit = limit
+        self._pending = bytearray()  # bytes read ahead of the message being taken
 
     def send(self, header: dict[str, Any], body: str = "") -> None:
         head = codec.dumps(header).encode()
@@ -52,40 +54,60 @@ class Channel:
 
     def receive(self, deadline: float | None = None) -> tuple[dict[str, Any], str]:
         """The next message; `deadline` is a `time.monotonic()` instant, None to wait as long as it takes."""
-        head_size, body_size = _LENGTHS.unpack(self._read(_LENGTHS.size, deadline))
+        head_size, body_size = _LENGTHS.unpack(self._take(_LENGTHS.size, deadline))
         if self.limit is not None and head_size + body_size > self.limit:
             raise ChannelError(f"a message of {head_size + body_size:,} bytes, over the limit of {self.limit:,}")
         try:
-            header = codec.loads(self._read(head_size, deadline).decode())
-            body = self._read(body_size, deadline).decode("utf-8", "surrogatepass")
+            header = codec.loads(self._take(head_size, deadline).decode())
+            body = self._take(body_size, deadline).decode("utf-8", "surrogatepass")
         except (UnicodeDecodeError, codec.CodecError) as error:
             raise ChannelError(f"a message that does not decode: {error}") from None
         if not isinstance(header, dict):
             raise ChannelError(f"a message whose header is a {type(header).__name__}, not a dict")
         return header, body
 
-    def _read(self, size: int, deadline: float | None) -> bytes:
-        view = memoryview(bytearray(size))
-        got = 0
+    def _take(self, size: int, deadline: float | None) -> bytes:
+        """`size` bytes: what an earlier read brought in first, then the socket's."""
+        if len(self._pending) >= size:
+            taken = bytes(self._pending[:size])
+            del self._pending[:size]
+            return taken
+        buffer = bytearray(size)
+        got = len(self._pending)
+        buffer[:got] = self._pending
+        self._pending.clear()
+        view = memoryview(buffer)
         while got < size:
+            got += self._recv(view[got:] if size - got >= _CHUNK else None, deadline, view, got)
+        return bytes(buffer)
+
+    def _recv(self, into: memoryview | None, deadline: float | None, view: memoryview, got: int) -> int:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ChannelTimeout("no answer before the deadline")
+            self.sock.settimeout(left)
+        try:
+            if into is not None:  # a large remainder goes straight where it belongs
+                count = self.sock.recv_into(into)
+            else:  # a small one: read ahead what may follow, in the same call
+                chunk = self.sock.recv(_CHUNK)
+                count = len(chunk)
+                room = len(view) - got
+                view[got : got + min(room, count)] = chunk[:room]
+                if count > room:
+                    self._pending += chunk[room:]
+                    count = room
+        except TimeoutError:
+            raise ChannelTimeout("no answer before the deadline") from None
+        except OSError as error:
+            raise ChannelClosed(f"the connection broke: {error}") from None
+        finally:
             if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise ChannelTimeout("no answer before the deadline")
-                self.sock.settimeout(left)
-            try:
-                count = self.sock.recv_into(view[got:])
-            except TimeoutError:
-                raise ChannelTimeout("no answer before the deadline") from None
-            except OSError as error:
-                raise ChannelClosed(f"the connection broke: {error}") from None
-            finally:
-                if deadline is not None:
-                    self.sock.settimeout(None)
-            if count == 0:
-                raise ChannelClosed("the other side closed the connection")
-            got += count
-        return bytes(view)
+                self.sock.settimeout(None)
+        if count == 0:
+            raise ChannelClosed("the other side closed the connection")
+        return count
 
     def close(self) -> None:
         self.sock.close()
