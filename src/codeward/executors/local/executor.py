@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codeward.executors.base import FINAL_ANSWER_TOOL, CodeOutput, Executor, ExecutorError
+from codeward.executors.codec import CodecError
 from codeward.executors.local.data_policy import DataPolicy
 from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS, checked_import_entries
 from codeward.executors.local.interpreter import Interpreter, ToolHandle
@@ -132,7 +133,14 @@ class LocalExecutor(Executor):
         self._check_open()
         checked_variable_names(variables, tools=self._tools)
         if self._worker is not None:
-            self._worker.send_variables(variables)
+            try:
+                self._worker.send_variables(variables)
+            except CodecError as error:
+                raise CodecError(
+                    f"{error}. A live object (a connection, an open file) cannot go to the worker process; "
+                    "pass data instead, or use LocalExecutor(isolation='in_process'), which keeps such values "
+                    "in this process under the policy alone"
+                ) from None
         else:
             assert self._interpreter is not None
             self._interpreter.send_variables(variables)

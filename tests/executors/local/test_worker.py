@@ -1,0 +1,139 @@
+"""The local executor's worker process, as a user meets it: settings, what crosses, what it reports."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+
+import pytest
+
+from codeward.executors import LocalExecutor
+from codeward.executors.base import ExecutionError, ExecutorError
+from codeward.executors.codec import CodecError
+from codeward.executors.local import confinement
+from codeward.executors.local.process import worker_import_path
+from codeward.platform.tools import FinalAnswerTool, tool
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Unlucky(Exception):
+    pass
+
+
+@tool
+def lookup(city: str, unit: str = "C") -> str:
+    """Looks up a city.
+
+    Args:
+        city: the city
+        unit: the unit
+    """
+    if city == "Atlantis":
+        raise LookupError(f"no station in {city}")
+    if city == "Nowhere":
+        raise Unlucky("a custom failure")
+    return f"{city}:{unit}:{os.getpid()}"
+
+
+def test_the_code_runs_in_another_process_and_tools_run_on_the_host():
+    with LocalExecutor(authorized_imports=["os"]) as executor:
+        executor.send_tools({"lookup": lookup, "final_answer": FinalAnswerTool()})
+        assert executor.run("import os\nos.getpid()").output != os.getpid()
+        assert executor.run("lookup('Paris', unit='F')").output == f"Paris:F:{os.getpid()}"
+
+
+def test_tool_errors_keep_built_in_types_and_name_others():
+    with LocalExecutor() as executor:
+        executor.send_tools({"lookup": lookup})
+        caught = executor.run("try:\n    lookup('Atlantis')\nexcept LookupError as e:\n    r = str(e)\nr").output
+        assert caught == "no station in Atlantis"
+        with pytest.raises(ExecutionError) as info:
+            executor.run("lookup('Nowhere')")
+        assert info.value.error_type == "ToolError" and "Unlucky: a custom failure" in info.value.message
+        with pytest.raises(ExecutionError) as info:
+            executor.run("lookup()")
+        assert info.value.error_type == "ToolCallError"
+
+
+def test_the_worker_gets_none_of_the_hosts_environment_unless_given(monkeypatch):
+    monkeypatch.setenv("CODEWARD_TEST_TOKEN", "secret")
+    code = "import os\nos.environ.get('CODEWARD_TEST_TOKEN')"
+    with LocalExecutor(authorized_imports=["os"]) as executor:
+        assert executor.run(code).output is None
+    with LocalExecutor(authorized_imports=["os"], env={"CODEWARD_TEST_TOKEN": "given"}) as executor:
+        assert executor.run(code).output == "given"
+
+
+def test_a_value_that_cannot_leave_says_so():
+    with LocalExecutor() as executor:
+        executor.send_tools({"final_answer": FinalAnswerTool()})
+        shown = executor.run("class Box:\n    def __repr__(self):\n        return 'a box'\nBox()").output
+        assert shown == "a box"  # its text, made in the worker under the block's limits
+        with pytest.raises(ExecutionError) as info:
+            executor.run("final_answer(Box())")
+        assert info.value.error_type == "CodecError" and "cannot leave the sandbox" in info.value.message
+
+
+def test_a_live_object_as_a_variable_points_to_in_process():
+    connection = sqlite3.connect(":memory:")
+    with LocalExecutor() as executor, pytest.raises(CodecError, match="isolation='in_process'"):
+        executor.send_variables({"db": connection})
+    with LocalExecutor(isolation="in_process") as executor:
+        executor.send_variables({"db": connection})
+        assert executor.run("db").output is connection
+    connection.close()
+
+
+def test_settings_that_make_no_sense_are_refused():
+    with pytest.raises(ValueError, match="isolation must be one of"):
+        LocalExecutor(isolation="container")
+    with pytest.raises(ValueError, match="confinement must be one of"):
+        LocalExecutor(confinement="maximum")
+    with pytest.raises(ValueError, match="no worker"):
+        LocalExecutor(isolation="in_process", env={"A": "1"})
+
+
+def test_strict_confinement_names_the_missing_layer(monkeypatch):
+    monkeypatch.setattr(confinement, "missing_layers", lambda: {"landlock": "the kernel has no Landlock"})
+    with pytest.raises(ExecutorError, match="landlock: the kernel has no Landlock"):
+        LocalExecutor(confinement="strict")
+
+
+def test_strict_confinement_runs_where_every_layer_is_here():
+    if confinement.missing_layers():
+        pytest.skip(f"this machine lacks {confinement.missing_layers()}")
+    with LocalExecutor(confinement="strict") as executor:
+        assert executor.run("1 + 1").output == 2 and executor.missing_layers == []
+
+
+def test_missing_layers_are_logged_once(caplog):
+    with LocalExecutor() as executor:
+        executor.run("1")
+        executor._worker.missing_layers = ["landlock"]  # as a worker on an older kernel reports
+        with caplog.at_level(logging.WARNING, logger="codeward.executors.local.executor"):
+            executor.run("1")
+            executor.run("2")
+    warnings = [r for r in caplog.records if "landlock" in r.getMessage()]
+    assert len(warnings) == 1 and "codeward doctor" in warnings[0].getMessage()
+
+
+def test_the_worker_imports_only_from_the_interpreters_folders_and_allowed_modules(tmp_path, monkeypatch):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "mylib.py").write_text("VALUE = 42\n")
+    monkeypatch.syspath_prepend(str(project))
+    assert str(project) not in worker_import_path(["json"])
+    assert str(project) in worker_import_path(["mylib"])
+    with LocalExecutor(authorized_imports=["mylib"]) as executor:
+        assert executor.run("import mylib\nmylib.VALUE").output == 42
+
+
+def test_closing_stops_the_worker():
+    executor = LocalExecutor(authorized_imports=["os"])
+    pid = executor.run("import os\nos.getpid()").output
+    executor.close()
+    with pytest.raises(ExecutorError, match="closed"):
+        executor.run("1")
+    assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(") ")[1][0] == "Z"
