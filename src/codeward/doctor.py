@@ -48,6 +48,21 @@ def _executors() -> list[Check]:
     return checks
 
 
+def _local_confinement() -> list[Check]:
+    """The layers that confine the local executor's worker here; missing ones run it with fewer walls."""
+    from codeward.executors.local.confinement import LAYERS, missing_layers
+
+    missing = missing_layers()
+    checks = []
+    for layer in LAYERS:
+        if layer in missing:
+            fix = "the worker runs without it (confinement='auto'); confinement='strict' refuses to start"
+            checks.append(Check(f"local {layer}", False, missing[layer], fix))
+        else:
+            checks.append(Check(f"local {layer}", True, "confines the local executor's worker"))
+    return checks
+
+
 def _docker() -> list[Check]:
     try:
         import docker
@@ -132,7 +147,15 @@ def _models() -> list[Check]:
     return checks
 
 
-_SECTIONS: list[Callable[[], list[Check]]] = [_python, _executors, _docker, _kernels, _e2b, _models]
+_SECTIONS: list[Callable[[], list[Check]]] = [
+    _python,
+    _executors,
+    _local_confinement,
+    _docker,
+    _kernels,
+    _e2b,
+    _models,
+]
 
 
 def run_checks() -> list[Check]:

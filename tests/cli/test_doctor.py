@@ -44,3 +44,14 @@ def test_the_docker_commands_name_the_extra_they_need(codeward, tmp_path):
     for args in (("images", "build"), ("sandboxes", "ls")):
         done = codeward(*args, PYTHONPATH=os.pathsep.join([str(hidden), SRC]))
         assert done.returncode == 2 and "pip install 'codeward[docker]'" in done.stdout, done.stdout
+
+
+def test_doctor_shows_the_local_workers_confinement_layers(codeward, tmp_path):
+    done = codeward("doctor")
+    for layer in ("rlimits", "no_new_privs", "seccomp", "landlock"):
+        assert f"local {layer}:" in done.stdout, done.stdout
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "pyseccomp.py").write_text("raise ModuleNotFoundError('hidden for this test', name=__name__)\n")
+    done = codeward("doctor", PYTHONPATH=os.pathsep.join([str(hidden), SRC]))
+    assert "✗ local seccomp:" in done.stdout and "confinement='strict'" in done.stdout, done.stdout
