@@ -139,3 +139,54 @@ def test_closing_stops_the_worker():
     from tests.executors.contract.conftest import process_gone
 
     assert process_gone(pid)
+
+
+def test_a_worker_killed_while_idle_is_reported_and_replaced():
+    import signal
+
+    from codeward.executors.base import SandboxError
+
+    with LocalExecutor(authorized_imports=["os"]) as executor:
+        executor.send_variables({"given": 3})
+        pid = executor.run("import os\nos.getpid()").output
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(SandboxError, match="SIGKILL"):
+            executor.run("given")
+        assert executor.run("given * 2").output == 6
+
+
+def test_an_interrupted_block_does_not_leave_its_answer_for_the_next_one():
+    import _thread
+    import threading
+
+    with LocalExecutor(timeout_seconds=20) as executor:
+        threading.Timer(0.5, _thread.interrupt_main).start()
+        with pytest.raises(KeyboardInterrupt):
+            executor.run("import time\ntime.sleep(3)\n'the slow block'")
+        assert executor.run("'the next block'").output == "the next block"
+
+
+def test_the_worker_dies_with_its_host(tmp_path):
+    """A host killed while its worker is stuck in a C call leaves nothing running."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.executors.contract.conftest import process_gone
+
+    script = (
+        "from codeward.executors import LocalExecutor\n"
+        "executor = LocalExecutor(authorized_imports=['os'], timeout_seconds=100)\n"
+        "print(executor.run('import os\\nos.getpid()').output, flush=True)\n"
+        "executor.run('any(iter(int, 1))')\n"
+    )
+    host = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    worker_pid = int(host.stdout.readline())
+    time.sleep(0.5)
+    assert not process_gone(worker_pid)
+    host.kill()
+    host.wait()
+    deadline = time.monotonic() + 5
+    while not process_gone(worker_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process_gone(worker_pid)

@@ -11,6 +11,7 @@ code allocates lives in the host.
 
 from __future__ import annotations
 
+import concurrent.futures
 import glob
 import json
 import os
@@ -37,6 +38,8 @@ GRACE_SECONDS = 1.0
 START_SECONDS = 60.0
 #: The largest message the host accepts from a worker (a final answer, a value, a tool request).
 MESSAGE_LIMIT = 1 << 30
+
+_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="codeward-worker-spawner")
 
 _BOOT = (
     "import sys; sys.path[:] = __import__('json').loads(sys.argv[2]); "
@@ -107,15 +110,26 @@ class WorkerExecutor(RememberingExecutor):
     def run(self, code: str) -> CodeOutput:
         self._check_open()
         worker = self._live_worker()
-        deadline_budget = self.timeout_seconds + GRACE_SECONDS
-        worker.channel.send({"op": "run"}, code)
+        try:
+            header, body = self._converse(worker, code)
+        except SandboxError:
+            raise
+        except BaseException:  # interrupted mid-block (Ctrl-C): the worker's next answer would be this block's
+            self._lost(worker, "interrupted")
+            raise
+        return self._outcome(header, body)
+
+    def _converse(self, worker: _Worker, code: str) -> tuple[dict[str, Any], str]:
+        """Send the block and answer its tool calls until it ends."""
+        budget = self.timeout_seconds + GRACE_SECONDS
+        self._transmit(worker, {"op": "run"}, code)
         while True:
             started = time.monotonic()
-            header, body = self._receive(worker, started + deadline_budget, code_running=True)
-            deadline_budget -= time.monotonic() - started  # time spent in host tools does not count
+            header, body = self._receive(worker, started + budget, code_running=True)
+            budget -= time.monotonic() - started  # time spent in host tools does not count
             if header.get("op") != "tool":
-                return self._outcome(header, body)
-            worker.channel.send({"op": "reply"}, self._bridge.answer_tool(body))
+                return header, body
+            self._transmit(worker, {"op": "reply"}, self._bridge.answer_tool(body))
 
     def close(self) -> None:
         if self._closed:
@@ -134,7 +148,7 @@ class WorkerExecutor(RememberingExecutor):
         self._send(self._worker, what, text)
 
     def _send(self, worker: _Worker, what: str, text: str) -> None:
-        worker.channel.send({"op": what}, text)
+        self._transmit(worker, {"op": what}, text)
         header, _ = self._receive(worker, time.monotonic() + START_SECONDS, code_running=False)
         if header.get("op") != "loaded":
             raise self._lost(worker, f"the worker answered {header.get('op')!r} to loading {what}")
@@ -156,6 +170,12 @@ class WorkerExecutor(RememberingExecutor):
         if self._bridge.tools:
             self._send(worker, "tools", self._bridge.specs_text)
         return worker
+
+    def _transmit(self, worker: _Worker, header: dict[str, Any], body: str) -> None:
+        try:
+            worker.channel.send(header, body)
+        except OSError:  # a worker that died while idle (killed from outside) shows it here first
+            raise self._lost(worker, worker.death()) from None
 
     def _receive(self, worker: _Worker, deadline: float, *, code_running: bool) -> tuple[dict[str, Any], str]:
         try:
@@ -209,7 +229,9 @@ class _Worker:
         host_end, worker_end = socket.socketpair()
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop())
         try:
-            self.process = subprocess.Popen(
+            # Started from one long-lived thread: the worker dies with the thread that started it.
+            self.process = _SPAWNER.submit(
+                subprocess.Popen,
                 [sys.executable, "-I", "-S", "-c", _BOOT, str(worker_end.fileno()), json.dumps(import_path)],
                 pass_fds=(worker_end.fileno(),),
                 env=env,
@@ -218,11 +240,11 @@ class _Worker:
                 stderr=self.stderr,
                 cwd="/",
                 start_new_session=True,
-            )
+            ).result()
         finally:
             worker_end.close()
         self.channel = Channel(host_end, limit=MESSAGE_LIMIT)
-        self.channel.send({"op": "start", **settings})
+        self.channel.send({"op": "start", "host_pid": os.getpid(), **settings})
         self.ready = False
 
     def death(self) -> str:

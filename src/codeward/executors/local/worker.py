@@ -13,6 +13,9 @@ sends is trusted (it is the host's own variables and settings).
 
 from __future__ import annotations
 
+import ctypes
+import os
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -26,6 +29,8 @@ from codeward.executors.local.interpreter import Interpreter, ToolHandle
 
 __all__ = ["main"]
 
+_PR_SET_PDEATHSIG = 1
+
 #: The most characters of a value's text sent in place of a value the codec cannot carry.
 _SHOWN_LIMIT = 10_000
 
@@ -33,6 +38,7 @@ _SHOWN_LIMIT = 10_000
 def main(fd: int) -> None:
     channel = Channel(socket.socket(fileno=fd))
     settings, _ = channel.receive()
+    _die_with_host(settings["host_pid"])
     missing = _confine(settings)
     interpreter = _interpreter(settings)
     prelude._Sandbox.codec = codec
@@ -48,6 +54,16 @@ def main(fd: int) -> None:
             interpreter.close()
             return
         channel.send(*_answer(interpreter, op, body))
+
+
+def _die_with_host(host_pid: int) -> None:
+    """A worker whose host is gone must not run on: stuck in a C call, it would never read the
+    closed socket. Linux kills it with its parent (the host's spawning thread, which lives as
+    long as the host); elsewhere the closed socket ends it at the next block."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != host_pid:  # the host died before the line above
+        os._exit(1)
 
 
 def _confine(settings: dict[str, Any]) -> list[str]:
