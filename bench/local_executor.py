@@ -1,26 +1,46 @@
-"""Agent-style snippets timed under plain CPython `exec`, codeward's LocalExecutor and,
-when installed, smolagents' LocalPythonExecutor, all in one run.
+"""Agent-style snippets timed under plain CPython `exec`, codeward's LocalExecutor in both
+isolation modes, pydantic-monty and, when installed, smolagents' LocalPythonExecutor, all in one run.
 
-Run: python bench/local_executor.py [--repeat N]
-Prints the median time of each snippet under each runner and the ratios
-LocalExecutor / CPython and smolagents / LocalExecutor, then the share of the
-local time spent compiling under the policy, against CPython's own `compile`.
+Run: python bench/local_executor.py [--repeat N]   (extras: pip install 'codeward[bench]')
+Prints medians and the ratios that the targets speak of, each measured in this run,
+interleaved so that load from other processes falls on every runner alike:
+- a tiny block (`x = 1`) end to end, process mode against Monty (target: within 1.5x);
+- each snippet: process mode against Monty (median at most 1.0x, none over 1.5x), against
+  CPython (median within 3x), smolagents against process mode on loop-heavy ones (at least 30x);
+- construction to first result, `LocalExecutor()` then `.run("1")`, against starting
+  `python -c pass` (under 3x);
+- a 1-million-row DataFrame sent as a variable and read by `len(df)`, against
+  `pickle.dumps` + `pickle.loads` of the same frame (under 3x);
+- the share of the time spent compiling under the policy, against CPython's own `compile`.
+Monty runs in a `MontySession` (`Monty()` pool, `pool.checkout()`, `session.feed_run`): its
+documented REPL path, where a session's globals persist between feeds as an agent's do. A
+snippet Monty refuses (it runs a subset of Python) is shown as n/a with its reason.
+Nothing here asserts on time: targets are printed as met or missed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import pickle
 import statistics
+import subprocess
 import sys
 import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from codeward.executors import LocalExecutor
 from codeward.executors.local.policy import compile_block
+
+Runner = Callable[[str], object]
+LIMITS = {"timeout_seconds": 120, "max_operations": 10**9}
+TINY = "x = 1"
+FRAME_ROWS = 1_000_000
 
 SNIPPETS: dict[str, tuple[bool, str]] = {
     # name: (loop-heavy, code)
@@ -114,21 +134,30 @@ SNIPPETS: dict[str, tuple[bool, str]] = {
 }
 
 
-def time_runners(runners: list[Callable[[str], object]], code: str, repeat: int) -> list[float]:
-    """Median seconds of each runner on `code`, the runners interleaved within every
-    repetition so that load from other processes falls on all of them alike."""
-    for run in runners:
-        run(code)  # warm-up: imports, caches
-    samples: list[list[float]] = [[] for _ in runners]
+class Unsupported(Exception):
+    """The runner cannot run this code at all (Monty's subset of Python): reported as n/a."""
+
+
+def time_runners(runners: dict[str, Runner], code: str, repeat: int) -> tuple[dict[str, float], dict[str, str]]:
+    """Median seconds of each runner on `code`, the runners interleaved within every repetition;
+    and, for the runners that refused the code at warm-up, why."""
+    refused: dict[str, str] = {}
+    for name, run in runners.items():
+        try:
+            run(code)  # warm-up: imports, caches
+        except Unsupported as why:
+            refused[name] = str(why)
+    live = {name: run for name, run in runners.items() if name not in refused}
+    samples: dict[str, list[float]] = {name: [] for name in live}
     for _ in range(repeat):
-        for run, times in zip(runners, samples, strict=False):
+        for name, run in live.items():
             started = time.perf_counter()
             run(code)
-            times.append(time.perf_counter() - started)
-    return [statistics.median(times) for times in samples]
+            samples[name].append(time.perf_counter() - started)
+    return {name: statistics.median(times) for name, times in samples.items()}, refused
 
 
-def cpython_runner() -> Callable[[str], object]:
+def cpython_runner() -> Runner:
     def run(code: str) -> object:
         namespace: dict[str, object] = {}
         exec(compile(code, "<snippet>", "exec"), namespace)
@@ -137,7 +166,24 @@ def cpython_runner() -> Callable[[str], object]:
     return run
 
 
-def smolagents_runner() -> Callable[[str], object] | None:
+def monty_runner(stack: contextlib.ExitStack) -> Runner | None:
+    """One Monty session for the whole run, kept open like an agent's REPL."""
+    try:
+        from pydantic_monty import Monty, MontyRuntimeError, MontySyntaxError
+    except ImportError:
+        return None
+    session = stack.enter_context(stack.enter_context(Monty()).checkout())
+
+    def run(code: str) -> object:
+        try:
+            return session.feed_run(code)
+        except (MontyRuntimeError, MontySyntaxError) as error:
+            raise Unsupported(error.display(format="type-msg").splitlines()[-1]) from None
+
+    return run
+
+
+def smolagents_runner() -> Runner | None:
     try:
         from smolagents.local_python_executor import LocalPythonExecutor
     except ImportError:
@@ -147,53 +193,219 @@ def smolagents_runner() -> Callable[[str], object] | None:
     return executor
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=7)
-    args = parser.parse_args()
-    cpython = cpython_runner()
-    local = LocalExecutor(timeout_seconds=120, max_operations=10**9)
-    smol = smolagents_runner()
-    if smol is None:
-        print("smolagents: not installed (pip install smolagents to compare)")
-    header = f"{'snippet':<16} {'loops':>5} {'CPython ms':>11} {'local ms':>9} {'local/CPy':>9}"
-    header += f" {'smolagents ms':>14} {'smol/local':>10}" if smol else ""
-    print(header)
-    local_ratios, loop_speedups = [], []
+def verdict(value: float, limit: float, *, at_least: bool = False) -> str:
+    met = value >= limit if at_least else value <= limit
+    return "met" if met else "MISSED"
+
+
+def ratio(times: dict[str, float], top: str, bottom: str) -> float | None:
+    return times[top] / times[bottom] if top in times and bottom in times else None
+
+
+def cell(value: float | None, width: int, unit: str = "") -> str:
+    if value is None:
+        return f"{'n/a':>{width}}"
+    digits = 1 if unit == "x" and value >= 10 else 2
+    return f"{value:>{width - len(unit)}.{digits}f}{unit}"
+
+
+COLUMNS = ("cpython", "process", "in_process", "monty", "smolagents")
+#: (numerator, denominator, label) of each ratio column.
+RATIOS = (
+    ("process", "cpython", "proc/CPy"),
+    ("in_process", "cpython", "inproc/CPy"),
+    ("process", "monty", "proc/Monty"),
+    ("smolagents", "process", "smol/proc"),
+)
+
+
+def print_header() -> None:
+    names = "".join(f"{name + ' ms':>14}" for name in COLUMNS)
+    ratios = "".join(f"{label:>12}" for _, _, label in RATIOS)
+    print(f"{'snippet':<16}{'loops':>6}{names}{ratios}")
+
+
+def print_row(name: str, loops: str, times: dict[str, float]) -> None:
+    names = "".join(cell(times[c] * 1e3 if c in times else None, 14) for c in COLUMNS)
+    ratios = "".join(cell(ratio(times, top, bottom), 12, "x") for top, bottom, _ in RATIOS)
+    print(f"{name:<16}{loops:>6}{names}{ratios}")
+
+
+def bench_snippets(runners: dict[str, Runner], repeat: int) -> None:
+    print(f"\n== tiny block `{TINY}` end to end ({repeat * 20} repetitions) and agent-style snippets ({repeat})")
+    print_header()
+    tiny, _ = time_runners(runners, TINY, repeat * 20)
+    print_row("tiny", "-", tiny)
+    rows, refused_by = [], {}
     for name, (loop_heavy, raw) in SNIPPETS.items():
-        code = textwrap.dedent(raw).strip()
-        base, ours = time_runners([cpython, local.run], code, args.repeat)
-        local_ratios.append(ours / base)
-        line = (
-            f"{name:<16} {'yes' if loop_heavy else 'no':>5} {base * 1e3:>11.2f} {ours * 1e3:>9.2f} {ours / base:>8.2f}x"
-        )
-        if smol:
-            theirs, ours_again = time_runners([smol, local.run], code, args.repeat)
-            line += f" {theirs * 1e3:>14.1f} {theirs / ours_again:>9.1f}x"
-            if loop_heavy:
-                loop_speedups.append(theirs / ours_again)
-        print(line)
-    print(f"median LocalExecutor / CPython: {statistics.median(local_ratios):.2f}x (target: within 3x)")
-    if loop_speedups:
+        times, refused = time_runners(runners, textwrap.dedent(raw).strip(), repeat)
+        print_row(name, "yes" if loop_heavy else "no", times)
+        rows.append((loop_heavy, times))
+        refused_by.update({f"{name} ({runner})": why for runner, why in refused.items()})
+    for where, why in refused_by.items():
+        print(f"  n/a {where}: {why}")
+    print_snippet_targets(tiny, rows)
+
+
+def print_snippet_targets(tiny: dict[str, float], rows: list[tuple[bool, dict[str, float]]]) -> None:
+    versus_monty = [r for _, times in rows if (r := ratio(times, "process", "monty")) is not None]
+    versus_cpython = [times["process"] / times["cpython"] for _, times in rows]
+    tiny_ratio = ratio(tiny, "process", "monty")
+    if tiny_ratio is not None:
+        print(f"tiny block process / Monty: {tiny_ratio:.2f}x (target: within 1.5x) {verdict(tiny_ratio, 1.5)}")
+    if versus_monty:
+        middle, worst = statistics.median(versus_monty), max(versus_monty)
         print(
-            f"smolagents / LocalExecutor on loop-heavy snippets: median {statistics.median(loop_speedups):.0f}x, "
-            f"min {min(loop_speedups):.0f}x (target: at least 30x)"
+            f"snippets process / Monty over {len(versus_monty)} Monty runs: median {middle:.2f}x "
+            f"(target: at most 1.0x) {verdict(middle, 1.0)}, worst {worst:.2f}x (target: none over 1.5x) "
+            f"{verdict(worst, 1.5)}"
         )
-    local.close()
-    print_compile_times(args.repeat)
+    middle = statistics.median(versus_cpython)
+    print(f"snippets process / CPython: median {middle:.2f}x (target: within 3x) {verdict(middle, 3.0)}")
+    speedups = [r for loops, times in rows if loops and (r := ratio(times, "smolagents", "process")) is not None]
+    if speedups:
+        print(
+            f"smolagents / process on loop-heavy snippets: median {statistics.median(speedups):.0f}x, "
+            f"min {min(speedups):.1f}x (target: at least 30x) {verdict(min(speedups), 30, at_least=True)}"
+        )
+
+
+def time_startups(starts: dict[str, Callable[[contextlib.ExitStack], object]], repeat: int) -> dict[str, float]:
+    """Median seconds from nothing to each start's first result; what it leaves on the stack
+    (closing the executor) is undone after the clock stops. One warm-up round first."""
+    samples: dict[str, list[float]] = {name: [] for name in starts}
+    for round_ in range(repeat + 1):
+        for name, start in starts.items():
+            with contextlib.ExitStack() as stack:
+                started = time.perf_counter()
+                start(stack)
+                if round_:
+                    samples[name].append(time.perf_counter() - started)
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
+def local_start(isolation: str) -> Callable[[contextlib.ExitStack], object]:
+    def start(stack: contextlib.ExitStack) -> object:
+        executor = stack.enter_context(contextlib.closing(LocalExecutor(isolation=isolation)))
+        return executor.run("1")
+
+    return start
+
+
+def monty_start(stack: contextlib.ExitStack) -> object:
+    from pydantic_monty import Monty
+
+    return stack.enter_context(stack.enter_context(Monty()).checkout()).feed_run("1")
+
+
+def bench_startup(repeat: int) -> None:
+    """Construction to first result on a fresh executor, against starting a bare interpreter."""
+    starts: dict[str, Callable[[contextlib.ExitStack], object]] = {
+        "python -c pass": lambda _: subprocess.run([sys.executable, "-c", "pass"], check=True),
+        "process": local_start("process"),
+        "in_process": local_start("in_process"),
+    }
+    with contextlib.suppress(ImportError):
+        import pydantic_monty  # noqa: F401
+
+        starts["monty pool+session"] = monty_start
+    times = time_startups(starts, repeat)
+    share = times["process"] / times["python -c pass"]
+    print(f"\n== construction to first result: LocalExecutor() then .run('1'), closed after ({repeat} repetitions)")
+    print("".join(f"{name + ' ms':>22}" for name in times) + f"{'process/python':>16}")
+    print("".join(f"{t * 1e3:>22.1f}" for t in times.values()) + f"{share:>15.2f}x")
+    print(f"startup process / python -c pass: {share:.2f}x (target: under 3x) {verdict(share, 3.0)}")
+
+
+def make_frame() -> Any:
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    return pd.DataFrame(
+        {
+            "id": np.arange(FRAME_ROWS, dtype=np.int64),
+            "price": rng.random(FRAME_ROWS),
+            "change": rng.standard_normal(FRAME_ROWS),
+            "ticker": pd.array([f"T{i % 5000:04d}" for i in range(FRAME_ROWS)], dtype="str"),
+        }
+    )
+
+
+def bench_dataframe(repeat: int) -> None:
+    """A big DataFrame handed to the code as a variable, against pickling it there and back."""
+    try:
+        frame = make_frame()
+    except ImportError:
+        print("\n== DataFrame: numpy/pandas not installed (pip install 'codeward[bench]')")
+        return
+    executors = {iso: LocalExecutor(isolation=iso, **LIMITS) for iso in ("process", "in_process")}
+
+    def send(executor: LocalExecutor) -> Runner:
+        def run(code: str) -> object:
+            executor.send_variables({"df": frame})
+            return executor.run(code)
+
+        return run
+
+    runners: dict[str, Runner] = {"pickle": lambda _: pickle.loads(pickle.dumps(frame))}
+    runners.update({iso: send(executor) for iso, executor in executors.items()})
+    times, _ = time_runners(runners, "len(df)", repeat)
+    for executor in executors.values():
+        executor.close()
+    megabytes = frame.memory_usage(deep=True).sum() / 1e6
+    print(f"\n== {FRAME_ROWS:,}-row DataFrame (int64, 2 float64, str; {megabytes:.0f} MB): send_variables + len(df)")
+    print("".join(f"{name + ' ms':>16}" for name in times) + f"{'process/pickle':>16}{'in_proc/pickle':>16}")
+    share, inside = times["process"] / times["pickle"], times["in_process"] / times["pickle"]
+    print("".join(f"{t * 1e3:>16.1f}" for t in times.values()) + f"{share:>15.2f}x{inside:>15.3f}x")
+    print(f"DataFrame process / pickle round trip: {share:.2f}x (target: under 3x) {verdict(share, 3.0)}")
 
 
 def print_compile_times(repeat: int) -> None:
     """What compiling under the policy costs, beside CPython's `compile` of the same source."""
+    print(f"\n== compiling under the policy ({repeat * 10} repetitions)")
     print(f"{'snippet':<16} {'compile ms':>11} {'policy ms':>10} {'policy/compile':>14}")
+    runners: dict[str, Runner] = {
+        "compile": lambda source: compile(source, "<snippet>", "exec"),
+        "policy": lambda source: compile_block(source, "<snippet>"),
+    }
     for name, (_, raw) in SNIPPETS.items():
-        code = textwrap.dedent(raw).strip()
-        runners = [
-            lambda source: compile(source, "<snippet>", "exec"),
-            lambda source: compile_block(source, "<snippet>"),
-        ]
-        base, ours = time_runners(runners, code, repeat * 10)
+        times, _ = time_runners(runners, textwrap.dedent(raw).strip(), repeat * 10)
+        base, ours = times["compile"], times["policy"]
         print(f"{name:<16} {base * 1e3:>11.3f} {ours * 1e3:>10.3f} {ours / base:>13.1f}x")
+
+
+def print_versions(process: LocalExecutor) -> None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for package in ("pydantic-monty", "smolagents", "pandas"):
+        try:
+            found.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            found.append(f"{package}: not installed (pip install 'codeward[bench]')")
+    layers = ", ".join(process.missing_layers) or "none"
+    print(f"Python {sys.version.split()[0]}; {'; '.join(found)}; worker confinement layers missing: {layers}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=15, help="repetitions per measurement (default 15)")
+    args = parser.parse_args()
+    with contextlib.ExitStack() as stack:
+        process = LocalExecutor(**LIMITS)
+        stack.callback(process.close)
+        in_process = LocalExecutor(isolation="in_process", **LIMITS)
+        stack.callback(in_process.close)
+        runners: dict[str, Runner] = {"cpython": cpython_runner(), "process": process.run, "in_process": in_process.run}
+        optional = {"monty": monty_runner(stack), "smolagents": smolagents_runner()}
+        runners.update({name: run for name, run in optional.items() if run is not None})
+        process.run("1")
+        print_versions(process)
+        bench_snippets(runners, args.repeat)
+    bench_startup(args.repeat)
+    bench_dataframe(args.repeat)
+    print_compile_times(args.repeat)
 
 
 if __name__ == "__main__":
