@@ -111,3 +111,32 @@ def test_allowed_paths_are_the_folders_the_confined_worker_can_write(tmp_path):
             executor.run(code.format(str(outside / "a.txt")))
         assert info.value.error_type == "PermissionError"
     assert (inside / "a.txt").read_text() == "x" and not (outside / "a.txt").exists()
+
+
+# What the worker sends back is data from a stranger ----------------------------------------------
+# With the policy open, the model's code can write to the worker's socket itself and forge frames.
+
+FORGE = (
+    "import os, struct, sys\n"
+    "head = HEAD\n"
+    "os.write(int(sys.argv[1]), struct.pack('!IQ', len(head), BODY_SIZE) + head)\n"
+    "import time\n"
+    "time.sleep(5)"
+)
+FORGERIES = {
+    "over-the-limit": ("b'{}'", 2**40, "over the limit"),
+    "not-json": ("b'{not json'", 0, "does not decode"),
+    "not-an-object": ("b'[1, 2]'", 0, "not a dict"),
+    "deeply-nested": ("b'[' * 100000 + b']' * 100000", 0, "does not decode"),
+}
+
+
+@pytest.mark.parametrize(("head", "body_size", "words"), FORGERIES.values(), ids=FORGERIES.keys())
+def test_a_forged_frame_ends_the_worker_not_the_host(head, body_size, words):
+    before = resident_bytes()
+    with LocalExecutor(authorized_imports=["*"], timeout_seconds=10) as executor:
+        executor.send_variables({"kept": 1})
+        with pytest.raises(SandboxError, match=words):
+            executor.run(FORGE.replace("HEAD", head).replace("BODY_SIZE", str(body_size)))
+        assert executor.run("kept + 1").output == 2
+    assert resident_bytes() - before < HOST_GROWTH

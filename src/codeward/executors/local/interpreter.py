@@ -37,7 +37,7 @@ from codeward.executors.local.limits import (
 )
 from codeward.executors.local.output import capture_output
 from codeward.executors.local.policy import CodeRefused, compile_block
-from codeward.executors.local.watchdog import WATCHDOG
+from codeward.executors.local.watchdog import WATCHDOG, AlarmWatchdog, Watchdog
 
 __all__ = ["Interpreter", "ToolHandle"]
 
@@ -118,6 +118,7 @@ class Interpreter:
         max_memory_bytes: int | None,
         *,
         memory_capped: bool = False,
+        watchdog: Watchdog | AlarmWatchdog = WATCHDOG,
     ) -> None:
         self.authorized_imports = authorized_imports
         self.timeout_seconds = timeout_seconds
@@ -126,6 +127,7 @@ class Interpreter:
         self.max_memory_bytes = max_memory_bytes
         # In a worker, the operating system caps the whole process, so the watchdog need not poll.
         self._memory_capped = memory_capped
+        self._watchdog = watchdog
         self._globals: dict[str, Any] = {}
         self._sources: dict[str, list[str]] = {}
         self._declared_global: set[str] = set()  # names any block's functions declare global
@@ -206,7 +208,9 @@ class Interpreter:
             return late
 
     def _run_watched(self, action: Callable[[], Any]) -> BaseException | None:
-        self._watch = watch = WATCHDOG.arm(self.timeout_seconds, None if self._memory_capped else self.max_memory_bytes)
+        self._watch = watch = self._watchdog.arm(
+            self.timeout_seconds, None if self._memory_capped else self.max_memory_bytes
+        )
         try:
             action()
         except (KeyboardInterrupt, SystemExit):
@@ -216,7 +220,7 @@ class Interpreter:
         finally:
             while True:  # a signal may land anywhere here; the disarming is retried until done
                 try:
-                    WATCHDOG.disarm(watch)
+                    self._watchdog.disarm(watch)
                     self._watch = None
                     break
                 except SandboxSignal:

@@ -38,7 +38,7 @@ from codeward.executors.local.limits import (
     TimeLimitReached,
 )
 
-__all__ = ["WATCHDOG", "Watchdog", "resident_bytes"]
+__all__ = ["WATCHDOG", "AlarmWatchdog", "Watchdog", "resident_bytes"]
 
 _set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
 _set_async_exc.argtypes = (ctypes.c_ulong, ctypes.py_object)
@@ -104,8 +104,9 @@ class Watchdog:
             self._watches.add(watch)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="codeward-local-watchdog", daemon=True)
+                self._idle = False  # it starts polling: no need to wake it
                 self._thread.start()
-            if self._idle:
+            elif self._idle:
                 self._wake.notify()
         return watch
 
@@ -149,6 +150,48 @@ class Watchdog:
 
 #: The process's watchdog.
 WATCHDOG = Watchdog()
+
+
+class AlarmWatchdog:
+    """The time limit for a process whose main thread runs every block: the local worker.
+
+    The kernel's real-time timer (SIGALRM) alone does what the watching thread does: its
+    handler raises the time signal at the next bytecode, or inside C code that checks for
+    signals (the regex engine), and again every `interval` seconds until the block ends.
+    No thread polls, so no thread competes with the block for the interpreter between
+    blocks; memory needs no polling where the operating system caps the whole process.
+    """
+
+    def __init__(self, interval: float = 0.02) -> None:
+        self.interval = interval
+        self._current: _Watch | None = None
+        self._installed = False
+
+    def arm(self, seconds: float, memory_allowance: int | None) -> _Watch:
+        if not self._installed:
+            signal.signal(signal.SIGALRM, self._on_alarm)
+            _drop_stray_signals()
+            self._installed = True
+        watch = _Watch(threading.get_ident(), time.monotonic() + seconds, None)
+        self._current = watch
+        signal.setitimer(signal.ITIMER_REAL, seconds, self.interval)
+        return watch
+
+    def disarm(self, watch: _Watch) -> type[SandboxSignal] | None:
+        while True:  # a signal may land anywhere here; the disarming is retried until done
+            try:
+                watch.done = True
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                self._current = None
+                return watch.fired
+            except SandboxSignal:
+                continue
+
+    def _on_alarm(self, signum: int, frame: object) -> None:
+        watch = self._current
+        if watch is not None and not watch.done and time.monotonic() >= watch.deadline:
+            watch.fired = watch.fired or TimeLimitReached
+            raise TimeLimitReached
 
 
 def _check(watch: _Watch) -> type[SandboxSignal] | None:

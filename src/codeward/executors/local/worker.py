@@ -26,6 +26,7 @@ from codeward.executors.base import ExecutionError, ExecutionTimeout, FinalAnswe
 from codeward.executors.kernel import prelude
 from codeward.executors.local.channel import Channel, ChannelClosed
 from codeward.executors.local.interpreter import Interpreter, ToolHandle
+from codeward.executors.local.watchdog import WATCHDOG, AlarmWatchdog
 
 __all__ = ["main"]
 
@@ -80,6 +81,9 @@ def _confine(settings: dict[str, Any]) -> list[str]:
 
 
 def _interpreter(settings: dict[str, Any]) -> Interpreter:
+    capped = settings["confinement"] != "none" and settings["max_memory_bytes"] is not None
+    # Where the operating system caps memory, no thread needs to poll it: the timer alone suffices.
+    watchdog = AlarmWatchdog() if capped or settings["max_memory_bytes"] is None else WATCHDOG
     return Interpreter(
         tuple(settings["authorized_imports"]),
         settings["timeout_seconds"],
@@ -89,7 +93,8 @@ def _interpreter(settings: dict[str, Any]) -> Interpreter:
         settings["max_value_size"],
         settings["max_int_bits"],
         settings["max_memory_bytes"],
-        memory_capped=settings["confinement"] != "none" and settings["max_memory_bytes"] is not None,
+        memory_capped=capped,
+        watchdog=watchdog,
     )
 
 
