@@ -127,7 +127,7 @@ class ToolBridge:
             return _error("call", "ToolCallError", str(error))
         started = time.perf_counter()
         try:
-            value = tool.forward(**bound)
+            value = tool(**bound)  # through the tool's own __call__, which a wrapper may extend (batch audits)
         except Exception as error:  # the tool's failure is the model's to handle, in the sandbox
             logger.info("tool %s failed after %.3f s: %s", name, time.perf_counter() - started, type(error).__name__)
             return _error("tool", type(error).__name__, str(error))
