@@ -64,6 +64,19 @@ def cases() -> dict[str, Any]:
                 "t": pd.date_range("2020", periods=100_000, freq="s", tz="UTC"),
             }
         ),
+        # The frame bench/local_executor.py sends to its worker: int64 ids, float64s, and a
+        # pandas "str" column of 5000 tickers (sent as codes into them).
+        "DataFrame (1M x 4, tickers)": pd.DataFrame(
+            {
+                "id": np.arange(1_000_000, dtype=np.int64),
+                "price": rng.random(1_000_000),
+                "change": rng.standard_normal(1_000_000),
+                "ticker": pd.array([f"T{i % 5000:04d}" for i in range(1_000_000)], dtype="str"),
+            }
+        ),
+        # Strings that do not repeat: sent as one UTF-8 buffer and each item's length.
+        "str Series (1M distinct)": pd.Series([f"user-{i}@example.com" for i in range(1_000_000)], dtype="str"),
+        "object Series (100k str)": pd.Series([f"k{i % 100}" for i in range(100_000)], dtype=object),
     }
 
 

@@ -281,6 +281,11 @@ _FIELDS = [
     "offsets",
     "titles",
     "itemsize",
+    "form",
+    "uniques",
+    "lengths",
+    "missing",
+    "wire",
 ]
 _json_leaves = (
     st.none()
@@ -289,6 +294,7 @@ _json_leaves = (
     | st.floats(allow_nan=False)
     | st.text(max_size=6)
     | st.sampled_from(["<f8", "|O", "T", "nan", "AAAA", "UTC", "Europe/Oslo", "P", "RGB", "H", "NA", "pyarrow"])
+    | st.sampled_from(["codes", "utf8", "<i1", "<u2"])
 )
 _hostile = st.recursive(
     _json_leaves,

@@ -6,6 +6,12 @@ nan, bytes...), so a value that JSON cannot hold exactly becomes a tagged object
 ``{"$": tag, ...}``; everything JSON holds exactly (str, bool, None, finite
 floats, ints, lists, dicts with str keys) stays plain, so payloads stay compact.
 Binary payloads (bytes, array buffers, image pixels) are base64 inside the JSON.
+Large columns travel in columnar forms, each named by a ``form`` field so that the
+older element-by-element fields still decode: a string column that repeats goes as
+integer codes into its distinct values (``"form": "codes"``), an arrow-backed one
+that does not as its UTF-8 buffer and the byte length of each item (``"form": "utf8"``),
+missing items as code -1 or a mask; a large integer array goes in the narrowest
+integer type that holds its values (``"wire"``) and is widened back on arrival.
 
 Carried exactly, types kept: None, bool, int (any size), float (nan, inf, -0.0),
 str (lone surrogates included: the text is pure-ASCII JSON), bytes, bytearray,
@@ -30,7 +36,9 @@ Security, because the host decodes what comes out of a sandbox:
   and instances are restored without running their ``__init__``. A class that is
   not loaded where the value is decoded gives its plain form and a `CodecWarning`.
 - No payload decodes to more memory than a small multiple of its own size (no
-  compression, buffer sizes checked against shapes before anything is allocated),
+  compression, buffer sizes checked against shapes before anything is allocated;
+  codes, lengths and masks checked against the column's length and the buffer they
+  index, and the text that codes would materialize against the codes' own size),
   and nesting too deep for the interpreter fails as `CodecError`.
 
 This module's source is also executed as-is inside sandboxes where codeward is
@@ -48,6 +56,7 @@ import dataclasses
 import datetime as _dt
 import enum
 import fractions
+import itertools
 import json
 import math
 import os
@@ -112,9 +121,11 @@ def loads(text: str, *, allow_pickle: bool = False) -> Any:
     """Decode JSON text made by `dumps`; pickled parts are refused unless ``allow_pickle``."""
     if not isinstance(text, (str, bytes, bytearray)):
         raise CodecError(f"loads expects JSON text, got {type(text)!r}")
-    hook = _Decoder(allow_pickle).hook
+    decoder = _Decoder(allow_pickle)
+    if isinstance(text, str) and len(text) >= _CUT_AT:
+        text = decoder.cut_blobs(text)
     try:
-        return json.loads(text, object_hook=hook, parse_constant=_bad_constant)
+        return json.loads(text, object_hook=decoder.hook, parse_constant=_bad_constant)
     except CodecError:
         raise
     except RecursionError:
@@ -288,12 +299,13 @@ class _Encoder:
 _JSON_SCALARS = frozenset({str, bool, type(None), int, float})
 
 
-def _is_plain(values: Any) -> bool:
+def _is_plain(values: Any, kinds: set[type] | None = None) -> bool:
     """True when every item is a JSON scalar that needs no tag, so the container is sent as is.
 
-    Checked with C-level loops (map, set, all, min, max), which keeps plain data near `json` speed.
+    Checked with C-level loops (map, set, all, min, max), which keeps plain data near `json` speed;
+    `kinds` is the set of the items' types, when the caller has it already.
     """
-    kinds = set(map(type, values))
+    kinds = set(map(type, values)) if kinds is None else kinds
     if not kinds <= _JSON_SCALARS:
         return False
     if float in kinds:
@@ -306,8 +318,8 @@ def _is_plain(values: Any) -> bool:
     return True
 
 
-def _enc_list(e: _Encoder, v: list[Any], fmt: str = "[{}]") -> Any:
-    return v if _is_plain(v) else e.each(v, fmt)
+def _enc_list(e: _Encoder, v: list[Any], fmt: str = "[{}]", kinds: set[type] | None = None) -> Any:
+    return v if _is_plain(v, kinds) else e.each(v, fmt)
 
 
 def _enc_float(e: _Encoder, v: float) -> Any:
@@ -413,13 +425,105 @@ def _enc_ndarray(e: _Encoder, a: Any, tag: str) -> Any:
     """Raw buffer in base64 for fixed-size dtypes; elementwise for object and variable-width strings."""
     dt, shape = a.dtype, list(a.shape)
     if dt.kind == "O":
-        return _tag(tag, dtype="|O", shape=shape, items=e.each(a.ravel(), "[flat index {}]"))
+        flat = a.ravel()
+        items = flat.tolist()  # an object array's tolist gives its elements as they are
+        kinds = set(map(type, items))
+        if kinds <= _STR_OR_NONE:
+            factorized = _factorize_strs(flat)
+            if factorized is not None:
+                return _tag(tag, dtype="|O", shape=shape, **_enc_codes(e, *factorized))
+        return _tag(tag, dtype="|O", shape=shape, items=_enc_list(e, items, "[flat index {}]", kinds))
     if dt.kind == "T" and not hasattr(dt, "na_object"):
         return _tag(tag, dtype="T", shape=shape, items=a.ravel().tolist())
     if dt.hasobject or dt.kind == "T":
         return e.fallback(a, f"numpy dtype {dt} holds Python objects or missing-value markers")
     order = "F" if a.flags.f_contiguous and not a.flags.c_contiguous else "C"
-    return _tag(tag, dtype=_enc_dtype(dt), shape=shape, order=order, b64=e.blob(a.tobytes(order)))
+    wire = _narrow_ints(a) if a.size >= _NARROW_AT and dt.kind in "iu" and dt.itemsize > 1 else None
+    if wire is not None:  # exact: every value fits the narrower type; the decoder widens it back
+        buffer = _raw_bytes(a.astype(wire, order=order), order)
+        return _tag(tag, dtype=_enc_dtype(dt), shape=shape, order=order, wire=wire.str, b64=e.blob(buffer))
+    return _tag(tag, dtype=_enc_dtype(dt), shape=shape, order=order, b64=e.blob(_raw_bytes(a, order)))
+
+
+# Integer arrays this large travel in the narrowest integer type that holds their values.
+_NARROW_AT = 4096
+
+
+def _narrow_ints(a: Any) -> Any:
+    """A little-endian integer dtype narrower than the array's that holds all its values, or None."""
+    np = sys.modules["numpy"]
+    low, high = int(a.min()), int(a.max())
+    for name in ("<i1", "<u1", "<i2", "<u2", "<i4", "<u4"):
+        wire = np.dtype(name)
+        info = np.iinfo(wire)
+        if wire.itemsize >= a.dtype.itemsize:
+            return None
+        if info.min <= low and high <= info.max and np.can_cast(wire, a.dtype, "safe"):
+            return wire
+    return None
+
+
+def _raw_bytes(a: Any, order: str) -> Any:
+    """The array's buffer in `order` as bytes, without a copy where it is already laid out that way."""
+    flat = a.T if order == "F" else a
+    if flat.flags.c_contiguous and a.dtype.itemsize:
+        try:  # a uint8 view exports a buffer for every dtype (datetime64 and structured ones refuse their own)
+            return memoryview(flat.reshape(-1).view(sys.modules["numpy"].uint8))
+        except (TypeError, ValueError):
+            pass
+    return a.tobytes(order)
+
+
+# Columns of strings this long or longer may travel as codes into their distinct values (when they
+# repeat), or as arrow's UTF-8 buffer and lengths; shorter ones stay plain JSON lists.
+_COLUMNAR_AT = 1024
+_SAMPLE = 1 << 16  # items looked at to guess whether a column repeats
+# A factorized column may stand for at most this multiple of its codes' and distinct values' bytes
+# (plus a little), once its text is materialized (arrow storage); the decoder refuses more.
+_MAX_EXPANSION = 16
+_EXPANSION_SLACK = 1 << 16
+_STR_OR_NONE = frozenset({str, type(None)})
+
+
+def _sample_at(n: int) -> slice:
+    """Evenly spread positions of a column of `n` items, about `_SAMPLE` of them."""
+    return slice(None, None, max(1, n // _SAMPLE))
+
+
+def _repeats(distinct: int, sampled: int) -> bool:
+    """Whether a column looks worth factorizing: its sample holds at most half as many distinct values as items."""
+    return distinct * 2 <= sampled
+
+
+def _code_dtype(np: Any, count: int) -> Any:
+    """The smallest signed integer dtype for codes into `count` values (and -1 for missing)."""
+    for name in ("i1", "i2", "i4"):
+        if count <= np.iinfo(name).max:
+            return np.dtype(name)
+    return np.dtype("i8")
+
+
+def _factorize_strs(values: Any) -> tuple[Any, list[str]] | None:
+    """Codes (-1 for None) and distinct values of a 1-D object array of exact str and None, when they repeat.
+
+    Uses pandas' hash table when pandas is already loaded; the caller has checked every item's exact type,
+    so pandas' notion of missing (None, nan, NA) can only meet None here.
+    """
+    pd, np = sys.modules.get("pandas"), sys.modules["numpy"]
+    n = len(values)
+    if pd is None or n < _COLUMNAR_AT:
+        return None
+    sample = values[_sample_at(n)]
+    if not _repeats(len(set(sample.tolist())), len(sample)):
+        return None
+    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    if len(uniques) * 2 > n:
+        return None
+    return codes.astype(_code_dtype(np, len(uniques)), copy=False), uniques.tolist()
+
+
+def _enc_codes(e: _Encoder, codes: Any, uniques: list[str]) -> dict[str, Any]:
+    return {"form": "codes", "codes": _enc_ndarray(e, codes, "nd"), "uniques": uniques}
 
 
 def _enc_dtype(dt: Any) -> Any:
@@ -494,13 +598,55 @@ def _enc_pdarray(e: _Encoder, s: Any) -> Any:
         return _tag("pdmask", data=_enc_ndarray(e, values, "nd"), mask=_enc_ndarray(e, arr.isna(), "nd"))
     if isinstance(dt, pd.StringDtype):
         na = getattr(dt, "na_value", pd.NA)
-        return _tag(
-            "pdstr",
-            storage=dt.storage,
-            na="NA" if na is pd.NA else "nan",
-            v=e.each(arr.to_numpy(dtype=object, na_value=None).tolist()),
-        )
+        fields = _enc_arrow_strs(e, arr) if dt.storage == "pyarrow" else None
+        if fields is None:
+            values = arr.to_numpy(dtype=object, na_value=None)
+            factorized = _factorize_strs(values)
+            fields = _enc_codes(e, *factorized) if factorized else {"v": _enc_list(e, values.tolist())}
+        return _tag("pdstr", storage=dt.storage, na="NA" if na is pd.NA else "nan", **fields)
     raise _Refused(s, f"pandas dtype {dt} is not carried")
+
+
+def _enc_arrow_strs(e: _Encoder, arr: Any) -> dict[str, Any] | None:
+    """An arrow-backed string column without making a Python str per item: codes into its distinct
+    values when that is smaller (and decodes within `_MAX_EXPANSION`), else its UTF-8 buffer with
+    each item's length in bytes, and a mask of missing items."""
+    pa, np = sys.modules.get("pyarrow"), sys.modules["numpy"]
+    n = len(arr)
+    if pa is None or n < _COLUMNAR_AT:
+        return None
+    a = pa.array(arr)
+    if isinstance(a, pa.ChunkedArray):
+        a = a.combine_chunks()
+    if not pa.types.is_large_string(a.type):
+        a = a.cast(pa.large_string())
+    offsets = np.frombuffer(a.buffers()[1], dtype=np.int64)[a.offset : a.offset + n + 1]
+    start, end = int(offsets[0]), int(offsets[-1])
+    sample = a[_sample_at(n)]
+    if _repeats(len(sample.dictionary_encode().dictionary), len(sample)):
+        encoded = a.dictionary_encode()
+        dictionary = encoded.dictionary
+        codes = encoded.indices.fill_null(-1).to_numpy().astype(_code_dtype(np, len(dictionary)), copy=False)
+        held = codes.nbytes + _arrow_text_bytes(np, dictionary)
+        # Smaller than the text with a byte of length per item, the least the other form takes.
+        if held < end - start + n and end - start <= _MAX_EXPANSION * held + _EXPANSION_SLACK:
+            return _enc_codes(e, codes, dictionary.to_pylist())
+    lengths = np.diff(offsets)
+    lengths = lengths.astype(np.min_scalar_type(int(lengths.max())), copy=False)
+    data = a.buffers()[2]
+    missing = a.is_null().to_numpy(zero_copy_only=False) if a.null_count else None
+    return {
+        "form": "utf8",
+        "lengths": _enc_ndarray(e, lengths, "nd"),
+        "b64": e.blob(memoryview(data)[start:end] if data is not None else b""),
+        "missing": None if missing is None else _enc_ndarray(e, missing, "nd"),
+    }
+
+
+def _arrow_text_bytes(np: Any, strings: Any) -> int:
+    """The UTF-8 bytes held by a large_string arrow array's items."""
+    offsets = np.frombuffer(strings.buffers()[1], dtype=np.int64)[strings.offset : strings.offset + len(strings) + 1]
+    return int(offsets[-1] - offsets[0])
 
 
 def _enc_index(e: _Encoder, idx: Any) -> Any:
@@ -566,13 +712,51 @@ def _resolve_class(ref: Any) -> type | None:
     return obj if isinstance(obj, type) else None
 
 
+# Texts this long have their large base64 strings cut out before JSON parsing (see `_Decoder.cut_blobs`).
+_CUT_AT = 1 << 20
+_BLOB_KEY = '"b64":"'
+
+
 class _Decoder:
     """One decoding pass: `hook` turns each tagged JSON object (innermost first) into its value."""
 
     def __init__(self, allow_pickle: bool) -> None:
         self.allow_pickle = allow_pickle
+        self.blobs: list[str | None] = []
+        self.marker = ""
+
+    def cut_blobs(self, text: str) -> str:
+        """The text with each long ``"b64":"..."`` string replaced by a marker that `hook` swaps back.
+
+        The JSON parser would copy those strings character by character; `str.find` and a slice copy
+        them at memory speed. In valid JSON the key pattern cannot occur inside a string (its quotes
+        would be escaped), and only runs with no backslash are cut, so each cut string is exactly
+        the one JSON would have read. The marker is random for each pass, so no string in the payload
+        can name a cut blob, and each blob is handed out once.
+        """
+        parts: list[str] = []
+        at, find = 0, text.find
+        start = find(_BLOB_KEY)
+        while start >= 0:
+            begin = start + len(_BLOB_KEY)
+            end = find('"', begin)
+            if end < 0:
+                break
+            if end - begin >= _SPLICE_AT and find("\\", begin, end) < 0:
+                if not self.marker:
+                    self.marker = f"\x00{os.urandom(8).hex()}:"
+                parts += [text[at:begin], "\\u0000", self.marker[1:], str(len(self.blobs))]
+                self.blobs.append(text[begin:end])
+                at = end
+            start = find(_BLOB_KEY, end)
+        if not parts:
+            return text
+        parts.append(text[at:])
+        return "".join(parts)
 
     def hook(self, obj: dict[str, Any]) -> Any:
+        if self.marker and "b64" in obj:
+            self.restore_blob(obj)
         if TAG not in obj:
             return obj
         tag = obj[TAG]
@@ -585,6 +769,17 @@ class _Decoder:
             raise
         except Exception as exc:
             raise CodecError(f"malformed {tag!r} value in payload: {type(exc).__name__}: {exc}") from None
+
+    def restore_blob(self, obj: dict[str, Any]) -> None:
+        value = obj["b64"]
+        if type(value) is not str or not value.startswith(self.marker):
+            return
+        index = int(value[len(self.marker) :])
+        blob = self.blobs[index]
+        if blob is None:
+            raise CodecError("payload uses one binary part twice")
+        self.blobs[index] = None
+        obj["b64"] = blob
 
     def unpickle(self, obj: dict[str, Any]) -> Any:
         if not self.allow_pickle:
@@ -816,7 +1011,13 @@ def _dec_ndarray(d: _Decoder, obj: dict[str, Any]) -> Any:
     np = _import("numpy")
     shape = _dec_shape(obj["shape"])
     count = math.prod(shape)
-    if "items" in obj:
+    if obj.get("form") == "codes":
+        if obj["dtype"] != "|O":
+            raise CodecError(f"coded arrays are object arrays, not {obj['dtype']!r}")
+        a = _dec_coded_objects(np, obj, count).reshape(shape)
+    elif "form" in obj:
+        raise CodecError(f"unknown array form {obj['form']!r}")
+    elif "items" in obj:
         items = _dec_list(obj["items"])
         if len(items) != count:
             raise CodecError(f"array of shape {shape} needs {count} items, payload has {len(items)}")
@@ -824,8 +1025,11 @@ def _dec_ndarray(d: _Decoder, obj: dict[str, Any]) -> Any:
             a = np.array(_dec_strings(items), dtype=np.dtypes.StringDType())
         elif obj["dtype"] == "|O":
             a = np.empty(count, dtype=object)
-            for i, x in enumerate(items):
-                a[i] = x
+            if set(map(type, items)) <= _JSON_SCALARS:  # nothing numpy would unpack as a sequence
+                a[:] = items
+            else:
+                for i, x in enumerate(items):
+                    a[i] = x
         else:
             raise CodecError(f"elementwise arrays are object or string arrays, not {obj['dtype']!r}")
         a = a.reshape(shape)
@@ -835,12 +1039,20 @@ def _dec_ndarray(d: _Decoder, obj: dict[str, Any]) -> Any:
             raise CodecError(f"refused a raw buffer for numpy dtype {dt}, which holds pointers")
         if dt.itemsize == 0 and count > _MAX_EMPTY_ITEMS:  # costs no bytes, yet anything iterating it would hang
             raise CodecError(f"refused {count} elements of the zero-size numpy dtype {dt}")
+        wire = dt if obj.get("wire") is None else np.dtype(_dec_str(obj["wire"]))
+        if wire != dt and (wire.kind not in "iu" or dt.kind not in "iu" or not np.can_cast(wire, dt, "safe")):
+            raise CodecError(f"integers sent as {wire} cannot widen exactly to {dt}")
         data = _unb64(obj["b64"])
-        if len(data) != count * dt.itemsize:
+        if len(data) != count * wire.itemsize:
             raise CodecError(
-                f"array of shape {shape} and dtype {dt} needs {count * dt.itemsize} bytes, payload has {len(data)}"
+                f"array of shape {shape} and dtype {wire} needs {count * wire.itemsize} bytes, payload has {len(data)}"
             )
-        flat = np.frombuffer(bytearray(data), dtype=dt) if data else np.zeros(count, dtype=dt)
+        if not data:
+            flat = np.zeros(count, dtype=dt)
+        elif wire != dt:
+            flat = np.frombuffer(data, dtype=wire).astype(dt)
+        else:
+            flat = np.frombuffer(bytearray(data), dtype=dt)
         a = flat.reshape(shape, order="F" if obj.get("order") == "F" else "C")
     return a[()] if obj[TAG] == "npscalar" else a
 
@@ -882,7 +1094,88 @@ def _dec_pdstr(d: _Decoder, obj: dict[str, Any]) -> Any:
         dtype = pd.StringDtype(storage, na_value=na)
     except TypeError:  # pandas before 2.3 has no na_value
         dtype = pd.StringDtype(storage)
-    return pd.array(_dec_strings(obj["v"], missing=True), dtype=dtype)
+    form = obj.get("form")
+    if form is None:
+        return pd.array(_dec_strings(obj["v"], missing=True), dtype=dtype)
+    np = _import("numpy")
+    if form == "codes":
+        if storage == "pyarrow":
+            return pd.array(_dec_coded_arrow(np, obj), dtype=dtype)
+        return pd.array(_dec_coded_objects(np, obj, None), dtype=dtype)
+    if form == "utf8":
+        return pd.array(_dec_utf8_column(np, obj, arrow=storage == "pyarrow"), dtype=dtype)
+    raise CodecError(f"unknown string column form {form!r}")
+
+
+def _dec_codes(np: Any, obj: dict[str, Any], count: int | None) -> tuple[Any, list[str | None]]:
+    """Codes into distinct strings (-1 for missing), checked: every code points at one of them."""
+    codes, uniques = obj["codes"], _dec_strings(obj["uniques"])
+    if type(codes) is not np.ndarray or codes.ndim != 1 or codes.dtype.kind != "i":
+        raise CodecError("string codes are not a 1-D integer array")
+    if count is not None and len(codes) != count:
+        raise CodecError(f"an array of {count} items has {len(codes)} codes")
+    if len(codes) and (int(codes.min()) < -1 or int(codes.max()) >= len(uniques)):
+        raise CodecError(f"string codes outside -1..{len(uniques) - 1}")
+    return codes, uniques
+
+
+def _dec_coded_objects(np: Any, obj: dict[str, Any], count: int | None) -> Any:
+    """An object array of the coded strings (None where missing): one reference per item, no new text."""
+    codes, uniques = _dec_codes(np, obj, count)
+    table = np.empty(len(uniques) + 1, dtype=object)
+    table[: len(uniques)] = uniques
+    return table.take(codes)  # -1 takes the last slot: None
+
+
+def _dec_coded_arrow(np: Any, obj: dict[str, Any]) -> Any:
+    """An arrow string array of the coded strings, refused when its text would outgrow the payload."""
+    pa = sys.modules["pyarrow"]
+    codes, uniques = _dec_codes(np, obj, None)
+    dictionary = pa.array(uniques, type=pa.large_string())
+    lengths = np.diff(np.frombuffer(dictionary.buffers()[1], dtype=np.int64)[: len(uniques) + 1])
+    valid = codes[codes >= 0]
+    text = int(np.bincount(valid, minlength=len(uniques)) @ lengths) if len(valid) else 0
+    held = codes.nbytes + int(lengths.sum())
+    if text > _MAX_EXPANSION * held + _EXPANSION_SLACK:
+        raise CodecError(f"string codes would expand {held} bytes to {text} bytes of text")
+    indices = pa.array(codes, mask=codes < 0)
+    return pa.DictionaryArray.from_arrays(indices, dictionary).cast(pa.large_string())
+
+
+def _dec_utf8_column(np: Any, obj: dict[str, Any], *, arrow: bool) -> Any:
+    """Strings cut from one UTF-8 buffer by their lengths in bytes, checked before anything is cut."""
+    lengths, data, missing = obj["lengths"], _unb64(obj["b64"]), obj["missing"]
+    if type(lengths) is not np.ndarray or lengths.ndim != 1 or lengths.dtype.kind not in "ui":
+        raise CodecError("string lengths are not a 1-D integer array")
+    n = len(lengths)
+    if n and (int(lengths.min()) < 0 or int(lengths.max()) * n >= 2**63):
+        raise CodecError("string lengths are negative or too large")
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, dtype=np.int64, out=offsets[1:])
+    if offsets[-1] != len(data):
+        raise CodecError(f"string lengths add up to {int(offsets[-1])} bytes, the buffer holds {len(data)}")
+    if missing is not None and (type(missing) is not np.ndarray or missing.dtype != bool or missing.shape != (n,)):
+        raise CodecError(f"the missing-value mask of {n} strings is not {n} bools")
+    if arrow:
+        pa = sys.modules["pyarrow"]
+        validity = None if missing is None else pa.py_buffer(np.packbits(~missing, bitorder="little"))
+        strings = pa.Array.from_buffers(pa.large_string(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
+        strings.validate(full=True)  # UTF-8 inside every item
+        return strings
+    text = data.decode("ascii") if data.isascii() else None  # then byte offsets are character offsets
+    out = np.empty(n, dtype=object)
+    for first in range(0, n, _CUT_CHUNK):  # a chunk at a time: Python ints for every offset would be large
+        bounds = offsets[first : first + _CUT_CHUNK + 1].tolist()
+        if text is not None:
+            out[first : first + len(bounds) - 1] = [text[a:b] for a, b in itertools.pairwise(bounds)]
+        else:
+            out[first : first + len(bounds) - 1] = [data[a:b].decode("utf-8") for a, b in itertools.pairwise(bounds)]
+    if missing is not None:
+        out[missing] = None
+    return out
+
+
+_CUT_CHUNK = 1 << 16
 
 
 # Frequency aliases that pandas 2.2 renamed: a sandbox may run a pandas on the other side of that change.
