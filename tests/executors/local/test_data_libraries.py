@@ -39,3 +39,12 @@ def test_allowed_paths_open_the_workspace_to_file_functions(tmp_path):
             f"int(df.a.sum()) + int(np.load({str(workspace / 'arr.npy')!r}).sum())"
         ).output
     assert total == 7 and (workspace / "out.csv").exists()
+
+
+def test_a_module_proxy_reads_as_a_module_on_the_host():
+    """repr() looks __file__ up; a proxy answers special names as absent, never with a refusal."""
+    with LocalExecutor(authorized_imports=DATA, isolation="in_process") as ex:
+        proxy = ex.run("import numpy as np\nnp").output
+        assert ex.run("import numpy as np\nrepr(np)").output == "<module 'numpy'>"
+    assert repr(proxy) == "<module 'numpy'>"
+    assert not hasattr(proxy, "__file__") and getattr(proxy, "__deepcopy__", None) is None

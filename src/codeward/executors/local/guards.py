@@ -13,6 +13,7 @@ from __future__ import annotations
 import _string  # type: ignore[import-not-found]
 import abc
 import builtins
+import dataclasses
 import functools
 import itertools
 import string
@@ -151,6 +152,8 @@ class Guards:
         self.limits = limits
         self.globals = sandbox_globals
         self.data_policy = data_policy
+        data_policy.attribute_guard = self.attribute_slow_path  # for the names pandas looks up itself
+        self.write_checks = data_policy.write_checks
         self.tool_types = tool_types
         self.formatter = _SafeFormatter(self)
         self.own_types: set[type] = set()
@@ -323,6 +326,11 @@ class Guards:
             raise SandboxViolation(f"cannot set attributes on {_describe(obj)}: it belongs to the host")
         if id(obj) in self.gate.machine:
             raise SandboxViolation(f"cannot set attributes on {_describe(obj)}: it belongs to the host")
+        if kind is dataclasses.Field:
+            raise SandboxViolation("cannot set attributes on a dataclass field: dataclasses read the names it holds")
+        check = self.write_checks.get(kind)
+        if check is not None:
+            check(obj)
         if kind.__module__ == SANDBOX_MODULE:
             self.own_types.add(kind)
         return obj

@@ -247,6 +247,10 @@ class ImportGate:
         full = self.allows_by_name(name) or self.allows_as_attribute(name)
 
         def resolve(attribute: str) -> Any:
+            if attribute.startswith("__") and attribute.endswith("__"):
+                # Special names the code cannot ask for: absent, as the host's own lookups
+                # (repr reads __file__, copy reads __deepcopy__) expect of a plain module.
+                raise AttributeError(f"module {name!r} has no attribute {attribute!r}", name=attribute, obj=proxy)
             if attribute.startswith("_"):
                 raise SandboxViolation(f"{name}.{attribute} is private and not available in the sandbox")
             if attribute in overrides:
