@@ -186,3 +186,17 @@ def test_dataclass_fields_cannot_be_renamed(attack):
     )
     code = "import dataclasses\n@dataclasses.dataclass\nclass P:\n    x: int = 1\n(dataclasses.fields(P)[0].name, dataclasses.asdict(P(2)))"
     assert run(code) == ("x", {"x": 2})
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import numpy as np\nnp.lib.stride_tricks.as_strided(np.zeros(1), shape=(64,), strides=(8,)).tolist()",
+        "from numpy.lib.stride_tricks import as_strided\nimport numpy as np\nas_strided(np.zeros(1), (64,), (8,))",
+    ],
+    ids=["attribute", "from-import"],
+)
+def test_arrays_cannot_read_memory_outside_themselves(code, attack):
+    """as_strided trusts its strides: in process, what lies past the array is the host's memory."""
+    error = attack(code, authorized_imports=["numpy", "numpy.*"])
+    assert "sliding_window_view" in error.message

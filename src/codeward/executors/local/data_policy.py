@@ -225,6 +225,11 @@ class DataPolicy:
                 f"{module_name}.{attribute} is not available in the sandbox: it reads pickles, "
                 "reaches the network or the clipboard, or evaluates code"
             )
+        if attribute == "as_strided":
+            raise SandboxViolation(
+                f"{module_name}.as_strided is not available in the sandbox: it reads memory outside the array; "
+                "use numpy.lib.stride_tricks.sliding_window_view"
+            )
         if attribute.startswith(_REGISTERING) and callable(value):
             raise SandboxViolation(f"{module_name}.{attribute} would change pandas for the whole host")
         if attribute in _FILE_FUNCTIONS and callable(value):
