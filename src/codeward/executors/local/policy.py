@@ -480,7 +480,7 @@ def compile_block(
     declared |= block_globals
     tree = Instrumenter(source, declared).visit(tree)
     capture_last_expression(tree)
-    return compile(tree, filename, "exec")
+    return compile(tree, filename, "exec", dont_inherit=True)  # the block's own future imports, not ours
 
 
 def _finally_escape(statement: ast.stmt) -> ast.stmt | None:
