@@ -7,6 +7,7 @@ hides a lazy import that the sandbox would judge.
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import sys
 import pytest
 
 from codeward.executors import LocalExecutor
+from codeward.executors.base import ExecutionError
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -72,3 +74,119 @@ def test_annotations_are_the_objects_cpython_makes():
     )
     with LocalExecutor() as executor:
         assert executor.run(code).output == (["x", "items"], [True, False])
+
+
+def _as_cpython_runs_it(code: str) -> object:
+    """The value of `code`'s last expression under plain CPython."""
+    tree = ast.parse(code)
+    last = tree.body.pop()
+    assert isinstance(last, ast.Expr)
+    namespace: dict[str, object] = {"__name__": "__main__"}
+    exec(compile(tree, "<cpython>", "exec"), namespace)
+    return eval(compile(ast.Expression(last.value), "<cpython>", "eval"), namespace)
+
+
+AUGMENTED = {
+    "every-operator-on-items": (
+        "d = {'n': 7, 's': {1, 2}, 'text': 'a%sb'}\n"
+        "d['n'] += 5\nd['n'] -= 2\nd['n'] *= 3\nd['n'] //= 4\nd['n'] %= 5\nd['n'] **= 3\n"
+        "d['n'] <<= 2\nd['n'] >>= 1\nd['n'] &= 12\nd['n'] |= 3\nd['n'] ^= 5\nd['n'] /= 4\n"
+        "d['s'] |= {3}\nd['s'] &= {2, 3}\nd['s'] ^= {5}\nd['s'] -= {2}\nd['text'] %= 'X'\n"
+        "d"
+    ),
+    "every-operator-on-attributes": (
+        "class Box:\n"
+        "    def __init__(self):\n"
+        "        self.value = 7\n"
+        "    def grow(self, other):\n"
+        "        self.value *= other\n"
+        "        self.value **= 2\n"
+        "        self.value %= 1000\n"
+        "        self.value <<= 3\n"
+        "        self.value >>= 1\n"
+        "        self.value //= 3\n"
+        "        self.value &= 255\n"
+        "        self.value |= 1\n"
+        "        self.value ^= 6\n"
+        "        return self.value\n"
+        "b = Box()\n"
+        "[b.grow(3), b.grow(2)]"
+    ),
+    "side-effecting-keys-run-once": (
+        "calls = []\n"
+        "def key(k):\n"
+        "    calls.append(k)\n"
+        "    return k\n"
+        "def box():\n"
+        "    calls.append('box')\n"
+        "    return boxes[0]\n"
+        "class Box:\n"
+        "    total = 1\n"
+        "boxes = [Box()]\n"
+        "d = {'a': 3}\n"
+        "d[key('a')] *= 2\n"
+        "d[key('a')] **= 2\n"
+        "d[key('a')] += len(calls)\n"
+        "box().total <<= 2\n"
+        "box().total *= len(calls)\n"
+        "d, boxes[0].total, calls"
+    ),
+    "the-item-is-read-before-the-right-side-runs": (
+        "log = []\n"
+        "def right():\n"
+        "    log.append('right')\n"
+        "    return 2\n"
+        "d = {}\n"
+        "try:\n"
+        "    d['missing'] *= right()\n"
+        "except KeyError as error:\n"
+        "    log.append(repr(error))\n"
+        "log"
+    ),
+    "in-place-as-cpython": (
+        "shared = [1, 2]\n"
+        "d = {'a': shared}\n"
+        "d['a'] += [3]\n"
+        "d['a'] *= 2\n"
+        "class Acc:\n"
+        "    def __init__(self):\n"
+        "        self.seen = []\n"
+        "    def __iadd__(self, other):\n"
+        "        self.seen.append(other)\n"
+        "        return self\n"
+        "    def __imul__(self, other):\n"
+        "        self.seen.append(-other)\n"
+        "        return self\n"
+        "acc = Acc()\n"
+        "holder = {'acc': acc}\n"
+        "holder['acc'] += 1\n"
+        "holder['acc'] *= 2\n"
+        "acc2 = acc\n"
+        "acc2 += 5\n"
+        "acc2 *= 6\n"
+        "shared, d['a'] is shared, holder['acc'] is acc, acc.seen"
+    ),
+    "slices-and-nested-targets": (
+        "grid = [[0] * 3 for _ in range(2)]\ngrid[1][2] += 5\ngrid[0][1:3] *= 2\ngrid[1][0] -= 1\ngrid"
+    ),
+}
+
+
+@pytest.mark.parametrize("code", AUGMENTED.values(), ids=AUGMENTED.keys())
+def test_augmented_assignment_of_items_and_attributes_runs_as_cpython(code):
+    with LocalExecutor() as executor:
+        assert executor.run(code).output == _as_cpython_runs_it(code)
+
+
+def test_augmented_assignment_keeps_the_guards_of_the_plain_form():
+    with LocalExecutor() as executor:
+        for code, words in [
+            ("d = {'a': [0] * 1000}\nd['a'] *= 10**6", "the sandbox allows"),
+            ("class C:\n    pass\nc = C()\nc.s = 'ab'\nc.s *= 10**9", "the sandbox allows"),
+            ("d = {'n': 10}\nd['n'] **= 10**7", "the sandbox allows"),
+            ("d = {'n': 1}\nd['n'] <<= 10**9", "the sandbox allows"),
+            ("import math\nmath.pi *= 2", "belongs to the host"),
+            ("class C:\n    pass\nc = C()\nc._hidden *= 2", "not allowed"),
+        ]:
+            with pytest.raises(ExecutionError, match=words):
+                executor.run(code)

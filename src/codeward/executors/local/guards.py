@@ -34,6 +34,7 @@ from codeward.executors.local.limits import (
     ticking_itertools,
 )
 from codeward.executors.local.policy import (
+    AUGMENTED,
     FORBIDDEN_ATTRIBUTES,
     FORMAT_METHODS,
     MATCH_CLASS,
@@ -301,6 +302,43 @@ class Guards:
     def getitem(self, obj: Any, key: Any) -> Any:
         return self.gate.vet(obj[key])
 
+    # Augmented assignment to items and attributes ----------------------------
+    def augmented(self) -> dict[str, Callable[..., Any]]:
+        """The guards `policy.visit_AugAssign` calls: ``a[k] op= v`` reads ``a[k]`` as
+        ``_getitem_`` does, applies ``op`` as ``_inplacevar_`` does (in place, sized),
+        and stores the result; ``a.name op= v`` reads through ``_getattr_`` from an object
+        ``_write_`` accepts. Each whole, or read then stored, when `v` is evaluated between."""
+        getitem, getattr_, write = self.make_getitem(), self.make_getattr(), self.make_write()
+        inplace = self.limits.inplace
+
+        def item(operator: str, obj: Any, key: Any, value: Any) -> None:
+            obj[key] = inplace(operator, getitem(obj, key), value)
+
+        def read_item(obj: Any, key: Any) -> tuple[Any, Any, Any]:
+            return obj, key, getitem(obj, key)
+
+        def store_item(operator: str, obj: Any, key: Any, current: Any, value: Any) -> None:
+            obj[key] = inplace(operator, current, value)
+
+        def attribute(operator: str, obj: Any, name: str, value: Any) -> None:
+            setattr(write(obj), name, inplace(operator, getattr_(obj, name), value))
+
+        def read_attribute(obj: Any, name: str) -> tuple[Any, str, Any]:
+            return write(obj), name, getattr_(obj, name)
+
+        def store_attribute(operator: str, obj: Any, name: str, current: Any, value: Any) -> None:
+            setattr(obj, name, inplace(operator, current, value))
+
+        functions: dict[str, tuple[Callable[..., Any], ...]] = {
+            "item": (item, read_item, store_item),
+            "attribute": (attribute, read_attribute, store_attribute),
+        }
+        return {
+            name: function
+            for kind, names in AUGMENTED.items()
+            for name, function in zip(names, functions[kind], strict=True)
+        }
+
     # Writes --------------------------------------------------------------
     def make_write(self) -> Callable[[Any], Any]:
         """``_write_``; instances of the code's own classes pass on a set lookup."""
@@ -418,6 +456,7 @@ class Guards:
             "_format_": limits.formatted_value,
             MATCH_CLASS: self.match_class,
             MATCH_VALUE: self.match_value,
+            **self.augmented(),
             "__name__": SANDBOX_MODULE,
         }
 

@@ -202,8 +202,8 @@ class Instrumenter(ast.NodeTransformer):
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
         """``x += y`` on a name: concatenation can double a value in one C call, so it is sized.
 
-        (The other growing operators were rewritten by the policy; items and
-        attributes keep plain ``+=``, which the memory watch still bounds.)
+        (The other growing operators on names, and every operator on items and
+        attributes, were rewritten by the policy.)
         """
         self.generic_visit(node)
         if not isinstance(node.op, ast.Add) or not isinstance(node.target, ast.Name):

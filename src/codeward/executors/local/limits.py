@@ -10,8 +10,10 @@ no timer could interrupt; they raise `SizeLimitError`, an ordinary exception.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
+import operator
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -81,6 +83,53 @@ _PERCENT_FIELD = re.compile(rb"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")
 _SPEC_NUMBER = re.compile(r"\d+")
 #: Values whose `+` and `*` build a copy as long as the operands together.
 _SEQUENCES = (str, bytes, bytearray, list, tuple)
+#: Sequences the C code of `*` repeats: the builtins, and the standard containers like them.
+_REPEATABLE = (*_SEQUENCES, collections.deque, collections.UserList, collections.UserString)
+_mul: Callable[[Any, Any], Any] = operator.mul
+_iadd: Callable[[Any, Any], Any] = operator.iadd
+_imul: Callable[[Any, Any], Any] = operator.imul
+_ipow: Callable[[Any, Any], Any] = operator.ipow
+#: The augmented operators that cannot grow a value past its operands' size.
+_INPLACE: dict[str, Callable[[Any, Any], Any]] = {
+    "-=": operator.isub,
+    "@=": operator.imatmul,
+    "/=": operator.itruediv,
+    "//=": operator.ifloordiv,
+    ">>=": operator.irshift,
+    "&=": operator.iand,
+    "|=": operator.ior,
+    "^=": operator.ixor,
+}
+
+
+def _has_len(value: Any) -> bool:
+    return hasattr(type(value), "__len__")
+
+
+def _is_buffer(value: Any) -> bool:
+    try:
+        memoryview(value).release()
+    except TypeError:
+        return False
+    return True
+
+
+def _countable(value: Any) -> bool:
+    """Not an int, but what C code can read a count from."""
+    return not isinstance(value, int) and hasattr(type(value), "__index__")
+
+
+def _size(value: Any) -> int:
+    """The length of a value, for a builtin sequence the length its C code uses: a
+    subclass's own ``__len__`` (the model's code) may say anything."""
+    kind = type(value)
+    if kind in _SEQUENCES:
+        return len(value)
+    for base in _SEQUENCES:
+        if isinstance(value, base):
+            length: int = base.__len__(value)  # type: ignore[arg-type]
+            return length
+    return len(value)
 
 
 class Limits:
@@ -94,6 +143,7 @@ class Limits:
         self.max_size = max_size
         self.max_int_bits = max_int_bits
         self.current_tick = tick
+        self.index_room: int | None = None  # see `repeat`
 
     # Errors the model reads ---------------------------------------------
     def too_big(self, what: str, size: float) -> SizeLimitError:
@@ -111,7 +161,7 @@ class Limits:
     # Operators -------------------------------------------------------------
     def add(self, a: Any, b: Any) -> Any:
         if isinstance(a, _SEQUENCES) and isinstance(b, _SEQUENCES):
-            size = len(a) + len(b)
+            size = _size(a) + _size(b)
             if size > self.max_size:
                 raise self.too_big("this concatenation", size)
         return a + b
@@ -125,15 +175,76 @@ class Limits:
             if bits > self.max_int_bits:
                 raise self.too_many_bits("this multiplication", bits)
             return a * b
-        if isinstance(a, int) and hasattr(b, "__len__"):
+        return self.repeat(a, b, _mul)
+
+    def repeat(self, a: Any, b: Any, multiply: Callable[[Any, Any], Any]) -> Any:
+        """``a * b`` where either may be a sequence repeated by the other: the size is
+        checked first. A count that is not an int but has ``__index__`` (a numpy integer,
+        an object of the code's) is what C code reads the count from: read once here
+        and passed on as an int when nothing else can answer the ``*``; otherwise its
+        ``__index__`` answers at most the room left while the ``*`` runs (`index_room`,
+        which the code's own ``__index__`` methods obey)."""
+        if isinstance(a, int) and _has_len(b):
             self.check_repeat(b, a)
-        elif isinstance(b, int) and hasattr(a, "__len__"):
+        elif isinstance(b, int) and _has_len(a):
             self.check_repeat(a, b)
-        return a * b
+        elif isinstance(a, _REPEATABLE) and _countable(b):
+            return self.repeat_by_object(a, b, lambda count: multiply(a, count), lambda: multiply(a, b))
+        elif isinstance(b, _REPEATABLE) and _countable(a):
+            return self.repeat_by_object(b, a, lambda count: multiply(count, b), lambda: multiply(a, b))
+        return multiply(a, b)
+
+    def repeat_by_object(
+        self, sequence: Any, count: Any, by_int: Callable[[int], Any], as_written: Callable[[], Any]
+    ) -> Any:
+        kind = type(count)
+        if type(sequence) in _SEQUENCES and not (hasattr(kind, "__mul__") or hasattr(kind, "__rmul__")):
+            times = operator.index(count)  # what CPython's repetition reads, read once
+            self.check_repeat(sequence, times)
+            return by_int(times)
+        if getattr(getattr(kind, "__index__", None), "__code__", None) is not _CHECKED_INDEX:
+            self.check_repeat(sequence, operator.index(count))  # the host's __index__: the same each time
+        room = self.index_room
+        self.index_room = self.max_size // max(1, _size(sequence))
+        try:
+            return as_written()
+        finally:
+            self.index_room = room
+
+    def checked_special(self, name: str, method: Any) -> Any:
+        """The code's own special method `name` whose answer C code uses as a size,
+        made to check it: ``__len__`` (a length hint that ``tuple()`` allocates by) at
+        most `max_size`, ``__index__`` (a count) within `index_room` while a repetition
+        runs. Other methods are returned as they are."""
+        limits = self
+        if name == "__len__":
+
+            def __len__(self: Any) -> Any:
+                length = method(self)
+                if type(length) is int and length > limits.max_size:
+                    raise limits.too_big(f"__len__ of {type(self).__name__!r} says its object", length)
+                return length
+
+            checked = __len__
+        elif name == "__index__":
+
+            def __index__(self: Any) -> Any:
+                value = method(self)
+                room = limits.index_room
+                if room is not None and type(value) is int and value > room:
+                    raise limits.too_big("this repetition", value * (limits.max_size / room))
+                return value
+
+            checked = __index__
+        else:
+            return method
+        checked.__qualname__ = getattr(method, "__qualname__", name)
+        checked.__doc__ = getattr(method, "__doc__", None)
+        return checked
 
     def check_repeat(self, sequence: Any, times: int) -> None:
-        if isinstance(sequence, _SEQUENCES) and times > 0:
-            size = len(sequence) * times
+        if isinstance(sequence, _REPEATABLE) and times > 0:
+            size = _size(sequence) * times
             if size > self.max_size:
                 raise self.too_big("this repetition", size)
 
@@ -157,25 +268,32 @@ class Limits:
         return a % b
 
     def inplace(self, operator: str, a: Any, b: Any) -> Any:
-        """``x op= y`` for the operators that can grow a value."""
+        """``a op= b``, in place where the value can be changed in place (a list, an
+        array, an object with ``__iadd__``...), as CPython does; the operators that can
+        grow a value are sized first, as their plain forms are."""
         if operator == "+=":
-            if type(a) is list:  # in place, as CPython does: other names for the list see it grow
-                if hasattr(b, "__len__") and len(a) + len(b) > self.max_size:
-                    raise self.too_big("this concatenation", len(a) + len(b))
-                a += b
-                return a
-            return self.add(a, b)
+            if isinstance(a, _SEQUENCES):
+                if isinstance(a, (list, bytearray)):  # extended in place by any iterable
+                    if _has_len(b) and _size(a) + _size(b) > self.max_size:
+                        raise self.too_big("this concatenation", _size(a) + _size(b))
+                elif isinstance(b, _SEQUENCES) and _size(a) + _size(b) > self.max_size:
+                    raise self.too_big("this concatenation", _size(a) + _size(b))
+            return _iadd(a, b)
         if operator == "*=":
-            if type(a) is list and isinstance(b, int):
-                self.check_repeat(a, b)
-                a *= b
-                return a
-            return self.mul(a, b)
+            ta, tb = type(a), type(b)
+            if ta is int and tb is int:
+                if a.bit_length() + b.bit_length() > self.max_int_bits:
+                    raise self.too_many_bits("this multiplication", a.bit_length() + b.bit_length())
+            elif ta is not float and tb is not float:
+                return self.repeat(a, b, _imul)
+            return _imul(a, b)
         if operator == "**=":
-            return self.pow(a, b)
+            return self.pow(a, b) if type(a) is int else _ipow(a, b)
         if operator == "<<=":
             return self.lshift(a, b)
-        return self.mod(a, b)
+        if operator == "%=":
+            return self.mod(a, b)
+        return _INPLACE[operator](a, b)
 
     # Formatting -----------------------------------------------------------
     def check_percent_format(self, template: str | bytes, args: Any) -> None:
@@ -208,16 +326,41 @@ class Limits:
         return self.format(value, spec)
 
     # Builtins that allocate ----------------------------------------------
+    def round(self, number: Any, ndigits: Any = None) -> Any:
+        """The `round` builtin: an int (or a Fraction...) rounded to ``ndigits`` digits is
+        computed with ``10 ** abs(ndigits)``, which a huge `ndigits` makes huge."""
+        if ndigits is None:
+            return round(number)
+        if _countable(ndigits):
+            ndigits = operator.index(ndigits)
+        if isinstance(ndigits, int) and not isinstance(number, float):
+            bits = abs(ndigits) * 3.33
+            if bits > self.max_int_bits:
+                raise self.too_many_bits(f"round(..., {ndigits})", bits)
+        return round(number, ndigits)
+
     def sized(self, kind: type) -> Callable[..., Any]:
-        """`bytes`/`bytearray` that refuse ``bytes(10**12)``."""
+        """`bytes`/`bytearray` that refuse ``bytes(10**12)``, and ``bytes(n)`` for an
+        object whose ``__index__`` says as much."""
 
         def build(*args: Any, **kwargs: Any) -> Any:
+            if args and _countable(args[0]) and not _is_buffer(args[0]):
+                return self.with_count(f"{kind.__name__}()", args[0], 1, lambda n: kind(n, *args[1:], **kwargs))
             if args and isinstance(args[0], int) and args[0] > self.max_size:
                 raise self.too_big(f"{kind.__name__}({args[0]})", args[0])
             return kind(*args, **kwargs)
 
         build.__name__ = kind.__name__
         return build
+
+    def with_count(self, what: str, count: Any, scale: int, use: Callable[[Any], Any]) -> Any:
+        """``use(count)`` for a `count` that is not an int but has ``__index__``, which
+        C code reads as a size: read once here and passed on as an int, within
+        `max_size` once multiplied by `scale`."""
+        number = operator.index(count)
+        if number * scale > self.max_size:
+            raise self.too_big(what, number * scale)
+        return use(number)
 
     def range(self, *args: int) -> Any:
         """`range`, but one too long to materialise is iterated step by step, ticking."""
@@ -227,21 +370,30 @@ class Limits:
         return TickingIterable(span, self.current_tick)
 
     def str_method(self, owner: Any, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
-        """Padding and replacing methods of str/bytes, whose result size is checked first."""
+        """Padding and replacing methods of str/bytes, whose result size is checked first
+        (with the lengths and counts of str/bytes itself: a subclass's may say anything)."""
+        base: Any = str if isinstance(owner, str) else bytes
 
         def padded(*args: Any, **kwargs: Any) -> Any:
+            if args and _countable(args[0]):
+                args = (operator.index(args[0]), *args[1:])
+            for key in ("width", "tabsize"):
+                if _countable(kwargs.get(key)):
+                    kwargs[key] = operator.index(kwargs[key])
             width = args[0] if args else kwargs.get("width", kwargs.get("tabsize", 0))
             if name == "expandtabs":
-                width = (width if args or kwargs else 8) * owner.count("\t" if isinstance(owner, str) else b"\t")
+                width = (width if args or kwargs else 8) * base.count(owner, "\t" if base is str else b"\t")
             if isinstance(width, int) and width > self.max_size:
                 raise self.too_big(f"{name}({width})", width)
             return method(*args, **kwargs)
 
-        def replaced(old: Any, new: Any, count: int = -1) -> Any:
-            hits = len(owner) + 1 if not old else owner.count(old)
-            if count >= 0:
+        def replaced(old: Any, new: Any, count: Any = -1) -> Any:
+            if _countable(count):
+                count = operator.index(count)
+            hits = _size(owner) + 1 if not old else base.count(owner, old)
+            if isinstance(count, int) and count >= 0:
                 hits = min(hits, count)
-            size = len(owner) + hits * max(0, len(new) - len(old))
+            size = _size(owner) + hits * max(0, _size(new) - _size(old))
             if size > self.max_size:
                 raise self.too_big("this replace", size)
             return method(old, new, count)
@@ -252,6 +404,8 @@ class Limits:
         """`math.factorial`, `comb` and `perm`, whose results grow faster than their inputs."""
 
         def capped(*args: Any) -> Any:
+            if args and _countable(args[0]):
+                args = (operator.index(args[0]), *args[1:])
             n = args[0] if args else 0
             if isinstance(n, int) and n > 0:
                 bits = n * math.log2(max(n, 2))
@@ -261,6 +415,11 @@ class Limits:
 
         capped.__name__ = name
         return capped
+
+
+_CHECKED_INDEX = Limits.checked_special(
+    Limits(0, 0, lambda: lambda: True), "__index__", lambda self: 0
+).__code__  # the code of every checked __index__
 
 
 class TickingIterable:

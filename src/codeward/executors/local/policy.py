@@ -39,6 +39,7 @@ from codeward.executors.local.type_inference import (
 )
 
 __all__ = [
+    "AUGMENTED",
     "FORBIDDEN_ATTRIBUTES",
     "FORMAT_METHODS",
     "MATCH_CLASS",
@@ -168,6 +169,27 @@ _ALLOWED_LEAVES = frozenset(
 MATCH_CLASS = "_match_class_"
 MATCH_VALUE = "_match_value_"
 _IOPERATOR = {ast.Mult: "*=", ast.Pow: "**=", ast.LShift: "<<=", ast.Mod: "%="}
+#: Every augmented operator, as written: items and attributes take any of them (see
+#: `SandboxPolicy.visit_AugAssign`).
+_AUGMENTED = {
+    ast.Add: "+=",
+    ast.Sub: "-=",
+    ast.Mult: "*=",
+    ast.MatMult: "@=",
+    ast.Div: "/=",
+    ast.FloorDiv: "//=",
+    ast.Mod: "%=",
+    ast.Pow: "**=",
+    ast.LShift: "<<=",
+    ast.RShift: ">>=",
+    ast.BitAnd: "&=",
+    ast.BitOr: "|=",
+    ast.BitXor: "^=",
+}
+#: Guards of augmented assignment to items and attributes (see `Guards.augmented`): the
+#: whole statement in one call, or a read then a store when the right side must be
+#: evaluated between them.
+AUGMENTED = {kind: (f"_aug_{kind}_", f"_aug_read_{kind}_", f"_aug_store_{kind}_") for kind in ("item", "attribute")}
 
 
 class CodeRefused(Exception):
@@ -238,15 +260,17 @@ class SandboxPolicy(RestrictingNodeTransformer):
             self.check_name(node, node.id)
         return node
 
-    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-        readable = node.attr in READABLE_DUNDERS and isinstance(node.ctx, ast.Load)
-        if node.attr.startswith("_") and not readable:
+    def check_attribute(self, node: ast.AST, name: str, store: bool) -> None:
+        if name.startswith("_") and (store or name not in READABLE_DUNDERS):
             self.error(
                 node,
-                f'attributes starting with "_" are not allowed ({node.attr!r}); use the object\'s public API instead',
+                f'attributes starting with "_" are not allowed ({name!r}); use the object\'s public API instead',
             )
-        elif node.attr in FORBIDDEN_ATTRIBUTES:
-            self.error(node, f"the attribute {node.attr!r} reaches interpreter internals and is not allowed")
+        elif name in FORBIDDEN_ATTRIBUTES:
+            self.error(node, f"the attribute {name!r} reaches interpreter internals and is not allowed")
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        self.check_attribute(node, node.attr, store=not isinstance(node.ctx, ast.Load))
         plain_method = node.attr in PLAIN_METHODS and (node.value in self.plain or is_plain_expression(node.value))
         node = self.node_contents_visit(node)
         if isinstance(node.ctx, ast.Load):
@@ -281,23 +305,35 @@ class SandboxPolicy(RestrictingNodeTransformer):
         return self.node_contents_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST | list[ast.AST]:
-        node = self.node_contents_visit(node)
-        guarded = type(node.op) in _IOPERATOR
-        if isinstance(node.target, ast.Name):
-            if not guarded:
+        """``x op= v`` on a name keeps CPython's statement (the growing operators sized
+        through ``_inplacevar_``). On an item or attribute, ``a[k] op= v`` becomes
+        ``_aug_store_item_(op, *_aug_read_item_(a, k), v)``: `a` and `k` are evaluated once,
+        the item is read through the item guard before `v` is evaluated, the operator
+        is applied in place with the size caps of ``_inplacevar_``, and the result is
+        stored; attributes likewise, through the attribute and write guards. When `v` is
+        a constant or a name, whose evaluation does nothing, one call does it all."""
+        target = node.target
+        if isinstance(target, ast.Name):
+            node = self.node_contents_visit(node)
+            if type(node.op) not in _IOPERATOR:
                 return node
-            value = call_node(
-                "_inplacevar_", ast.Constant(_IOPERATOR[type(node.op)]), name_node(node.target.id), node.value
-            )
-            return located(ast.Assign(targets=[node.target], value=value), node)
-        # Attribute targets already had their object wrapped in _write_ when visited.
-        if guarded:
-            self.error(
-                node,
-                f"'{_IOPERATOR[type(node.op)]}' on an item or attribute is not supported; "
-                "write it out, e.g. x[k] = x[k] * y",
-            )
-        return node
+            value = call_node("_inplacevar_", ast.Constant(_IOPERATOR[type(node.op)]), name_node(target.id), node.value)
+            return located(ast.Assign(targets=[target], value=value), node)
+        if isinstance(target, ast.Attribute):
+            self.check_attribute(target, target.attr, store=True)
+            key: ast.expr = ast.Constant(target.attr)
+            whole, read, store = AUGMENTED["attribute"]
+        else:
+            key = self.visit(target.slice)
+            whole, read, store = AUGMENTED["item"]
+        container = self.visit(target.value)
+        value = self.visit(node.value)
+        operator = ast.Constant(_AUGMENTED[type(node.op)])
+        if isinstance(value, (ast.Constant, ast.Name)):
+            call = call_node(whole, operator, container, key, value)
+        else:
+            call = call_node(store, operator, ast.Starred(call_node(read, container, key), ast.Load()), value)
+        return located(ast.Expr(call), node)
 
     def visit_Nonlocal(self, node: ast.Nonlocal) -> ast.AST:
         for name in node.names:
