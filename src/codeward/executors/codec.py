@@ -67,7 +67,7 @@ import types
 import uuid
 import warnings
 import zoneinfo
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -111,17 +111,22 @@ class _Refused(Exception):
 # --------------------------------------------------------------------- public API
 
 
-def dumps(value: Any, *, allow_pickle: bool = False) -> str:
-    """Encode one value as JSON text; raise `CodecError` if it cannot be carried."""
-    encoder = _Encoder(allow_pickle)
+def dumps(value: Any, *, allow_pickle: bool = False, parts: list[Any] | None = None) -> str:
+    """Encode one value as JSON text; raise `CodecError` if it cannot be carried.
+
+    Given a `parts` list, large binary buffers (array data, image pixels) are appended to it
+    instead of going into the text as base64, for a channel that can carry raw bytes beside
+    the text; `loads` then needs the same parts, in order.
+    """
+    encoder = _Encoder(allow_pickle, parts)
     return encoder.text(encoder.run(value, "value"))
 
 
-def loads(text: str, *, allow_pickle: bool = False) -> Any:
+def loads(text: str, *, allow_pickle: bool = False, parts: Sequence[Any] | None = None) -> Any:
     """Decode JSON text made by `dumps`; pickled parts are refused unless ``allow_pickle``."""
     if not isinstance(text, (str, bytes, bytearray)):
         raise CodecError(f"loads expects JSON text, got {type(text)!r}")
-    decoder = _Decoder(allow_pickle)
+    decoder = _Decoder(allow_pickle, parts)
     if isinstance(text, str) and len(text) >= _CUT_AT:
         text = decoder.cut_blobs(text)
     try:
@@ -134,11 +139,11 @@ def loads(text: str, *, allow_pickle: bool = False) -> Any:
         raise CodecError(f"payload is not valid codec JSON: {exc}") from None
 
 
-def encode_variables(variables: dict[str, Any], *, allow_pickle: bool = False) -> str:
+def encode_variables(variables: dict[str, Any], *, allow_pickle: bool = False, parts: list[Any] | None = None) -> str:
     """Encode a name -> value mapping; an error names the variable, its type and the opt-in."""
     if not isinstance(variables, dict):
         raise CodecError(f"variables must be a dict of name -> value, got {type(variables)!r}")
-    encoder = _Encoder(allow_pickle)
+    encoder = _Encoder(allow_pickle, parts)
     out = {}
     for name, value in variables.items():
         if type(name) is not str:
@@ -147,9 +152,9 @@ def encode_variables(variables: dict[str, Any], *, allow_pickle: bool = False) -
     return encoder.text(out if TAG not in out else _tag("dict", v=[[k, v] for k, v in out.items()]))
 
 
-def decode_variables(text: str, *, allow_pickle: bool = False) -> dict[str, Any]:
+def decode_variables(text: str, *, allow_pickle: bool = False, parts: Sequence[Any] | None = None) -> dict[str, Any]:
     """Decode what `encode_variables` made, checking that it is a name -> value mapping."""
-    variables = loads(text, allow_pickle=allow_pickle)
+    variables = loads(text, allow_pickle=allow_pickle, parts=parts)
     if not isinstance(variables, dict) or not all(type(k) is str for k in variables):
         raise CodecError("payload does not hold a mapping of variable names to values")
     return variables
@@ -171,10 +176,11 @@ def _tag(tag: str, /, **fields: Any) -> dict[str, Any]:
 class _Encoder:
     """One encoding pass; holds the pickle opt-in and dispatches on exact types."""
 
-    def __init__(self, allow_pickle: bool) -> None:
+    def __init__(self, allow_pickle: bool, parts: list[Any] | None = None) -> None:
         self.allow_pickle = allow_pickle
         self.blobs: list[str] = []
         self._marker = ""
+        self.parts = parts  # where large buffers go as raw bytes, when the channel carries them
 
     @property
     def marker(self) -> str:
@@ -189,6 +195,9 @@ class _Encoder:
         Base64 needs no JSON escaping, yet the JSON encoder would scan and copy every character of it,
         which costs more than the base64 encoding itself for arrays and images.
         """
+        if self.parts is not None and len(data) >= _SPLICE_AT:
+            self.parts.append(data)
+            return _tag("part", i=len(self.parts) - 1)  # type: ignore[return-value]
         text = base64.b64encode(data).decode("ascii")
         if len(text) < _SPLICE_AT:
             return text
@@ -720,10 +729,11 @@ _BLOB_KEY = '"b64":"'
 class _Decoder:
     """One decoding pass: `hook` turns each tagged JSON object (innermost first) into its value."""
 
-    def __init__(self, allow_pickle: bool) -> None:
+    def __init__(self, allow_pickle: bool, parts: Sequence[Any] | None = None) -> None:
         self.allow_pickle = allow_pickle
         self.blobs: list[str | None] = []
         self.marker = ""
+        self.parts = list(parts) if parts is not None else None
 
     def cut_blobs(self, text: str) -> str:
         """The text with each long ``"b64":"..."`` string replaced by a marker that `hook` swaps back.
@@ -781,6 +791,17 @@ class _Decoder:
         self.blobs[index] = None
         obj["b64"] = blob
 
+    def part(self, obj: dict[str, Any]) -> Any:
+        """A buffer that came beside the text as raw bytes, handed out once."""
+        index = obj["i"]
+        if self.parts is None or type(index) is not int or not 0 <= index < len(self.parts):
+            raise CodecError(f"payload refers to binary part {index!r}, which did not come with it")
+        part = self.parts[index]
+        if part is None:
+            raise CodecError("payload uses one binary part twice")
+        self.parts[index] = None
+        return part
+
     def unpickle(self, obj: dict[str, Any]) -> Any:
         if not self.allow_pickle:
             raise CodecError(
@@ -794,6 +815,8 @@ _STRICT_BASE64 = {"strict_mode": True} if sys.version_info >= (3, 11) else {}
 
 
 def _unb64(text: Any) -> bytes:
+    if isinstance(text, (bytes, memoryview)):  # a part that came beside the text (see `_Decoder.part`)
+        return text  # type: ignore[return-value]
     if not isinstance(text, str):
         raise CodecError("binary payload is not a base64 string")
     return binascii.a2b_base64(text, **_STRICT_BASE64)
@@ -1272,7 +1295,8 @@ _DECODERS: dict[str, Callable[[_Decoder, dict[str, Any]], Any]] = {
     "tuple": lambda d, o: tuple(_dec_list(o["v"])),
     "set": lambda d, o: set(_dec_list(o["v"])),
     "frozenset": lambda d, o: frozenset(_dec_list(o["v"])),
-    "bytes": lambda d, o: _unb64(o["b64"]),
+    "bytes": lambda d, o: bytes(_unb64(o["b64"])),
+    "part": _Decoder.part,
     "bytearray": lambda d, o: bytearray(_unb64(o["b64"])),
     "complex": lambda d, o: complex(*(_dec_float(p) for p in _dec_list(o["v"])[:2])),
     "decimal": lambda d, o: Decimal(_dec_str(o["v"])),

@@ -128,6 +128,7 @@ FORGERIES = {
     "not-json": ("b'{not json'", 0, "does not decode"),
     "not-an-object": ("b'[1, 2]'", 0, "not a dict"),
     "deeply-nested": ("b'[' * 100000 + b']' * 100000", 0, "does not decode"),
+    "parts-that-do-not-fit": ('b\'{"op": "done", "parts": [1000000]}\'', 10, "do not fit"),
 }
 
 

@@ -1,9 +1,10 @@
 """The wire between the host and its local worker: framed messages over one connected socket.
 
-A message is a small header (a JSON object of plain fields: an operation, flags, texts)
-and a body (text that is already encoded by the codec: variables, a value, a tool
-request), sent as-is so that a large DataFrame is not escaped into a second JSON
-string. Each frame starts with the two lengths, so a reader knows what is coming
+A message is a small header (a JSON object of plain fields: an operation, flags, texts),
+a body (text that is already encoded by the codec: variables, a value, a tool request),
+sent as-is so that a large DataFrame is not escaped into a second JSON string, and the
+codec's large binary parts (array buffers) as raw bytes after it, their sizes listed in
+the header, so that they are neither base64-encoded nor scanned. Each frame starts with the two lengths, so a reader knows what is coming
 before it reads it: the host refuses a frame larger than its limit instead of
 growing to hold it. A small message arrives in one read, and one read may bring
 the start of the next.
@@ -15,6 +16,7 @@ import json
 import socket
 import struct
 import time
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["Channel", "ChannelClosed", "ChannelError", "ChannelTimeout"]
@@ -44,17 +46,20 @@ class Channel:
         self.limit = limit
         self._pending = bytearray()  # bytes read ahead of the message being taken
 
-    def send(self, header: dict[str, Any], body: str = "") -> None:
+    def send(self, header: dict[str, Any], body: str = "", parts: Sequence[Any] = ()) -> None:
+        if parts:
+            header = {**header, "parts": [memoryview(part).nbytes for part in parts]}
         head = _HEADER.encode(header).encode("ascii")
         data = body.encode("utf-8", "surrogatepass")
-        frame = _LENGTHS.pack(len(head), len(data)) + head
-        if len(data) < _CHUNK:  # one write for the small messages that make up a round trip
-            self.sock.sendall(frame + data)
-        else:
-            self.sock.sendall(frame)
-            self.sock.sendall(data)
+        size = len(data) + sum(memoryview(part).nbytes for part in parts)
+        frame = _LENGTHS.pack(len(head), size) + head
+        if size < _CHUNK:  # one write for the small messages that make up a round trip
+            self.sock.sendall(b"".join([frame, data, *parts]))
+            return
+        for piece in (frame, data, *parts):
+            self.sock.sendall(piece)
 
-    def receive(self, deadline: float | None = None) -> tuple[dict[str, Any], str]:
+    def receive(self, deadline: float | None = None) -> tuple[dict[str, Any], str, list[bytes]]:
         """The next message; `deadline` is a `time.monotonic()` instant, None to wait as long as it takes."""
         while len(self._pending) < _LENGTHS.size:
             self._read_ahead(deadline)
@@ -108,13 +113,25 @@ class Channel:
         self.sock.close()
 
 
-def _parse(frame: bytes, head_size: int) -> tuple[dict[str, Any], str]:
+def _parse(frame: bytes, head_size: int) -> tuple[dict[str, Any], str, list[bytes]]:
     start = _LENGTHS.size
     try:
         header = json.loads(frame[start : start + head_size])
-        body = frame[start + head_size :].decode("utf-8", "surrogatepass")
-    except (ValueError, RecursionError) as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+    except (ValueError, RecursionError) as error:  # JSONDecodeError is a ValueError
         raise ChannelError(f"a message that does not decode: {error}") from None
     if not isinstance(header, dict):
         raise ChannelError(f"a message whose header is a {type(header).__name__}, not a dict")
-    return header, body
+    sizes = header.pop("parts", [])
+    rest = len(frame) - start - head_size
+    if not isinstance(sizes, list) or not all(type(n) is int and n >= 0 for n in sizes) or sum(sizes) > rest:
+        raise ChannelError("a message whose parts do not fit in it")
+    at = len(frame) - sum(sizes)
+    try:
+        body = frame[start + head_size : at].decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError as error:
+        raise ChannelError(f"a message that does not decode: {error}") from None
+    parts = []
+    for size in sizes:
+        parts.append(frame[at : at + size])
+        at += size
+    return header, body, parts

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from codeward.executors import codec
 from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, SandboxError
 from codeward.executors.kernel.remembering import RememberingExecutor
 from codeward.executors.local.channel import Channel, ChannelClosed, ChannelError, ChannelTimeout
+from codeward.executors.settings import checked_variable_names
 
 __all__ = ["WorkerExecutor", "worker_environment", "worker_import_path"]
 
@@ -111,24 +112,34 @@ class WorkerExecutor(RememberingExecutor):
         self._check_open()
         worker = self._live_worker()
         try:
-            header, body = self._converse(worker, code)
+            header, body, parts = self._converse(worker, code)
         except SandboxError:
             raise
         except BaseException:  # interrupted mid-block (Ctrl-C): the worker's next answer would be this block's
             self._lost(worker, "interrupted")
             raise
-        return self._outcome(header, body)
+        return self._outcome(header, body, parts)
 
-    def _converse(self, worker: _Worker, code: str) -> tuple[dict[str, Any], str]:
+    def send_variables(self, variables: dict[str, Any]) -> None:
+        checked_variable_names(variables, tools=self._bridge.tools)
+        parts: list[Any] = []
+        text = codec.encode_variables(variables, parts=parts)  # fails before anything is sent
+        self._variables.update(variables)
+        if self._worker is None or not self._worker.ready:
+            self._live_worker()  # a new worker is sent everything remembered, this included
+            return
+        self._send(self._worker, "variables", text, parts)
+
+    def _converse(self, worker: _Worker, code: str) -> tuple[dict[str, Any], str, list[bytes]]:
         """Send the block and answer its tool calls until it ends."""
         budget = self.timeout_seconds + GRACE_SECONDS
         self._transmit(worker, {"op": "run"}, code)
         while True:
             started = time.monotonic()
-            header, body = self._receive(worker, started + budget, code_running=True)
+            header, body, parts = self._receive(worker, started + budget, code_running=True)
             budget -= time.monotonic() - started  # time spent in host tools does not count
             if header.get("op") != "tool":
-                return header, body
+                return header, body, parts
             self._transmit(worker, {"op": "reply"}, self._bridge.answer_tool(body))
 
     def close(self) -> None:
@@ -147,9 +158,9 @@ class WorkerExecutor(RememberingExecutor):
             return
         self._send(self._worker, what, text)
 
-    def _send(self, worker: _Worker, what: str, text: str) -> None:
-        self._transmit(worker, {"op": what}, text)
-        header, _ = self._receive(worker, time.monotonic() + START_SECONDS, code_running=False)
+    def _send(self, worker: _Worker, what: str, text: str, parts: Sequence[Any] = ()) -> None:
+        self._transmit(worker, {"op": what}, text, parts)
+        header, _, _ = self._receive(worker, time.monotonic() + START_SECONDS, code_running=False)
         if header.get("op") != "loaded":
             raise self._lost(worker, f"the worker answered {header.get('op')!r} to loading {what}")
 
@@ -160,24 +171,27 @@ class WorkerExecutor(RememberingExecutor):
         if self._worker is None:
             self._worker = _Worker(self._settings, self._env)
         worker = self._worker
-        header, _ = self._receive(worker, time.monotonic() + START_SECONDS, code_running=False)
+        header, _, _ = self._receive(worker, time.monotonic() + START_SECONDS, code_running=False)
         if header.get("op") != "ready":
             raise self._lost(worker, f"the worker did not start: {header.get('message', header)}")
         worker.ready = True
         self.missing_layers = [str(layer) for layer in header.get("missing", [])]
         if self._variables:
-            self._send(worker, "variables", codec.encode_variables(self._variables))
+            parts: list[Any] = []
+            self._send(worker, "variables", codec.encode_variables(self._variables, parts=parts), parts)
         if self._bridge.tools:
             self._send(worker, "tools", self._bridge.specs_text)
         return worker
 
-    def _transmit(self, worker: _Worker, header: dict[str, Any], body: str) -> None:
+    def _transmit(self, worker: _Worker, header: dict[str, Any], body: str, parts: Sequence[Any] = ()) -> None:
         try:
-            worker.channel.send(header, body)
+            worker.channel.send(header, body, parts)
         except OSError:  # a worker that died while idle (killed from outside) shows it here first
             raise self._lost(worker, worker.death()) from None
 
-    def _receive(self, worker: _Worker, deadline: float, *, code_running: bool) -> tuple[dict[str, Any], str]:
+    def _receive(
+        self, worker: _Worker, deadline: float, *, code_running: bool
+    ) -> tuple[dict[str, Any], str, list[bytes]]:
         try:
             return worker.channel.receive(deadline)
         except ChannelTimeout:
@@ -200,11 +214,11 @@ class WorkerExecutor(RememberingExecutor):
             self._worker = None
         return SandboxError(f"{what}; what the code defined is lost, and a new worker takes the next block")
 
-    def _outcome(self, header: dict[str, Any], body: str) -> CodeOutput:
+    def _outcome(self, header: dict[str, Any], body: str, parts: list[bytes]) -> CodeOutput:
         logs = str(header.get("logs", ""))
         if header.get("op") == "done":
             try:
-                value = codec.loads(body)
+                value = codec.loads(body, parts=parts)
             except codec.CodecError as error:
                 raise ExecutionError(
                     f"the sandbox sent a value codeward refuses: {error}", logs=logs, error_type="CodecError"

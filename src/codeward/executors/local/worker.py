@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +33,16 @@ __all__ = ["main"]
 
 _PR_SET_PDEATHSIG = 1
 
+#: A message: its header, its body text, and the binary parts beside it.
+_Message = tuple[dict[str, Any], str, Sequence[Any]]
+
 #: The most characters of a value's text sent in place of a value the codec cannot carry.
 _SHOWN_LIMIT = 10_000
 
 
 def main(fd: int) -> None:
     channel = Channel(socket.socket(fileno=fd))
-    settings, _ = channel.receive()
+    settings, _, _ = channel.receive()
     _die_with_host(settings["host_pid"])
     missing = _confine(settings)
     interpreter = _interpreter(settings)
@@ -47,14 +51,14 @@ def main(fd: int) -> None:
     channel.send({"op": "ready", "missing": missing})
     while True:
         try:
-            request, body = channel.receive()
+            request, body, parts = channel.receive()
         except ChannelClosed:
             return
         op = request.get("op")
         if op == "close":
             interpreter.close()
             return
-        channel.send(*_answer(interpreter, op, body))
+        channel.send(*_answer(interpreter, op, body, parts))
 
 
 def _die_with_host(host_pid: int) -> None:
@@ -100,14 +104,14 @@ def _interpreter(settings: dict[str, Any]) -> Interpreter:
 
 def _ask_host(channel: Channel, kind: str, body: str) -> str:
     channel.send({"op": kind}, body)
-    _, answer = channel.receive()
+    _, answer, _ = channel.receive()
     return answer
 
 
-def _answer(interpreter: Interpreter, op: Any, body: str) -> tuple[dict[str, Any], str]:
+def _answer(interpreter: Interpreter, op: Any, body: str, parts: list[bytes]) -> _Message:
     if op == "variables":
-        interpreter.send_variables(codec.decode_variables(body))
-        return {"op": "loaded"}, ""
+        interpreter.send_variables(codec.decode_variables(body, parts=parts))
+        return {"op": "loaded"}, "", ()
     if op == "tools":
         specs = codec.loads(body)
         handles = {
@@ -115,13 +119,13 @@ def _answer(interpreter: Interpreter, op: Any, body: str) -> tuple[dict[str, Any
             for spec in specs
         }
         interpreter.send_tools(handles)
-        return {"op": "loaded"}, ""
+        return {"op": "loaded"}, "", ()
     if op == "run":
         return _run(interpreter, body)
-    return {"op": "unknown", "what": str(op)}, ""
+    return {"op": "unknown", "what": str(op)}, "", ()
 
 
-def _run(interpreter: Interpreter, code: str) -> tuple[dict[str, Any], str]:
+def _run(interpreter: Interpreter, code: str) -> _Message:
     try:
         output = interpreter.run(code)
     except ExecutionError as error:
@@ -133,23 +137,28 @@ def _run(interpreter: Interpreter, code: str) -> tuple[dict[str, Any], str]:
             "traceback": error.traceback,
             "error_type": error.error_type,
         }
-        return failed, ""
+        return failed, "", ()
     header: dict[str, Any] = {"op": "done", "final": output.is_final_answer, "logs": output.logs}
+    parts: list[Any] = []
     try:
-        return header, codec.dumps(output.output)
+        return header, codec.dumps(output.output, parts=parts), parts
     except Exception as error:  # the codec's refusal, or the value's own code failing while encoded
         if output.is_final_answer:
             kind = type(output.output)
             message = f"the final answer, of type {kind.__module__}.{kind.__qualname__}, cannot leave the sandbox: "
-            return {
-                **header,
-                "op": "error",
-                "timeout": False,
-                "message": message + str(error),
-                "traceback": "",
-                "error_type": "CodecError",
-            }, ""
-        return {**header, "shown": True}, codec.dumps(interpreter.shown(output.output)[:_SHOWN_LIMIT])
+            return (
+                {
+                    **header,
+                    "op": "error",
+                    "timeout": False,
+                    "message": message + str(error),
+                    "traceback": "",
+                    "error_type": "CodecError",
+                },
+                "",
+                (),
+            )
+        return {**header, "shown": True}, codec.dumps(interpreter.shown(output.output)[:_SHOWN_LIMIT]), ()
 
 
 if __name__ == "__main__":
