@@ -190,3 +190,125 @@ def test_augmented_assignment_keeps_the_guards_of_the_plain_form():
         ]:
             with pytest.raises(ExecutionError, match=words):
                 executor.run(code)
+
+
+PROTOCOL = (
+    "import copy, math\n"
+    "class V:\n"
+    "    def __init__(self, x):\n"
+    "        self.x = x\n"
+    "    def __repr__(self):\n"
+    "        return f'V({self.x!r})'\n"
+    "    def __pow__(self, other):\n"
+    "        return V(self.x ** other)\n"
+    "    def __rpow__(self, other):\n"
+    "        return V(other ** self.x)\n"
+    "    def __ipow__(self, other):\n"
+    "        self.x = self.x ** other + 1\n"
+    "        return self\n"
+    "    def __matmul__(self, other):\n"
+    "        return self.x * other.x\n"
+    "    def __and__(self, other):\n"
+    "        return V(self.x & other)\n"
+    "    def __or__(self, other):\n"
+    "        return V(self.x | other)\n"
+    "    def __xor__(self, other):\n"
+    "        return V(self.x ^ other)\n"
+    "    def __lshift__(self, other):\n"
+    "        return V(self.x << other)\n"
+    "    def __rshift__(self, other):\n"
+    "        return V(self.x >> other)\n"
+    "    def __rfloordiv__(self, other):\n"
+    "        return V(other // self.x)\n"
+    "    def __rmod__(self, other):\n"
+    "        return V(other % self.x)\n"
+    "    def __divmod__(self, other):\n"
+    "        return ('divmod', self.x, other)\n"
+    "    def __rdivmod__(self, other):\n"
+    "        return ('rdivmod', other, self.x)\n"
+    "    def __invert__(self):\n"
+    "        return V(~self.x)\n"
+    "    def __neg__(self):\n"
+    "        return V(-self.x)\n"
+    "    def __abs__(self):\n"
+    "        return V(abs(self.x))\n"
+    "    def __round__(self, ndigits=None):\n"
+    "        return ('round', ndigits)\n"
+    "    def __trunc__(self):\n"
+    "        return 't'\n"
+    "    def __floor__(self):\n"
+    "        return 'f'\n"
+    "    def __ceil__(self):\n"
+    "        return 'c'\n"
+    "    def __index__(self):\n"
+    "        return self.x\n"
+    "    def __complex__(self):\n"
+    "        return complex(self.x, 1)\n"
+    "    def __format__(self, spec):\n"
+    "        return f'<{spec}:{self.x}>'\n"
+    "    def __eq__(self, other):\n"
+    "        return isinstance(other, V) and self.x == other.x\n"
+    "    def __hash__(self):\n"
+    "        return hash(self.x)\n"
+    "    def __copy__(self):\n"
+    "        return V(self.x + 100)\n"
+    "class Seq:\n"
+    "    def __init__(self, items):\n"
+    "        self.items = list(items)\n"
+    "    def __len__(self):\n"
+    "        return len(self.items)\n"
+    "    def __getitem__(self, i):\n"
+    "        return self.items[i]\n"
+    "    def __reversed__(self):\n"
+    "        return iter(['reversed'])\n"
+    "    def __contains__(self, item):\n"
+    "        return item == 'anything'\n"
+    "class Table(dict):\n"
+    "    def __missing__(self, key):\n"
+    "        return key * 2\n"
+    "class Tagged:\n"
+    "    def __init_subclass__(cls, tag='none', **kwargs):\n"
+    "        super().__init_subclass__(**kwargs)\n"
+    "        cls.tag = tag\n"
+    "    def __class_getitem__(cls, item):\n"
+    "        return (cls.__name__, item)\n"
+    "class Child(Tagged, tag='child'):\n"
+    "    pass\n"
+    "v = V(3)\n"
+    "w = v\n"
+    "w **= 2\n"
+    "repr([\n"
+    "    V(2) ** 3, 2 ** V(3), V(2) @ V(5), V(6) & 3, V(6) | 1, V(6) ^ 3, V(1) << 4, V(16) >> 2,\n"
+    "    17 // V(5), 17 % V(5), divmod(V(1), 2), divmod(2, V(1)), ~V(1), -V(1), abs(V(-4)),\n"
+    "    round(V(1)), round(V(1), 2), math.trunc(V(1)), math.floor(V(1)), math.ceil(V(1)),\n"
+    "    [10, 20, 30, 40][V(2)], 'ab' * V(2), [0] * V(3), bin(V(5)), complex(V(2)),\n"
+    "    f'{V(7):>3}', format(V(8), 'x'), v is w, v, {V(1): 'one'}[V(1)], copy.copy(V(1)),\n"
+    "    len(Seq('abc')), list(reversed(Seq('ab'))), 'anything' in Seq(''), Table()[21],\n"
+    "    Child.tag, Tagged[int], tuple(Seq('xy')), range(10)[V(4)],\n"
+    "])"
+)
+
+
+def test_classes_define_the_whole_operator_and_container_protocol():
+    with LocalExecutor() as executor:
+        assert executor.run(PROTOCOL).output == _as_cpython_runs_it(PROTOCOL)
+
+
+@pytest.mark.parametrize(
+    ("method", "reason"),
+    [
+        ("__del__", "outside the code's block"),
+        ("__getattr__", "how attributes are looked up"),
+        ("__setattr__", "how attributes are looked up"),
+        ("__get__", "descriptors"),
+        ("__set_name__", "descriptors"),
+        ("__reduce__", "rebuild the object"),
+        ("__setstate__", "rebuild the object"),
+        ("__new__", "without __init__"),
+        ("__instancecheck__", "isinstance()"),
+        ("__fspath__", "path"),
+    ],
+)
+def test_special_methods_that_stay_refused_say_why(method, reason):
+    with LocalExecutor() as executor, pytest.raises(ExecutionError, match=reason):
+        executor.run(f"class C:\n    def {method}(self, *args):\n        pass")

@@ -41,6 +41,7 @@ from codeward.executors.local.policy import (
     MATCH_VALUE,
     READABLE_DUNDERS,
     REGISTER,
+    SIZE_ANSWER,
     SIZING_METHODS,
 )
 
@@ -420,7 +421,7 @@ class Guards:
         names = {name: getattr(builtins, name) for name in _SAFE_BUILTIN_NAMES + _exception_names()}
         limits = self.limits
         names.update(
-            __build_class__=_build_class,
+            __build_class__=self.build_class,
             __import__=self.gate.import_module,
             print=print_function,
             getattr=self.getattr,
@@ -430,6 +431,7 @@ class Guards:
             type=type_of,
             format=limits.format,
             pow=limits.pow,
+            round=limits.round,
             range=limits.range,
             bytes=limits.sized(bytes),
             bytearray=limits.sized(bytearray),
@@ -457,8 +459,14 @@ class Guards:
             MATCH_CLASS: self.match_class,
             MATCH_VALUE: self.match_value,
             **self.augmented(),
+            SIZE_ANSWER: lambda name: functools.partial(limits.checked_special, name),
             "__name__": SANDBOX_MODULE,
         }
+
+    def build_class(self, function: Any, name: str, *bases: Any, **keywords: Any) -> type:
+        """The class statement, refusing metaclasses made by subclassing `type`."""
+        _refuse_metaclass_bases(name, bases)
+        return builtins.__build_class__(function, name, *bases, **keywords)  # type: ignore[no-any-return]
 
     # Per-module replacements -------------------------------------------------
     def module_overrides(self, deadline: Callable[[], float | None]) -> Callable[[str], dict[str, Any]]:
@@ -583,12 +591,10 @@ def type_of(*args: Any) -> Any:
     return kind
 
 
-def _build_class(function: Any, name: str, *bases: Any, **keywords: Any) -> type:
-    """The class statement, refusing metaclasses made by subclassing `type`."""
+def _refuse_metaclass_bases(name: str, bases: tuple[Any, ...]) -> None:
     for base in bases:
         if base is type_of or (isinstance(base, type) and issubclass(base, type)):
             raise SandboxViolation(f"class {name} cannot derive from type; metaclasses are not allowed")
-    return builtins.__build_class__(function, name, *bases, **keywords)  # type: ignore[no-any-return]
 
 
 def _describe(obj: Any) -> str:

@@ -16,6 +16,7 @@ import math
 import operator
 import re
 from collections.abc import Callable, Iterator
+from types import FunctionType
 from typing import Any
 
 __all__ = [
@@ -112,6 +113,17 @@ def _is_buffer(value: Any) -> bool:
     except TypeError:
         return False
     return True
+
+
+def _bound_call(method: Any) -> Callable[[Any], Any]:
+    """How CPython calls a special method that is not a plain function: bound
+    through its ``__get__`` if it has one, called as it is otherwise."""
+
+    def call(obj: Any) -> Any:
+        get = getattr(type(method), "__get__", None)
+        return (get(method, obj, type(obj)) if get is not None else method)()
+
+    return call
 
 
 def _countable(value: Any) -> bool:
@@ -212,32 +224,32 @@ class Limits:
             self.index_room = room
 
     def checked_special(self, name: str, method: Any) -> Any:
-        """The code's own special method `name` whose answer C code uses as a size,
-        made to check it: ``__len__`` (a length hint that ``tuple()`` allocates by) at
-        most `max_size`, ``__index__`` (a count) within `index_room` while a repetition
-        runs. Other methods are returned as they are."""
+        """The code's own special method `name` (as found in its class), whose answer
+        C code uses as a size, made to check it: ``__len__`` and ``__length_hint__``
+        (``tuple()`` allocates by them) at most `max_size`, ``__index__`` (a count)
+        within `index_room` while a repetition runs."""
         limits = self
-        if name == "__len__":
-
-            def __len__(self: Any) -> Any:
-                length = method(self)
-                if type(length) is int and length > limits.max_size:
-                    raise limits.too_big(f"__len__ of {type(self).__name__!r} says its object", length)
-                return length
-
-            checked = __len__
-        elif name == "__index__":
+        call = method if isinstance(method, FunctionType) else _bound_call(method)
+        if name == "__index__":
 
             def __index__(self: Any) -> Any:
-                value = method(self)
+                value = call(self)
                 room = limits.index_room
                 if room is not None and type(value) is int and value > room:
                     raise limits.too_big("this repetition", value * (limits.max_size / room))
                 return value
 
-            checked = __index__
+            checked: Callable[[Any], Any] = __index__
         else:
-            return method
+
+            def __len__(self: Any) -> Any:
+                length = call(self)
+                if type(length) is int and length > limits.max_size:
+                    raise limits.too_big(f"{name} of {type(self).__name__!r}, which C code allocates by,", length)
+                return length
+
+            checked = __len__
+        checked.__name__ = name
         checked.__qualname__ = getattr(method, "__qualname__", name)
         checked.__doc__ = getattr(method, "__doc__", None)
         return checked
@@ -344,7 +356,7 @@ class Limits:
         object whose ``__index__`` says as much."""
 
         def build(*args: Any, **kwargs: Any) -> Any:
-            if args and _countable(args[0]) and not _is_buffer(args[0]):
+            if args and _countable(args[0]) and not hasattr(type(args[0]), "__bytes__") and not _is_buffer(args[0]):
                 return self.with_count(f"{kind.__name__}()", args[0], 1, lambda n: kind(n, *args[1:], **kwargs))
             if args and isinstance(args[0], int) and args[0] > self.max_size:
                 raise self.too_big(f"{kind.__name__}({args[0]})", args[0])

@@ -47,6 +47,8 @@ __all__ = [
     "PLAIN_METHODS",
     "READABLE_DUNDERS",
     "REGISTER",
+    "SIZE_ANSWER",
+    "SIZE_ANSWERS",
     "SIZING_METHODS",
     "CodeRefused",
     "compile_block",
@@ -79,15 +81,40 @@ FORBIDDEN_ATTRIBUTES = frozenset(INSPECT_ATTRIBUTES) | {
     "mro",
 }
 
-#: Dunder methods the model may define on its own classes. Each runs as model
-#: code (ticked, guarded); ones that run at odd times (`__del__`) or change how
-#: attributes resolve (`__getattr__`, `__setattr__`) are not here.
+#: Special methods the model may define on its own classes: the operator and
+#: container protocols whole. Each is compiled like any method, so it runs as model
+#: code (ticked, guarded) wherever it is called from, C code and the host included;
+#: the two whose answers C code uses as sizes, ``__len__`` (and ``__length_hint__``)
+#: and ``__index__``, are made to check them when the class is built (see
+#: `Limits.checked_special`).
+_OPERATORS = (
+    "add",
+    "sub",
+    "mul",
+    "matmul",
+    "truediv",
+    "floordiv",
+    "mod",
+    "pow",
+    "lshift",
+    "rshift",
+    "and",
+    "or",
+    "xor",
+)
 ALLOWED_DUNDERS = frozenset(
-    [
+    [f"__{name}__" for name in _OPERATORS]
+    + [f"__r{name}__" for name in _OPERATORS]
+    + [f"__i{name}__" for name in _OPERATORS]
+    + [
         "__init__",
         "__post_init__",
+        "__init_subclass__",
+        "__class_getitem__",
         "__repr__",
         "__str__",
+        "__format__",
+        "__bytes__",
         "__eq__",
         "__ne__",
         "__lt__",
@@ -95,43 +122,94 @@ ALLOWED_DUNDERS = frozenset(
         "__gt__",
         "__ge__",
         "__hash__",
+        "__bool__",
         "__len__",
+        "__length_hint__",
         "__iter__",
         "__next__",
+        "__reversed__",
         "__contains__",
         "__getitem__",
         "__setitem__",
         "__delitem__",
-        "__add__",
-        "__radd__",
-        "__iadd__",
-        "__sub__",
-        "__rsub__",
-        "__isub__",
-        "__mul__",
-        "__rmul__",
-        "__imul__",
-        "__truediv__",
-        "__rtruediv__",
-        "__floordiv__",
-        "__mod__",
+        "__missing__",
+        "__divmod__",
+        "__rdivmod__",
         "__neg__",
         "__pos__",
         "__abs__",
-        "__bool__",
+        "__invert__",
+        "__round__",
+        "__trunc__",
+        "__floor__",
+        "__ceil__",
         "__int__",
         "__float__",
+        "__complex__",
+        "__index__",
         "__call__",
         "__enter__",
         "__exit__",
+        "__copy__",
+        "__deepcopy__",
     ]
 )
 
+#: Special methods whose answers C code uses as sizes: the class body applies
+#: ``_size_answer_(name)`` to them, before the class (or an ``__init_subclass__``) can
+#: call them (see `Limits.checked_special`).
+SIZE_ANSWERS = frozenset({"__len__", "__length_hint__", "__index__"})
+SIZE_ANSWER = "_size_answer_"
+
+#: Special methods that stay refused, with the reason the model reads.
+_ATTRIBUTE_LOOKUP = "it changes how attributes are looked up, which the sandbox's attribute guards rely on"
+_REBUILDING = "it tells copy and pickle how to rebuild the object, by naming any callable to call"
+_ASYNC = "async code is not supported here (see the message on async def)"
+REFUSED_DUNDERS = {
+    "__del__": "it runs when the object is collected: at any time, outside the code's block and its limits",
+    "__getattr__": _ATTRIBUTE_LOOKUP,
+    "__getattribute__": _ATTRIBUTE_LOOKUP,
+    "__setattr__": _ATTRIBUTE_LOOKUP,
+    "__delattr__": _ATTRIBUTE_LOOKUP,
+    "__dir__": _ATTRIBUTE_LOOKUP,
+    "__get__": _ATTRIBUTE_LOOKUP + " (descriptors)",
+    "__set__": _ATTRIBUTE_LOOKUP + " (descriptors)",
+    "__delete__": _ATTRIBUTE_LOOKUP + " (descriptors)",
+    "__set_name__": _ATTRIBUTE_LOOKUP + " (descriptors)",
+    "__new__": (
+        "it builds objects without __init__ and, read back as super().__new__, any class's objects; "
+        "use __init__, or a classmethod that builds the object"
+    ),
+    "__reduce__": _REBUILDING,
+    "__reduce_ex__": _REBUILDING,
+    "__getstate__": _REBUILDING,
+    "__setstate__": _REBUILDING,
+    "__getnewargs__": _REBUILDING,
+    "__getnewargs_ex__": _REBUILDING,
+    "__instancecheck__": "it changes isinstance(), which the sandbox's guards rely on",
+    "__subclasscheck__": "it changes issubclass(), which the sandbox's guards rely on",
+    "__subclasshook__": "it changes isinstance() and issubclass(), which the sandbox's guards rely on",
+    "__mro_entries__": "it changes the bases of the classes built with the object",
+    "__prepare__": "metaclasses are not allowed",
+    "__fspath__": "file functions read a path from it, and may read it more than once",
+    "__buffer__": "it hands C code raw memory",
+    "__release_buffer__": "it hands C code raw memory",
+    "__sizeof__": "it would misreport the object's size to the host",
+    "__await__": _ASYNC,
+    "__aiter__": _ASYNC,
+    "__anext__": _ASYNC,
+    "__aenter__": _ASYNC,
+    "__aexit__": _ASYNC,
+}
+
 #: Special attributes the code may read: its own special methods (for
-#: ``super().__init__(...)``) and names. Item access dunders are not here, since
-#: calling them directly would skip the item guard.
+#: ``super().__init__(...)``) and names. Not those whose direct call on a builtin
+#: value would skip a guard: items (the item guard), calls, the operators that
+#: size their result (``'a'.__mul__(n)``, ``(2).__pow__(n)``), formatting and
+#: rounding (their specs and digits are checked by `format` and `round`).
+_UNREADABLE_SUFFIXES = ("item__", "mul__", "mod__", "call__", "pow__", "shift__", "format__", "round__")
 READABLE_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__"}) | (
-    ALLOWED_DUNDERS - {name for name in ALLOWED_DUNDERS if name.endswith(("item__", "mul__", "mod__", "call__"))}
+    ALLOWED_DUNDERS - {name for name in ALLOWED_DUNDERS if name.endswith(_UNREADABLE_SUFFIXES)}
 )
 
 #: Names the attribute guard treats specially whatever the value: str formatting
@@ -395,12 +473,19 @@ class SandboxPolicy(RestrictingNodeTransformer):
         in_class = bool(self.class_depth) and self.class_depth[-1]
         if not (in_class and node.name in ALLOWED_DUNDERS):
             if node.name.startswith("__") and node.name.endswith("__"):
-                allowed = ", ".join(sorted(ALLOWED_DUNDERS)) if in_class else "none outside a class"
-                self.error(node, f"defining {node.name!r} is not allowed; allowed special methods: {allowed}")
+                reason = REFUSED_DUNDERS.get(node.name)
+                if reason is not None:
+                    self.error(node, f"defining {node.name!r} is not allowed: {reason}")
+                else:
+                    allowed = ", ".join(sorted(ALLOWED_DUNDERS)) if in_class else "none outside a class"
+                    self.error(node, f"defining {node.name!r} is not allowed; allowed special methods: {allowed}")
             else:
                 self.check_name(node, node.name)
         self.check_function_argument_names(node)
-        return self.visit_scope(node, in_class=False)
+        self.visit_scope(node, in_class=False)
+        if in_class and node.name in SIZE_ANSWERS:  # outermost: it checks what the other decorators made
+            node.decorator_list.insert(0, located(call_node(SIZE_ANSWER, ast.Constant(node.name)), node))
+        return node
 
     def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
         self.refuse_type_parameters(node)
