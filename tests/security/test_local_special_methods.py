@@ -140,6 +140,9 @@ ENDLESS = {
 }
 
 
+ENDLESS["except-star-around-a-loop"] = "try:\n    while True:\n        pass\nexcept* BaseException:\n    pass"
+
+
 @pytest.mark.parametrize("code", ENDLESS.values(), ids=ENDLESS.keys())
 def test_special_methods_c_code_calls_spend_the_budget(code, attack):
     error = attack(code, control="exhausts", max_operations=200_000)

@@ -312,3 +312,69 @@ def test_classes_define_the_whole_operator_and_container_protocol():
 def test_special_methods_that_stay_refused_say_why(method, reason):
     with LocalExecutor() as executor, pytest.raises(ExecutionError, match=reason):
         executor.run(f"class C:\n    def {method}(self, *args):\n        pass")
+
+
+SCRIPTS = {
+    "main-idiom": (
+        "def main():\n"
+        "    return 'ran'\n"
+        "result = None\n"
+        "if __name__ == '__main__':\n"
+        "    result = main()\n"
+        "def where():\n"
+        "    return __name__\n"
+        "class C:\n"
+        "    module = __name__\n"
+        "result, where(), C.module"
+    ),
+    "except-star": (
+        "seen = []\n"
+        "try:\n"
+        "    raise ExceptionGroup('many', [ValueError(1), TypeError(2), ValueError(3)])\n"
+        "except* ValueError as group:\n"
+        "    seen.append(('value', [str(e) for e in group.exceptions]))\n"
+        "except* TypeError as group:\n"
+        "    seen.append(('type', [str(e) for e in group.exceptions]))\n"
+        "try:\n"
+        "    raise KeyError('k')\n"
+        "except* LookupError as group:\n"
+        "    seen.append(('naked', type(group).__name__, repr(group.exceptions[0])))\n"
+        "seen"
+    ),
+}
+
+
+@pytest.mark.parametrize("code", SCRIPTS.values(), ids=SCRIPTS.keys())
+def test_blocks_run_as_a_script_runs(code):
+    with LocalExecutor() as executor:
+        assert executor.run(code).output == _as_cpython_runs_it(code)
+
+
+def test_only_dunder_name_is_readable_as_a_name():
+    with LocalExecutor() as executor:
+        for code in ("__file__", "__builtins__", "__name__x = 1", "__name__ = 'x'"):
+            with pytest.raises(ExecutionError, match="not allowed"):
+                executor.run(code)
+
+
+def test_except_star_cannot_hold_the_sandboxs_limits():
+    with LocalExecutor(max_operations=50_000) as executor:
+        for code in (
+            "try:\n    while True:\n        pass\nexcept* BaseException:\n    pass",
+            "try:\n    while True:\n        pass\nexcept* BaseException:\n    pass\nfinally:\n    x = 1",
+            "while True:\n    try:\n        pass\n    except* Exception:\n        pass",
+        ):
+            with pytest.raises(ExecutionError, match="operations"):
+                executor.run(code)
+
+
+@pytest.mark.parametrize(
+    ("code", "words"),
+    [
+        ("import asyncio\nasync def f():\n    return 1\nasyncio.run(f())", "async code is not supported"),
+        ("from __future__ import annotations", "from __future__ imports are not supported"),
+    ],
+)
+def test_what_stays_refused_says_why(code, words):
+    with LocalExecutor(authorized_imports=["asyncio"]) as executor, pytest.raises(ExecutionError, match=words):
+        executor.run(code)

@@ -415,6 +415,10 @@ class Guards:
         error = sys.exc_info()[1]
         if isinstance(error, _UNCATCHABLE):
             raise error
+        if isinstance(error, BaseExceptionGroup):  # except* wraps what it catches in a group
+            signal = _signal_in(error)
+            if signal is not None:
+                raise signal
 
     # Builtins ------------------------------------------------------------
     def builtins(self, print_function: Callable[..., None]) -> dict[str, Any]:
@@ -589,6 +593,15 @@ def type_of(*args: Any) -> Any:
     if issubclass(kind, type):
         raise SandboxViolation(f"the metaclass of {args[0].__name__!r} is not available in the sandbox")
     return kind
+
+
+def _signal_in(group: BaseExceptionGroup[Any]) -> BaseException | None:
+    """The first of the sandbox's signals (and host interrupts) inside an exception group."""
+    for error in group.exceptions:
+        found = _signal_in(error) if isinstance(error, BaseExceptionGroup) else error
+        if isinstance(found, _UNCATCHABLE):
+            return found
+    return None
 
 
 def _refuse_metaclass_bases(name: str, bases: tuple[Any, ...]) -> None:

@@ -232,6 +232,21 @@ PLAIN_METHODS = (
     - DataPolicy.attribute_names
 )
 
+#: What ``__name__`` reads in the model's code: the name of a script's module. (The
+#: sandbox's globals keep their own ``__name__``, the module of the code's classes.)
+SCRIPT_NAME = "__main__"
+_ASYNC_REFUSED = (
+    "async code is not supported in the local sandbox: an event loop runs coroutines from its own "
+    "callbacks and worker threads (asyncio.to_thread, run_in_executor), where the time limit does not "
+    "reach them; write the code synchronously (the docker executor runs asyncio)"
+)
+
+_FUTURE_REFUSED = (
+    "from __future__ imports are not supported here: the features they turned on are on already, "
+    "except `annotations`, which would make annotations strings; the sandbox keeps them the objects "
+    "they name (typing.get_type_hints refuses to evaluate strings)"
+)
+
 _T = TypeVar("_T", bound=ast.AST)
 #: Field-less node types whose RestrictedPython visitor allows them unchanged.
 _ALLOWED_LEAVES = frozenset(
@@ -332,6 +347,8 @@ class SandboxPolicy(RestrictingNodeTransformer):
     # Names and attributes -----------------------------------------------
     def visit_Name(self, node: ast.Name) -> ast.AST:
         if isinstance(node.ctx, ast.Load):
+            if node.id == "__name__":  # the block runs as a script does: `if __name__ == "__main__":` runs
+                return located(ast.Constant(SCRIPT_NAME), node)
             if node.id.startswith("_") and node.id != "_":
                 self.check_name(node, node.id)
         else:
@@ -434,6 +451,15 @@ class SandboxPolicy(RestrictingNodeTransformer):
                 )
         return self.node_contents_visit(node)
 
+    def visit_TryStar(self, node: ast.AST) -> ast.AST:
+        """``try: ... except* E:``: as ``try`` (``_handled_`` at the top of each handler
+        finds the sandbox's signals inside exception groups too)."""
+        return self.visit_Try(node)  # type: ignore[arg-type]
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> ast.AST:
+        self.error(node, _ASYNC_REFUSED)
+        return node  # its awaits are not reported one by one
+
     def visit_Import(self, node: ast.Import) -> ast.AST:
         for alias in node.names:
             self.check_name(node, (alias.asname or alias.name).split(".")[0])
@@ -444,6 +470,9 @@ class SandboxPolicy(RestrictingNodeTransformer):
     def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.AST:
         if node.level:
             self.error(node, "relative imports are not allowed; import a module by its full name")
+        if node.module == "__future__":
+            self.error(node, _FUTURE_REFUSED)
+            return node
         if node.module and any(part.startswith("_") for part in node.module.split(".")):
             self.error(node, f"importing private modules is not allowed ({node.module!r})")
         for alias in node.names:
