@@ -147,3 +147,16 @@ ENDLESS["except-star-around-a-loop"] = "try:\n    while True:\n        pass\nexc
 def test_special_methods_c_code_calls_spend_the_budget(code, attack):
     error = attack(code, control="exhausts", max_operations=200_000)
     assert "operations" in error.message, error.message
+
+
+def test_get_type_hints_does_not_evaluate_a_string_annotation(attack):
+    code = (
+        "import typing\n"
+        "def f(x: \"__import__('pathlib').Path('CANARY').touch()\"):\n"
+        "    pass\n"
+        "class C:\n"
+        "    y: \"__import__('pathlib').Path('CANARY').touch()\"\n"
+        "typing.get_type_hints(f)"
+    )
+    error = attack(code)
+    assert error.error_type == "SandboxViolation" and "evaluate" in error.message, error.message

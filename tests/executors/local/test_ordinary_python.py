@@ -82,8 +82,8 @@ def _as_cpython_runs_it(code: str) -> object:
     last = tree.body.pop()
     assert isinstance(last, ast.Expr)
     namespace: dict[str, object] = {"__name__": "__main__"}
-    exec(compile(tree, "<cpython>", "exec"), namespace)
-    return eval(compile(ast.Expression(last.value), "<cpython>", "eval"), namespace)
+    exec(compile(tree, "<cpython>", "exec", dont_inherit=True), namespace)  # not this file's future imports
+    return eval(compile(ast.Expression(last.value), "<cpython>", "eval", dont_inherit=True), namespace)
 
 
 AUGMENTED = {
@@ -378,3 +378,45 @@ def test_except_star_cannot_hold_the_sandboxs_limits():
 def test_what_stays_refused_says_why(code, words):
     with LocalExecutor(authorized_imports=["asyncio"]) as executor, pytest.raises(ExecutionError, match=words):
         executor.run(code)
+
+
+TYPE_HINTS = (
+    "import dataclasses, typing\n"
+    "class Base:\n"
+    "    x: int\n"
+    "    nothing: None\n"
+    "    items: list[int]\n"
+    "@dataclasses.dataclass\n"
+    "class Child(Base):\n"
+    "    x: float = 0.0\n"
+    "    tagged: typing.Annotated[int, 'meta'] = 0\n"
+    "    kind: typing.Literal['a', 'b'] = 'a'\n"
+    "    maybe: typing.Optional[dict[str, int]] = None\n"
+    "def f(a: int, b: 'int | None' = None, *rest: str) -> None:\n"
+    "    pass\n"
+    "def g(a: int, *rest: str, **named: float) -> list[str]:\n"
+    "    return []\n"
+    "repr([\n"
+    "    typing.get_type_hints(Child),\n"
+    "    typing.get_type_hints(Child, include_extras=True)['tagged'],\n"
+    "    typing.get_type_hints(g),\n"
+    "    typing.get_type_hints(Child(1.0)),\n"
+    "    typing.get_type_hints(len),\n"
+    "])"
+)
+
+
+def test_get_type_hints_reads_the_code_s_own_annotations():
+    with LocalExecutor() as executor:
+        assert executor.run(TYPE_HINTS).output == _as_cpython_runs_it(TYPE_HINTS)
+
+
+@pytest.mark.parametrize(
+    "annotation",
+    ["'int'", "list['Node']", "typing.Optional['Node']", "dict[str, list['Node']]", "typing.Callable[['Node'], int]"],
+)
+def test_get_type_hints_refuses_to_evaluate_strings(annotation):
+    code = f"import typing\nclass Node:\n    pass\ndef f(x: {annotation}):\n    pass\ntyping.get_type_hints(f)"
+    with LocalExecutor() as executor, pytest.raises(ExecutionError, match="which it would evaluate as code") as info:
+        executor.run(code)
+    assert info.value.error_type == "SandboxViolation"

@@ -19,6 +19,8 @@ import itertools
 import string
 import sys
 import time
+import types
+import typing
 from collections.abc import Callable
 from types import BuiltinFunctionType, FunctionType, MethodType, ModuleType
 from typing import Any
@@ -568,7 +570,7 @@ class Guards:
                 name: limits.math_function(name, getattr(__import__("math"), name))
                 for name in ("factorial", "comb", "perm")
             },
-            "typing": {"get_type_hints": REFUSED},  # evaluates strings as code
+            "typing": {"get_type_hints": get_type_hints},  # typing's evaluates strings as code
             "functools": {
                 "singledispatch": REFUSED,  # same
                 "singledispatchmethod": REFUSED,
@@ -593,6 +595,54 @@ def type_of(*args: Any) -> Any:
     if issubclass(kind, type):
         raise SandboxViolation(f"the metaclass of {args[0].__name__!r} is not available in the sandbox")
     return kind
+
+
+def get_type_hints(obj: Any, globalns: Any = None, localns: Any = None, include_extras: bool = False) -> dict[str, Any]:
+    """typing.get_type_hints for annotations that are objects already (the sandbox's code
+    writes no others: its blocks cannot turn on ``from __future__ import annotations``):
+    a class's merged over its MRO, as typing does, None read as NoneType, and
+    Annotated stripped unless `include_extras`. An annotation that is a string, or
+    holds a ForwardRef, would be evaluated as code: it is refused, not evaluated."""
+    if isinstance(obj, type):
+        hints: dict[str, Any] = {}
+        for base in reversed(obj.__mro__):
+            annotations = base.__dict__.get("__annotations__", {})  # noqa: RUF063  # as typing reads them
+            if not isinstance(annotations, dict):
+                annotations = {}  # a descriptor: the class defines none of its own
+            for name, value in annotations.items():
+                hints[name] = _real_annotation(value, name, obj)
+    else:
+        annotations = getattr(obj, "__annotations__", None)
+        if annotations is None:
+            if isinstance(obj, typing._allowed_types):  # type: ignore[attr-defined]
+                return {}
+            raise TypeError(f"{obj!r} is not a module, class, method, or function.")
+        hints = {name: _real_annotation(value, name, obj) for name, value in dict(annotations).items()}
+    if include_extras:
+        return hints
+    return {name: typing._strip_annotations(value) for name, value in hints.items()}  # type: ignore[attr-defined]
+
+
+def _real_annotation(value: Any, name: str, owner: Any) -> Any:
+    if value is None:
+        return type(None)
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, (str, typing.ForwardRef)):
+            owner_name = getattr(owner, "__qualname__", type(owner).__name__)
+            raise SandboxViolation(
+                f"typing.get_type_hints: the annotation of {name!r} in {owner_name!r} is the string {str(getattr(item, '__forward_arg__', item))[:60]!r}, "
+                "which it would evaluate as code; the sandbox does not. Annotate with the object itself "
+                "(x: int, not x: 'int')"
+            )
+        if isinstance(item, (typing._GenericAlias, types.GenericAlias, types.UnionType)):  # type: ignore[attr-defined]
+            args = item.__args__
+            if isinstance(item, types.GenericAlias):
+                pending.extend(args)  # list['X'] evaluates the string
+            else:
+                pending.extend(arg for arg in args if not isinstance(arg, str))  # Literal['a'] is data
+    return value
 
 
 def _signal_in(group: BaseExceptionGroup[Any]) -> BaseException | None:
