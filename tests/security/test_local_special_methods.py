@@ -76,6 +76,20 @@ ANSWERS = {
     "count-of-a-str-subclass-hides-a-replace": (
         "class Few(str):\n    def count(self, *args):\n        return 0\nFew('ab' * 4_000_000).replace('a', 'x' * 300)"
     ),
+    "len-of-a-userlist-subclass-hides-a-repetition": (
+        "import collections\n"
+        "class Short(collections.UserList):\n"
+        "    def __len__(self):\n"
+        "        return 0\n"
+        "Short([0] * 1000) * 10**7"
+    ),
+    "len-of-a-deque-subclass-hides-a-repetition": (
+        "import collections\n"
+        "class Short(collections.deque):\n"
+        "    def __len__(self):\n"
+        "        return 0\n"
+        "Short([0] * 1000) * 10**7"
+    ),
     "round-digits-of-an-int": "round(7, -10**9)",
 }
 

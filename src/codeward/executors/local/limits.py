@@ -86,6 +86,7 @@ _SPEC_NUMBER = re.compile(r"\d+")
 _SEQUENCES = (str, bytes, bytearray, list, tuple)
 #: Sequences the C code of `*` repeats: the builtins, and the standard containers like them.
 _REPEATABLE = (*_SEQUENCES, collections.deque, collections.UserList, collections.UserString)
+_LENGTHS: tuple[Any, ...] = (*_SEQUENCES, collections.deque)
 _mul: Callable[[Any, Any], Any] = operator.mul
 _iadd: Callable[[Any, Any], Any] = operator.iadd
 _imul: Callable[[Any, Any], Any] = operator.imul
@@ -132,15 +133,18 @@ def _countable(value: Any) -> bool:
 
 
 def _size(value: Any) -> int:
-    """The length of a value, for a builtin sequence the length its C code uses: a
-    subclass's own ``__len__`` (the model's code) may say anything."""
-    kind = type(value)
-    if kind in _SEQUENCES:
+    """The length of a value as the C code of `+` and `*` sees it: a builtin sequence's
+    (or deque's) own, and a UserList's or UserString's data's. A subclass's own
+    ``__len__`` (the model's code) may say anything."""
+    if type(value) in _SEQUENCES:
         return len(value)
-    for base in _SEQUENCES:
+    for base in _LENGTHS:
         if isinstance(value, base):
-            length: int = base.__len__(value)  # type: ignore[arg-type]
+            length: int = base.__len__(value)
             return length
+    if isinstance(value, (collections.UserList, collections.UserString)):
+        data = value.data
+        return _size(data) if _has_len(data) else 0
     return len(value)
 
 
