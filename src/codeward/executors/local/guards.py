@@ -16,6 +16,7 @@ import builtins
 import dataclasses
 import functools
 import itertools
+import operator
 import string
 import sys
 import time
@@ -172,7 +173,7 @@ class Guards:
         """``_getattr_`` for names checked at compile time; the fast path is two lookups."""
         modules = ModuleType
         machine = self.gate.machine
-        special = SIZING_METHODS | FORMAT_METHODS | {REGISTER} | self.data_policy.attribute_names
+        special = self.special_attribute_names()
         slow = self.attribute_slow_path
 
         def guarded_getattr(obj: Any, name: str) -> Any:
@@ -189,6 +190,10 @@ class Guards:
             raise AttributeError(message, name=name, obj=obj)  # raised here, it has no context
 
         return guarded_getattr
+
+    def special_attribute_names(self) -> frozenset[str]:
+        """Names whose value `attribute_slow_path` sees whatever it is."""
+        return SIZING_METHODS | FORMAT_METHODS | {REGISTER} | self.data_policy.attribute_names
 
     def attribute_slow_path(self, obj: Any, name: str, value: Any) -> Any:
         value = self.gate.vet(value)
@@ -313,9 +318,23 @@ class Guards:
         ``_write_`` accepts. Each whole, or read then stored, when `v` is evaluated between."""
         getitem, getattr_, write = self.make_getitem(), self.make_getattr(), self.make_write()
         inplace = self.limits.inplace
+        own_types, modules, machine, slow = self.own_types, ModuleType, self.gate.machine, self.attribute_slow_path
+        special = self.special_attribute_names()
+        numeric = _NUMERIC_INPLACE  # between ints and floats, these cannot grow a value: no sizing call
 
         def item(operator: str, obj: Any, key: Any, value: Any) -> None:
-            obj[key] = inplace(operator, getitem(obj, key), value)
+            current = obj[key]
+            if type(current) is modules or id(current) in machine:
+                current = getitem(obj, key)
+            kind, other = type(current), type(value)
+            if (kind is int or kind is float) and (other is int or other is float):
+                if operator == "+=":  # the common case, without a call
+                    obj[key] = current + value
+                    return
+                if operator in numeric:
+                    obj[key] = numeric[operator](current, value)
+                    return
+            obj[key] = inplace(operator, current, value)
 
         def read_item(obj: Any, key: Any) -> tuple[Any, Any, Any]:
             return obj, key, getitem(obj, key)
@@ -324,7 +343,23 @@ class Guards:
             obj[key] = inplace(operator, current, value)
 
         def attribute(operator: str, obj: Any, name: str, value: Any) -> None:
-            setattr(write(obj), name, inplace(operator, getattr_(obj, name), value))
+            target = obj if type(obj) in own_types else write(obj)
+            try:
+                current = getattr(obj, name)
+            except AttributeError:
+                current = getattr_(obj, name)  # raises it as the guard does, without the host's context
+            else:
+                if type(current) is modules or id(current) in machine or name in special:
+                    current = slow(obj, name, current)
+            kind, other = type(current), type(value)
+            if (kind is int or kind is float) and (other is int or other is float):
+                if operator == "+=":  # the common case, without a call
+                    setattr(target, name, current + value)
+                    return
+                if operator in numeric:
+                    setattr(target, name, numeric[operator](current, value))
+                    return
+            setattr(target, name, inplace(operator, current, value))
 
         def read_attribute(obj: Any, name: str) -> tuple[Any, str, Any]:
             return write(obj), name, getattr_(obj, name)
@@ -666,6 +701,18 @@ def _describe(obj: Any) -> str:
 
 
 _MISSING = object()
+#: Augmented operators that, between ints and floats, cannot build a value larger than their operands.
+_NUMERIC_INPLACE: dict[str, Callable[[Any, Any], Any]] = {
+    "+=": operator.add,
+    "-=": operator.sub,
+    "/=": operator.truediv,
+    "//=": operator.floordiv,
+    "%=": operator.mod,
+    "&=": operator.and_,
+    "|=": operator.or_,
+    "^=": operator.xor,
+    ">>=": operator.rshift,
+}
 #: CPython's flag for the builtins that a one-argument class pattern matches itself (int(x)).
 _MATCH_SELF = 1 << 22
 
