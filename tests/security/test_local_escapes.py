@@ -197,7 +197,7 @@ def test_model_defined_del_is_refused(attack):
 
 
 @pytest.mark.parametrize(
-    "method", ["__getattr__", "__getattribute__", "__setattr__", "__init_subclass__", "__reduce__"]
+    "method", ["__getattr__", "__getattribute__", "__setattr__", "__get__", "__set_name__", "__reduce__"]
 )
 def test_special_methods_that_change_lookup_are_refused(method, attack):
     attack(f"class A:\n    def {method}(self, *a):\n        pass")
