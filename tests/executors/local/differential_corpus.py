@@ -1623,7 +1623,7 @@ STDLIB = [
         class User:
             name: str
             age: Optional[int] = None
-            friends: 'list[User]' = None
+            friends: list[str] = None
             count: ClassVar[int] = 0
 
         def greet(user: User, times: int = 1) -> str:
@@ -1633,6 +1633,22 @@ STDLIB = [
         (sorted(hints), hints['age'] == Optional[int], typing.get_type_hints(greet)['return'] is str,
          typing.get_origin(list[int]) is list, typing.get_args(dict[str, int]) == (str, int))
         """,
+    ),
+    _snippet(
+        "typing-hints-string-annotation",
+        """
+        import typing
+
+        class Node:
+            parent: 'Node'
+
+        typing.get_type_hints(Node)
+        """,
+        refusal=Refusal(
+            "SandboxViolation",
+            "get_type_hints refuses an annotation written as a string: evaluating it would run code "
+            "outside the policy (README, local)",
+        ),
     ),
     _snippet(
         "typing-constructs",
@@ -1798,6 +1814,10 @@ MODULE_AND_PRINTING = [
         asyncio.run(main())
         """,
         "asyncio",
+        refusal=Refusal(
+            "CodeRefused",
+            "async def is refused: the event loop runs coroutines from callbacks and threads the time limit does not reach",
+        ),
     ),
 ]
 

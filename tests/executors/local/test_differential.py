@@ -52,12 +52,6 @@ PYTHON_SNIPPETS = [s for s in AVAILABLE if s not in LIBRARY_SNIPPETS]
 #: in every mode; marked strict, a fix makes its test fail until the entry is removed.
 _BUILTIN = "in the sandbox `{}` is a guarding function, not the type: {}"
 KNOWN_DIVERGENCES: dict[str, str] = {
-    # Being fixed in the policy (except*, __name__, async, get_type_hints).
-    "except-star": "`try: ... except* ...` is refused (CodeRefused: TryStar statements are not allowed)",
-    "except-star-leftover": "`except*` is refused (CodeRefused); CPython raises the unhandled ExceptionGroup",
-    "main-guard": "`__name__` is refused as a name (CodeRefused); CPython runs main() and prints",
-    "async": "`async def` is refused (CodeRefused: AsyncFunctionDef statements are not allowed)",
-    "typing-hints": "typing.get_type_hints raises SandboxViolation (refused: 'evaluates strings as code')",
     # Found by this test.
     "singledispatch": "functools.singledispatch raises SandboxViolation (refused in guards.py like get_type_hints; not in the README)",
     "keyboard-interrupt-name": (
