@@ -212,8 +212,10 @@ def test_async_code_is_refused(attack):
     attack("async def f():\n    pass")
 
 
-def test_except_star_is_refused(attack):
-    attack("try:\n    pass\nexcept* ValueError:\n    pass")
+def test_except_star_cannot_swallow_the_time_limit(attack):
+    """except* wraps what it catches in an ExceptionGroup; the sandbox's limits inside one still stop the block."""
+    code = "while True:\n    try:\n        while True:\n            pass\n    except* BaseException:\n        pass"
+    attack(code, control="exhausts", timeout_seconds=0.5, max_operations=10**15)
 
 
 @pytest.mark.parametrize(
@@ -270,3 +272,11 @@ def test_sandbox_helpers_the_code_holds_expose_nothing(make, private, attack):
     with LocalExecutor(isolation="in_process") as executor:  # the helper object itself, on the host
         helper = executor.run(make + "\nhelper").output
     attack(make + f"\ngetattr(helper, {private!r})", control=lambda: getattr(helper, private) is not None)
+
+
+def test_guarded_builtin_types_hold_their_guard_out_of_reach(attack):
+    """bytes, bytearray, range and type are stand-ins holding the real type and the guarded call."""
+    from codeward.executors.local.guards import TYPE
+
+    attack("getattr(type, '_call')('X', (), {'__del__': print})", control=lambda: TYPE._call is not None)
+    attack("getattr(bytes, '_real')(10**12)", control=lambda: TYPE._real is type)

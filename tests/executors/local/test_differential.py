@@ -50,7 +50,6 @@ PYTHON_SNIPPETS = [s for s in AVAILABLE if s not in LIBRARY_SNIPPETS]
 
 #: Divergences found by this test and not yet fixed, by snippet name: what differs. Each holds
 #: in every mode; marked strict, a fix makes its test fail until the entry is removed.
-_BUILTIN = "in the sandbox `{}` is a guarding function, not the type: {}"
 KNOWN_DIVERGENCES: dict[str, str] = {
     # Found by this test.
     "singledispatch": "functools.singledispatch raises SandboxViolation (refused in guards.py like get_type_hints; not in the README)",
@@ -58,12 +57,6 @@ KNOWN_DIVERGENCES: dict[str, str] = {
         "KeyboardInterrupt (and SystemExit) are not builtins in the sandbox (NameError; guards.py keeps them out "
         "so the code cannot raise them; not in the README), so `except KeyboardInterrupt:` or naming it fails"
     ),
-    "bytes-classmethods": _BUILTIN.format(
-        "bytes", "bytes.fromhex, bytearray.fromhex, bytes.maketrans are AttributeError"
-    ),
-    "isinstance-bytes": _BUILTIN.format("bytes", "isinstance(data, bytes) is TypeError, type(data) is bytes is False"),
-    "isinstance-range": _BUILTIN.format("range", "isinstance(r, range) is TypeError, type(r) == range is False"),
-    "isinstance-type": _BUILTIN.format("type", "isinstance(cls, type) is TypeError"),
 }
 
 

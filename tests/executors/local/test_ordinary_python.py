@@ -420,3 +420,22 @@ def test_get_type_hints_refuses_to_evaluate_strings(annotation):
     with LocalExecutor() as executor, pytest.raises(ExecutionError, match="which it would evaluate as code") as info:
         executor.run(code)
     assert info.value.error_type == "SandboxViolation"
+
+
+def test_guarded_builtin_types_are_still_the_types():
+    code = (
+        "class Blob(bytes):\n"
+        "    pass\n"
+        "data, r = b'ab', range(3)\n"
+        "(isinstance(data, bytes), isinstance(data, (bytes, bytearray)), type(data) == bytes,\n"
+        " isinstance(r, range), isinstance(int, type), type(int) == type, isinstance(Blob(b'x'), bytes),\n"
+        " bytes.fromhex('4142'), bytearray.fromhex('ff'), repr(bytes))"
+    )
+    expected = (True, True, True, True, True, True, True, b"AB", bytearray(b"\xff"), "<class 'bytes'>")
+    with LocalExecutor() as executor:
+        assert executor.run(code).output == expected
+        with pytest.raises(Exception, match="metaclasses are not available"):
+            executor.run("class Meta(type):\n    pass")
+        with pytest.raises(Exception) as info:
+            executor.run("bytes(10**12)")
+        assert info.value.error_type == "SizeLimitError"  # the size cap's own refusal, not the worker's memory cap

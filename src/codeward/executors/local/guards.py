@@ -249,6 +249,7 @@ class Guards:
         other than what C will read. ``case int(x)`` on a builtin that matches itself
         reads no attribute and keeps the class. Ordinary patterns (``case Point(x=0)``
         on the code's dataclasses, ``case str(s)``, host namedtuples) work unchanged."""
+        cls = real_type(cls)
         if not isinstance(cls, type):
             return cls  # the match raises its own TypeError when it gets there
         if not keywords and positional == 1 and _matches_itself(cls):
@@ -469,13 +470,13 @@ class Guards:
             hasattr=self.hasattr,
             setattr=self.setattr,
             delattr=self.delattr,
-            type=type_of,
+            type=TYPE,
             format=limits.format,
             pow=limits.pow,
             round=limits.round,
-            range=limits.range,
-            bytes=limits.sized(bytes),
-            bytearray=limits.sized(bytearray),
+            range=BuiltinType(range, limits.range),
+            bytes=BuiltinType(bytes, limits.sized(bytes)),
+            bytearray=BuiltinType(bytearray, limits.sized(bytearray)),
             dir=dir,
         )
         return names
@@ -619,6 +620,52 @@ class Guards:
         return lambda name: table.get(name, {})
 
 
+class BuiltinType:
+    """A builtin type whose call the sandbox guards (``bytes(10**12)``, three-argument
+    ``type``), still usable as the type: ``isinstance`` and ``issubclass``, ``==`` with
+    the real type, subclassing (``class Blob(bytes)``), its public class attributes
+    (``bytes.fromhex``) and class patterns. Only ``type(x) is bytes`` tells them apart."""
+
+    __slots__ = ("_call", "_real")
+
+    def __init__(self, real: type, call: Callable[..., Any]) -> None:
+        self._real = real
+        self._call = call
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call(*args, **kwargs)
+
+    def __instancecheck__(self, instance: Any) -> bool:
+        return isinstance(instance, self._real)
+
+    def __subclasscheck__(self, subclass: Any) -> bool:
+        return issubclass(subclass, self._real)
+
+    def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
+        if self._real is type:
+            raise SandboxViolation("metaclasses are not available in the sandbox; define classes with class")
+        return (self._real,)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._real, name)
+
+    def __eq__(self, other: object) -> bool:
+        return other is self._real or other is self
+
+    def __hash__(self) -> int:
+        return hash(self._real)
+
+    def __repr__(self) -> str:
+        return repr(self._real)
+
+
+def real_type(value: Any) -> Any:
+    """The type a `BuiltinType` stands for; anything else as it is."""
+    return value._real if type(value) is BuiltinType else value
+
+
 def type_of(*args: Any) -> Any:
     """`type(x)`. The three-argument form, and metaclasses reached as the type of a
     class, would build classes with any special method (`__del__`), so they are not given."""
@@ -626,10 +673,16 @@ def type_of(*args: Any) -> Any:
         raise SandboxViolation("type() takes one argument here; define classes with a class statement")
     kind = type(args[0])
     if kind is type:
-        return type_of
+        return TYPE
+    if kind is BuiltinType:
+        return TYPE
     if issubclass(kind, type):
         raise SandboxViolation(f"the metaclass of {args[0].__name__!r} is not available in the sandbox")
     return kind
+
+
+#: What the code's ``type`` is: `type_of` when called, the real `type` when compared or checked.
+TYPE = BuiltinType(type, type_of)
 
 
 def get_type_hints(obj: Any, globalns: Any = None, localns: Any = None, include_extras: bool = False) -> dict[str, Any]:

@@ -248,7 +248,7 @@ class Interpreter:
                 "and was stopped; look for an endless loop, or do less work per step"
             )
             error_type = "OperationLimitExceeded"
-        elif isinstance(error, MemoryError) and self._memory_capped:
+        elif type(error) is MemoryError and self._memory_capped:  # the OS's cap, not one of the size caps
             message = (
                 f"the code grew memory by more than the worker's {self.max_memory_bytes or 0:,}-byte allowance "
                 "and was stopped; work on smaller pieces of data"
