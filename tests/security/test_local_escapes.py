@@ -276,7 +276,8 @@ def test_sandbox_helpers_the_code_holds_expose_nothing(make, private, attack):
 
 def test_guarded_builtin_types_hold_their_guard_out_of_reach(attack):
     """bytes, bytearray, range and type are stand-ins holding the real type and the guarded call."""
-    from codeward.executors.local.guards import TYPE
+    from codeward.executors.local.guards import BuiltinType, type_of
 
-    attack("getattr(type, '_call')('X', (), {'__del__': print})", control=lambda: TYPE._call is not None)
-    attack("getattr(bytes, '_real')(10**12)", control=lambda: TYPE._real is type)
+    held = BuiltinType(type, type_of)
+    attack("getattr(type, '_call')('X', (), {'__del__': print})", control=lambda: held._call is type_of)
+    attack("getattr(bytes, '_real')(10**12)", control=lambda: held._real is type)

@@ -429,9 +429,9 @@ def test_guarded_builtin_types_are_still_the_types():
         "data, r = b'ab', range(3)\n"
         "(isinstance(data, bytes), isinstance(data, (bytes, bytearray)), type(data) == bytes,\n"
         " isinstance(r, range), isinstance(int, type), type(int) == type, isinstance(Blob(b'x'), bytes),\n"
-        " bytes.fromhex('4142'), bytearray.fromhex('ff'), repr(bytes))"
+        " bytes.fromhex('4142'), bytearray.fromhex('ff'), repr(bytes), type(data) is bytes, type(r) is range)"
     )
-    expected = (True, True, True, True, True, True, True, b"AB", bytearray(b"\xff"), "<class 'bytes'>")
+    expected = (True, True, True, True, True, True, True, b"AB", bytearray(b"\xff"), "<class 'bytes'>", True, True)
     with LocalExecutor() as executor:
         assert executor.run(code).output == expected
         with pytest.raises(Exception, match="metaclasses are not available"):
@@ -439,3 +439,6 @@ def test_guarded_builtin_types_are_still_the_types():
         with pytest.raises(Exception) as info:
             executor.run("bytes(10**12)")
         assert info.value.error_type == "SizeLimitError"  # the size cap's own refusal, not the worker's memory cap
+        with pytest.raises(Exception) as info:
+            executor.run("type(b'')(10**12)")  # the type a value gives is the guarded one too
+        assert info.value.error_type == "SizeLimitError"

@@ -470,15 +470,23 @@ class Guards:
             hasattr=self.hasattr,
             setattr=self.setattr,
             delattr=self.delattr,
-            type=TYPE,
             format=limits.format,
             pow=limits.pow,
             round=limits.round,
-            range=BuiltinType(range, limits.range),
-            bytes=BuiltinType(bytes, limits.sized(bytes)),
-            bytearray=BuiltinType(bytearray, limits.sized(bytearray)),
             dir=dir,
         )
+        stand_ins: dict[Any, BuiltinType] = {
+            range: BuiltinType(range, limits.range),
+            bytes: BuiltinType(bytes, limits.sized(bytes)),
+            bytearray: BuiltinType(bytearray, limits.sized(bytearray)),
+        }
+
+        def type_call(*args: Any) -> Any:
+            kind = type_of(*args)
+            return stand_ins.get(kind, kind)  # so that `type(data) is bytes` holds, and its call is guarded
+
+        stand_ins[type] = BuiltinType(type, type_call)
+        names.update((real.__name__, stand_in) for real, stand_in in stand_ins.items())
         return names
 
     def guard_names(self) -> dict[str, Any]:
@@ -624,7 +632,8 @@ class BuiltinType:
     """A builtin type whose call the sandbox guards (``bytes(10**12)``, three-argument
     ``type``), still usable as the type: ``isinstance`` and ``issubclass``, ``==`` with
     the real type, subclassing (``class Blob(bytes)``), its public class attributes
-    (``bytes.fromhex``) and class patterns. Only ``type(x) is bytes`` tells them apart."""
+    (``bytes.fromhex``) and class patterns; the code's ``type(x)`` gives the stand-in back,
+    so ``type(data) is bytes`` holds and ``type(data)(n)`` is guarded too."""
 
     __slots__ = ("_call", "_real")
 
@@ -672,17 +681,11 @@ def type_of(*args: Any) -> Any:
     if len(args) != 1:
         raise SandboxViolation("type() takes one argument here; define classes with a class statement")
     kind = type(args[0])
-    if kind is type:
-        return TYPE
-    if kind is BuiltinType:
-        return TYPE
+    if kind is type or kind is BuiltinType:
+        return type
     if issubclass(kind, type):
         raise SandboxViolation(f"the metaclass of {args[0].__name__!r} is not available in the sandbox")
     return kind
-
-
-#: What the code's ``type`` is: `type_of` when called, the real `type` when compared or checked.
-TYPE = BuiltinType(type, type_of)
 
 
 def get_type_hints(obj: Any, globalns: Any = None, localns: Any = None, include_extras: bool = False) -> dict[str, Any]:
