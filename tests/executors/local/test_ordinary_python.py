@@ -429,9 +429,25 @@ def test_guarded_builtin_types_are_still_the_types():
         "data, r = b'ab', range(3)\n"
         "(isinstance(data, bytes), isinstance(data, (bytes, bytearray)), type(data) == bytes,\n"
         " isinstance(r, range), isinstance(int, type), type(int) == type, isinstance(Blob(b'x'), bytes),\n"
-        " bytes.fromhex('4142'), bytearray.fromhex('ff'), repr(bytes), type(data) is bytes, type(r) is range)"
+        " bytes.fromhex('4142'), bytearray.fromhex('ff'), repr(bytes), type(data) is bytes, type(r) is range,\n"
+        " type(data).__name__, type(int).__name__)"
     )
-    expected = (True, True, True, True, True, True, True, b"AB", bytearray(b"\xff"), "<class 'bytes'>", True, True)
+    expected = (
+        True,
+        True,
+        True,
+        True,
+        True,
+        True,
+        True,
+        b"AB",
+        bytearray(b"\xff"),
+        "<class 'bytes'>",
+        True,
+        True,
+        "bytes",
+        "type",
+    )
     with LocalExecutor() as executor:
         assert executor.run(code).output == expected
         with pytest.raises(Exception, match="metaclasses are not available"):

@@ -656,8 +656,8 @@ class BuiltinType:
         return (self._real,)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
+        if name.startswith("_") and not name.endswith("__"):  # its own fields; the attribute guard
+            raise AttributeError(name)  # has judged any special name (``__name__``) before this read
         return getattr(self._real, name)
 
     def __eq__(self, other: object) -> bool:
