@@ -52,7 +52,7 @@ PYTHON_SNIPPETS = [s for s in AVAILABLE if s not in LIBRARY_SNIPPETS]
 #: in every mode; marked strict, a fix makes its test fail until the entry is removed.
 KNOWN_DIVERGENCES: dict[str, str] = {
     # Found by this test.
-    "singledispatch": "functools.singledispatch raises SandboxViolation (refused in guards.py like get_type_hints; not in the README)",
+    "singledispatch": "functools.singledispatch raises SandboxViolation (refused in guards.py; README, local)",
     "keyboard-interrupt-name": (
         "KeyboardInterrupt (and SystemExit) are not builtins in the sandbox (NameError; guards.py keeps them out "
         "so the code cannot raise them; not in the README), so `except KeyboardInterrupt:` or naming it fails"
