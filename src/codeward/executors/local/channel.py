@@ -47,11 +47,12 @@ class Channel:
         self._pending = bytearray()  # bytes read ahead of the message being taken
 
     def send(self, header: dict[str, Any], body: str = "", parts: Sequence[Any] = ()) -> None:
-        if parts:
-            header = {**header, "parts": [memoryview(part).nbytes for part in parts]}
+        sizes = [memoryview(part).nbytes for part in parts]
+        if sizes:
+            header = {**header, "parts": sizes}
         head = _HEADER.encode(header).encode("ascii")
         data = body.encode("utf-8", "surrogatepass")
-        size = len(data) + sum(memoryview(part).nbytes for part in parts)
+        size = len(data) + sum(sizes)
         frame = _LENGTHS.pack(len(head), size) + head
         if size < _CHUNK:  # one write for the small messages that make up a round trip
             self.sock.sendall(b"".join([frame, data, *parts]))

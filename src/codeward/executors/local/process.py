@@ -125,10 +125,7 @@ class WorkerExecutor(RememberingExecutor):
         parts: list[Any] = []
         text = codec.encode_variables(variables, parts=parts)  # fails before anything is sent
         self._variables.update(variables)
-        if self._worker is None or not self._worker.ready:
-            self._live_worker()  # a new worker is sent everything remembered, this included
-            return
-        self._send(self._worker, "variables", text, parts)
+        self._load("variables", text, parts)
 
     def _converse(self, worker: _Worker, code: str) -> tuple[dict[str, Any], str, list[bytes]]:
         """Send the block and answer its tool calls until it ends."""
@@ -152,11 +149,11 @@ class WorkerExecutor(RememberingExecutor):
 
     # -- the worker --------------------------------------------------------------
 
-    def _load(self, what: str, text: str) -> None:
+    def _load(self, what: str, text: str, parts: Sequence[Any] = ()) -> None:
         if self._worker is None or not self._worker.ready:
             self._live_worker()  # a new worker is sent everything remembered, this included
             return
-        self._send(self._worker, what, text)
+        self._send(self._worker, what, text, parts)
 
     def _send(self, worker: _Worker, what: str, text: str, parts: Sequence[Any] = ()) -> None:
         self._transmit(worker, {"op": what}, text, parts)
