@@ -47,6 +47,7 @@ from codeward.executors.local.policy import (
     SIZE_ANSWER,
     SIZING_METHODS,
 )
+from codeward.executors.local.receivers import CLASS_IDS, ClassWriter, plain_class
 
 __all__ = ["SANDBOX_MODULE", "Guards"]
 
@@ -162,6 +163,8 @@ class Guards:
         self.tool_types = tool_types
         self.formatter = _SafeFormatter(self)
         self.own_types: set[type] = set()
+        self.plain_classes: list[type] = []
+        self.plain_class_ids: set[int] = set()
         self.match_classes: dict[tuple[int, tuple[str, ...], int], type] = {}
         self.gate: ImportGate  # set by connect(): the gate needs this object's module overrides
 
@@ -399,6 +402,8 @@ class Guards:
             raise SandboxViolation(f"cannot set attributes on {_describe(obj)}: it belongs to the host")
         if isinstance(obj, type) and obj.__module__ != SANDBOX_MODULE:
             raise SandboxViolation(f"cannot set attributes on the class {obj.__name__!r}: it belongs to the host")
+        if id(obj) in self.plain_class_ids:
+            return ClassWriter(obj, self.globals)
         if kind is FunctionType and obj.__globals__ is not self.globals:
             raise SandboxViolation(f"cannot set attributes on {_describe(obj)}: it belongs to the host")
         if id(obj) in self.gate.machine:
@@ -505,6 +510,10 @@ class Guards:
             "_lshift_": limits.lshift,
             "_mod_": limits.mod,
             "_inplacevar_": limits.inplace,
+            "_iadd_": limits.iadd,
+            "_type_": type,
+            "_id_": id,
+            CLASS_IDS: self.plain_class_ids,
             "_format_": limits.formatted_value,
             MATCH_CLASS: self.match_class,
             MATCH_VALUE: self.match_value,
@@ -514,9 +523,14 @@ class Guards:
         }
 
     def build_class(self, function: Any, name: str, *bases: Any, **keywords: Any) -> type:
-        """The class statement, refusing metaclasses made by subclassing `type`."""
+        """The class statement, refusing metaclasses made by subclassing `type`; a plain class is
+        registered (see `receivers`), and kept, so that its id stays its own."""
         _refuse_metaclass_bases(name, bases)
-        return builtins.__build_class__(function, name, *bases, **keywords)  # type: ignore[no-any-return]
+        cls: type = builtins.__build_class__(function, name, *bases, **keywords)
+        if plain_class(cls, self.plain_class_ids, self.globals):
+            self.plain_classes.append(cls)
+            self.plain_class_ids.add(id(cls))
+        return cls
 
     # Per-module replacements -------------------------------------------------
     def module_overrides(self, deadline: Callable[[], float | None]) -> Callable[[str], dict[str, Any]]:

@@ -17,6 +17,7 @@ from codeward.executors.local.int_inference import comprehension_ints, function_
 from codeward.executors.local.name_bindings import SCOPES, child_nodes
 
 __all__ = [
+    "LEAVES",
     "MAX_FORMAT_WIDTH",
     "RESULT_NAME",
     "Instrumenter",
@@ -35,7 +36,7 @@ RESULT_NAME = "_result_"
 MAX_FORMAT_WIDTH = 100_000
 
 # Field-less nodes (contexts, operators, pass): a third of a tree, and nothing to instrument.
-_LEAVES = frozenset(
+LEAVES = frozenset(
     kind for kind in vars(ast).values() if isinstance(kind, type) and issubclass(kind, ast.AST) and not kind._fields
 )
 
@@ -100,6 +101,7 @@ class Instrumenter(ast.NodeTransformer):
         self.suspends: list[bool] = [False]  # per scope: a generator, whose loops may pause between blocks
         self.module_candidates: frozenset[str] = frozenset()  # module-level range loop variables
         self.infer_ints = "range" in source  # certain ints come only from range loops
+        self.classes: list[ast.ClassDef] = []  # the class statements met, for `receivers`
 
     def _mentions(self, node: ast.AST, word: str) -> bool:
         """Whether `word` is in the source of `node`: a text search that spares walking a
@@ -110,7 +112,7 @@ class Instrumenter(ast.NodeTransformer):
     visit = dispatched_visit
 
     def generic_visit(self, node: ast.AST) -> ast.AST:
-        return transform_children(self, node, _LEAVES)
+        return transform_children(self, node, LEAVES)
 
     def _in_scope(self, node: ast.AST, ints: frozenset[str], suspends: bool = False) -> None:
         self.ints.append(ints)
@@ -127,6 +129,7 @@ class Instrumenter(ast.NodeTransformer):
         return self.generic_visit(node)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        self.classes.append(node)
         self._in_scope(node, frozenset())
         return node
 
@@ -211,7 +214,7 @@ class Instrumenter(ast.NodeTransformer):
         probe = ast.BinOp(left=ast.Name(id=node.target.id, ctx=ast.Load()), op=node.op, right=node.value)
         if _cannot_grow(probe, self.ints[-1]):
             return node
-        value = call_node("_inplacevar_", ast.Constant("+="), name_node(node.target.id), node.value)
+        value = call_node("_iadd_", name_node(node.target.id), node.value)
         return located(ast.Assign(targets=[node.target], value=value), node)
 
     def visit_FormattedValue(self, node: ast.FormattedValue) -> ast.AST:

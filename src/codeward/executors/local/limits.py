@@ -176,6 +176,9 @@ class Limits:
 
     # Operators -------------------------------------------------------------
     def add(self, a: Any, b: Any) -> Any:
+        kind = type(a)
+        if kind is int or kind is float:  # most additions, settled before the slower isinstance
+            return a + b
         if isinstance(a, _SEQUENCES) and isinstance(b, _SEQUENCES):
             size = _size(a) + _size(b)
             if size > self.max_size:
@@ -282,6 +285,13 @@ class Limits:
         if isinstance(a, (str, bytes)):
             self.check_percent_format(a, b)
         return a % b
+
+    def iadd(self, a: Any, b: Any) -> Any:
+        """``a += b``: `inplace` with the sums of numbers settled first, without its dispatch."""
+        kind = type(a)
+        if kind is int or kind is float:
+            return a + b
+        return self.inplace("+=", a, b)
 
     def inplace(self, operator: str, a: Any, b: Any) -> Any:
         """``a op= b``, in place where the value can be changed in place (a list, an

@@ -32,6 +32,7 @@ from codeward.executors.local.instrumenter import (
     transform_children,
 )
 from codeward.executors.local.name_bindings import declared_globals
+from codeward.executors.local.receivers import fast_receivers
 from codeward.executors.local.type_inference import (
     PLAIN_TYPES,
     is_plain_expression,
@@ -223,13 +224,9 @@ REGISTER = "register"
 #: value (see `type_inference`): the public names of the plain types, less the
 #: special ones. On a plain value each is a method of the builtin type, never a
 #: module or an object of the machine, so the guard would pass it unchanged.
+GUARDED_ATTRIBUTES = FORMAT_METHODS | SIZING_METHODS | {REGISTER} | FORBIDDEN_ATTRIBUTES | DataPolicy.attribute_names
 PLAIN_METHODS = (
-    frozenset(name for kind in PLAIN_TYPES for name in dir(kind) if not name.startswith("_"))
-    - FORMAT_METHODS
-    - SIZING_METHODS
-    - {REGISTER}
-    - FORBIDDEN_ATTRIBUTES
-    - DataPolicy.attribute_names
+    frozenset(name for kind in PLAIN_TYPES for name in dir(kind) if not name.startswith("_")) - GUARDED_ATTRIBUTES
 )
 
 #: What ``__name__`` reads in the model's code: the name of a script's module. (The
@@ -628,7 +625,9 @@ def compile_block(
     if policy.problems:
         raise CodeRefused(_policy_report(source, policy.problems), "CodeRefused")
     declared |= block_globals
-    tree = Instrumenter(source, declared).visit(tree)
+    instrumenter = Instrumenter(source, declared)
+    tree = instrumenter.visit(tree)
+    fast_receivers(instrumenter.classes, source, GUARDED_ATTRIBUTES, AUGMENTED["attribute"])
     capture_last_expression(tree)
     return compile(tree, filename, "exec", dont_inherit=True)  # the block's own future imports, not ours
 

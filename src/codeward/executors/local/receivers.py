@@ -1,0 +1,251 @@
+"""Attribute reads and writes on instances of the code's own *plain* classes, without the
+attribute guards: the methods of its classes run near CPython's speed.
+
+A class is plain (`Guards.build_class` registers it, `plain_class` decides) when a class
+statement of the code made it with `type` as its metaclass, every base is plain or
+`object`, and every value in its namespace that an attribute read could bind binds as
+CPython's own kinds do: a function, a property, a staticmethod or classmethod, a
+cached_property, a slot, or a descriptor whose ``__get__`` is the code's. Reading a public
+attribute of an instance then gives a value the code held (it stored it in the instance or
+the class) or what calling a function the code holds returns: never a module or an object
+of the machine, which is all the read guard stops. A plain class stays plain: `_write_`
+gives a `ClassWriter` that vets each value set on it the same way, its bases cannot be
+changed, and the ids of plain classes are kept alive with them so no other class takes one.
+
+This pass changes the instrumented tree in the methods (defs directly in a class body) whose
+first parameter is never rebound: the method computes once whether that parameter is an
+instance of a plain class (``_own_self_ = _id_(_type_(self)) in _own_ids_``), and each guarded
+read, write and augmented assignment of ``self.name`` takes the plain form when it is, for the
+public names that the guard does not treat specially. (Elsewhere an inline check of the
+receiver's class was measured: at module level, where agents loop, it saved a tenth of the
+guard's cost on own instances and added as much on every other receiver.)
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from types import FunctionType, MemberDescriptorType
+from typing import Any
+
+from codeward.executors.local.imports import SandboxViolation
+from codeward.executors.local.instrumenter import (
+    call_node,
+    located,
+    name_node,
+)
+from codeward.executors.local.name_bindings import bound_here, walk
+
+__all__ = ["CLASS_IDS", "ClassWriter", "fast_receivers", "plain_class", "plain_class_value"]
+
+#: The global holding the ids of the plain classes.
+CLASS_IDS = "_own_ids_"
+#: Namespace names besides the public ones that decide what a public read finds.
+_LOOKUP_HOOKS = frozenset({"__getattr__", "__getattribute__"})
+#: Descriptors whose ``__get__`` returns the value itself or binds it as CPython binds a function.
+_BINDS_PLAINLY: frozenset[type] = frozenset(
+    {FunctionType, property, staticmethod, classmethod, functools.cached_property, functools.partialmethod}
+    | {type(functools.lru_cache(maxsize=None)(len))}
+)
+
+
+def plain_class_value(value: Any, owner: type, sandbox_globals: dict[str, Any]) -> bool:
+    """Whether a read through `owner`'s namespace can bind `value` only as CPython's own
+    kinds do (or not at all), so the read gives nothing the code could not reach itself."""
+    kind = type(value)
+    get = getattr(kind, "__get__", None)
+    if get is None or kind in _BINDS_PLAINLY:
+        return True
+    if kind is MemberDescriptorType:
+        return value.__objclass__ is owner  # type: ignore[no-any-return]
+    return isinstance(get, FunctionType) and get.__globals__ is sandbox_globals  # the code's own __get__
+
+
+def plain_class(cls: type, plain_ids: set[int], sandbox_globals: dict[str, Any]) -> bool:
+    """Whether `cls`, just made by a class statement of the code, is plain (see the module)."""
+    if type(cls) is not type or not all(base is object or id(base) in plain_ids for base in cls.__mro__[1:]):
+        return False
+    return all(
+        plain_class_value(value, cls, sandbox_globals)
+        for name, value in vars(cls).items()
+        if not name.startswith("_") or name in _LOOKUP_HOOKS
+    )
+
+
+class ClassWriter:
+    """What ``_write_`` gives for a plain class: its attributes set and deleted, each value
+    vetted as the class statement's were, so that the class stays plain."""
+
+    __slots__ = ("_cls", "_globals")
+
+    def __init__(self, cls: type, sandbox_globals: dict[str, Any]) -> None:
+        object.__setattr__(self, "_cls", cls)
+        object.__setattr__(self, "_globals", sandbox_globals)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if (not name.startswith("_") or name in _LOOKUP_HOOKS) and not plain_class_value(
+            value, self._cls, self._globals
+        ):
+            raise SandboxViolation(
+                f"cannot set {name!r} of class {self._cls.__name__!r} to a {type(value).__name__}: a "
+                "descriptor from outside the sandbox binds in ways the sandbox does not check; "
+                "define it in the class body instead"
+            )
+        setattr(self._cls, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(self._cls, name)
+
+
+def fast_receivers(
+    classes: list[ast.ClassDef], source: str, guarded_names: frozenset[str], augmented: tuple[str, str, str]
+) -> None:
+    """Rewrite, in place, the guarded attribute access on the receivers of the methods of
+    `classes` (the class statements of the block `source`; see the module).
+
+    `guarded_names`: the attribute names the read guard treats specially, which keep it;
+    `augmented`: the guards of ``a.name op= v`` (whole, read, store; see `policy`)."""
+    lines = source.splitlines()
+    rewrite = _Rewrite(guarded_names, augmented)
+    for node in classes:
+        for method in node.body:
+            if isinstance(method, ast.FunctionDef):
+                rewrite.method(method, lines)
+
+
+def _flag(parameter: str) -> str:
+    return f"_own_{parameter}_"
+
+
+def _read(receiver: str, name: str) -> ast.Attribute:
+    return ast.Attribute(value=name_node(receiver), attr=name, ctx=ast.Load())
+
+
+class _Rewrite:
+    """The rewriting of one block's methods; each method's receiver gets its own flag, so a
+    method nested in another's class body keeps both apart."""
+
+    def __init__(self, guarded_names: frozenset[str], augmented: tuple[str, str, str]) -> None:
+        self.guarded_names = guarded_names
+        self.whole, self.read, self.store = augmented
+
+    def method(self, function: ast.FunctionDef, lines: list[str]) -> None:
+        positional = function.args.posonlyargs + function.args.args
+        if not positional:
+            return
+        receiver = positional[0].arg
+        text = lines[function.lineno - 1 : function.end_lineno]
+        if not any(receiver + "." in line for line in text):
+            return
+        nodes = walk(function)
+        if _rebinds(nodes, receiver, positional[0]):
+            return
+        flag = name_node(_flag(receiver))
+        changed = False
+        for node in nodes:
+            for field in node._fields:
+                child = getattr(node, field, None)
+                if type(child) is list:
+                    for index, item in enumerate(child):
+                        replacement = self.replace(item, receiver, flag)
+                        if replacement is not None:
+                            child[index] = located(replacement, item)
+                            changed = True
+                elif isinstance(child, ast.AST):
+                    replacement = self.replace(child, receiver, flag)
+                    if replacement is not None:
+                        setattr(node, field, located(replacement, child))
+                        changed = True
+        if changed:
+            first = function.body[0]
+            docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+            check = ast.Compare(
+                left=call_node("_id_", call_node("_type_", name_node(receiver))),
+                ops=[ast.In()],
+                comparators=[name_node(CLASS_IDS)],
+            )
+            assign = ast.Assign(targets=[ast.Name(id=flag.id, ctx=ast.Store())], value=check)
+            function.body.insert(1 if docstring else 0, located(assign, function))
+
+    def replace(self, node: ast.AST, receiver: str, flag: ast.Name) -> ast.AST | None:
+        """The plain form of a guarded access on `receiver`, behind `flag`; None if `node` is none."""
+        kind = type(node)
+        if kind is ast.Call:
+            read = self.guarded_read(node, receiver)  # type: ignore[arg-type]
+            return None if read is None else ast.IfExp(test=flag, body=_read(receiver, read), orelse=node)
+        if kind is ast.Attribute:
+            target = node.value  # type: ignore[attr-defined]
+            if _is_call(target, "_write_", 1) and _is_name(target.args[0], receiver):
+                node.value = located(ast.IfExp(test=flag, body=name_node(receiver), orelse=target), target)  # type: ignore[attr-defined]
+                return node  # changed in place
+            return None
+        if kind is ast.Expr:
+            parts = self.augmented_attribute(node.value, receiver)  # type: ignore[attr-defined]
+            if parts is None:
+                return None
+            operator, name, value = parts
+            current = _read(receiver, name)
+            if operator == "+=":
+                result = call_node("_iadd_", current, value)
+            else:
+                result = call_node("_inplacevar_", ast.Constant(operator), current, value)
+            store = ast.Attribute(value=name_node(receiver), attr=name, ctx=ast.Store())
+            return ast.If(test=flag, body=[ast.Assign(targets=[store], value=result)], orelse=[node])
+        return None
+
+    def public(self, name: object) -> bool:
+        return isinstance(name, str) and not name.startswith("_") and name not in self.guarded_names
+
+    def guarded_read(self, node: ast.Call, receiver: str) -> str | None:
+        """The name of ``_getattr_(receiver, 'name')``, when public."""
+        if _is_call(node, "_getattr_", 2) and _is_name(node.args[0], receiver):
+            name = node.args[1]
+            if isinstance(name, ast.Constant) and self.public(name.value):
+                return name.value  # type: ignore[no-any-return]
+        return None
+
+    def augmented_attribute(self, call: ast.expr, receiver: str) -> tuple[str, str, ast.expr] | None:
+        """(operator, name, value) of ``receiver.name op= value`` as `policy` wrote it, when public."""
+        if _is_call(call, self.whole, 4):
+            operator, target, name, value = call.args  # type: ignore[attr-defined]
+        elif (
+            _is_call(call, self.store, 3)
+            and isinstance(call.args[1], ast.Starred)  # type: ignore[attr-defined]
+            and _is_call(call.args[1].value, self.read, 2)  # type: ignore[attr-defined]
+        ):
+            operator, value = call.args[0], call.args[2]  # type: ignore[attr-defined]
+            target, name = call.args[1].value.args  # type: ignore[attr-defined]
+        else:
+            return None
+        if _is_name(target, receiver) and isinstance(name, ast.Constant) and self.public(name.value):
+            return operator.value, name.value, value
+        return None
+
+
+def _is_call(node: ast.AST, function: str, arguments: int) -> bool:
+    return (
+        type(node) is ast.Call
+        and type(node.func) is ast.Name  # type: ignore[attr-defined]
+        and node.func.id == function  # type: ignore[attr-defined]
+        and len(node.args) == arguments  # type: ignore[attr-defined]
+    )
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return type(node) is ast.Name and node.id == name  # type: ignore[attr-defined]
+
+
+def _rebinds(nodes: list[ast.AST], name: str, parameter: ast.arg) -> bool:
+    """Whether anything among `nodes` (a method and all it holds) but the method's own
+    parameter binds `name`: in the method or in a scope nested in it."""
+    for node in nodes:
+        kind = type(node)
+        if kind is ast.arg:
+            if node.arg == name and node is not parameter:  # type: ignore[attr-defined]
+                return True
+        elif kind is ast.FunctionDef or kind is ast.ClassDef:
+            if node.name == name:  # type: ignore[attr-defined]
+                return True
+        elif name in bound_here(node):
+            return True
+    return False
