@@ -2010,6 +2010,133 @@ PANDAS = [
     ),
 ]
 
+#: Methods whose receiver the sandbox reads without the attribute guard when its class is plain
+#: (`receivers`): each form of access on ``self``, and the cases that must keep the guard.
+METHODS_ON_SELF = [
+    _snippet(
+        "self-augmented-operators",
+        """
+        class Cell:
+            def __init__(self):
+                self.i, self.f, self.s, self.items, self.bits = 7, 2.5, 'ab', [1], 0b1100
+            def apply(self):
+                self.i += 3; self.i -= 1; self.i *= 4; self.i //= 3; self.i %= 7; self.i **= 3
+                self.i <<= 2; self.i >>= 1; self.bits &= 0b0110; self.bits |= 1; self.bits ^= 0b1000
+                self.f /= 2; self.f += 0.25; self.s += 'cd'; self.s *= 2
+                before = self.items
+                self.items += [2, 3]
+                self.items *= 2
+                return self.i, self.f, self.s, self.items, self.bits, before is self.items
+        Cell().apply()
+        """,
+    ),
+    _snippet(
+        "self-properties",
+        """
+        class Lazy:
+            def __init__(self):
+                self.calls = 0
+            @property
+            def double(self):
+                self.calls += 1
+                return self.calls * 2
+            @double.setter
+            def double(self, value):
+                self.calls = value
+            @staticmethod
+            def twice(other):
+                return other.calls * 2
+            def read(self):
+                self.double = 10
+                return self.double, self.calls, self.twice(self)
+        Lazy().read()
+        """,
+    ),
+    _snippet(
+        "self-in-closures-generators-and-class-counters",
+        """
+        class Counter:
+            made = 0
+            def __init__(self, start):
+                Counter.made += 1
+                self.value = start
+            def steps(self, n):
+                for _ in range(n):
+                    self.value += 1
+                    yield self.value
+            def adder(self):
+                return lambda k: self.value + k
+            def squares(self):
+                return [self.value * k for k in range(3)]
+        c = Counter(5)
+        Counter(1)
+        (list(c.steps(3)), c.adder()(10), c.squares(), Counter.made)
+        """,
+    ),
+    _snippet(
+        "self-on-a-subclass-of-a-builtin",
+        """
+        class Named:
+            def label(self):
+                return f'{self.name}:{len(self)}'
+            def grow(self):
+                self.name += '!'
+                return self.name
+        class Bag(Named, list):
+            def __init__(self, name, items):
+                super().__init__(items)
+                self.name = name
+        b = Bag('bag', [1, 2])
+        (b.label(), b.grow(), Named.label(b), isinstance(b, list))
+        """,
+    ),
+    _snippet(
+        "self-rebound-and-missing-attributes",
+        """
+        class Node:
+            def __init__(self, value, nxt=None):
+                self.value, self.nxt = value, nxt
+            def last(self):
+                while self.nxt is not None:
+                    self = self.nxt
+                return self.value
+            def missing(self):
+                try:
+                    return self.absent
+                except AttributeError as error:
+                    return type(error).__name__, error.name
+        (Node(1, Node(2, Node(3))).last(), Node(0).missing())
+        """,
+    ),
+    _snippet(
+        "self-dataclass-methods",
+        """
+        from dataclasses import dataclass, field
+        @dataclass
+        class Ledger:
+            owner: str
+            entries: list = field(default_factory=list)
+            def add(self, amount):
+                self.entries += [amount]
+                return self.balance()
+            def balance(self):
+                return sum(self.entries)
+        @dataclass(frozen=True)
+        class Frozen:
+            x: int
+            def bump(self):
+                try:
+                    self.x += 1
+                except Exception as error:
+                    return type(error).__name__
+        l = Ledger('ann')
+        (l.add(5), l.add(7), l, Frozen(1).bump())
+        """,
+        "dataclasses",
+    ),
+]
+
+
 CORPUS: list[Snippet] = [
     *ARITHMETIC,
     *STRINGS,
@@ -2017,6 +2144,7 @@ CORPUS: list[Snippet] = [
     *CONTROL_FLOW,
     *FUNCTIONS,
     *CLASSES,
+    *METHODS_ON_SELF,
     *EXCEPTIONS,
     *STDLIB,
     *MODULE_AND_PRINTING,

@@ -403,7 +403,7 @@ class Guards:
         if isinstance(obj, type) and obj.__module__ != SANDBOX_MODULE:
             raise SandboxViolation(f"cannot set attributes on the class {obj.__name__!r}: it belongs to the host")
         if id(obj) in self.plain_class_ids:
-            return ClassWriter(obj, self.globals)
+            return ClassWriter(obj)
         if kind is FunctionType and obj.__globals__ is not self.globals:
             raise SandboxViolation(f"cannot set attributes on {_describe(obj)}: it belongs to the host")
         if id(obj) in self.gate.machine:
@@ -527,7 +527,7 @@ class Guards:
         registered (see `receivers`), and kept, so that its id stays its own."""
         _refuse_metaclass_bases(name, bases)
         cls: type = builtins.__build_class__(function, name, *bases, **keywords)
-        if plain_class(cls, self.plain_class_ids, self.globals):
+        if plain_class(cls, self.plain_class_ids):
             self.plain_classes.append(cls)
             self.plain_class_ids.add(id(cls))
         return cls

@@ -5,7 +5,8 @@ A class is plain (`Guards.build_class` registers it, `plain_class` decides) when
 statement of the code made it with `type` as its metaclass, every base is plain or
 `object`, and every value in its namespace that an attribute read could bind binds as
 CPython's own kinds do: a function, a property, a staticmethod or classmethod, a
-cached_property, a slot, or a descriptor whose ``__get__`` is the code's. Reading a public
+cached_property or lru_cache (the policy refuses ``__get__``, ``__getattr__``,
+``__getattribute__`` and ``__slots__``). Reading a public
 attribute of an instance then gives a value the code held (it stored it in the instance or
 the class) or what calling a function the code holds returns: never a module or an object
 of the machine, which is all the read guard stops. A plain class stays plain: `_write_`
@@ -25,23 +26,17 @@ from __future__ import annotations
 
 import ast
 import functools
-from types import FunctionType, MemberDescriptorType
-from typing import Any
+from types import FunctionType
+from typing import Any, TypeGuard
 
 from codeward.executors.local.imports import SandboxViolation
-from codeward.executors.local.instrumenter import (
-    call_node,
-    located,
-    name_node,
-)
+from codeward.executors.local.instrumenter import call_node, located, name_node
 from codeward.executors.local.name_bindings import bound_here, walk
 
 __all__ = ["CLASS_IDS", "ClassWriter", "fast_receivers", "plain_class", "plain_class_value"]
 
 #: The global holding the ids of the plain classes.
 CLASS_IDS = "_own_ids_"
-#: Namespace names besides the public ones that decide what a public read finds.
-_LOOKUP_HOOKS = frozenset({"__getattr__", "__getattribute__"})
 #: Descriptors whose ``__get__`` returns the value itself or binds it as CPython binds a function.
 _BINDS_PLAINLY: frozenset[type] = frozenset(
     {FunctionType, property, staticmethod, classmethod, functools.cached_property, functools.partialmethod}
@@ -49,26 +44,21 @@ _BINDS_PLAINLY: frozenset[type] = frozenset(
 )
 
 
-def plain_class_value(value: Any, owner: type, sandbox_globals: dict[str, Any]) -> bool:
-    """Whether a read through `owner`'s namespace can bind `value` only as CPython's own
+def plain_class_value(value: Any) -> bool:
+    """Whether a read through a class's namespace can bind `value` only as CPython's own
     kinds do (or not at all), so the read gives nothing the code could not reach itself."""
     kind = type(value)
-    get = getattr(kind, "__get__", None)
-    if get is None or kind in _BINDS_PLAINLY:
-        return True
-    if kind is MemberDescriptorType:
-        return value.__objclass__ is owner  # type: ignore[no-any-return]
-    return isinstance(get, FunctionType) and get.__globals__ is sandbox_globals  # the code's own __get__
+    return kind in _BINDS_PLAINLY or not hasattr(kind, "__get__")
 
 
-def plain_class(cls: type, plain_ids: set[int], sandbox_globals: dict[str, Any]) -> bool:
+def plain_class(cls: type, plain_ids: set[int]) -> bool:
     """Whether `cls`, just made by a class statement of the code, is plain (see the module)."""
     if type(cls) is not type or not all(base is object or id(base) in plain_ids for base in cls.__mro__[1:]):
         return False
     return all(
-        plain_class_value(value, cls, sandbox_globals)
+        plain_class_value(value)
         for name, value in vars(cls).items()
-        if not name.startswith("_") or name in _LOOKUP_HOOKS
+        if not name.startswith("_")  # the policy refuses __getattr__, __slots__ and the like
     )
 
 
@@ -76,16 +66,14 @@ class ClassWriter:
     """What ``_write_`` gives for a plain class: its attributes set and deleted, each value
     vetted as the class statement's were, so that the class stays plain."""
 
-    __slots__ = ("_cls", "_globals")
+    __slots__ = ("_cls",)
+    _cls: type
 
-    def __init__(self, cls: type, sandbox_globals: dict[str, Any]) -> None:
+    def __init__(self, cls: type) -> None:
         object.__setattr__(self, "_cls", cls)
-        object.__setattr__(self, "_globals", sandbox_globals)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if (not name.startswith("_") or name in _LOOKUP_HOOKS) and not plain_class_value(
-            value, self._cls, self._globals
-        ):
+        if not name.startswith("_") and not plain_class_value(value):
             raise SandboxViolation(
                 f"cannot set {name!r} of class {self._cls.__name__!r} to a {type(value).__name__}: a "
                 "descriptor from outside the sandbox binds in ways the sandbox does not check; "
@@ -169,18 +157,17 @@ class _Rewrite:
 
     def replace(self, node: ast.AST, receiver: str, flag: ast.Name) -> ast.AST | None:
         """The plain form of a guarded access on `receiver`, behind `flag`; None if `node` is none."""
-        kind = type(node)
-        if kind is ast.Call:
-            read = self.guarded_read(node, receiver)  # type: ignore[arg-type]
+        if isinstance(node, ast.Call):
+            read = self.guarded_read(node, receiver)
             return None if read is None else ast.IfExp(test=flag, body=_read(receiver, read), orelse=node)
-        if kind is ast.Attribute:
-            target = node.value  # type: ignore[attr-defined]
+        if isinstance(node, ast.Attribute):
+            target = node.value
             if _is_call(target, "_write_", 1) and _is_name(target.args[0], receiver):
-                node.value = located(ast.IfExp(test=flag, body=name_node(receiver), orelse=target), target)  # type: ignore[attr-defined]
+                node.value = located(ast.IfExp(test=flag, body=name_node(receiver), orelse=target), target)
                 return node  # changed in place
             return None
-        if kind is ast.Expr:
-            parts = self.augmented_attribute(node.value, receiver)  # type: ignore[attr-defined]
+        if isinstance(node, ast.Expr):
+            parts = self.augmented_attribute(node.value, receiver)
             if parts is None:
                 return None
             operator, name, value = parts
@@ -193,7 +180,7 @@ class _Rewrite:
             return ast.If(test=flag, body=[ast.Assign(targets=[store], value=result)], orelse=[node])
         return None
 
-    def public(self, name: object) -> bool:
+    def public(self, name: object) -> TypeGuard[str]:
         return isinstance(name, str) and not name.startswith("_") and name not in self.guarded_names
 
     def guarded_read(self, node: ast.Call, receiver: str) -> str | None:
@@ -201,50 +188,54 @@ class _Rewrite:
         if _is_call(node, "_getattr_", 2) and _is_name(node.args[0], receiver):
             name = node.args[1]
             if isinstance(name, ast.Constant) and self.public(name.value):
-                return name.value  # type: ignore[no-any-return]
+                return name.value
         return None
 
     def augmented_attribute(self, call: ast.expr, receiver: str) -> tuple[str, str, ast.expr] | None:
         """(operator, name, value) of ``receiver.name op= value`` as `policy` wrote it, when public."""
         if _is_call(call, self.whole, 4):
-            operator, target, name, value = call.args  # type: ignore[attr-defined]
-        elif (
-            _is_call(call, self.store, 3)
-            and isinstance(call.args[1], ast.Starred)  # type: ignore[attr-defined]
-            and _is_call(call.args[1].value, self.read, 2)  # type: ignore[attr-defined]
-        ):
-            operator, value = call.args[0], call.args[2]  # type: ignore[attr-defined]
-            target, name = call.args[1].value.args  # type: ignore[attr-defined]
+            operator, target, name, value = call.args
+        elif _is_call(call, self.store, 3) and isinstance(call.args[1], ast.Starred):
+            read = call.args[1].value
+            if not _is_call(read, self.read, 2):
+                return None
+            operator, value = call.args[0], call.args[2]
+            target, name = read.args
         else:
             return None
-        if _is_name(target, receiver) and isinstance(name, ast.Constant) and self.public(name.value):
+        if (
+            _is_name(target, receiver)
+            and isinstance(operator, ast.Constant)
+            and isinstance(operator.value, str)
+            and isinstance(name, ast.Constant)
+            and self.public(name.value)
+        ):
             return operator.value, name.value, value
         return None
 
 
-def _is_call(node: ast.AST, function: str, arguments: int) -> bool:
+def _is_call(node: ast.AST, function: str, arguments: int) -> TypeGuard[ast.Call]:
     return (
-        type(node) is ast.Call
-        and type(node.func) is ast.Name  # type: ignore[attr-defined]
-        and node.func.id == function  # type: ignore[attr-defined]
-        and len(node.args) == arguments  # type: ignore[attr-defined]
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == function
+        and len(node.args) == arguments
     )
 
 
 def _is_name(node: ast.AST, name: str) -> bool:
-    return type(node) is ast.Name and node.id == name  # type: ignore[attr-defined]
+    return isinstance(node, ast.Name) and node.id == name
 
 
 def _rebinds(nodes: list[ast.AST], name: str, parameter: ast.arg) -> bool:
     """Whether anything among `nodes` (a method and all it holds) but the method's own
     parameter binds `name`: in the method or in a scope nested in it."""
     for node in nodes:
-        kind = type(node)
-        if kind is ast.arg:
-            if node.arg == name and node is not parameter:  # type: ignore[attr-defined]
+        if isinstance(node, ast.arg):
+            if node.arg == name and node is not parameter:
                 return True
-        elif kind is ast.FunctionDef or kind is ast.ClassDef:
-            if node.name == name:  # type: ignore[attr-defined]
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            if node.name == name:
                 return True
         elif name in bound_here(node):
             return True

@@ -1,0 +1,74 @@
+"""Attacks on the guard-free reads of ``self`` in the methods of the code's plain classes (`receivers`).
+
+A method reads and writes its receiver's attributes without the guards when, at that call, the
+receiver is an instance of a plain class. These attacks give the method a receiver that is not one,
+or use the unguarded form to build what the size caps stop.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.security.conftest import in_process_only
+from tests.security.test_local_attribute_routes import Holder
+
+pytestmark = pytest.mark.timeout(60)
+
+#: A host object holding a function of the machine, as a careless host might send one.
+HOST = {"h": Holder(shutil.copy)}
+PAYLOAD = f"raw({__file__!r}, 'CANARY')"
+READER = "class Reader:\n    def leak(self):\n        return self.tool\n"
+
+FOREIGN_RECEIVERS = {
+    "called-on-the-class": READER + "raw = Reader.leak(h)\n",
+    "bound-by-hand": READER + "import functools\nraw = functools.partial(Reader.leak)(h)\n",
+    "through-a-plain-subclass-method": READER + "class Sub(Reader):\n    pass\nraw = Sub.leak(h)\n",
+    "as-a-property": "class Reader:\n    @property\n    def leak(self):\n        return self.tool\n"
+    "raw = Reader.leak.fget(h)\n",
+}
+
+
+@pytest.mark.parametrize("code", FOREIGN_RECEIVERS.values(), ids=FOREIGN_RECEIVERS.keys())
+@in_process_only
+def test_a_plain_method_given_a_host_object_reads_it_through_the_guard(code, attack):
+    """`h.tool` is shutil.copy, which the read guard refuses wherever it is found."""
+    error = attack(code + PAYLOAD, variables=HOST, authorized_imports=["functools"])
+    assert "belongs to the module 'shutil'" in error.message, error.message
+
+
+class Tools:
+    """A host class with a machine function as a class attribute."""
+
+    copy = staticmethod(shutil.copy)
+
+
+HOST_BASES = {
+    "host-base": "class Mine(Tools):\n    def leak(self):\n        return self.copy\nraw = Mine().leak()\n",
+    "host-base-below-a-plain-one": "class Plain:\n    def leak(self):\n        return self.copy\n"
+    "class Mine(Plain, Tools):\n    pass\nraw = Mine().leak()\n",
+}
+
+
+@pytest.mark.parametrize("code", HOST_BASES.values(), ids=HOST_BASES.keys())
+@in_process_only
+def test_a_class_with_a_host_base_is_not_plain(code, attack):
+    """What a host base holds is read through the guard, whichever class's method reads it."""
+    error = attack(code + PAYLOAD, variables={"Tools": Tools})
+    assert "belongs to the module 'shutil'" in error.message, error.message
+
+
+GROWTH = {
+    "repeat": "class Box:\n    def grow(self):\n        self.text = 'x' * 1000\n        self.text *= 10**12\nBox().grow()",
+    "double": "class Box:\n    def grow(self):\n        self.items = [0] * 1000\n        for _ in range(60):\n"
+    "            self.items += self.items\nBox().grow()",
+    "shift": "class Box:\n    def grow(self):\n        self.n = 1\n        self.n <<= 10**12\nBox().grow()",
+    "power": "class Box:\n    def grow(self):\n        self.n = 7\n        self.n **= 10**10\nBox().grow()",
+}
+
+
+@pytest.mark.parametrize("code", GROWTH.values(), ids=GROWTH.keys())
+def test_augmented_assignments_on_self_keep_the_size_caps(code, attack):
+    error = attack(code, control="exhausts")
+    assert error.error_type == "SizeLimitError", error.message
