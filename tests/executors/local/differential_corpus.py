@@ -26,6 +26,7 @@ import sys
 import textwrap
 import types
 from dataclasses import dataclass
+from types import CodeType
 from typing import Any
 
 __all__ = ["CORPUS", "Refusal", "Snippet", "describe", "run_plain", "sandbox_outcome"]
@@ -2010,6 +2011,70 @@ PANDAS = [
     ),
 ]
 
+#: Module-level code, which the sandbox runs as a function whose names are all global
+#: (`block_function`), or as module code where that would change its meaning.
+MODULE_SCOPE = [
+    _snippet(
+        "module-scope-names-and-qualnames",
+        """
+        total = 0
+        for i in range(5):
+            total += i
+        square = lambda v: v * v
+        class Shape:
+            def area(self):
+                return 0
+        def outer():
+            def inner():
+                return 1
+            return inner
+        found = [hit := w for w in ['a', 'bb'] if len(w) > 1]
+        try:
+            1 / 0
+        except ZeroDivisionError as error:
+            caught = type(error).__name__
+        gone = 1
+        del gone
+        (total, square(4), square.__qualname__, Shape.__qualname__, Shape.area.__qualname__,
+         outer().__qualname__, found, hit, caught, (lambda: [k for k in range(2)])(),
+         type(x for x in ()).__name__)
+        """,
+    ),
+    _snippet(
+        "module-scope-deleted-name",
+        """
+        value = 1
+        del value
+        value
+        """,
+    ),
+    _snippet(
+        "module-scope-global-statement-and-annotations",
+        """
+        global counter
+        counter: int = 3
+        label: str
+        def bump():
+            global counter
+            counter += 1
+        bump()
+        counter
+        """,
+    ),
+    _snippet(
+        "module-scope-docstring",
+        '''
+        """What this block does."""
+        words = 'one two'.split()
+        words
+        ''',
+    ),
+    _snippet("return-outside-function", "x = 1\nreturn x"),
+    _snippet("break-outside-loop", "if True:\n    break"),
+    _snippet("yield-outside-function", "yield 1"),
+]
+
+
 #: Methods whose receiver the sandbox reads without the attribute guard when its class is plain
 #: (`receivers`): each form of access on ``self``, and the cases that must keep the guard.
 METHODS_ON_SELF = [
@@ -2148,6 +2213,7 @@ CORPUS: list[Snippet] = [
     *EXCEPTIONS,
     *STDLIB,
     *MODULE_AND_PRINTING,
+    *MODULE_SCOPE,
     *NUMPY,
     *PANDAS,
 ]
@@ -2243,13 +2309,10 @@ def _future_flags(tree: ast.Module) -> int:
 
 
 def _run_one(code: str, module: types.ModuleType) -> dict[str, Any]:
-    tree = ast.parse(code)
-    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-    flags = _future_flags(tree)
-    body = compile(tree, "<snippet>", "exec", flags=flags, dont_inherit=True)
-    final = None
-    if last is not None:
-        final = compile(ast.Expression(last.value), "<snippet>", "eval", flags=flags, dont_inherit=True)
+    try:
+        body, final = _compiled(code)
+    except SyntaxError as error:  # what the compiler refuses ('return' outside function) is an outcome too
+        return {"value": None, "error": type(error).__name__, "logs": ""}
     output = io.StringIO()
     saved_main = sys.modules["__main__"]
     sys.modules["__main__"] = module
@@ -2266,6 +2329,18 @@ def _run_one(code: str, module: types.ModuleType) -> dict[str, Any]:
         sys.modules["__main__"] = saved_main
     outcome["logs"] = output.getvalue()
     return outcome
+
+
+def _compiled(code: str) -> tuple[CodeType, CodeType | None]:
+    """The snippet's statements, and its last expression apart (its value is the outcome's)."""
+    tree = ast.parse(code)
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    flags = _future_flags(tree)
+    body = compile(tree, "<snippet>", "exec", flags=flags, dont_inherit=True)
+    final = None
+    if last is not None:
+        final = compile(ast.Expression(last.value), "<snippet>", "eval", flags=flags, dont_inherit=True)
+    return body, final
 
 
 def run_plain(snippets: list[dict[str, str]], mode: str) -> dict[str, dict[str, Any]]:

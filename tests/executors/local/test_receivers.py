@@ -8,6 +8,7 @@ the attacks on the fast path are in tests/security/test_local_receivers.py.
 from __future__ import annotations
 
 import textwrap
+from types import CodeType
 from typing import Any
 
 import pytest
@@ -20,6 +21,11 @@ from codeward.executors.local.policy import compile_block
 def in_process(code: str, **options: Any) -> tuple[LocalExecutor, Any]:
     executor = LocalExecutor(isolation="in_process", authorized_imports=["functools", "dataclasses"], **options)
     return executor, executor.run(textwrap.dedent(code)).output
+
+
+def code_objects(code: CodeType) -> list[CodeType]:
+    nested = [item for item in code.co_consts if isinstance(item, CodeType)]
+    return nested + [inner for item in nested for inner in code_objects(item)]
 
 
 def plain_names(executor: LocalExecutor) -> set[str]:
@@ -78,8 +84,7 @@ def test_a_method_takes_the_plain_form_only_where_its_receiver_is_never_rebound(
                 return 1
         """
     )
-    names = compile_block(source, "<block>").co_consts[0].co_consts
-    methods = {code.co_name: code for code in names if hasattr(code, "co_varnames")}
+    methods = {code.co_name: code for code in code_objects(compile_block(source, "<block>"))}
     assert "_own_self_" in methods["plain"].co_varnames
     for name in ("rebinds", "shadows_in_a_lambda", "no_attribute"):
         assert "_own_self_" not in methods[name].co_varnames, name

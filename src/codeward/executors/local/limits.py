@@ -158,6 +158,7 @@ class Limits:
     def __init__(self, max_size: int, max_int_bits: int, tick: Callable[[], Callable[[], bool]]) -> None:
         self.max_size = max_size
         self.max_int_bits = max_int_bits
+        self.small_factor = 1 << (max_int_bits // 2)  # two ints below it multiply within the cap
         self.current_tick = tick
         self.index_room: int | None = None  # see `repeat`
 
@@ -190,6 +191,9 @@ class Limits:
         if ta is float or tb is float:
             return a * b
         if ta is int and tb is int:
+            small = self.small_factor
+            if -small < a < small and -small < b < small:  # the product fits the cap: no bit counting
+                return a * b
             bits = a.bit_length() + b.bit_length()
             if bits > self.max_int_bits:
                 raise self.too_many_bits("this multiplication", bits)
@@ -282,6 +286,9 @@ class Limits:
         return a << b
 
     def mod(self, a: Any, b: Any) -> Any:
+        kind = type(a)
+        if kind is int or kind is float:  # most uses, settled before the isinstance
+            return a % b
         if isinstance(a, (str, bytes)):
             self.check_percent_format(a, b)
         return a % b

@@ -21,6 +21,7 @@ from typing import TypeVar
 
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
 
+from codeward.executors.local.block_function import as_function, function_code
 from codeward.executors.local.data_policy import DataPolicy
 from codeward.executors.local.instrumenter import (
     Instrumenter,
@@ -629,7 +630,12 @@ def compile_block(
     tree = instrumenter.visit(tree)
     fast_receivers(instrumenter.classes, source, GUARDED_ATTRIBUTES, AUGMENTED["attribute"])
     capture_last_expression(tree)
-    return compile(tree, filename, "exec", dont_inherit=True)  # the block's own future imports, not ours
+    wrapped = as_function(tree, source)
+    try:
+        code = compile(tree, filename, "exec", dont_inherit=True)  # the block's own future imports, not ours
+    except SyntaxError as error:  # what only the compiler sees: 'return' or 'break' outside their place
+        raise CodeRefused(_syntax_report(source, error), "SyntaxError") from None
+    return function_code(code) if wrapped else code
 
 
 def _finally_escape(statement: ast.stmt) -> ast.stmt | None:
