@@ -158,7 +158,8 @@ class Limits:
     def __init__(self, max_size: int, max_int_bits: int, tick: Callable[[], Callable[[], bool]]) -> None:
         self.max_size = max_size
         self.max_int_bits = max_int_bits
-        self.small_factor = 1 << (max_int_bits // 2)  # two ints below it multiply within the cap
+        # Two ints below it multiply within the cap; kept to a machine word, so comparing is cheap.
+        self.small_factor = 1 << min(31, max_int_bits // 2)
         self.current_tick = tick
         self.index_room: int | None = None  # see `repeat`
 
