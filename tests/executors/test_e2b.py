@@ -197,14 +197,14 @@ def test_close_removes_its_context_and_leaves_a_connected_sandbox_running(
 # -- values, tools, environment ---------------------------------------------------------
 
 
-def test_images_come_back_as_pil_images(make: Callable[..., E2BExecutor]) -> None:
+def test_images_come_back_as_displays_that_decode_to_pil_images(make: Callable[..., E2BExecutor]) -> None:
     executor = make()
     result = executor.run(
         "from PIL import Image\nfrom IPython.display import display\n"
         "shown = Image.new('RGB', (4, 3), (255, 0, 0))\ndisplay(shown)\nImage.new('L', (2, 2), 7)"
     )
-    assert isinstance(result.output, Image.Image) and result.output.size == (2, 2)
-    shown = [d for d in result.displays if isinstance(d, Image.Image)]
+    assert isinstance(result.output, Image.Image) and result.output.size == (2, 2)  # the codec carries images
+    shown = [d.image() for d in result.displays if d.is_image]
     assert [(d.size, d.convert("RGB").getpixel((0, 0))) for d in shown] == [((4, 3), (255, 0, 0))]
 
 

@@ -61,10 +61,19 @@ from codeward.executors.base import (
     SandboxError,
 )
 from codeward.executors.kernel.bridge import bootstrap_code, cell_calling
-from codeward.executors.kernel.cells import BoundedText, CellResult, code_output, require_setup_ok, strip_ansi
-from codeward.executors.kernel.prelude import REPORT_MIME
+from codeward.executors.kernel.cells import (
+    BoundedText,
+    CellResult,
+    OutputBudget,
+    bundle_size,
+    code_output,
+    kept_bundle,
+    require_setup_ok,
+    strip_ansi,
+)
+from codeward.executors.kernel.prelude import PAYLOAD_SOURCE, REPORT_MIME
 from codeward.executors.kernel.remembering import RememberingExecutor
-from codeward.executors.settings import checked_packages, checked_seconds
+from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, checked_packages, checked_seconds
 
 __all__ = ["E2BExecutor"]
 
@@ -147,9 +156,15 @@ class E2BExecutor(RememberingExecutor):
         allow_pickle: bool = False,
         connection: dict[str, Any] | None = None,
         max_log_chars: int = 100_000,
+        max_output_bytes: int = DEFAULT_OUTPUT_BUDGET,
     ) -> None:
         _check_arguments(tools_mode, checked_seconds("timeout_seconds", timeout_seconds), sandbox_timeout, envs)
-        super().__init__(timeout_seconds=timeout_seconds, tools_mode=tools_mode, allow_pickle=allow_pickle)
+        super().__init__(
+            timeout_seconds=timeout_seconds,
+            tools_mode=tools_mode,
+            allow_pickle=allow_pickle,
+            max_output_bytes=max_output_bytes,
+        )
         self.sandbox_timeout = int(sandbox_timeout)
         self.template = template
         self.allow_internet_access = allow_internet_access
@@ -269,9 +284,11 @@ class E2BExecutor(RememberingExecutor):
         """Run a cell in the context and gather what came back; transport failures become executor errors."""
         sandbox, context = self._live()
         logs = BoundedText(self.max_log_chars)
+        budget = OutputBudget(self.max_output_bytes)
 
         def printed(message: OutputMessage) -> None:
-            logs.add(message.line)
+            if budget.spend(len(message.line)):
+                logs.add(message.line)
 
         started = time.monotonic()
         try:
@@ -291,9 +308,9 @@ class E2BExecutor(RememberingExecutor):
             ) from error
         except (httpx.HTTPError, SandboxException, OSError) as error:  # is the sandbox still there?
             raise self._lost(error, logs.text()) from error
-        return self._cell(execution, logs.text(), seconds)
+        return self._cell(execution, logs.text(), seconds, budget)
 
-    def _cell(self, execution: Execution, logs: str, seconds: float) -> CellResult:
+    def _cell(self, execution: Execution, logs: str, seconds: float, budget: OutputBudget) -> CellResult:
         error = execution.error
         if error is not None and error.name == "TimeLimitExceeded":
             raise ExecutionTimeout(
@@ -312,13 +329,17 @@ class E2BExecutor(RememberingExecutor):
             )
         reports, displays, main = [], [], None
         for result in execution.results:
-            bundle = _bundle(result)
-            if REPORT_MIME in bundle:
+            bundle = kept_bundle(_bundle(result))
+            if not budget.spend(bundle_size(bundle)):
+                if REPORT_MIME in bundle:  # the value or final answer itself: `code_output` says so
+                    reports.append({"source": PAYLOAD_SOURCE, "cut": bundle_size(bundle)})
+            elif REPORT_MIME in bundle:
                 reports.append(_report(bundle[REPORT_MIME], logs))
             elif result.is_main_result:
                 main = bundle
             else:
                 displays.append(bundle)
+        logs = budget.noted(logs)
         return CellResult(
             status="ok" if error is None else "error",
             logs=logs,

@@ -11,6 +11,19 @@ from typing import Any
 __all__ = ["RESERVED_NAMES", "checked_packages", "checked_seconds", "checked_tool_names", "checked_variable_names"]
 
 
+#: The bytes one cell may bring back to the host from a kernel sandbox (jupyter, docker, e2b):
+#: printed text, displays, its value and codeward's reports together. Past it, output is
+#: dropped with a note in the logs, so what the sandbox sends cannot fill the host's memory.
+DEFAULT_OUTPUT_BUDGET = 64 * 2**20
+
+
+def checked_bytes(name: str, value: Any) -> int:
+    """A size limit: a positive whole number of bytes."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive number of bytes, such as {DEFAULT_OUTPUT_BUDGET}, got {value!r}")
+    return value
+
+
 def checked_seconds(name: str, value: Any) -> float:
     """A time limit: a positive, finite number of seconds (not a bool, not None: every sandbox has a limit)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:

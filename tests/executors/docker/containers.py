@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import docker
+import pytest
+from docker.models.containers import Container
 
 
 def gone(client: docker.DockerClient, container_id: str) -> bool:
@@ -12,3 +16,18 @@ def gone(client: docker.DockerClient, container_id: str) -> bool:
     except docker.errors.NotFound:
         return True
     return False
+
+
+def log_bytes(container: Container) -> int:
+    """What Docker keeps of a container's output on the host's disk: its log file and any rotated ones.
+
+    Skips where the engine's files cannot be read (by a host user that is not root).
+    """
+    container.reload()
+    if not container.attrs.get("LogPath"):
+        return 0  # a log driver that keeps no file
+    path = Path(container.attrs["LogPath"])
+    try:
+        return sum(file.stat().st_size for file in [path, *path.parent.glob(f"{path.name}.*")])
+    except PermissionError:
+        pytest.skip(f"the engine's log files are not readable here ({path.parent})")

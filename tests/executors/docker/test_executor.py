@@ -102,8 +102,10 @@ def test_extra_run_kwargs_cannot_loosen_the_sandbox(sandbox_image: str, extra: d
 
 
 def test_extra_run_kwargs_may_add_what_weakens_nothing(make) -> None:  # type: ignore[no-untyped-def]
-    executor = make(extra_run_kwargs={"environment": {"GREETING": "hello"}, "hostname": "box"})
+    extra = {"environment": {"GREETING": "hello"}, "hostname": "box", "log_config": {"type": "none"}}
+    executor = make(extra_run_kwargs=extra)
     assert executor.run("import os, socket\n(os.environ['GREETING'], socket.gethostname())").output == ("hello", "box")
+    assert executor.sandbox.container.attrs["HostConfig"]["LogConfig"]["Type"] == "none"
 
 
 @pytest.mark.parametrize(

@@ -7,22 +7,36 @@ import os
 import stat
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
 
+from codeward.executors.docker.executor import DockerExecutor
 from codeward.executors.docker.hardening import Hardening
-from codeward.executors.docker.sandbox import KernelContainer, sandbox_ids, start_kernel_container
+from codeward.executors.docker.sandbox import CONTAINER_IPC_DIR, KernelContainer, sandbox_ids, start_kernel_container
 from tests.executors.docker.conftest import HOST_SECRET
-from tests.executors.docker.containers import gone
+from tests.executors.docker.containers import gone, log_bytes
 from tests.executors.docker.kernel_calls import run_code, run_json, run_json_unhardened
 
 
 @pytest.fixture(scope="module")
 def kernel(sandbox: KernelContainer) -> BlockingKernelClient:
     return sandbox.client()
+
+
+@pytest.fixture(scope="module")
+def executor(sandbox_image: str) -> Iterator[DockerExecutor]:
+    """A default executor, for attacks after which it must still run code."""
+    with DockerExecutor() as started:
+        yield started
+
+
+def _folder_bytes(folder: Path) -> int:
+    return sum((Path(parent) / name).lstat().st_size for parent, _, names in os.walk(folder) for name in names)
 
 
 def test_a_plain_host_client_runs_code_over_the_ipc_sockets(sandbox: KernelContainer) -> None:
@@ -159,12 +173,70 @@ def test_the_limits_are_set_on_the_container(sandbox: KernelContainer) -> None:
     assert sandbox.container.attrs["NetworkSettings"]["Ports"] in ({}, None)
 
 
-def test_the_ipc_folder_is_private_to_the_sandbox_user(sandbox: KernelContainer) -> None:
+def test_the_ipc_folder_is_private_to_the_host_user(sandbox: KernelContainer) -> None:
     info = sandbox.ipc_dir.stat()
-    assert stat.S_IMODE(info.st_mode) == 0o700
-    assert info.st_uid == sandbox_ids()[0]
-    assert stat.S_IMODE((sandbox.ipc_dir / "kernel.json").stat().st_mode) == 0o600
-    assert stat.S_ISSOCK((sandbox.ipc_dir / "kernel-1").stat().st_mode)
+    assert stat.S_IMODE(info.st_mode) == 0o700 and info.st_uid == os.getuid()
+    sockets = [f"kernel-{port}" for port in range(1, 6)]
+    assert sorted(os.listdir(sandbox.ipc_dir)) == sockets
+    assert all(stat.S_ISSOCK((sandbox.ipc_dir / name).stat().st_mode) for name in sockets)
+    (shared,) = [mount["Source"] for mount in sandbox.container.attrs["Mounts"]]
+    assert not Path(shared).exists(), "the folder the container saw must be gone once its kernel answers"
+
+
+def test_output_to_stderr_fills_no_log_on_the_host(executor: DockerExecutor) -> None:
+    """The kernel's fd 2 is the container's output, which Docker logs on the host: the log must stay small."""
+    assert executor.sandbox is not None
+    before = log_bytes(executor.sandbox.container)
+    executor.run("import os\nfor _ in range(50):\n    os.write(2, b'x' * 2**20)")
+    assert executor.run("6 * 7").output == 42
+    assert log_bytes(executor.sandbox.container) - before < 2**20
+
+
+def test_the_ipc_folder_takes_no_file_from_the_sandbox(executor: DockerExecutor) -> None:
+    """The ipc folder lies on the host's disk, outside the container's size-capped tmpfs."""
+    assert executor.sandbox is not None
+    before = _folder_bytes(executor.sandbox.ipc_dir)
+    attack = f"""
+import os
+try:
+    os.chmod({CONTAINER_IPC_DIR!r}, 0o777)
+except OSError:
+    pass
+try:
+    with open({CONTAINER_IPC_DIR + "/fill.bin"!r}, "wb") as stream:
+        for _ in range(50):
+            stream.write(b"x" * 2**20)
+    result = "written"
+except OSError as error:
+    result = error.errno
+result
+"""
+    assert executor.run(attack).output in (errno.ENOENT, errno.EACCES)
+    assert _folder_bytes(executor.sandbox.ipc_dir) - before < 2**20
+    assert executor.run("6 * 7").output == 42
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="a host user that is not root is the kernel's uid, and owns its folder")
+def test_the_removed_shared_folder_takes_no_unnamed_file(
+    docker_client, sandbox_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On tmpfs a removed folder still takes O_TMPFILE files: the sandbox's uid must not own it."""
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm here")
+    monkeypatch.setattr(tempfile, "tempdir", "/dev/shm")
+    started = start_kernel_container(docker_client, sandbox_image)
+    try:
+        attack = f"""
+import os
+try:
+    descriptor = os.open({CONTAINER_IPC_DIR!r}, os.O_TMPFILE | os.O_WRONLY, 0o600)
+    print(os.write(descriptor, b"x" * 2**20))
+except OSError as error:
+    print(error.errno)
+"""
+        assert run_code(started.client(), attack) == f"{errno.EACCES}\n"
+    finally:
+        started.remove()
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to act as another host user")

@@ -29,7 +29,7 @@ from codeward.executors.docker.hardening import PACKAGES_DIR, Hardening
 from codeward.executors.docker.sandbox import KernelContainer, sandbox_spec
 from codeward.executors.kernel.executor import KernelExecutor
 from codeward.executors.kernel.session import ConnectedKernel, KernelSession
-from codeward.executors.settings import checked_packages
+from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, checked_packages
 
 if TYPE_CHECKING:
     from codeward.executors.docker.pool import SandboxPool
@@ -71,6 +71,7 @@ class DockerExecutor(KernelExecutor):
         extra_run_kwargs: dict[str, Any] | None = None,
         *,
         allow_pickle: bool = False,
+        max_output_bytes: int = DEFAULT_OUTPUT_BUDGET,
     ) -> None:
         hardening = Hardening(network, mem_limit, cpus, pids_limit, tmpfs_size, runtime)
         if pool is not None:
@@ -87,7 +88,12 @@ class DockerExecutor(KernelExecutor):
         # Sandboxes whose removal failed while the engine was away; removed at the next chance.
         self._leftovers: list[KernelContainer] = []
         self._replaced_exhausted = False
-        super().__init__(timeout_seconds=timeout_seconds, tools_mode=tools_mode, allow_pickle=allow_pickle)
+        super().__init__(
+            timeout_seconds=timeout_seconds,
+            tools_mode=tools_mode,
+            allow_pickle=allow_pickle,
+            max_output_bytes=max_output_bytes,
+        )
         self._ensure_ready()
 
     @property
@@ -114,7 +120,7 @@ class DockerExecutor(KernelExecutor):
             shutdown=self._remove_container,
             describe_death=self._describe_death,
         )
-        return KernelSession(process)
+        return KernelSession(process, max_output_bytes=self.max_output_bytes)
 
     def _start_container(self) -> KernelContainer:
         self._sandbox = self.pool.take() if self.pool is not None else self.spec.start()

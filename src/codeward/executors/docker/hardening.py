@@ -10,13 +10,22 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["CONTAINER_HOME", "EXTRA_RUN_KWARGS", "PACKAGES_DIR", "Hardening", "checked_extra_run_kwargs"]
+__all__ = [
+    "CONTAINER_HOME",
+    "EXTRA_RUN_KWARGS",
+    "PACKAGES_DIR",
+    "Hardening",
+    "checked_extra_run_kwargs",
+    "container_log_config",
+]
 
 #: The home the image's user has.
 CONTAINER_HOME = "/home/sandbox"
 #: Where `install_packages` puts packages: mounted only in sandboxes with a network, and
 #: the one writable folder that allows running code (compiled extensions are mapped executable).
 PACKAGES_DIR = "/opt/codeward-packages"
+#: How large Docker's log of a sandbox's own output may grow on the host before Docker empties it.
+LOG_MAX_SIZE = "256k"
 _SIZE = re.compile(r"^[1-9][0-9]*[bkmgBKMG]?$")
 #: The keys `extra_run_kwargs` may carry: none of them weakens the sandbox.
 EXTRA_RUN_KWARGS = frozenset(
@@ -112,3 +121,14 @@ def checked_extra_run_kwargs(extra: dict[str, Any] | None) -> dict[str, Any]:
     if not isinstance(extra.get("environment", {}), dict):
         raise TypeError("extra_run_kwargs['environment'] must be a dict of names to values")
     return extra
+
+
+def container_log_config() -> dict[str, Any]:
+    """Docker's log of what a sandbox's kernel writes to its stdout and stderr, capped on the host's disk.
+
+    The code's output reaches the host through the kernel, so this log only keeps the
+    tail that explains a kernel that failed to start. Docker's default log has no cap,
+    so a sandbox writing to fd 2 in a loop would fill the host's disk. A user's
+    `extra_run_kwargs["log_config"]` replaces this. A new dict each time: the SDK keeps it.
+    """
+    return {"type": "json-file", "config": {"max-size": LOG_MAX_SIZE, "max-file": "1"}}

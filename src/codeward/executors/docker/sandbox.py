@@ -1,19 +1,29 @@
 """A hardened container running an ipykernel that the host reaches through ipc sockets.
 
 No port is published and the container has no network: the kernel's five
-ZeroMQ sockets are unix sockets in a private folder on the host, bind-mounted
-into the container. The host's `jupyter_client` connects to them directly.
+ZeroMQ sockets are unix sockets that it binds in a folder on the host,
+bind-mounted into the container, and that end up in a private folder the
+container cannot see. The host's `jupyter_client` connects to them directly.
 
-Who owns the folder. The kernel, inside the container, *creates* the sockets, so
-its user must be able to write the folder; the host process *connects*, so it
-must be able to write the sockets. Both hold when the two sides are one uid:
+Who owns the folders. The kernel, inside the container, *creates* the sockets, so
+its user must be able to write the folder it sees; the host process *connects*, so
+it must be able to write the sockets. Both hold when the two sides are one uid:
 - a host user that is not root runs the kernel under its own uid and gid: the
-  folder (0700) and the sockets belong to that user, and nobody else gets in;
+  folders (0700) and the sockets belong to that user, and nobody else gets in;
 - root never runs the kernel as root: the kernel gets a uid that no account on
-  the host has (`sandbox_ids`), the folder is given to that uid (0700), and root
-  reaches the sockets through its own override of file permissions. A uid of a
+  the host has (`sandbox_ids`), the shared folder is given to that uid (0700), and
+  root reaches the sockets through its own override of file permissions. A uid of a
   real host account (such as the image's 1000) would let that person drive the
   sandbox's kernel.
+
+What the sandbox can write. The shared folder is on the host's disk, beyond the
+container's size-capped tmpfs, so it is shared only until the kernel answers: then
+the host moves the sockets into the folder above it (which the container never
+sees; a bound socket follows its file), deletes `kernel.json` (read once, at start)
+and removes the shared folder. A removed folder takes no new names, even through
+the container's mount of it; and where the host is root it is first taken back
+from the sandbox's uid, so it takes no unnamed `O_TMPFILE` files either. The host
+then connects through paths the sandbox cannot change.
 
 Every container is labelled with its session and its owner (host, pid and the
 process's start time), so `reap_orphans` can tell a live owner from a pid that
@@ -45,7 +55,12 @@ from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.connect import KernelConnectionInfo
 
 from codeward.executors.base import SandboxError
-from codeward.executors.docker.hardening import CONTAINER_HOME, Hardening, checked_extra_run_kwargs
+from codeward.executors.docker.hardening import (
+    CONTAINER_HOME,
+    Hardening,
+    checked_extra_run_kwargs,
+    container_log_config,
+)
 from codeward.executors.docker.images import ENGINE_ERRORS, engine_client, require_image
 
 __all__ = [
@@ -73,10 +88,12 @@ OWNER_STARTED_LABEL = "codeward.owner.started"
 OWNER_HOST_LABEL = "codeward.owner.host"
 IPC_DIR_LABEL = "codeward.ipc_dir"
 
-#: Where the ipc folder appears inside the container.
+#: Where the shared folder appears inside the container (removed once the kernel answers).
 CONTAINER_IPC_DIR = "/run/codeward"
 IPC_DIR_PREFIX = "codeward-ipc-"
+_SHARED_NAME = "shared"
 _SOCKET_NAME = "kernel"
+_SOCKET_NAMES = tuple(f"{_SOCKET_NAME}-{port}" for port in range(1, 6))
 # No history database: nobody reads it, and it costs start time and tmpfs space. parent_handle=1
 # stops the kernel printing its "how to connect" banner, so the container's output holds only
 # what went wrong.
@@ -241,13 +258,14 @@ def start_kernel_container(
     removed before the error is raised.
     """
     hardening = hardening or Hardening()
-    extra = checked_extra_run_kwargs(extra_run_kwargs)
+    extra = {"log_config": container_log_config(), **checked_extra_run_kwargs(extra_run_kwargs)}
     environment = {**extra.pop("environment", {}), "HOME": CONTAINER_HOME, "USER": "sandbox", "LOGNAME": "sandbox"}
     uid, gid = sandbox_ids()
     session = uuid.uuid4().hex
-    ipc_dir = _private_ipc_dir(uid, gid)
+    ipc_dir = _private_ipc_dir()
+    shared = _shared_dir(ipc_dir, uid, gid)
     key = secrets.token_hex(32)
-    _write_private(ipc_dir / "kernel.json", _connection_info(CONTAINER_IPC_DIR, key), uid, gid)
+    _write_private(shared / "kernel.json", _connection_info(CONTAINER_IPC_DIR, key), uid, gid)
     labels = {**(extra_labels or {}), **_owner_labels(session, ipc_dir)}
     try:
         container = client.containers.run(
@@ -256,7 +274,7 @@ def start_kernel_container(
             detach=True,
             labels=labels,
             environment=environment,
-            volumes={str(ipc_dir): {"bind": CONTAINER_IPC_DIR, "mode": "rw"}},
+            volumes={str(shared): {"bind": CONTAINER_IPC_DIR, "mode": "rw"}},
             working_dir=CONTAINER_HOME,
             **extra,
             **hardening.run_options(uid, gid),
@@ -266,7 +284,8 @@ def start_kernel_container(
         raise SandboxError(f"could not start a sandbox from image {image!r}: {error}", state_lost=False) from error
     sandbox = KernelContainer(container, ipc_dir, _connection_info(str(ipc_dir), key), session)
     try:
-        _wait_until_ready(sandbox, ready_timeout)
+        _wait_until_ready(sandbox, _connection_info(str(shared), key), ready_timeout)
+        _end_sharing(shared, ipc_dir, time.monotonic() + ready_timeout)
     except BaseException:
         sandbox.remove()
         raise
@@ -291,17 +310,45 @@ def _account_exists(uid: int) -> bool:
     return True
 
 
-def _private_ipc_dir(uid: int, gid: int) -> Path:
+def _private_ipc_dir() -> Path:
+    """The host's folder for a sandbox: the kernel's sockets end up here, where the container cannot reach."""
     folder = Path(tempfile.mkdtemp(prefix=IPC_DIR_PREFIX))  # mode 0700
-    if len(str(folder / f"{_SOCKET_NAME}-5").encode()) > _MAX_SOCKET_PATH:
+    if len(str(folder / _SOCKET_NAMES[-1]).encode()) > _MAX_SOCKET_PATH:
         folder.rmdir()
         raise SandboxError(
             f"the temporary folder {folder.parent} has too long a path for unix sockets "
             f"(at most {_MAX_SOCKET_PATH} bytes); point TMPDIR at a shorter one, such as /tmp",
             state_lost=False,
         )
-    os.chown(folder, uid, gid)
     return folder
+
+
+def _shared_dir(ipc_dir: Path, uid: int, gid: int) -> Path:
+    """The folder the container sees until its kernel answers, where the kernel binds its sockets."""
+    shared = ipc_dir / _SHARED_NAME
+    shared.mkdir(mode=0o700)
+    os.chown(shared, uid, gid)
+    return shared
+
+
+def _end_sharing(shared: Path, ipc_dir: Path, deadline: float) -> None:
+    """Move the kernel's sockets into `ipc_dir` and remove `shared`, so the sandbox can write nothing there.
+
+    The heartbeat socket is bound by a thread of its own, so it may come a moment after
+    the kernel's first answer. See the module's docstring for why this bounds the sandbox.
+    """
+    while not all((shared / name).exists() for name in _SOCKET_NAMES):
+        if time.monotonic() > deadline:
+            raise SandboxError("the sandbox's kernel answered but did not open all of its sockets")
+        time.sleep(0.01)
+    try:
+        for name in _SOCKET_NAMES:
+            os.rename(shared / name, ipc_dir / name)
+        (shared / "kernel.json").unlink()
+        os.chown(shared, os.getuid(), os.getgid())
+        shared.rmdir()
+    except OSError as error:
+        raise SandboxError(f"could not take the sandbox's ipc folder back from it: {error}") from error
 
 
 def _write_private(path: Path, content: Mapping[str, Any], uid: int, gid: int) -> None:
@@ -326,14 +373,14 @@ def _connection_info(folder: str, key: str) -> KernelConnectionInfo:
     }
 
 
-def _wait_until_ready(sandbox: KernelContainer, timeout: float) -> None:
-    """Wait for the kernel's first kernel_info reply, failing early if the container stops.
+def _wait_until_ready(sandbox: KernelContainer, connection_info: KernelConnectionInfo, timeout: float) -> None:
+    """Wait for the kernel's first kernel_info reply over `connection_info`; fail early if the container stops.
 
     The client used here is closed before returning, so a sandbox started on one
     thread (a pool's) holds no sockets of that thread when another takes it.
     """
     kernel_client = BlockingKernelClient()
-    kernel_client.load_connection_info(sandbox.connection_info)
+    kernel_client.load_connection_info(connection_info)
     kernel_client.start_channels(iopub=False, stdin=False, hb=False, control=False)
     try:
         kernel_client.kernel_info()  # queued by ZeroMQ until the kernel has bound its socket

@@ -8,27 +8,69 @@ unpickled. Nothing here needs jupyter_client, so the e2b extra does not either.
 
 from __future__ import annotations
 
-import base64
-import io
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from codeward.executors import codec
 from codeward.executors.base import CodeOutput, ExecutionError, SandboxError
-from codeward.executors.kernel.prelude import PAYLOAD_SOURCE
+from codeward.executors.displays import richest_display
+from codeward.executors.kernel.prelude import PAYLOAD_SOURCE, REPORT_MIME
 
 __all__ = [
     "BoundedText",
     "CellResult",
+    "OutputBudget",
+    "bundle_size",
     "code_output",
     "decode_sandbox_value",
-    "display_value",
+    "kept_bundle",
     "require_setup_ok",
     "strip_ansi",
 ]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+#: The MIME types of a display that codeward reads (`displays.richest_display`, its reports).
+_KEPT_MIMES = ("image/png", "image/jpeg", "text/html", "text/markdown", "text/plain", REPORT_MIME)
+
+
+def kept_bundle(data: Any) -> dict[str, str]:
+    """The parts of a display's MIME bundle codeward reads, and only text ones: the rest is not kept."""
+    if not isinstance(data, dict):
+        return {}
+    return {mime: data[mime] for mime in _KEPT_MIMES if isinstance(data.get(mime), str)}
+
+
+def bundle_size(data: dict[str, Any]) -> int:
+    """The characters of a bundle's (or payload entry's) text values: what holding it costs."""
+    return sum(len(value) for value in data.values() if isinstance(value, str))
+
+
+def output_cut_note(dropped: int) -> str:
+    return (
+        f"\n[codeward: {dropped:,} bytes of this cell's output (printed text, displays or its value) came past "
+        "the cell's output budget and were dropped; print or show less at a time]"
+    )
+
+
+class OutputBudget:
+    """The bytes one cell may still bring back; what would pass it is counted, not kept."""
+
+    def __init__(self, limit: int) -> None:
+        self.left = limit
+        self.dropped = 0
+
+    def spend(self, size: int) -> bool:
+        if size > self.left:
+            self.dropped += size
+            return False
+        self.left -= size
+        return True
+
+    def noted(self, logs: str) -> str:
+        """`logs`, with the note that output was dropped when some was."""
+        return logs + output_cut_note(self.dropped) if self.dropped else logs
 
 
 def strip_ansi(text: str) -> str:
@@ -79,30 +121,19 @@ class BoundedText:
         return f"{head}\n[... {self._dropped} characters of output cut ...]\n{self._tail}"
 
 
-def display_value(bundle: dict[str, Any]) -> Any:
-    """The most useful Python value in a mime bundle: a PIL image, else HTML text, else plain text."""
-    for mime in ("image/png", "image/jpeg"):
-        if mime in bundle:
-            data = base64.b64decode(bundle[mime])
-            try:
-                from PIL import Image
-            except ImportError:  # without pillow, the encoded image is still worth returning
-                return data
-            image = Image.open(io.BytesIO(data))
-            image.load()
-            return image
-    for mime in ("text/html", "text/markdown", "text/plain"):
-        if mime in bundle:
-            return bundle[mime]
-    return None
-
-
 def code_output(result: CellResult) -> CodeOutput:
     """Turn the kernel's reply into the contract's answer: a final answer, a value, or an error."""
     entries = {
         key: value for entry in result.payload if entry.get("source") == PAYLOAD_SOURCE for key, value in entry.items()
     }
-    displays = [display_value(bundle) for bundle in result.displays]
+    displays = [shown for shown in map(richest_display, result.displays) if shown is not None]
+    if "cut" in entries:
+        raise ExecutionError(
+            f"the code's value or final answer is {entries['cut']:,} bytes, past what was left of the cell's "
+            "output budget; return a smaller value (a summary, or the first rows)",
+            logs=result.logs,
+            error_type="OutputLimitExceeded",
+        )
     if "final" in entries:
         return CodeOutput(decode_sandbox_value(entries["final"], result.logs), result.logs, True, displays)
     if "final_error" in entries:
@@ -117,7 +148,8 @@ def code_output(result: CellResult) -> CodeOutput:
     if "value" in entries:
         output = decode_sandbox_value(entries["value"], result.logs)
     elif result.result is not None:  # a value the codec cannot carry: its richest display instead
-        output = display_value(result.result)
+        shown = richest_display(result.result)
+        output = shown.data if shown is not None and not shown.is_image else shown
     else:
         output = None
     return CodeOutput(output, result.logs, False, displays)

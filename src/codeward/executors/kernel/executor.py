@@ -28,7 +28,7 @@ from codeward.executors.kernel.bridge import (
 from codeward.executors.kernel.cells import CellResult, code_output, require_setup_ok
 from codeward.executors.kernel.remembering import RememberingExecutor
 from codeward.executors.kernel.session import KernelSession
-from codeward.executors.settings import checked_packages
+from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, checked_packages
 
 __all__ = ["KernelExecutor"]
 
@@ -50,8 +50,20 @@ class KernelExecutor(RememberingExecutor):
     #: so a replaced sandbox gets the same installs again; None: into the kernel's own environment.
     packages_prefix: ClassVar[str | None] = None
 
-    def __init__(self, *, timeout_seconds: float, tools_mode: str, allow_pickle: bool) -> None:
-        super().__init__(timeout_seconds=timeout_seconds, tools_mode=tools_mode, allow_pickle=allow_pickle)
+    def __init__(
+        self,
+        *,
+        timeout_seconds: float,
+        tools_mode: str,
+        allow_pickle: bool,
+        max_output_bytes: int = DEFAULT_OUTPUT_BUDGET,
+    ) -> None:
+        super().__init__(
+            timeout_seconds=timeout_seconds,
+            tools_mode=tools_mode,
+            allow_pickle=allow_pickle,
+            max_output_bytes=max_output_bytes,
+        )
         self._installed: list[list[str]] = []  # installs a replaced sandbox needs again (see packages_prefix)
         self._session: KernelSession | None = None
         self._ready_generation = 0

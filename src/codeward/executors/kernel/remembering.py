@@ -15,7 +15,13 @@ from typing import Any
 from codeward.executors import codec
 from codeward.executors.base import Executor, ExecutorError
 from codeward.executors.kernel.bridge import TOOL_MODES, ToolBridge
-from codeward.executors.settings import checked_seconds, checked_tool_names, checked_variable_names
+from codeward.executors.settings import (
+    DEFAULT_OUTPUT_BUDGET,
+    checked_bytes,
+    checked_seconds,
+    checked_tool_names,
+    checked_variable_names,
+)
 from codeward.platform.tools import Tool
 
 __all__ = ["RememberingExecutor"]
@@ -24,10 +30,18 @@ __all__ = ["RememberingExecutor"]
 class RememberingExecutor(Executor):
     """An executor whose sandbox is a kernel that may be replaced; see the module docstring."""
 
-    def __init__(self, *, timeout_seconds: float, tools_mode: str, allow_pickle: bool) -> None:
+    def __init__(
+        self,
+        *,
+        timeout_seconds: float,
+        tools_mode: str,
+        allow_pickle: bool,
+        max_output_bytes: int = DEFAULT_OUTPUT_BUDGET,
+    ) -> None:
         if tools_mode not in TOOL_MODES:
             raise ValueError(f"tools_mode must be one of {', '.join(map(repr, TOOL_MODES))}, got {tools_mode!r}")
         self.timeout_seconds = checked_seconds("timeout_seconds", timeout_seconds)
+        self.max_output_bytes = checked_bytes("max_output_bytes", max_output_bytes)
         self.tools_mode = tools_mode
         self.allow_pickle = allow_pickle
         self._variables: dict[str, Any] = {}

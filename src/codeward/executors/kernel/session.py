@@ -29,7 +29,15 @@ from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 
 from codeward.executors.base import ExecutionTimeout, SandboxError
-from codeward.executors.kernel.cells import BoundedText, CellResult, strip_ansi
+from codeward.executors.kernel.cells import (
+    BoundedText,
+    CellResult,
+    OutputBudget,
+    bundle_size,
+    kept_bundle,
+    strip_ansi,
+)
+from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET
 
 __all__ = [
     "ConnectedKernel",
@@ -45,6 +53,7 @@ _LIVENESS_INTERVAL = 0.25
 _READY_RETRY = 0.1
 _STDIN_RETRY = 1.0
 _LAST_WORDS_WAIT = 0.05
+_TRACEBACK_CHARS = 100_000  # a longer traceback keeps its end, where the error is
 
 
 class KernelProcess(Protocol):
@@ -223,8 +232,10 @@ class KernelSession:
         ready_timeout: float = 60.0,
         interrupt_grace: float = 3.0,
         max_log_chars: int = 100_000,
+        max_output_bytes: int = DEFAULT_OUTPUT_BUDGET,
     ) -> None:
         self.process = process
+        self.max_output_bytes = max_output_bytes
         self.ready_timeout = ready_timeout
         self.interrupt_grace = interrupt_grace
         self.max_log_chars = max_log_chars
@@ -333,7 +344,7 @@ class KernelSession:
         msg_id = client.execute(
             code, silent=silent, store_history=not silent, allow_stdin=on_input is not None, stop_on_error=False
         )
-        cell = _CellCollector(self.max_log_chars)
+        cell = _CellCollector(self.max_log_chars, self.max_output_bytes)
         deadline = None if timeout is None else time.monotonic() + timeout
         interrupted_at: float | None = None
         next_check = time.monotonic() + _LIVENESS_INTERVAL
@@ -417,10 +428,17 @@ class KernelSession:
 
 
 class _CellCollector:
-    """Accumulates the messages of one execute request into a `CellResult`."""
+    """Accumulates the messages of one execute request into a `CellResult`, within a budget.
 
-    def __init__(self, max_log_chars: int) -> None:
+    Everything the cell sends (printed text, displays, its result and codeward's payload)
+    draws bytes from `max_output_bytes`; what comes past it is dropped and counted, so the
+    host holds at most the budget (plus the message being read) whatever the sandbox sends.
+    Displays keep only the MIME types codeward reads.
+    """
+
+    def __init__(self, max_log_chars: int, max_output_bytes: int) -> None:
         self._logs = BoundedText(max_log_chars)
+        self._budget = OutputBudget(max_output_bytes)
         self._reply: dict[str, Any] | None = None
         self._idle = False
         self._result: dict[str, Any] | None = None
@@ -435,23 +453,36 @@ class _CellCollector:
     def reply_status(self) -> str:
         return self._reply["status"] if self._reply else ""
 
+    def _kept_entry(self, entry: Any) -> dict[str, Any]:
+        """A payload entry, or in place of one past the budget a mark `code_output` reports."""
+        if not isinstance(entry, dict):
+            return {}
+        size = bundle_size(entry)
+        return entry if self._budget.spend(size) else {"source": entry.get("source"), "cut": size}
+
     def take(self, channel: str, msg: dict[str, Any]) -> None:
         kind, content = msg["msg_type"], msg["content"]
         if channel == "shell":
-            self._reply = content
+            self._reply = {**content, "payload": [self._kept_entry(entry) for entry in content.get("payload", [])]}
         elif kind == "status":
             self._idle = content.get("execution_state") == "idle"
         elif kind == "stream":
-            self._logs.add(content.get("text", ""))
-        elif kind == "execute_result":
-            self._result = content.get("data", {})
-        elif kind == "display_data":
-            self._displays.append(content.get("data", {}))
+            text = content.get("text", "")
+            if isinstance(text, str) and self._budget.spend(len(text)):
+                self._logs.add(text)
+        elif kind in ("execute_result", "display_data"):
+            bundle = kept_bundle(content.get("data", {}))
+            if self._budget.spend(bundle_size(bundle)):
+                if kind == "execute_result":
+                    self._result = bundle
+                else:
+                    self._displays.append(bundle)
         elif kind == "error":
-            self._traceback = strip_ansi("\n".join(content.get("traceback", [])))
+            lines = "\n".join(str(line) for line in content.get("traceback", []))
+            self._traceback = strip_ansi(lines)[-_TRACEBACK_CHARS:]
 
     def logs(self) -> str:
-        return self._logs.text()
+        return self._budget.noted(self._logs.text())
 
     def traceback(self) -> str:
         return self._traceback

@@ -1,0 +1,108 @@
+"""What a kernel sandbox sends back cannot grow the host past the cell's output budget.
+
+Each attack runs in the real sandboxes that read a kernel's output on the host (a local
+jupyter kernel, a docker container, the e2b executor against the local E2B-protocol server):
+what the host keeps stays within the budget (for an image bomb, its resident memory grows by
+less than the budget plus 100 MiB), the cell returns, the model is told what was dropped, and
+the sandbox goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from collections.abc import Iterator
+
+import pytest
+
+from codeward.executors.base import ExecutionError, Executor
+from codeward.executors.displays import Display, DisplayError
+from tests.executors.contract.conftest import PROFILES, _module_missing
+
+pytestmark = pytest.mark.timeout(300)
+
+MiB = 2**20
+BUDGET = 8 * MiB
+ROOM = 100 * MiB
+
+#: A PNG made in the sandbox with the standard library: 13000x13000 one-bit pixels in 4 KB of
+#: compressed zeros, which a decoder would expand to 169 MB.
+PNG_BOMB = textwrap.dedent(
+    """
+    import base64, struct, zlib
+    from IPython.display import publish_display_data
+    def chunk(kind, data):
+        return struct.pack('>I', len(data)) + kind + data + struct.pack('>I', zlib.crc32(kind + data))
+    side = 13000
+    packer = zlib.compressobj(9)
+    row = b'\\x00' * (1 + (side + 7) // 8)
+    body = b''.join(packer.compress(row) for _ in range(side)) + packer.flush()
+    png = (b'\\x89PNG\\r\\n\\x1a\\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', side, side, 1, 0, 0, 0, 0))
+           + chunk(b'IDAT', body) + chunk(b'IEND', b''))
+    bomb = base64.b64encode(png).decode()
+    for _ in range(4):
+        publish_display_data({'image/png': bomb})
+    """
+)
+
+
+def resident() -> int:
+    with open(f"/proc/{os.getpid()}/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.fixture(params=["jupyter", "docker", "e2b"])
+def sandbox(request: pytest.FixtureRequest) -> Iterator[Executor]:
+    name: str = request.param
+    missing = _module_missing(name) or PROFILES[name].unavailable()
+    if missing:
+        pytest.skip(missing)
+    settings = {"max_output_bytes": BUDGET, "timeout_seconds": 60}
+    if name == "e2b":
+        from codeward.executors.base import create_executor
+        from tests.e2b_server import shared_server
+
+        executor = create_executor("e2b", connection=shared_server().connection, **settings)
+    else:
+        executor = PROFILES[name].make(**settings)
+    with executor:
+        yield executor
+
+
+def test_a_display_flood_is_cut_at_the_budget(sandbox: Executor) -> None:
+    """What the host keeps is bounded; what zmq queues while the host reads is not yet (see issue #14)."""
+    result = sandbox.run(
+        "from IPython.display import publish_display_data\n"
+        "page = 'x' * (4 * 2**20)\n"
+        "for _ in range(40):\n    publish_display_data({'text/html': page})\n"
+        "print('done')"
+    )
+    assert 0 < len(result.displays) <= BUDGET // (4 * MiB)
+    assert "output budget" in result.logs and "done" not in result.logs.split("[codeward")[-1]
+    assert sandbox.run("1 + 1").output == 2
+
+
+def test_a_print_flood_is_cut_at_the_budget(sandbox: Executor) -> None:
+    result = sandbox.run("line = 'y' * 2**20\nfor _ in range(100):\n    print(line)")
+    assert "output budget" in result.logs
+    assert sandbox.run("2 + 2").output == 4
+
+
+def test_a_value_past_the_budget_is_a_clear_error(sandbox: Executor) -> None:
+    with pytest.raises(ExecutionError) as info:
+        sandbox.run("'z' * (2 * 8 * 2**20)")
+    assert info.value.error_type == "OutputLimitExceeded"
+    assert "output budget" in info.value.message
+    assert sandbox.run("3 + 3").output == 6
+
+
+def test_an_image_bomb_stays_bytes_until_asked_and_is_refused_then(sandbox: Executor) -> None:
+    before = resident()
+    result = sandbox.run(PNG_BOMB)
+    assert resident() - before < BUDGET + ROOM
+    assert len(result.displays) == 4
+    shown = result.displays[0]
+    assert isinstance(shown, Display) and shown.mime == "image/png" and shown.is_image
+    with pytest.raises(DisplayError, match="13000x13000 pixels"):
+        shown.image()
+    assert sandbox.run("4 + 4").output == 8
