@@ -276,3 +276,17 @@ def test_replay_prints_every_step(executor, capsys):
     agent.replay()
     shown = capsys.readouterr().out
     assert "hello from step one" in shown and "Final answer: 2" in shown and "Step 2" in shown
+
+
+@pytest.mark.parametrize("executor", ["local", "jupyter"])
+def test_max_print_outputs_length_reaches_the_executor_by_name(executor: str) -> None:
+    code = "for i in range(300):\n    print(f'row {i:03d}')\nfinal_answer('done')"
+    model = ScriptedModel([f"Thought: print a lot\n<code>\n{code}\n</code>"])
+    agent = CodeAgent(tools=[], model=model, executor=executor, max_print_outputs_length=600)
+    try:
+        assert agent.executor.max_print_outputs_length == 600  # type: ignore[attr-defined]
+        agent.run("print")
+        observation = agent.memory.steps[-1].observations or ""
+        assert "characters of output cut" in observation and len(observation) < 800
+    finally:
+        agent.executor.close()

@@ -73,7 +73,12 @@ from codeward.executors.kernel.cells import (
 )
 from codeward.executors.kernel.prelude import PAYLOAD_SOURCE, REPORT_MIME
 from codeward.executors.kernel.remembering import RememberingExecutor
-from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, checked_packages, checked_seconds
+from codeward.executors.settings import (
+    DEFAULT_OUTPUT_BUDGET,
+    DEFAULT_PRINT_OUTPUTS_LENGTH,
+    checked_packages,
+    checked_seconds,
+)
 
 __all__ = ["E2BExecutor"]
 
@@ -155,8 +160,8 @@ class E2BExecutor(RememberingExecutor):
         *,
         allow_pickle: bool = False,
         connection: dict[str, Any] | None = None,
-        max_log_chars: int = 100_000,
         max_output_bytes: int = DEFAULT_OUTPUT_BUDGET,
+        max_print_outputs_length: int = DEFAULT_PRINT_OUTPUTS_LENGTH,
     ) -> None:
         _check_arguments(tools_mode, checked_seconds("timeout_seconds", timeout_seconds), sandbox_timeout, envs)
         super().__init__(
@@ -164,11 +169,11 @@ class E2BExecutor(RememberingExecutor):
             tools_mode=tools_mode,
             allow_pickle=allow_pickle,
             max_output_bytes=max_output_bytes,
+            max_print_outputs_length=max_print_outputs_length,
         )
         self.sandbox_timeout = int(sandbox_timeout)
         self.template = template
         self.allow_internet_access = allow_internet_access
-        self.max_log_chars = max_log_chars
         self._envs = dict(envs or {})
         self._options = _connection_options(api_key, connection)
         self._sandbox: Sandbox | None = None
@@ -283,7 +288,7 @@ class E2BExecutor(RememberingExecutor):
     def _execute(self, code: str, seconds: float) -> CellResult:
         """Run a cell in the context and gather what came back; transport failures become executor errors."""
         sandbox, context = self._live()
-        logs = BoundedText(self.max_log_chars)
+        logs = BoundedText(self.max_print_outputs_length)
         budget = OutputBudget(self.max_output_bytes)
 
         def printed(message: OutputMessage) -> None:

@@ -16,7 +16,7 @@ import sys
 from codeward.executors.base import SandboxError
 from codeward.executors.kernel.executor import KernelExecutor
 from codeward.executors.kernel.session import KernelSession, LocalKernel
-from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET
+from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, DEFAULT_PRINT_OUTPUTS_LENGTH
 
 __all__ = ["JupyterExecutor", "clean_environment"]
 
@@ -64,12 +64,14 @@ class JupyterExecutor(KernelExecutor):
         allow_pickle: bool = False,
         transport: str | None = None,
         max_output_bytes: int = DEFAULT_OUTPUT_BUDGET,
+        max_print_outputs_length: int = DEFAULT_PRINT_OUTPUTS_LENGTH,
     ) -> None:
         super().__init__(
             timeout_seconds=timeout_seconds,
             tools_mode=tools_mode,
             allow_pickle=allow_pickle,
             max_output_bytes=max_output_bytes,
+            max_print_outputs_length=max_print_outputs_length,
         )
         if cwd is not None and not os.path.isdir(cwd):
             raise ValueError(f"cwd {cwd!r} is not a directory")
@@ -95,7 +97,9 @@ class JupyterExecutor(KernelExecutor):
                 transport=self.transport,
                 extra_arguments=_KERNEL_ARGUMENTS,
             )
-            return KernelSession(process, max_output_bytes=self.max_output_bytes)
+            return KernelSession(
+                process, max_log_chars=self.max_print_outputs_length, max_output_bytes=self.max_output_bytes
+            )
         except SandboxError as error:
             hint = f" (is ipykernel installed for {self.python}? pip install ipykernel)" if self.python else ""
             raise SandboxError(f"{error.message}{hint}", logs=error.logs) from error

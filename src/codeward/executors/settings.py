@@ -15,6 +15,8 @@ __all__ = ["RESERVED_NAMES", "checked_packages", "checked_seconds", "checked_too
 #: printed text, displays, its value and codeward's reports together. Past it, output is
 #: dropped with a note in the logs, so what the sandbox sends cannot fill the host's memory.
 DEFAULT_OUTPUT_BUDGET = 64 * 2**20
+#: The characters of printed output every executor keeps per block (its head and tail), unless told otherwise.
+DEFAULT_PRINT_OUTPUTS_LENGTH = 50_000
 
 
 def checked_bytes(name: str, value: Any) -> int:

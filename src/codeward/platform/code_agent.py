@@ -73,11 +73,10 @@ class CodeAgent(MultiStepAgent):
                     "executor_kwargs apply only when executor is a name; configure your Executor instance directly"
                 )
             return executor
-        if executor == "local":
-            if self.additional_authorized_imports:
-                kwargs.setdefault("authorized_imports", self.additional_authorized_imports)
-            if self.max_print_outputs_length is not None:
-                kwargs.setdefault("max_print_outputs_length", self.max_print_outputs_length)
+        if executor == "local" and self.additional_authorized_imports:
+            kwargs.setdefault("authorized_imports", self.additional_authorized_imports)
+        if self.max_print_outputs_length is not None:  # every executor keeps printed output to one length
+            kwargs.setdefault("max_print_outputs_length", self.max_print_outputs_length)
         return create_executor(executor, **kwargs)
 
     def _prompt_variables(self) -> dict[str, Any]:

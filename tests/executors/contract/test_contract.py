@@ -238,3 +238,11 @@ def test_a_bad_variable_name_is_refused_alike_and_nothing_is_sent(executor: Exec
 def test_a_package_list_given_as_one_string_is_refused_alike(executor: Executor) -> None:
     with pytest.raises(TypeError, match="packages must be a list of requirement strings"):
         executor.install_packages("requests")  # type: ignore[arg-type]
+
+
+def test_printed_output_is_kept_to_the_length_asked_for_alike(executor_name: str) -> None:
+    """Its head and its tail, with a note of what was cut between them."""
+    with PROFILES[executor_name].make(max_print_outputs_length=1000) as executor:
+        logs = executor.run("for i in range(500):\n    print(f'line {i:04d}')").logs
+    assert "line 0000" in logs and "line 0499" in logs and "characters of output cut" in logs
+    assert len(logs) < 1000 + 100

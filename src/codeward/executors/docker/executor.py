@@ -29,7 +29,7 @@ from codeward.executors.docker.hardening import PACKAGES_DIR, Hardening
 from codeward.executors.docker.sandbox import KernelContainer, sandbox_spec
 from codeward.executors.kernel.executor import KernelExecutor
 from codeward.executors.kernel.session import ConnectedKernel, KernelSession
-from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, checked_packages
+from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, DEFAULT_PRINT_OUTPUTS_LENGTH, checked_packages
 
 if TYPE_CHECKING:
     from codeward.executors.docker.pool import SandboxPool
@@ -72,6 +72,7 @@ class DockerExecutor(KernelExecutor):
         *,
         allow_pickle: bool = False,
         max_output_bytes: int = DEFAULT_OUTPUT_BUDGET,
+        max_print_outputs_length: int = DEFAULT_PRINT_OUTPUTS_LENGTH,
     ) -> None:
         hardening = Hardening(network, mem_limit, cpus, pids_limit, tmpfs_size, runtime)
         if pool is not None:
@@ -93,6 +94,7 @@ class DockerExecutor(KernelExecutor):
             tools_mode=tools_mode,
             allow_pickle=allow_pickle,
             max_output_bytes=max_output_bytes,
+            max_print_outputs_length=max_print_outputs_length,
         )
         self._ensure_ready()
 
@@ -120,7 +122,9 @@ class DockerExecutor(KernelExecutor):
             shutdown=self._remove_container,
             describe_death=self._describe_death,
         )
-        return KernelSession(process, max_output_bytes=self.max_output_bytes)
+        return KernelSession(
+            process, max_log_chars=self.max_print_outputs_length, max_output_bytes=self.max_output_bytes
+        )
 
     def _start_container(self) -> KernelContainer:
         self._sandbox = self.pool.take() if self.pool is not None else self.spec.start()

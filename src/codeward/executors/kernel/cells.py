@@ -103,6 +103,7 @@ class BoundedText:
         self._dropped = 0
 
     def add(self, text: str) -> None:
+        """Keep `text`, or the part of it the limit leaves room for."""
         half = self._limit // 2
         if self._head_size < half:
             piece = text[: half - self._head_size]
@@ -113,6 +114,8 @@ class BoundedText:
             joined = self._tail + text
             self._dropped += max(len(joined) - half, 0)
             self._tail = joined[-half:] if half else ""
+
+    write = add  # a sink that print() and stdout can write to
 
     def text(self) -> str:
         head = "".join(self._head)

@@ -28,7 +28,7 @@ from codeward.executors.kernel.bridge import (
 from codeward.executors.kernel.cells import CellResult, code_output, require_setup_ok
 from codeward.executors.kernel.remembering import RememberingExecutor
 from codeward.executors.kernel.session import KernelSession
-from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, checked_packages
+from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, DEFAULT_PRINT_OUTPUTS_LENGTH, checked_packages
 
 __all__ = ["KernelExecutor"]
 
@@ -57,12 +57,14 @@ class KernelExecutor(RememberingExecutor):
         tools_mode: str,
         allow_pickle: bool,
         max_output_bytes: int = DEFAULT_OUTPUT_BUDGET,
+        max_print_outputs_length: int = DEFAULT_PRINT_OUTPUTS_LENGTH,
     ) -> None:
         super().__init__(
             timeout_seconds=timeout_seconds,
             tools_mode=tools_mode,
             allow_pickle=allow_pickle,
             max_output_bytes=max_output_bytes,
+            max_print_outputs_length=max_print_outputs_length,
         )
         self._installed: list[list[str]] = []  # installs a replaced sandbox needs again (see packages_prefix)
         self._session: KernelSession | None = None

@@ -17,6 +17,7 @@ from codeward.executors.base import Executor, ExecutorError
 from codeward.executors.kernel.bridge import TOOL_MODES, ToolBridge
 from codeward.executors.settings import (
     DEFAULT_OUTPUT_BUDGET,
+    DEFAULT_PRINT_OUTPUTS_LENGTH,
     checked_bytes,
     checked_seconds,
     checked_tool_names,
@@ -37,11 +38,13 @@ class RememberingExecutor(Executor):
         tools_mode: str,
         allow_pickle: bool,
         max_output_bytes: int = DEFAULT_OUTPUT_BUDGET,
+        max_print_outputs_length: int = DEFAULT_PRINT_OUTPUTS_LENGTH,
     ) -> None:
         if tools_mode not in TOOL_MODES:
             raise ValueError(f"tools_mode must be one of {', '.join(map(repr, TOOL_MODES))}, got {tools_mode!r}")
         self.timeout_seconds = checked_seconds("timeout_seconds", timeout_seconds)
         self.max_output_bytes = checked_bytes("max_output_bytes", max_output_bytes)
+        self.max_print_outputs_length = checked_bytes("max_print_outputs_length", max_print_outputs_length)
         self.tools_mode = tools_mode
         self.allow_pickle = allow_pickle
         self._variables: dict[str, Any] = {}

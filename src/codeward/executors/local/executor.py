@@ -19,7 +19,12 @@ from codeward.executors.codec import CodecError
 from codeward.executors.local.data_policy import DataPolicy
 from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS, checked_import_entries
 from codeward.executors.local.interpreter import Interpreter, ToolHandle
-from codeward.executors.settings import checked_seconds, checked_tool_names, checked_variable_names
+from codeward.executors.settings import (
+    DEFAULT_PRINT_OUTPUTS_LENGTH,
+    checked_seconds,
+    checked_tool_names,
+    checked_variable_names,
+)
 
 if TYPE_CHECKING:
     from codeward.executors.local.process import WorkerExecutor
@@ -73,7 +78,7 @@ class LocalExecutor(Executor):
         authorized_imports: Iterable[str] = (),
         timeout_seconds: float = 30,
         max_operations: int = 10_000_000,
-        max_print_outputs_length: int = 50_000,
+        max_print_outputs_length: int = DEFAULT_PRINT_OUTPUTS_LENGTH,
         allowed_paths: Sequence[str | Path] | None = None,
         *,
         max_value_size: int = 10_000_000,

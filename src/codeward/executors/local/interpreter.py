@@ -22,6 +22,7 @@ from codeward.executors.base import (
     ExecutionTimeout,
     FinalAnswerSignal,
 )
+from codeward.executors.kernel.cells import BoundedText
 from codeward.executors.local.data_policy import DataPolicy
 from codeward.executors.local.guards import Guards
 from codeward.executors.local.imports import ImportGate
@@ -73,33 +74,6 @@ class ToolHandle:
         return f"<tool {self.name}>"
 
 
-class _Logs:
-    """What `print` wrote, kept up to a limit, with a note of how much was dropped."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.parts: list[str] = []
-        self.size = 0
-        self.dropped = 0
-
-    def write(self, text: str) -> None:
-        room = self.limit - self.size
-        if room >= len(text):
-            self.parts.append(text)
-            self.size += len(text)
-            return
-        if room > 0:
-            self.parts.append(text[:room])
-            self.size += room
-        self.dropped += len(text) - max(room, 0)
-
-    def text(self) -> str:
-        out = "".join(self.parts)
-        if self.dropped:
-            out += f"\n[output truncated: {self.dropped:,} more characters were printed; print less]\n"
-        return out
-
-
 class Interpreter:
     """Compiles and runs blocks against one globals dict that persists between them.
 
@@ -132,7 +106,7 @@ class Interpreter:
         self._sources: dict[str, list[str]] = {}
         self._declared_global: set[str] = set()  # names any block's functions declare global
         self._tools: dict[str, ToolHandle] = {}
-        self._logs = _Logs(self.max_print_outputs_length)
+        self._logs = BoundedText(self.max_print_outputs_length)
         self._watch: Any = None  # the running block's watch, for time.sleep's deadline
 
         self.data_policy = DataPolicy(allowed_paths)
@@ -161,7 +135,7 @@ class Interpreter:
         except CodeRefused as refused:
             raise ExecutionError(refused.report, traceback=refused.report, error_type=refused.error_type) from None
         self._sources[filename] = code.splitlines()
-        self._logs = _Logs(self.max_print_outputs_length)
+        self._logs = BoundedText(self.max_print_outputs_length)
         self._globals.pop(RESULT_NAME, None)
         self._globals["_tick_"] = make_tick(self.max_operations)
         try:
