@@ -149,6 +149,15 @@ def test_final_answer_cannot_be_swallowed_by_except_exception(executor: Executor
     assert "swallowed" not in result.logs and "after" not in result.logs
 
 
+@pytest.mark.parametrize("catch", ["except:", "except BaseException:"])
+def test_final_answer_stays_the_answer_when_the_code_catches_everything(executor: Executor, catch: str) -> None:
+    """The sandbox records the answer when it is given; what the code catches afterwards does not undo it."""
+    executor.send_tools(TOOLS)
+    result = executor.run(f"try:\n    final_answer(42)\n{catch}\n    pass\nx = 1")
+    assert result.is_final_answer and result.output == 42
+    assert executor.run("y = 2\ny").output == 2  # the next block is not answered by the old answer
+
+
 def test_a_code_error_carries_the_sandbox_traceback_and_earlier_logs(executor: Executor) -> None:
     with pytest.raises(ExecutionError) as caught:
         executor.run("print('before the fault')\ndef divide(a):\n    return a / 0\n\ndivide(7)")

@@ -69,6 +69,7 @@ class _Sandbox:
     time_limit = 0.0
     timer_hooked = False
     ask: Any = None  # how a request reaches the host where it is not the kernel's stdin (the local worker)
+    answered: tuple[Any] | None = None  # the cell's final answer, kept until reported (see `make_tool`)
 
 
 def install(shell: Any, codec: ModuleType, *, allow_pickle: bool = False) -> None:
@@ -85,6 +86,7 @@ def install(shell: Any, codec: ModuleType, *, allow_pickle: bool = False) -> Non
         return
     shell.set_custom_exc((FinalAnswerException,), _report_final_answer)
     shell.events.register("pre_run_cell", _refuse_input)
+    shell.events.register("pre_run_cell", _forget_answer)
     shell.events.register("post_run_cell", _report_last_value)
 
 
@@ -103,16 +105,29 @@ def _write_payload(**entry: Any) -> None:
         _Sandbox.shell.payload_manager.write_payload({"source": PAYLOAD_SOURCE, **entry})
 
 
+def _forget_answer(info: Any = None) -> None:
+    _Sandbox.answered = None
+
+
 def _report_final_answer(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: Any = None) -> list[str]:
-    answer = getattr(value, "value", None)
+    _Sandbox.answered = None
+    _report_answer(getattr(value, "value", None))
+    return []
+
+
+def _report_answer(answer: Any) -> None:
     try:
         _write_payload(final=_Sandbox.codec.dumps(answer))
     except Exception as error:  # any encoder failure must reach the host as a readable message
         _write_payload(final_error=_cannot_leave("the final answer", answer, error))
-    return []
 
 
 def _report_last_value(result: Any) -> None:
+    if _Sandbox.answered is not None:  # an answer given, then caught by the code (a bare except): still the answer
+        (answer,) = _Sandbox.answered
+        _Sandbox.answered = None
+        _report_answer(answer)
+        return
     value = getattr(result, "result", None)
     if value is None or not getattr(result, "success", False):
         return
@@ -182,6 +197,8 @@ def make_tool(spec: dict[str, Any], ending: type[BaseException] = FinalAnswerExc
         else:  # "identity": the plain final_answer tool
             value = next(iter(bound.arguments.values()), None)
         if final:
+            if ending is FinalAnswerException:  # recorded, for a kernel whose code catches the exception
+                _Sandbox.answered = (value,)
             raise ending(value)
         return value
 
