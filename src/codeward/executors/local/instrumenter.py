@@ -45,6 +45,7 @@ _VISITORS: dict[tuple[type, type], Callable[[Any, Any], Any]] = {}  # see dispat
 _SIZED_OPERATORS = {ast.Add: "_add_", ast.Mult: "_mul_", ast.Pow: "_pow_", ast.LShift: "_lshift_", ast.Mod: "_mod_"}
 _Node = TypeVar("_Node", bound=ast.AST)
 _SPEC_NUMBERS = re.compile(r"(\d+)")
+_POSITION = ("lineno", "col_offset", "end_lineno", "end_col_offset")
 
 
 def transform_children(transformer: ast.NodeTransformer, node: _Node, leaves: frozenset[type]) -> _Node:
@@ -263,10 +264,13 @@ def located(new: _Node, old: ast.AST) -> _Node:
     Nodes that came from the parsed code keep theirs, which spares a pass over
     the whole tree (`ast.fix_missing_locations`) for every block.
     """
+    where = {name: getattr(old, name, None) for name in _POSITION}
+    if where["lineno"] is None:
+        return new
     pending: list[ast.AST] = [new]
     while pending:
         node = pending.pop()
-        ast.copy_location(node, old)
+        node.__dict__.update(where)  # ast.copy_location's work, without its per-attribute checks
         pending.extend(child for child in child_nodes(node) if "lineno" not in child.__dict__)
     return new
 
