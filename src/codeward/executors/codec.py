@@ -13,7 +13,7 @@ that does not as its UTF-8 buffer and the byte length of each item (``"form": "u
 missing items as code -1 or a mask; a large integer array goes in the narrowest
 integer type that holds its values (``"wire"``) and is widened back on arrival.
 
-Carried exactly, types kept: None, bool, int (any size), float (nan, inf, -0.0),
+Carried exactly, types kept: None, bool, int (within the bounds below), float (nan, inf, -0.0),
 str (lone surrogates included: the text is pure-ASCII JSON), bytes, bytearray,
 list, tuple, dict (any hashable keys, order kept), set, frozenset, complex,
 Decimal, Fraction, UUID, range, datetime/date/time/timedelta with fixed-offset
@@ -28,6 +28,29 @@ NaT, NA; PIL images (raw pixels, mode, palette). Not kept: object identity
 DataFrame.attrs, and image metadata the codec cannot carry. Anything else fails
 with `CodecError`, or is pickled when the sender opts in with ``allow_pickle=True``.
 
+Bounds on decoding, so that it takes time linear in the payload however the payload
+was made. Each is far above what real data needs; a payload past one fails as
+`CodecError`, naming the bound:
+- a payload: at most 1 GiB of text and binary parts together (the local worker's
+  own message limit);
+- int: at most 332,193 bits, which holds every int of 100,000 decimal digits (23
+  times the 4,300 digits past which Python itself refuses to convert an int to or
+  from decimal text); large ints travel in hex, which parses in linear time. An int
+  written in decimal (the encoder writes those under 2**2000 so) has at most 4,300
+  digits, as parsing decimal takes time quadratic in its length;
+- Fraction: the smaller of its numerator and denominator at most 4,096 bits (1,233
+  digits): normalizing a Fraction takes their gcd, whose time grows with the
+  product of their sizes (two ints of 6 million bits: 52 s);
+- Decimal: at most 100,000 digits and an exponent within +-100,000 (its exact
+  integer value, or its text without an exponent, is then at most 200,000 digits);
+- set, frozenset, dict: at most 64 of its keys may share a hash with another key;
+  keys that share one each cost a comparison with all the others as they go in,
+  so that 60,000 ints k * (2**61 - 1), which hash alike, took half a minute;
+- nesting: as deep as the interpreter lets JSON parse (a thousand levels on
+  Python 3.11, more on later ones), deeper fails;
+- numpy shapes: at most 64 dimensions under 2**63 each, checked before their
+  product is taken.
+
 Security, because the host decodes what comes out of a sandbox:
 - `loads` never unpickles unless ``allow_pickle=True`` (the host never passes it
   for sandbox output); pickle is only a host-to-sandbox opt-in for trusted setups.
@@ -39,7 +62,7 @@ Security, because the host decodes what comes out of a sandbox:
   compression, buffer sizes checked against shapes before anything is allocated;
   codes, lengths and masks checked against the column's length and the buffer they
   index, and the text that codes would materialize against the codes' own size),
-  and nesting too deep for the interpreter fails as `CodecError`.
+  and no payload takes time past linear in its size to decode (the bounds above).
 
 This module's source is also executed as-is inside sandboxes where codeward is
 not installed: it imports only the standard library at top level, and numpy,
@@ -59,6 +82,7 @@ import fractions
 import itertools
 import json
 import math
+import operator
 import os
 import pathlib
 import pickle
@@ -123,14 +147,20 @@ def dumps(value: Any, *, allow_pickle: bool = False, parts: list[Any] | None = N
 
 
 def loads(text: str, *, allow_pickle: bool = False, parts: Sequence[Any] | None = None) -> Any:
-    """Decode JSON text made by `dumps`; pickled parts are refused unless ``allow_pickle``."""
+    """Decode JSON text made by `dumps`; pickled parts are refused unless ``allow_pickle``.
+
+    A payload past one of the decoding bounds (see the module's docstring) fails as `CodecError`.
+    """
     if not isinstance(text, (str, bytes, bytearray)):
         raise CodecError(f"loads expects JSON text, got {type(text)!r}")
+    size = len(text) + sum(map(len, parts or ()))
+    if size > _MAX_PAYLOAD:
+        raise CodecError(f"refused a payload of {size} bytes: the codec decodes at most {_MAX_PAYLOAD}")
     decoder = _Decoder(allow_pickle, parts)
     if isinstance(text, str) and len(text) >= _CUT_AT:
         text = decoder.cut_blobs(text)
     try:
-        return json.loads(text, object_hook=decoder.hook, parse_constant=_bad_constant)
+        return json.loads(text, object_hook=decoder.hook, parse_constant=_bad_constant, parse_int=_plain_int_parser())
     except CodecError:
         raise
     except RecursionError:
@@ -700,8 +730,38 @@ _LAZY_ENCODERS += [("numpy", _enc_numpy), ("pandas", _enc_pandas), ("PIL", _enc_
 # ----------------------------------------------------------------------- decoding
 
 
+# Bounds on what a payload may ask of the decoder: the module's docstring says why each is where it is.
+_MAX_PAYLOAD = 1 << 30  # characters of text and bytes of binary parts
+_MAX_INT_BITS = 332_193  # 10**100_000 < 2**332_193
+_MAX_PLAIN_INT_DIGITS = 4300  # Python's own default limit (sys.get_int_max_str_digits)
+_MAX_FRACTION_BITS = 4096  # the smaller of a Fraction's numerator and denominator
+_MAX_DECIMAL_DIGITS = 100_000
+_MAX_DECIMAL_EXPONENT = 100_000
+_DECIMAL_TEXT_ROOM = 32  # what a Decimal's text holds besides its digits: sign, point, leading zeros, exponent
+_MAX_SHARED_HASHES = 64  # keys of one set or dict that share a hash with another of its keys
+_MAX_DIMENSION = 2**63  # numpy's own bound
+_HASH_MODULUS = sys.hash_info.modulus  # 2**61 - 1 on 64-bit builds: an int hashes to itself modulo this
+
+
 def _bad_constant(name: str) -> Any:
     raise CodecError(f"payload holds the bare JSON constant {name}; the codec tags non-finite floats")
+
+
+def _plain_int_parser() -> Callable[[str], int] | None:
+    """What parses the JSON text's ints: None (Python's own, the fast path) where Python's limit on
+    decimal digits is in force and no looser than ours; a process may set it higher, or turn it off."""
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 0)()  # not in Pythons before 3.10.7
+    return None if 0 < limit <= _MAX_PLAIN_INT_DIGITS else _parse_plain_int
+
+
+def _parse_plain_int(text: str) -> int:
+    digits = len(text) - text.startswith("-")
+    if digits > _MAX_PLAIN_INT_DIGITS:
+        raise CodecError(
+            f"refused an int of {digits} decimal digits: ints written in decimal are capped at "
+            f"{_MAX_PLAIN_INT_DIGITS} digits (larger ones travel in hex)"
+        )
+    return int(text)
 
 
 def _resolve_class(ref: Any) -> type | None:
@@ -834,7 +894,13 @@ def _dec_big_int(obj: dict[str, Any]) -> int:
     text = obj["hex"]
     if not isinstance(text, str):
         raise CodecError("big int is not a hex string")
-    return int(text, 16)
+    value = int(text, 16)
+    if value.bit_length() > _MAX_INT_BITS:
+        raise CodecError(
+            f"refused an int of {value.bit_length()} bits: ints are capped at {_MAX_INT_BITS} bits "
+            "(100,000 decimal digits)"
+        )
+    return value
 
 
 def _dec_float(x: Any) -> float:
@@ -878,6 +944,61 @@ def _dec_dict(x: Any) -> dict[Any, Any]:
     return x
 
 
+def _dec_keys(kind: str, keys: list[Any]) -> list[Any]:
+    """The keys of a set or dict, refused when many of them share a hash.
+
+    Each key that shares a hash costs a comparison with every other one that does as it goes into
+    the set or dict, so that many such keys take time quadratic in their count. Counting distinct
+    hashes cannot be flooded in turn: hashes are 64-bit ints, and an int's hash is its remainder
+    modulo 2**61 - 1, which at most four 64-bit ints of one sign share.
+    """
+    if len(keys) <= _MAX_SHARED_HASHES or _hashes_apart(keys):
+        return keys
+    shared = len(keys) - len(set(map(hash, keys)))
+    if shared > _MAX_SHARED_HASHES:
+        raise CodecError(
+            f"refused a {kind} of {len(keys)} keys, {shared} of which share a hash with another: at most "
+            f"{_MAX_SHARED_HASHES} may (keys with one hash make building it take time quadratic in their count)"
+        )
+    return keys
+
+
+def _hashes_apart(keys: list[Any]) -> bool:
+    """Whether the keys cannot share hashes (but for a pair or so), which is cheaper to know than to count:
+    ints within 2**61 - 1 of zero hash to themselves (-1 as -2), and strs hash under a key random to each
+    process (and under one that PYTHONHASHSEED fixes, many strs with one 64-bit hash are out of reach)."""
+    kinds = set(map(type, keys))
+    return kinds == {str} or (kinds == {int} and min(keys) > -_HASH_MODULUS and max(keys) < _HASH_MODULUS)
+
+
+def _dec_fraction(obj: dict[str, Any]) -> fractions.Fraction:
+    """A Fraction, refused when normalizing it would take the gcd of two large numbers."""
+    numerator, denominator = (_dec_int(p) for p in _dec_list(obj["v"]))
+    if min(numerator.bit_length(), denominator.bit_length()) > _MAX_FRACTION_BITS:
+        raise CodecError(
+            f"refused a Fraction whose numerator and denominator both have more than {_MAX_FRACTION_BITS} bits "
+            "(normalizing it would take their gcd, whose time grows with the product of their sizes)"
+        )
+    return fractions.Fraction(numerator, denominator)
+
+
+def _dec_decimal(obj: dict[str, Any]) -> Decimal:
+    """A Decimal within the digits and exponent that keep its integer value and its text bounded."""
+    text = _dec_str(obj["v"])
+    if len(text) > _MAX_DECIMAL_DIGITS + _DECIMAL_TEXT_ROOM:
+        raise CodecError(
+            f"refused a Decimal of {len(text)} characters: Decimals are capped at {_MAX_DECIMAL_DIGITS} digits"
+        )
+    value = Decimal(text)
+    _, digits, exponent = value.as_tuple()
+    if len(digits) > _MAX_DECIMAL_DIGITS or (type(exponent) is int and abs(exponent) > _MAX_DECIMAL_EXPONENT):
+        raise CodecError(
+            f"refused a Decimal of {len(digits)} digits and exponent {exponent}: Decimals are capped at "
+            f"{_MAX_DECIMAL_DIGITS} digits and exponents within +-{_MAX_DECIMAL_EXPONENT}"
+        )
+    return value
+
+
 def _dec_td(x: Any) -> _dt.timedelta:
     days, seconds, micros = (_dec_int(p) for p in _dec_list(x))
     return _dt.timedelta(days=days, seconds=seconds, microseconds=micros)
@@ -908,13 +1029,12 @@ def _dec_with_tz(parse: Callable[[str], Any]) -> Callable[[_Decoder, dict[str, A
 
 
 def _dec_pairs(d: _Decoder, obj: dict[str, Any]) -> dict[Any, Any]:
-    return dict(_dec_pair(p) for p in _dec_list(obj["v"]))
-
-
-def _dec_pair(p: Any) -> tuple[Any, Any]:
-    if type(p) is not list or len(p) != 2:
+    """A dict sent as [key, value] pairs, checked at C speed: its keys may be anything hashable."""
+    pairs = _dec_list(obj["v"])
+    if pairs and (set(map(type, pairs)) != {list} or set(map(len, pairs)) != {2}):
         raise CodecError("dict entry is not a [key, value] pair")
-    return p[0], p[1]
+    _dec_keys("dict", list(map(operator.itemgetter(0), pairs)))
+    return dict(pairs)
 
 
 _PATH_CLASSES = {cls.__name__: cls for cls in _ENCODERS if isinstance(cls, type) and issubclass(cls, pathlib.PurePath)}
@@ -1009,9 +1129,10 @@ def _importable(name: str) -> bool:
 
 
 def _dec_shape(x: Any) -> tuple[int, ...]:
+    """A shape within numpy's own bounds, so that the product of its dimensions is cheap to take."""
     shape = tuple(_dec_int(n) for n in _dec_list(x))
-    if len(shape) > 64 or any(n < 0 for n in shape):
-        raise CodecError(f"invalid array shape {shape}")
+    if len(shape) > 64 or not all(0 <= n < _MAX_DIMENSION for n in shape):
+        raise CodecError("invalid array shape: at most 64 dimensions, each from 0 to 2**63 - 1")
     return shape
 
 
@@ -1293,14 +1414,14 @@ _DECODERS: dict[str, Callable[[_Decoder, dict[str, Any]], Any]] = {
     "float": lambda d, o: _dec_special_float(o),
     "dict": _dec_pairs,
     "tuple": lambda d, o: tuple(_dec_list(o["v"])),
-    "set": lambda d, o: set(_dec_list(o["v"])),
-    "frozenset": lambda d, o: frozenset(_dec_list(o["v"])),
+    "set": lambda d, o: set(_dec_keys("set", _dec_list(o["v"]))),
+    "frozenset": lambda d, o: frozenset(_dec_keys("frozenset", _dec_list(o["v"]))),
     "bytes": lambda d, o: bytes(_unb64(o["b64"])),
     "part": _Decoder.part,
     "bytearray": lambda d, o: bytearray(_unb64(o["b64"])),
     "complex": lambda d, o: complex(*(_dec_float(p) for p in _dec_list(o["v"])[:2])),
-    "decimal": lambda d, o: Decimal(_dec_str(o["v"])),
-    "fraction": lambda d, o: fractions.Fraction(*(_dec_int(p) for p in _dec_list(o["v"])[:2])),
+    "decimal": lambda d, o: _dec_decimal(o),
+    "fraction": lambda d, o: _dec_fraction(o),
     "uuid": lambda d, o: uuid.UUID(_dec_str(o["v"])),
     "range": lambda d, o: range(*(_dec_int(p) for p in _dec_list(o["v"])[:3])),
     "datetime": _dec_with_tz(_dt.datetime.fromisoformat),

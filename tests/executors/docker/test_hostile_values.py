@@ -1,0 +1,40 @@
+"""A container's code that sends the host hostile values gets an error back quickly, and goes on.
+
+The same attacks as against a jupyter kernel (tests/executors/test_codec_bounds.py): the sandbox's
+code makes its codec send a Fraction of two 6-million-bit ints and a set of 60,000 ints with one
+hash, as a host tool's argument and as its last value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from codeward.executors.docker.executor import DockerExecutor
+from tests.executors.test_codec_bounds import (
+    REFUSALS,
+    TIME_LIMIT,
+    assert_a_hostile_last_value_fails_cleanly,
+    assert_a_hostile_tool_argument_comes_back_as_an_error,
+    prepare,
+)
+
+
+@pytest.fixture(scope="module")
+def container(sandbox_image: str) -> Iterator[DockerExecutor]:
+    with DockerExecutor(timeout_seconds=TIME_LIMIT) as executor:
+        prepare(executor)
+        yield executor
+
+
+@pytest.mark.parametrize("name", REFUSALS)
+def test_a_container_calling_a_tool_with_a_hostile_argument_gets_an_error_back(
+    container: DockerExecutor, name: str
+) -> None:
+    assert_a_hostile_tool_argument_comes_back_as_an_error(container, name)
+
+
+@pytest.mark.parametrize("name", REFUSALS)
+def test_a_container_whose_last_value_is_hostile_fails_cleanly(container: DockerExecutor, name: str) -> None:
+    assert_a_hostile_last_value_fails_cleanly(container, name)
