@@ -85,8 +85,7 @@ def install(shell: Any, codec: ModuleType, *, allow_pickle: bool = False) -> Non
     if not first:
         return
     shell.set_custom_exc((FinalAnswerException,), _report_final_answer)
-    shell.events.register("pre_run_cell", _refuse_input)
-    shell.events.register("pre_run_cell", _forget_answer)
+    shell.events.register("pre_run_cell", _before_cell)
     shell.events.register("post_run_cell", _report_last_value)
 
 
@@ -105,8 +104,10 @@ def _write_payload(**entry: Any) -> None:
         _Sandbox.shell.payload_manager.write_payload({"source": PAYLOAD_SOURCE, **entry})
 
 
-def _forget_answer(info: Any = None) -> None:
+def _before_cell(info: Any = None) -> None:
+    """One hook before each cell: no input() for the model, and no answer left from the last cell."""
     _Sandbox.answered = None
+    _refuse_input(info)
 
 
 def _report_final_answer(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: Any = None) -> list[str]:
