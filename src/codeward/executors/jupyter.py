@@ -97,9 +97,7 @@ class JupyterExecutor(KernelExecutor):
                 transport=self.transport,
                 extra_arguments=_KERNEL_ARGUMENTS,
             )
-            return KernelSession(
-                process, max_log_chars=self.max_print_outputs_length, max_output_bytes=self.max_output_bytes
-            )
+            return self._session_for(process)
         except SandboxError as error:
             hint = f" (is ipykernel installed for {self.python}? pip install ipykernel)" if self.python else ""
             raise SandboxError(f"{error.message}{hint}", logs=error.logs) from error

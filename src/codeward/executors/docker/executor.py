@@ -122,9 +122,7 @@ class DockerExecutor(KernelExecutor):
             shutdown=self._remove_container,
             describe_death=self._describe_death,
         )
-        return KernelSession(
-            process, max_log_chars=self.max_print_outputs_length, max_output_bytes=self.max_output_bytes
-        )
+        return self._session_for(process)
 
     def _start_container(self) -> KernelContainer:
         self._sandbox = self.pool.take() if self.pool is not None else self.spec.start()

@@ -27,7 +27,7 @@ from codeward.executors.kernel.bridge import (
 )
 from codeward.executors.kernel.cells import CellResult, code_output, require_setup_ok
 from codeward.executors.kernel.remembering import RememberingExecutor
-from codeward.executors.kernel.session import KernelSession
+from codeward.executors.kernel.session import KernelProcess, KernelSession
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, DEFAULT_PRINT_OUTPUTS_LENGTH, checked_packages
 
 __all__ = ["KernelExecutor"]
@@ -72,7 +72,13 @@ class KernelExecutor(RememberingExecutor):
 
     @abstractmethod
     def _start_session(self) -> KernelSession:
-        """Start a sandbox and return a session connected to its kernel."""
+        """Start a sandbox and return a session connected to its kernel (see `_session_for`)."""
+
+    def _session_for(self, process: KernelProcess) -> KernelSession:
+        """A session on `process` that keeps this executor's output limits."""
+        return KernelSession(
+            process, max_log_chars=self.max_print_outputs_length, max_output_bytes=self.max_output_bytes
+        )
 
     def _ensure_ready(self) -> KernelSession:
         """A running kernel with codeward's side installed and the remembered variables and tools sent."""
