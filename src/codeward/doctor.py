@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from codeward.executors.base import available_executors, executor_class
+from codeward.executors.base import available_executors, executor_class, install_line
 from codeward.model_ids import MODEL_ENV, PROVIDER_KEYS
 
 __all__ = ["Check", "run_checks"]
@@ -67,7 +67,7 @@ def _docker() -> list[Check]:
     try:
         import docker
     except ImportError:
-        return [Check("docker", False, "the docker SDK is not installed", "pip install 'codeward[docker]'")]
+        return [Check("docker", False, "the docker SDK is not installed", install_line("docker"))]
     try:
         client = docker.from_env(timeout=3)
         version = client.version().get("Version", "?")
@@ -97,7 +97,7 @@ def _kernels() -> list[Check]:
     try:
         from jupyter_client.kernelspec import KernelSpecManager
     except ImportError:
-        return [Check("jupyter kernels", False, "jupyter_client is not installed", "pip install 'codeward[jupyter]'")]
+        return [Check("jupyter kernels", False, "jupyter_client is not installed", install_line("jupyter"))]
     specs = KernelSpecManager().find_kernel_specs()
     if not specs:
         return [
@@ -115,7 +115,7 @@ def _e2b() -> list[Check]:
     try:
         import e2b_code_interpreter  # noqa: F401
     except ImportError:
-        return [Check("e2b", False, "e2b-code-interpreter is not installed", "pip install 'codeward[e2b]'")]
+        return [Check("e2b", False, "e2b-code-interpreter is not installed", install_line("e2b"))]
     if not os.environ.get("E2B_API_KEY"):
         return [Check("e2b", False, "E2B_API_KEY is not set", "export E2B_API_KEY=... (from e2b.dev)")]
     return [Check("e2b", True, "E2B_API_KEY is set")]

@@ -185,6 +185,11 @@ def executor_class(name: str) -> type[Executor]:
     return cls
 
 
+def install_line(extra: str) -> str:
+    """The pip line that installs codeward's `extra`, quoted so that a shell leaves the brackets alone."""
+    return f"pip install 'codeward[{extra}]'"
+
+
 def import_with_extra(module_name: str, *, needed_by: str, extra: str | None) -> ModuleType:
     """Import `module_name`; a missing optional package becomes an error with the pip line that installs it."""
     try:
@@ -195,7 +200,7 @@ def import_with_extra(module_name: str, *, needed_by: str, extra: str | None) ->
             raise
         raise ImportError(
             f"{needed_by} needs the package {error.name!r}, which is not installed; "
-            f"install it with: pip install 'codeward[{extra}]'"
+            f"install it with: {install_line(extra)}"
         ) from error
 
 
