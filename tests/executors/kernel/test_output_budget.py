@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import os
 import textwrap
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 
 from codeward.executors.base import ExecutionError, Executor
 from codeward.executors.displays import Display, DisplayError
+from codeward.executors.kernel.cells import OutputBudget
+from codeward.platform.tools import tool
 from tests.executors.contract.conftest import PROFILES, _module_missing
 
 pytestmark = pytest.mark.timeout(300)
@@ -51,6 +56,26 @@ def resident() -> int:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+@contextmanager
+def peak_growth() -> Iterator[Callable[[], int]]:
+    """How far the host's resident memory rose above its start while the block ran, sampled every 5 ms."""
+    start, peak, running = resident(), [0], threading.Event()
+    running.set()
+
+    def sample() -> None:
+        while running.is_set():
+            peak[0] = max(peak[0], resident() - start)
+            time.sleep(0.005)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield lambda: peak[0]
+    finally:
+        running.clear()
+        sampler.join()
+
+
 @pytest.fixture(params=["jupyter", "docker", "e2b"])
 def sandbox(request: pytest.FixtureRequest) -> Iterator[Executor]:
     name: str = request.param
@@ -70,16 +95,28 @@ def sandbox(request: pytest.FixtureRequest) -> Iterator[Executor]:
 
 
 def test_a_display_flood_is_cut_at_the_budget(sandbox: Executor) -> None:
-    """What the host keeps is bounded; what zmq queues while the host reads is not yet (see issue #14)."""
-    result = sandbox.run(
-        "from IPython.display import publish_display_data\n"
-        "page = 'x' * (4 * 2**20)\n"
-        "for _ in range(40):\n    publish_display_data({'text/html': page})\n"
-        "print('done')"
-    )
+    """240 MiB of displays: the host keeps the budget's worth, and never holds much more meanwhile."""
+    with peak_growth() as growth:
+        result = sandbox.run(
+            "from IPython.display import publish_display_data\n"
+            "page = 'x' * (4 * 2**20)\n"
+            "for _ in range(60):\n    publish_display_data({'text/html': page})\n"
+            "print('done')"
+        )
+    assert growth() < BUDGET + ROOM
     assert 0 < len(result.displays) <= BUDGET // (4 * MiB)
     assert "output budget" in result.logs and "done" not in result.logs.split("[codeward")[-1]
     assert sandbox.run("1 + 1").output == 2
+
+
+def test_a_flood_of_tiny_displays_is_cut_by_their_count(sandbox: Executor) -> None:
+    result = sandbox.run(
+        "from IPython.display import publish_display_data\n"
+        "for _ in range(40_000):\n    publish_display_data({'text/plain': 'x'})"
+    )
+    assert 0 < len(result.displays) <= BUDGET // OutputBudget.ITEM_BYTES < 40_000
+    assert "output budget" in result.logs
+    assert sandbox.run("5 + 5").output == 10
 
 
 def test_a_print_flood_is_cut_at_the_budget(sandbox: Executor) -> None:
@@ -106,3 +143,27 @@ def test_an_image_bomb_stays_bytes_until_asked_and_is_refused_then(sandbox: Exec
     with pytest.raises(DisplayError, match="13000x13000 pixels"):
         shown.image()
     assert sandbox.run("4 + 4").output == 8
+
+
+@tool
+def measure(text: str) -> int:
+    """Counts characters.
+
+    Args:
+        text: what to count
+    """
+    return len(text)
+
+
+def test_tool_requests_draw_from_the_budget(sandbox: Executor) -> None:
+    if sandbox.name == "e2b":
+        pytest.skip("e2b runs tools inside the sandbox, so no request of the code reaches the host")
+    sandbox.send_tools({"measure": measure})
+    said = sandbox.run(
+        "text = 't' * (3 * 2**20)\nsaid = []\nfor _ in range(4):\n"
+        "    try:\n        said.append(measure(text))\n    except TypeError as error:\n        said.append(str(error))\n"
+        "said"
+    ).output
+    assert said[:2] == [3 * MiB, 3 * MiB]
+    assert all("past what is left of the cell's output budget" in refusal for refusal in said[2:])
+    assert sandbox.run("measure('abc')").output == 3

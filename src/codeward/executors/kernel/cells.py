@@ -25,6 +25,7 @@ __all__ = [
     "code_output",
     "decode_sandbox_value",
     "kept_bundle",
+    "request_error",
     "require_setup_ok",
     "strip_ansi",
 ]
@@ -49,19 +50,31 @@ def bundle_size(data: dict[str, Any]) -> int:
 
 def output_cut_note(dropped: int) -> str:
     return (
-        f"\n[codeward: {dropped:,} bytes of this cell's output (printed text, displays or its value) came past "
-        "the cell's output budget and were dropped; print or show less at a time]"
+        f"\n[codeward: {dropped:,} bytes of this cell's output (printed text, displays, tool requests or its value) "
+        "came past the cell's output budget and were dropped; print, show or send less at a time]"
     )
 
 
+def request_error(kind: str, error_type: str, message: str) -> str:
+    """The reply to a sandbox's request that fails: the prelude raises it as `error_type` in the code."""
+    return codec.dumps({"error": {"kind": kind, "type": error_type, "message": message}})
+
+
 class OutputBudget:
-    """The bytes one cell may still bring back; what would pass it is counted, not kept."""
+    """The bytes one cell may still bring back; what would pass it is counted, not kept.
+
+    Each item kept (a printed piece, a display, a request) also costs `ITEM_BYTES`, what the host
+    spends to hold it, so a flood of empty displays is bounded too.
+    """
+
+    ITEM_BYTES = 256
 
     def __init__(self, limit: int) -> None:
         self.left = limit
         self.dropped = 0
 
     def spend(self, size: int) -> bool:
+        size += self.ITEM_BYTES
         if size > self.left:
             self.dropped += size
             return False

@@ -19,7 +19,7 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from queue import Empty
 from typing import Any, Protocol
 
@@ -35,6 +35,7 @@ from codeward.executors.kernel.cells import (
     OutputBudget,
     bundle_size,
     kept_bundle,
+    request_error,
     strip_ansi,
 )
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET
@@ -53,6 +54,8 @@ _LIVENESS_INTERVAL = 0.25
 _READY_RETRY = 0.1
 _STDIN_RETRY = 1.0
 _LAST_WORDS_WAIT = 0.05
+_IOPUB_QUEUE = 4
+_READ_BATCH = 64  # messages read from one socket before the deadline is looked at again
 _TRACEBACK_CHARS = 100_000  # a longer traceback keeps its end, where the error is
 
 
@@ -253,8 +256,9 @@ class KernelSession:
     def _connect(self) -> None:
         """Open channels to the current kernel and wait until shell and iopub both answer."""
         self._disconnect()
-        client = BlockingKernelClient()
+        client = BlockingKernelClient(context=zmq.Context())
         client.load_connection_info(self.process.connection_info())  # type: ignore[arg-type]
+        _queue_little_output(client)
         client.start_channels(hb=False)
         self._client = client
         self._poller = zmq.Poller()
@@ -317,6 +321,7 @@ class KernelSession:
     def _disconnect(self) -> None:
         if self._client is not None:
             self._client.stop_channels()
+            self._client.context.destroy(linger=0)
             self._client = None
 
     def _require_client(self) -> BlockingKernelClient:
@@ -368,7 +373,7 @@ class KernelSession:
                     # Past the time limit the code is being stopped: its requests are not served.
                     reply = ""
                     if on_input is not None and interrupted_at is None:
-                        reply = on_input(msg["content"].get("prompt", ""))
+                        reply = cell.answer(msg["content"].get("prompt", ""), on_input)
                     client.input(reply)
                 else:
                     cell.take(channel, msg)
@@ -381,8 +386,12 @@ class KernelSession:
             )
         return cell.result()
 
-    def _poll(self, seconds: float) -> list[tuple[str, dict[str, Any]]]:
-        """Wait up to `seconds` for any message; return every message ready, by channel."""
+    def _poll(self, seconds: float) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Wait up to `seconds` for any message; yield the ready ones by channel, one read at a time.
+
+        Each message is handled before the next is read, so a flood holds one message on the host,
+        and a socket gives at most `_READ_BATCH` per call, so the caller's deadline is checked between.
+        """
         client = self._require_client()
         channels = {
             client.shell_channel.socket: ("shell", client.shell_channel),
@@ -390,16 +399,15 @@ class KernelSession:
             client.stdin_channel.socket: ("stdin", client.stdin_channel),
         }
         ready = self._poller.poll(int(max(seconds, 0.0) * 1000))
-        messages = []
         # iopub first: output sent before a reply must be gathered before the reply ends the cell.
         for socket in sorted((s for s, _ in ready), key=lambda s: channels[s][0] != "iopub"):
             name, channel = channels[socket]
-            while True:
+            for _ in range(_READ_BATCH):
                 try:
-                    messages.append((name, channel.get_msg(timeout=0)))
+                    message = channel.get_msg(timeout=0)
                 except Empty:
                     break
-        return messages
+                yield name, message
 
     def _check_alive(self, cell: _CellCollector, msg_id: str) -> None:
         if self.process.is_alive():
@@ -481,6 +489,17 @@ class _CellCollector:
             lines = "\n".join(str(line) for line in content.get("traceback", []))
             self._traceback = strip_ansi(lines)[-_TRACEBACK_CHARS:]
 
+    def answer(self, prompt: str, on_input: InputHandler) -> str:
+        """The reply to a request from the cell's code, which draws from the budget before it is read."""
+        if self._budget.spend(len(prompt)):
+            return on_input(prompt)
+        return request_error(
+            "call",
+            "ToolCallError",
+            f"the request is {len(prompt):,} bytes, past what is left of the cell's output budget; "
+            "send the tool smaller arguments",
+        )
+
     def logs(self) -> str:
         return self._budget.noted(self._logs.text())
 
@@ -499,6 +518,20 @@ class _CellCollector:
             error_value=reply.get("evalue", ""),
             traceback=self._traceback,
         )
+
+
+def _queue_little_output(client: BlockingKernelClient) -> None:
+    """Open the iopub socket with a short receive queue, so a flood waits in the sandbox, not the host.
+
+    zmq reads ahead into a queue of up to a thousand messages; past `_IOPUB_QUEUE` the kernel's own
+    queue fills instead, within the sandbox's memory, and it drops what its queue cannot hold.
+    """
+    context = client.context
+    context.setsockopt(zmq.RCVHWM, _IOPUB_QUEUE)
+    try:
+        client.iopub_channel  # noqa: B018 - made now, while the option is the context's default
+    finally:
+        del context.sockopts[zmq.RCVHWM]
 
 
 def _spec_manager(folder: str, argv: list[str]) -> KernelSpecManager:
