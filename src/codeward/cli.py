@@ -23,7 +23,7 @@ from codeward.executors.base import ExecutorError
 from codeward.usage import UsageError
 
 if TYPE_CHECKING:
-    from codeward import CodeAgent
+    from codeward import AgentGenerationError, CodeAgent
 
 __all__ = ["main"]
 
@@ -116,8 +116,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         try:
             result = agent.run(args.task, additional_args=variables or None, return_full_result=True)
         except AgentGenerationError as error:
-            console.print(f"[bold red]the model failed:[/bold red] {error.message}")
-            return 1
+            return _model_failed(error, console)
     if args.save:
         warning = save_run(
             agent,
@@ -142,6 +141,17 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             f"{result.timing.duration:.2f} s · {usage.total_tokens} tokens[/dim]"
         )
     return 0 if result.state == "success" else 1
+
+
+def _model_failed(error: AgentGenerationError, console: Console) -> int:
+    """A model that cannot be called as set up (no key, unknown model) is a setup step, exit 2;
+    one that failed on the way (rate limits, outages past their retries) is a failed run, exit 1."""
+    from codeward.platform.models import ModelSetupError
+
+    if isinstance(error.__cause__, ModelSetupError):
+        raise UsageError(f"the model cannot be called: {error.__cause__}") from error
+    console.print(f"[bold red]{escape(error.message)}[/bold red]", highlight=False)
+    return 1
 
 
 def _add_model_options(parser: argparse.ArgumentParser, executor_help: str) -> None:
@@ -258,35 +268,53 @@ def _add_batch(commands: Any) -> None:
 
 
 def _replay(args: argparse.Namespace, console: Console) -> int:
-    from codeward.replay import replay_run
+    from codeward.replay import replay_run, visible
 
-    report = replay_run(args.run, executor=args.executor, tool_specs=args.tools or None, variables=_variables(args.var))
+    report = replay_run(
+        args.run,
+        executor=args.executor,
+        tool_specs=args.tools,
+        variables=_variables(args.var),
+        authorized_imports=args.imports,
+    )
+    shown = escape(visible(report.render()))  # the recording's text, from a file that may be a stranger's
     if report.ok:
-        console.print(f"[green]replay passed:[/green] {report.render()}")
+        console.print(f"[green]replay passed:[/green] {shown}", highlight=False)
         return 0
-    console.print(f"[red]replay failed:[/red] {escape(report.render())}", highlight=False)
+    console.print(f"[red]replay failed:[/red] {shown}", highlight=False)
     return 1
 
 
 def _add_replay(commands: Any) -> None:
-    replay = commands.add_parser("replay", help="re-run a saved run's code in a fresh sandbox and compare")
-    replay.add_argument("run", metavar="RUN.json", help="a run saved with codeward run --save or agent.memory.save")
-    replay.add_argument(
-        "--executor", metavar="NAME", help="the sandbox (default: the one the run recorded, else local)"
+    replay = commands.add_parser(
+        "replay",
+        help="re-run a saved run's code in a fresh sandbox and compare",
+        description="The run file's record of its executor, tools, variables and imports is a hint: "
+        "the replay uses only what these flags give, and names the flags a run needs before running it.",
     )
+    replay.add_argument("run", metavar="RUN.json", help="a run saved with codeward run --save or agent.memory.save")
+    replay.add_argument("--executor", metavar="NAME", help="the sandbox (default: local)")
     replay.add_argument(
         "--tools",
         action="append",
         default=[],
         metavar="SPEC",
-        help="the tools, if not the ones the run recorded: module:attr, module, file.py[:attr]",
+        help="the tools: module:attr, module, file.py[:attr] (repeatable; never read from the run file)",
     )
     replay.add_argument(
         "--var",
         action="append",
         default=[],
         metavar="NAME=@FILE",
-        help="a variable to add to (or replace in) the recorded ones",
+        help="a variable to add to (or replace in) the values the run saved",
+    )
+    replay.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a module the code may import on the local sandbox, beyond the defaults (repeatable)",
     )
     replay.set_defaults(handler=_replay)
 

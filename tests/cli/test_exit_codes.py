@@ -10,6 +10,7 @@ import pytest
 
 from codeward import cli
 from codeward.executors.base import SandboxError
+from tests.platform.openai_server import ChatServer
 
 
 @pytest.mark.parametrize(
@@ -41,3 +42,39 @@ def test_a_sandbox_that_cannot_start_is_a_setup_step_exit_2(capsys, tmp_path: Pa
     code = cli.main(["run", "a task", "--model", f"script:{tmp_path / 'model.yaml'}", "--executor", "no-such-sandbox"])
     shown = " ".join(capsys.readouterr().out.split())
     assert code == 2 and "unknown executor 'no-such-sandbox'" in shown and "Traceback" not in shown
+
+
+def test_a_model_without_its_key_is_a_setup_step_told_once(codeward) -> None:
+    done = codeward("run", "a task", "--model", "openai/gpt-4o-mini")
+    shown = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 2, shown
+    assert "error: the model cannot be called: no API key for 'openai/gpt-4o-mini': set OPENAI_API_KEY" in shown
+    assert "Give Feedback" not in shown and "Traceback" not in shown
+
+
+def test_a_refused_key_is_asked_once_not_retried(codeward) -> None:
+    with ChatServer([], fail_first=10, fail_status=401) as server:
+        done = codeward(
+            "run", "a task", "--model", "openai/gpt-4o-mini", OPENAI_API_KEY="wrong-key", OPENAI_BASE_URL=server.url
+        )
+    shown = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 2, shown
+    assert len(server.requests) == 1
+    assert "the provider refused the key for 'openai/gpt-4o-mini' (401: Incorrect API key provided" in shown
+    assert "check OPENAI_API_KEY" in shown and "Give Feedback" not in shown
+
+
+def test_a_model_id_with_no_provider_exits_2_with_one_message(codeward) -> None:
+    done = codeward("run", "a task", "--model", "foo:bar")
+    shown = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 2, shown
+    assert shown.count("knows no provider for the model id 'foo:bar'") == 1
+    assert "the model failed" not in shown and "Provider List" not in shown
+
+
+def test_a_model_that_fails_mid_run_exits_1_saying_so_once(codeward, tmp_path: Path) -> None:
+    (tmp_path / "model.yaml").write_text("- '<code>print(1)</code>'\n")
+    done = codeward("run", "a task", "--model", "script:model.yaml", "--max-steps", "3")
+    shown = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 1, shown
+    assert shown.count("the model failed") == 1 and "ScriptedModel has no response left" in shown

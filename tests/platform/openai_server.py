@@ -7,13 +7,24 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+_ERRORS: dict[int, dict[str, str]] = {
+    400: {"message": "Invalid value for 'temperature'", "type": "invalid_request_error"},
+    401: {"message": "Incorrect API key provided: wrong-key", "type": "invalid_request_error"},
+    404: {"message": "The model `no-such-model` does not exist", "type": "invalid_request_error"},
+    429: {"message": "rate limited", "type": "rate_limit_error"},
+    500: {"message": "the server had an error", "type": "server_error"},
+    503: {"message": "the engine is overloaded", "type": "server_error"},
+}
+
 
 class ChatServer:
-    """Answers each request with the next scripted reply; `fail_first` requests get HTTP 429."""
+    """Answers each request with the next scripted reply; the first `fail_first` requests get the
+    error `fail_status` (429 by default), as a provider sends it."""
 
-    def __init__(self, replies: list[str], fail_first: int = 0) -> None:
+    def __init__(self, replies: list[str], fail_first: int = 0, fail_status: int = 429) -> None:
         self.replies = list(replies)
         self.fail_first = fail_first
+        self.fail_status = fail_status
         self.requests: list[dict[str, Any]] = []
         server = self
 
@@ -25,7 +36,7 @@ class ChatServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append(body)
                 if len(server.requests) <= server.fail_first:
-                    self._send(429, {"error": {"message": "rate limited", "type": "rate_limit_error"}})
+                    self._send(server.fail_status, {"error": _ERRORS[server.fail_status]})
                     return
                 text = server.replies.pop(0)
                 for stop in body.get("stop") or []:

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from codeward import ChatMessage, LiteLLMModel, ModelError, ReplayModel, ScriptedModel
+from codeward.platform.models import ModelSetupError
 from tests.platform.openai_server import ChatServer
 
 USER = [ChatMessage("user", "Say hello")]
@@ -58,8 +59,9 @@ def test_litellm_model_talks_to_an_openai_compatible_server():
     assert server.requests[0]["stop"] == ["<code>"]
 
 
-def test_litellm_model_retries_rate_limits_with_backoff(monkeypatch):
-    """Two 429s, then an answer: three requests, with a wait before each retry."""
+@pytest.mark.parametrize("status", [429, 500, 503])
+def test_litellm_model_retries_rate_limits_and_outages_with_backoff(monkeypatch, status):
+    """Two failures that may pass, then an answer: three requests, with a wait before each retry."""
     waits: list[float] = []
     real_sleep = time.sleep
     caller = threading.get_ident()
@@ -70,7 +72,7 @@ def test_litellm_model_retries_rate_limits_with_backoff(monkeypatch):
         real_sleep(seconds)
 
     monkeypatch.setattr(time, "sleep", recorded_sleep)
-    with ChatServer(["finally"], fail_first=2) as server:
+    with ChatServer(["finally"], fail_first=2, fail_status=status) as server:
         model = LiteLLMModel("openai/test-model", api_base=server.url, api_key="k", num_retries=0)
         message = model.generate(USER)
     assert message.content == "finally"
@@ -89,3 +91,34 @@ def test_litellm_model_streams_deltas_and_usage():
 def test_litellm_model_needs_a_model_id():
     with pytest.raises(ValueError, match="needs a model id"):
         LiteLLMModel("")
+
+
+@pytest.mark.parametrize(
+    "status, says",
+    [
+        (401, r"the provider refused the key for 'openai/no-such-model' \(401: Incorrect API key provided"),
+        (400, r"the provider refused the request for 'openai/no-such-model' \(400: Invalid value"),
+        (404, r"the provider has no model 'openai/no-such-model' \(404: The model `no-such-model` does not exist"),
+    ],
+)
+def test_litellm_model_fails_at_once_on_what_retrying_cannot_fix(status, says, capfd):
+    with ChatServer([], fail_first=10, fail_status=status) as server:
+        model = LiteLLMModel("openai/no-such-model", api_base=server.url, api_key="wrong-key", num_retries=0)
+        with pytest.raises(ModelSetupError, match=says):
+            model.generate(USER)
+    assert len(server.requests) == 1
+    assert "Give Feedback" not in "".join(capfd.readouterr())  # litellm's banner, once per attempt
+
+
+def test_litellm_model_without_a_key_names_the_variable_to_set(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with ChatServer(["never sent"]) as server:
+        model = LiteLLMModel("openai/gpt-4o-mini", api_base=server.url, num_retries=0)
+        with pytest.raises(ModelSetupError, match=r"no API key for 'openai/gpt-4o-mini': set OPENAI_API_KEY$"):
+            model.generate(USER)
+    assert server.requests == []
+
+
+def test_litellm_model_refuses_a_model_id_with_no_provider_at_once():
+    with pytest.raises(ModelSetupError, match="litellm knows no provider for the model id 'foo:bar'"):
+        LiteLLMModel("foo:bar", num_retries=0).generate(USER)

@@ -27,6 +27,7 @@ __all__ = [
     "LiteLLMModel",
     "Model",
     "ModelError",
+    "ModelSetupError",
     "ReplayModel",
     "ScriptedModel",
     "TokenUsage",
@@ -114,6 +115,14 @@ class ChatMessageStreamDelta:
 
 class ModelError(RuntimeError):
     """The model could not answer (exhausted script, unreachable provider, bad response)."""
+
+
+class ModelSetupError(ModelError):
+    """The model cannot answer as it is set up: no key, a refused key, an unknown model, a refused request.
+
+    Retrying will not fix any of these, so it is raised at the first failure, saying what to change,
+    instead of after minutes of backoff.
+    """
 
 
 class Model:
@@ -333,6 +342,8 @@ class LiteLLMModel(Model):
         import litellm
         from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
+        litellm.suppress_debug_info = True  # else every failed attempt prints litellm's help banner
+
         def transient(error: BaseException) -> bool:
             return type(error).__name__ in _TRANSIENT_ERRORS
 
@@ -344,8 +355,18 @@ class LiteLLMModel(Model):
         ):
             with attempt:
                 self._wait_for_slot()
-                return litellm.completion(**kwargs)
+                return self._complete(litellm, kwargs)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _complete(self, litellm: Any, kwargs: dict[str, Any]) -> Any:
+        """One request; a failure that retrying cannot fix becomes a `ModelSetupError` saying what to change."""
+        try:
+            return litellm.completion(**kwargs)
+        except Exception as error:
+            setup = _setup_error(litellm, error, self.model_id, key_given=bool(self.api_key or kwargs.get("api_key")))
+            if setup is None:
+                raise
+            raise setup from error
 
     def generate(
         self,
@@ -382,6 +403,52 @@ class LiteLLMModel(Model):
                 yield ChatMessageStreamDelta(token_usage=TokenUsage(usage.prompt_tokens, usage.completion_tokens))
             if chunk.choices and chunk.choices[0].delta and chunk.choices[0].delta.content:
                 yield ChatMessageStreamDelta(content=chunk.choices[0].delta.content)
+
+
+_MISSING_KEY = re.compile(r"missing\b.{0,40}\b(credentials|api[ _-]?key)", re.IGNORECASE)
+
+
+def _setup_error(litellm: Any, error: Exception, model_id: str, *, key_given: bool) -> ModelSetupError | None:
+    """`error` as the setup step it calls for, or None for a failure that may pass (rate limit, timeout, 5xx).
+
+    A missing key is told by its message: litellm reports it as a 500 for OpenAI and as a connection
+    error for Gemini, which would otherwise be retried.
+    """
+    said = _provider_says(error)
+    status = getattr(error, "status_code", None)
+    if _MISSING_KEY.search(str(error)) and not key_given:
+        return ModelSetupError(f"no API key for {model_id!r}: set {_key_names(litellm, model_id)}")
+    if isinstance(error, (litellm.AuthenticationError, litellm.PermissionDeniedError)):
+        where = "the api_key given" if key_given else _key_names(litellm, model_id)
+        return ModelSetupError(f"the provider refused the key for {model_id!r} ({status}: {said}); check {where}")
+    if isinstance(error, litellm.BadRequestError) and not getattr(error, "llm_provider", None):
+        return ModelSetupError(
+            f"litellm knows no provider for the model id {model_id!r}: write PROVIDER/MODEL, such as "
+            "openai/gpt-4o-mini or anthropic/claude-3-5-haiku-latest (see https://docs.litellm.ai/docs/providers)"
+        )
+    if isinstance(error, litellm.NotFoundError):
+        return ModelSetupError(f"the provider has no model {model_id!r} ({status}: {said}); check the model's name")
+    if isinstance(error, (litellm.BadRequestError, litellm.UnprocessableEntityError)):
+        return ModelSetupError(f"the provider refused the request for {model_id!r} ({status}: {said})")
+    return None
+
+
+def _key_names(litellm: Any, model_id: str) -> str:
+    """The environment variable(s) that hold the key for `model_id`'s provider, as litellm reads them."""
+    try:
+        missing = litellm.validate_environment(model_id).get("missing_keys") or []
+        provider = litellm.get_llm_provider(model_id)[1]
+    except Exception:  # an id litellm cannot place names no variable
+        missing, provider = [], ""
+    if missing:
+        return " or ".join(missing)
+    return f"{provider.upper()}_API_KEY" if provider else "the provider's API key"
+
+
+def _provider_says(error: Exception) -> str:
+    """The first line of a litellm error, without the class names litellm repeats in front of it."""
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return re.sub(r"^(?:litellm\.\w+: |\w+(?:Error|Exception)(?: -|:) )+", "", first).strip()
 
 
 def _parse_arguments(arguments: Any) -> Any:
