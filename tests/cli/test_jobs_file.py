@@ -99,3 +99,15 @@ def test_the_command_refuses_a_bad_file_before_running_anything(codeward, tmp_pa
     assert done.returncode == 2
     assert "line 2 (id 'b'), field 'max_steps'" in done.stdout and "Traceback" not in done.stdout + done.stderr
     assert not (tmp_path / "results.jsonl").exists() and not (tmp_path / "audit.jsonl").exists()
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["list", "jobs map"])
+def test_a_yaml_fault_names_the_line_its_job_starts_on(tmp_path, model, wrapped):
+    jobs = "- id: a\n  task: Fine.\n\n# the next job has a typo\n- id: b\n  task: T\n  max_step: 3\n"
+    if wrapped:
+        jobs = "jobs:\n" + "".join(f"  {line}\n" if line else "\n" for line in jobs.splitlines())
+    (tmp_path / "jobs.yaml").write_text(jobs)
+    with pytest.raises(JobFileError) as caught:
+        load_jobs(tmp_path / "jobs.yaml", JobDefaults(model=model))
+    line = 6 if wrapped else 5
+    assert f"job 2 at line {line} (id 'b'), field 'max_step': is not a job field" in str(caught.value)

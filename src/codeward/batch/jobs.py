@@ -2,8 +2,8 @@
 
 A malformed file costs nothing: every job is validated first (fields, types,
 model ids, variable files, executors, tool specs) and every fault is reported
-with the job and the field at fault, so a batch never dies at job 40 of 50 on
-a typo.
+with the line its job starts on, the job and the field at fault, so a batch
+never dies at job 40 of 50 on a typo.
 """
 
 from __future__ import annotations
@@ -85,25 +85,46 @@ def _read_entries(path: Path) -> list[tuple[str, Any]]:
     except FileNotFoundError:
         raise JobFileError(f"{path}: no such jobs file") from None
     if path.suffix.lower() in (".yaml", ".yml"):
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as error:
-            raise JobFileError(f"{path}: not valid YAML: {error}") from None
-        if isinstance(data, dict) and "jobs" in data:
-            data = data["jobs"]
-        if not isinstance(data, list):
-            raise JobFileError(f"{path}: a YAML jobs file holds a list of jobs (or a map with a 'jobs' list)")
-        return [(f"job {index + 1}", entry) for index, entry in enumerate(data)]
+        return _yaml_entries(path, text)
     if path.suffix.lower() in (".jsonl", ".ndjson"):
-        entries = []
-        for number, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    entries.append((f"line {number}", json.loads(line)))
-                except json.JSONDecodeError as error:
-                    raise JobFileError(f"{path}: line {number} is not valid JSON: {error}") from None
-        return entries
+        return _jsonl_entries(path, text)
     raise JobFileError(f"{path}: jobs files are .yaml, .yml or .jsonl, not {path.suffix or 'without suffix'}")
+
+
+def _yaml_entries(path: Path, text: str) -> list[tuple[str, Any]]:
+    """Each job with the line it starts on, so that a fault points into the file."""
+    try:
+        data = yaml.safe_load(text)
+        lines = _job_lines(yaml.compose(text, Loader=yaml.SafeLoader))
+    except yaml.YAMLError as error:
+        raise JobFileError(f"{path}: not valid YAML: {error}") from None
+    if isinstance(data, dict) and "jobs" in data:
+        data = data["jobs"]
+    if not isinstance(data, list):
+        raise JobFileError(f"{path}: a YAML jobs file holds a list of jobs (or a map with a 'jobs' list)")
+    return [
+        (f"job {index + 1} at line {line}", entry) for index, (line, entry) in enumerate(zip(lines, data, strict=True))
+    ]
+
+
+def _job_lines(root: yaml.Node | None) -> list[int]:
+    """The first line of each job in the document: items of the top list, or of the top map's 'jobs' list."""
+    if isinstance(root, yaml.MappingNode):
+        root = next((value for key, value in root.value if key.value == "jobs"), None)
+    if not isinstance(root, yaml.SequenceNode):
+        return []
+    return [item.start_mark.line + 1 for item in root.value]
+
+
+def _jsonl_entries(path: Path, text: str) -> list[tuple[str, Any]]:
+    entries = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                entries.append((f"line {number}", json.loads(line)))
+            except json.JSONDecodeError as error:
+                raise JobFileError(f"{path}: line {number} is not valid JSON: {error}") from None
+    return entries
 
 
 class _Checker:
