@@ -5,9 +5,16 @@ every commit replay it: a `ReplayModel` plays the recorded model messages, the
 code runs again in a fresh sandbox with the current tools, and each step's
 observation, error and the final answer are compared with the recording.
 
-A saved run is the agent memory's JSON (``AgentMemory.to_dict``) plus a
-``codeward_run`` record of what the replay needs to rebuild the run: the tool
-specs, the variables (through the value codec), the executor and imports.
+A saved run is the agent memory's JSON (``AgentMemory.save``) with a
+``codeward_run`` record of how the run was set up: the executor and its plain
+settings, the imports it added, where each tool and variable came from, and
+(for ``codeward run --save``) the variables' values through the value codec.
+
+A run file may come from a stranger, so that record is a hint, never an order:
+the replay runs on the executor, tools and imports its user passes, and imports
+nothing the file names. Where the record says the run needs more than was
+passed, the replay stops before running anything and names the flags, showing
+the file's values escaped, as suggestions to check.
 """
 
 from __future__ import annotations
@@ -15,22 +22,82 @@ from __future__ import annotations
 import difflib
 import json
 import os
-from dataclasses import dataclass, field
+import shlex
+import unicodedata
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from codeward.executors.codec import CodecError, decode_variables, encode_variables
 from codeward.platform.code_agent import CodeAgent
 from codeward.platform.errors import AgentGenerationError
+from codeward.platform.memory import RUN_RECORD, RunSetup, ToolSource, VariableSource
 from codeward.platform.models import ReplayModel
 from codeward.platform.tools import Tool
-from codeward.tool_specs import load_tool_specs, spec_relative_to, spec_under
+from codeward.tool_specs import load_tool_specs, load_tools, spec_under
 from codeward.usage import UsageError
+from codeward.value_files import parse_var_option
 
-__all__ = ["RUN_RECORD", "Difference", "ReplayReport", "replay_run", "save_run"]
+__all__ = [
+    "RUN_RECORD",
+    "Difference",
+    "ReplayNeedsFlags",
+    "ReplayReport",
+    "replay_run",
+    "save_run",
+    "visible",
+]
 
-#: The key of the replay record inside a saved run.
-RUN_RECORD = "codeward_run"
+_DEFAULT_EXECUTOR = "local"
+#: How a variable's recorded origin reads in a message.
+_ORIGINS = {"python": "Python", "saved": "the run file, which could not read it back"}
+_CHECK_SUGGESTIONS = (
+    "These suggestions are the run file's own words: check each before you pass it, "
+    "as a flag grants what a file cannot (host code to import, a sandbox, imports)."
+)
+
+
+class ReplayNeedsFlags(UsageError):
+    """The run cannot be replayed as it ran from what was passed; the message names the flags."""
+
+
+def visible(text: str, *, keep_lines: bool = True) -> str:
+    """`text` with control and format characters written out, so a file cannot drive the terminal."""
+    kept = "\n\t" if keep_lines else ""
+    return "".join(
+        char
+        if char in kept or unicodedata.category(char) not in ("Cc", "Cf", "Zl", "Zp")
+        else char.encode("unicode_escape").decode("ascii")
+        for char in text
+    )
+
+
+def _flag(name: str, value: str) -> str:
+    """A flag as the user would type it, with the file's value escaped and quoted for the shell."""
+    return f"{name} {shlex.quote(visible(value, keep_lines=False))}"
+
+
+def _tool_sources(specs: list[str]) -> list[ToolSource]:
+    """Each tool under the spec the user named it by (already loaded: nothing new is imported)."""
+    sources = []
+    for spec in specs:
+        target, _, attr = spec.partition(":")
+        is_file = target.endswith(".py")
+        file = str(Path(target).expanduser().resolve()) if is_file else None
+        module = None if is_file else target
+        sources += [ToolSource(tool.name, module, attr or None, file) for tool in load_tools(spec)]
+    return sources
+
+
+def _variable_sources(variables: dict[str, Any], variable_files: list[str], saved: bool) -> list[VariableSource]:
+    """Each variable with the file `--var` read it from, else whether its value is in the run file."""
+    files = dict(parse_var_option(option) for option in variable_files)
+    return [
+        VariableSource(name, "file", str(files[name].resolve()))
+        if name in files
+        else VariableSource(name, "saved" if saved else "python")
+        for name in variables
+    ]
 
 
 def save_run(
@@ -41,22 +108,30 @@ def save_run(
     variables: dict[str, Any],
     executor: str,
     authorized_imports: list[str],
+    variable_files: list[str] | None = None,
 ) -> str | None:
-    """Write the agent's last run with its replay record; return a warning if variables were left out."""
+    """Write the agent's last run with its set-up record; return a warning if variables were left out.
+
+    The record names the `--tools` specs and `--var` files as given, so `codeward replay` can
+    suggest the same flags; the variables' values are saved too, so a replay needs no `--var`.
+    """
     path = Path(path)
     data = agent.memory.to_dict()
-    record: dict[str, Any] = {
-        "tools": [spec_relative_to(spec, path.parent) for spec in tool_specs],
-        "executor": executor,
-        "authorized_imports": list(authorized_imports),
-        "planning_interval": agent.planning_interval,
-    }
-    warning = None
+    warning, encoded = None, None
     try:
-        record["variables"] = encode_variables(variables)
+        encoded = encode_variables(variables)
     except CodecError as error:
         warning = f"the variables were not saved ({error}); pass them to codeward replay with --var"
-    data[RUN_RECORD] = record
+    setup = replace(
+        agent.memory.setup or RunSetup([], []),
+        executor=executor,
+        authorized_imports=list(authorized_imports),
+        tools=_tool_sources(tool_specs),
+        variables=_variable_sources(variables, variable_files or [], saved=encoded is not None),
+    )
+    data[RUN_RECORD] = setup.to_dict(path.parent)
+    if encoded is not None:
+        data[RUN_RECORD]["variables"] = encoded
     temporary = path.with_name(path.name + ".tmp")
     temporary.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
     os.replace(temporary, path)
@@ -90,15 +165,19 @@ class ReplayReport:
     executor: str
     steps_checked: int
     differences: list[Difference] = field(default_factory=list)
+    recorded_executor: str | None = None
 
     @property
     def ok(self) -> bool:
         return not self.differences
 
     def render(self) -> str:
+        where = f"on the {self.executor} executor"
+        if self.recorded_executor and self.recorded_executor != self.executor:
+            where += f" (recorded on {self.recorded_executor})"
         if self.ok:
-            return f"{self.path}: {self.steps_checked} steps and the final answer match on the {self.executor} executor"
-        head = f"{self.path}: {len(self.differences)} difference(s) on the {self.executor} executor"
+            return f"{self.path}: {self.steps_checked} steps and the final answer match {where}"
+        head = f"{self.path}: {len(self.differences)} difference(s) {where}"
         return "\n\n".join([head, *(d.render() for d in self.differences)])
 
 
@@ -149,6 +228,140 @@ def _compare(recorded: list[dict[str, Any]], replayed: list[dict[str, Any]]) -> 
     return len(old), differences
 
 
+def _strings(value: Any) -> list[str]:
+    """The strings of a list read from the run file; anything else counts as nothing recorded."""
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
+
+def _named_entries(value: Any) -> list[dict[str, Any]]:
+    """The entries of a list of ``{"name": ...}`` records read from the run file, malformed ones left out."""
+    if not isinstance(value, list):
+        return []
+    return [item for item in value if isinstance(item, dict) and isinstance(item.get("name"), str)]
+
+
+def _recorded_values(record: dict[str, Any]) -> dict[str, Any]:
+    """The variables' values a ``codeward run --save`` kept: data through the codec, which runs no code."""
+    encoded = record.get("variables")
+    if not isinstance(encoded, str):
+        return {}
+    try:
+        return decode_variables(encoded)
+    except (CodecError, ValueError):
+        return {}
+
+
+def _settings_note(record: dict[str, Any]) -> str:
+    """The recorded executor settings, for the user to judge: a replay never applies them."""
+    settings = record.get("executor_settings")
+    if not isinstance(settings, dict):
+        return ""
+    shown = [
+        f"{visible(str(name), keep_lines=False)}={value!r}"
+        for name, value in settings.items()
+        if isinstance(value, (bool, int, float, str))
+    ]
+    return f" ({', '.join(shown)})" if shown else ""
+
+
+def _executor_needs(record: dict[str, Any], executor: str | None) -> list[str]:
+    """A run recorded on another sandbox is replayed there only if the user says so."""
+    recorded = record.get("executor")
+    if executor is not None or not isinstance(recorded, str) or recorded == _DEFAULT_EXECUTOR:
+        return []
+    need = (
+        f"{_flag('--executor', recorded)}: the run was recorded on that executor{_settings_note(record)}; "
+        f"a replay runs on {_DEFAULT_EXECUTOR} only if told (--executor {_DEFAULT_EXECUTOR})"
+    )
+    return [need]
+
+
+def _import_needs(record: dict[str, Any], executor: str, imports: list[str]) -> list[str]:
+    """Imports the local sandbox allowed the recorded run beyond its defaults, and the replay was not given."""
+    if executor != _DEFAULT_EXECUTOR or "*" in imports:
+        return []
+    missing = [module for module in _strings(record.get("authorized_imports")) if module not in imports]
+    if not missing:
+        return []
+    flags = " ".join(_flag("--import", module) for module in missing)
+    return [f"{flags}: the run's code was allowed these imports beyond the defaults"]
+
+
+def _tool_needs(record: dict[str, Any], tools: list[Tool], folder: Path) -> list[str]:
+    """Recorded tools the replay was not given, with the spec each was recorded under where known."""
+    sources = _named_entries(record.get("tool_sources"))
+    if not sources and not tools:  # a run saved before tool sources: its specs, with no names to compare
+        specs = _strings(record.get("tools"))
+        return [f"{_flag('--tools', spec_under(spec, folder))}: the run was recorded with it" for spec in specs]
+    given = {tool.name for tool in tools}
+    located: dict[str, list[str]] = {}
+    unlocated = []
+    for source in sources:
+        if source["name"] in given:
+            continue
+        name, spec = visible(source["name"], keep_lines=False), source.get("spec")
+        if isinstance(spec, str):
+            located.setdefault(_flag("--tools", spec_under(spec, folder)), []).append(name)
+        else:
+            unlocated.append(name)
+    needs = [f"{flag}: for the tool(s) {', '.join(names)}" for flag, names in located.items()]
+    if unlocated:
+        needs.append(f"--tools SPEC: for the tool(s) {', '.join(unlocated)}, whose module was not recorded")
+    return needs
+
+
+def _variable_needs(record: dict[str, Any], available: set[str], folder: Path) -> list[str]:
+    """Recorded variables neither saved in the run nor passed with --var, with the file each came from."""
+    needs = []
+    for source in _named_entries(record.get("variable_sources")):
+        name = visible(source["name"], keep_lines=False)
+        if source["name"] in available:
+            continue
+        file = source.get("file")
+        if isinstance(file, str):
+            needs.append(f"{_flag('--var', f'{name}=@{folder / file}')}: the run read {name} from that file")
+        else:
+            recorded = str(source.get("from", "python"))
+            origin = _ORIGINS.get(recorded, visible(recorded, keep_lines=False))
+            needs.append(f"--var {shlex.quote(name)}=@FILE: {name} came from {origin}; save its value to a file")
+    return needs
+
+
+def _check_needs(path: Path, needs: list[str]) -> None:
+    """Stop before anything runs when the run needs flags it was not given, naming each."""
+    if needs:
+        lines = "\n".join(f"  {need}" for need in needs)
+        raise ReplayNeedsFlags(
+            visible(
+                f"{path} cannot be replayed as it ran with what was passed; nothing was run. Pass:\n"
+                f"{lines}\n{_CHECK_SUGGESTIONS}"
+            )
+        )
+
+
+def _replay_agent(
+    data: dict[str, Any], model: ReplayModel, tools: list[Tool], executor: str, **settings: Any
+) -> CodeAgent:
+    """The agent that re-runs the recording: as many steps as it took, planning as often."""
+    actions = [s for s in data["steps"] if s.get("type") == "action"]
+    if actions and (actions[-1].get("error") or {}).get("message", "").startswith(
+        "reached the maximum number of steps"
+    ):
+        actions = actions[:-1]  # the answer asked for after the last step, not a step of its own
+    interval = (data.get(RUN_RECORD) or {}).get("planning_interval")
+    if not isinstance(interval, int) or isinstance(interval, bool) or interval < 1:
+        interval = _planning_interval(data["steps"])
+    return CodeAgent(
+        tools=tools,
+        model=model,
+        executor=executor,
+        planning_interval=interval,
+        max_steps=max(1, len(actions)),
+        verbosity_level=-1,
+        **settings,
+    )
+
+
 def replay_run(
     path: str | Path,
     *,
@@ -157,11 +370,15 @@ def replay_run(
     tool_specs: list[str] | None = None,
     variables: dict[str, Any] | None = None,
     executor_kwargs: dict[str, Any] | None = None,
+    authorized_imports: list[str] | None = None,
 ) -> ReplayReport:
     """Re-run a saved run's code in a fresh sandbox and compare it with the recording.
 
-    Tools come from `tools`, else `tool_specs`, else the specs the run recorded;
-    `variables` are added to (and override) the recorded ones.
+    Only what the caller passes decides the sandbox (`executor`, default local, with
+    `executor_kwargs` and `authorized_imports`) and the host code (`tools`, else `tool_specs`).
+    The run's record is compared with them: where the run needs more, `ReplayNeedsFlags`
+    names it before anything runs. `variables` add to (and override) the values a
+    ``codeward run --save`` kept.
     """
     path = Path(path)
     try:
@@ -169,31 +386,27 @@ def replay_run(
     except ValueError as error:
         raise UsageError(str(error)) from None
     data = json.loads(path.read_text(encoding="utf-8"))
-    record = data.get(RUN_RECORD) or {}
-    chosen = executor or record.get("executor") or "local"
-    if tools is None:
-        recorded = [spec_under(spec, path.parent) for spec in record.get("tools", [])]
-        tools = load_tool_specs(tool_specs if tool_specs is not None else recorded)
-    given = decode_variables(record["variables"]) if record.get("variables") else {}
-    given.update(variables or {})
     tasks = [step["task"] for step in data["steps"] if step.get("type") == "task"]
     if not tasks:
         raise UsageError(f"{path} is not a saved run: it has no task step")
-    actions = [s for s in data["steps"] if s.get("type") == "action"]
-    if actions and (actions[-1].get("error") or {}).get("message", "").startswith(
-        "reached the maximum number of steps"
-    ):
-        actions = actions[:-1]  # the answer asked for after the last step, not a step of its own
-    agent = CodeAgent(
-        tools=tools,
-        model=model,
-        executor=chosen,
-        executor_kwargs=executor_kwargs,
-        additional_authorized_imports=record.get("authorized_imports") or None,
-        planning_interval=record.get("planning_interval") or _planning_interval(data["steps"]),
-        max_steps=max(1, len(actions)),
-        verbosity_level=-1,
+    record = data.get(RUN_RECORD) if isinstance(data.get(RUN_RECORD), dict) else {}
+    chosen = executor or _DEFAULT_EXECUTOR
+    imports = list(authorized_imports or [])
+    tools = tools if tools is not None else load_tool_specs(tool_specs or [])
+    given = {**_recorded_values(record), **(variables or {})}
+    _check_needs(
+        path,
+        [
+            *_executor_needs(record, executor),
+            *_import_needs(record, chosen, imports),
+            *_tool_needs(record, tools, path.parent),
+            *_variable_needs(record, set(given), path.parent),
+        ],
     )
+    agent = _replay_agent(
+        data, model, tools, chosen, executor_kwargs=executor_kwargs, additional_authorized_imports=imports or None
+    )
+    recorded_executor = record.get("executor") if isinstance(record.get("executor"), str) else None
     with agent:
         try:
             agent.run(tasks[-1], additional_args=given or None)
@@ -201,7 +414,7 @@ def replay_run(
             replayed = agent.memory.to_dict()["steps"]
             checked, differences = _compare(data["steps"], replayed)
             differences.append(Difference(None, "run", "ended with the recording", f"needed more: {error}"))
-            return ReplayReport(path, chosen, checked, differences)
+            return ReplayReport(path, chosen, checked, differences, recorded_executor)
         replayed = agent.memory.to_dict()["steps"]
     checked, differences = _compare(data["steps"], replayed)
-    return ReplayReport(path, chosen, checked, differences)
+    return ReplayReport(path, chosen, checked, differences, recorded_executor)

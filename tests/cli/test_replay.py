@@ -1,14 +1,25 @@
-"""`codeward replay` and `assert_replays`: a saved run re-run offline, compared step by step."""
+"""`codeward replay` and `assert_replays`: a saved run re-run offline, compared step by step.
+
+A run file is a stranger's data: the replay acts only on its flags, and where the run's
+record says it needs more (an executor, tools, variables, imports), it names the flags
+and exits 2 before running anything.
+"""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
+import shutil
+import sys
 
 import pytest
 
 from codeward import CodeAgent, ScriptedModel, tool
-from codeward.demo import DEMO_VARIABLES, forecast
+from codeward.demo import DEMO_VARIABLES, forecast, recording_path
+from codeward.replay import ReplayNeedsFlags
 from codeward.testing import assert_replays
+from codeward.tool_specs import load_tool_specs
 from tests.cli.conftest import code, write_script
 
 RATES = '''
@@ -53,15 +64,20 @@ def recorded(codeward, tmp_path):
     return tmp_path / "run.json"
 
 
-def test_replay_of_an_unchanged_run_passes(codeward, recorded):
-    done = codeward("replay", "run.json")
+def test_a_cli_run_names_its_tools_flag_then_replays_with_its_saved_variables(codeward, recorded):
+    refused = codeward("replay", "run.json")
+    assert refused.returncode == 2, refused.stdout
+    assert "nothing was run" in refused.stdout and "--tools rates.py: for the tool(s) rate" in refused.stdout
+    assert "--var" not in refused.stdout  # the values were saved with the run
+
+    done = codeward("replay", "run.json", "--tools", "rates.py")
     assert done.returncode == 0, done.stdout
     assert "replay passed" in done.stdout and "3 steps and the final answer match" in done.stdout
 
 
 def test_replay_fails_with_a_diff_when_a_tool_changed(codeward, recorded, tmp_path):
     (tmp_path / "rates.py").write_text(RATES.replace('"USD": 0.9', '"USD": 0.95'))
-    done = codeward("replay", "run.json")
+    done = codeward("replay", "run.json", "--tools", "rates.py")
     assert done.returncode == 1
     out = done.stdout
     assert "replay failed" in out and "step 1 observation" in out and "final answer" in out
@@ -77,7 +93,9 @@ def test_replay_uses_tools_named_on_the_command_line(codeward, recorded, tmp_pat
 
 
 def test_the_pytest_helper_passes_and_fails_like_the_command(recorded):
-    report = assert_replays(recorded)
+    with pytest.raises(ReplayNeedsFlags, match=r"--tools .*rates\.py"):
+        assert_replays(recorded)  # the recorded tools file is named, never loaded
+    report = assert_replays(recorded, tools=load_tool_specs([str(recorded.parent / "rates.py")]))
     assert report.ok and report.steps_checked == 3
 
     @tool
@@ -97,7 +115,7 @@ def test_a_plain_saved_memory_replays_with_tools_and_variables_given(codeward, t
     model = ScriptedModel([code('print(forecast("Oslo"))\nforecast("Paris")'), code("final_answer(len(cities))")])
     with CodeAgent(tools=[forecast], model=model, executor="local", verbosity_level=-1) as agent:
         agent.run("How many cities?", additional_args=dict(DEMO_VARIABLES))
-    agent.memory.save(tmp_path / "plain.json")  # no codeward_run record: tools and variables are given
+    agent.memory.save(tmp_path / "plain.json")  # records the tool's origin and the variable's name, not its value
     (tmp_path / "cities.json").write_text(json.dumps(DEMO_VARIABLES["cities"]))
     done = codeward("replay", "plain.json", "--tools", "codeward.demo:forecast", "--var", "cities=@cities.json")
     assert done.returncode == 0, done.stdout
@@ -125,3 +143,158 @@ def test_a_saved_run_is_also_a_model_id(codeward, recorded):
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["output"] == 102.0
+
+
+# -- runs saved from Python, and run files from strangers ------------------------------------------
+
+SHOP_TOOLS = RATES.replace("def rate", "def shop_rate")
+MARKER = "imported.txt"
+# A tools file that leaves a mark when it is imported: a replay must never import what a run file names.
+HOSTILE_TOOLS = f"""
+from pathlib import Path
+Path(__file__).with_name({MARKER!r}).write_text("imported")
+{RATES}
+"""
+
+
+def _has_jupyter() -> bool:
+    return all(importlib.util.find_spec(name) for name in ("jupyter_client", "ipykernel"))
+
+
+@pytest.fixture
+def shop_tools(tmp_path):
+    """A tools module importable by name, as a project's own tools are."""
+    (tmp_path / "shop_tools.py").write_text(SHOP_TOOLS)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        yield importlib.import_module("shop_tools")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("shop_tools", None)
+
+
+def _save_from_python(shop_tools, executor, path):
+    model = ScriptedModel(
+        [
+            code("euros = {c: amounts[c] * shop_rate(c) for c in amounts}\nprint(euros)"),
+            code("final_answer(round(sum(euros.values()), 2))"),
+        ]
+    )
+    with CodeAgent(tools=[shop_tools.shop_rate], model=model, executor=executor, verbosity_level=-1) as agent:
+        assert agent.run("Total in euros?", additional_args={"amounts": {"USD": 100, "GBP": 10}}) == 102.0
+    agent.memory.save(path)
+
+
+@pytest.mark.parametrize(
+    "executor",
+    ["local", pytest.param("jupyter", marks=pytest.mark.skipif(not _has_jupyter(), reason="no jupyter"))],
+)
+def test_a_run_saved_from_python_names_its_flags_then_replays_with_no_difference(
+    codeward, shop_tools, tmp_path, executor
+):
+    _save_from_python(shop_tools, executor, tmp_path / "run.json")
+
+    refused = codeward("replay", "run.json")
+    assert refused.returncode == 2, refused.stdout
+    out = refused.stdout
+    assert "nothing was run" in out and "--tools shop_tools:shop_rate: for the tool(s) shop_rate" in out
+    assert "--var amounts=@FILE: amounts came from Python" in out
+    assert ("--executor jupyter: the run was recorded on that executor (timeout_seconds=" in out) == (
+        executor == "jupyter"
+    )
+
+    (tmp_path / "amounts.json").write_text(json.dumps({"USD": 100, "GBP": 10}))
+    flags = ["--tools", "shop_tools:shop_rate", "--var", "amounts=@amounts.json"]
+    done = codeward("replay", "run.json", "--executor", executor, *flags)
+    assert done.returncode == 0, done.stdout
+    assert f"2 steps and the final answer match on the {executor} executor" in done.stdout
+    assert "recorded on" not in done.stdout
+
+    if executor == "jupyter":  # the user may choose another sandbox, and is told which one it ran on
+        elsewhere = codeward("replay", "run.json", "--executor", "local", *flags)
+        assert "on the local executor (recorded on jupyter)" in elsewhere.stdout, elsewhere.stdout
+
+
+def _hostile_run(shop_tools, tmp_path, record):
+    """A run saved from Python whose record a stranger rewrote."""
+    _save_from_python(shop_tools, "local", tmp_path / "run.json")
+    data = json.loads((tmp_path / "run.json").read_text())
+    data["codeward_run"].update(record)
+    (tmp_path / "run.json").write_text(json.dumps(data))
+    (tmp_path / "evil.py").write_text(HOSTILE_TOOLS)
+    (tmp_path / "evil_module.py").write_text(HOSTILE_TOOLS)  # importable by name from the working folder
+
+
+def test_a_hostile_run_file_imports_nothing_and_grants_nothing(codeward, shop_tools, tmp_path):
+    _hostile_run(
+        shop_tools,
+        tmp_path,
+        {
+            "executor": "jupyter",
+            "authorized_imports": ["*"],
+            "tools": ["evil.py", "evil_module:rate"],
+            "tool_sources": [{"name": "rate", "spec": "evil.py:rate"}, {"name": "other", "spec": "evil_module"}],
+            "variable_sources": [{"name": "amounts", "from": "file", "file": "/etc/passwd"}],
+        },
+    )
+    refused = codeward("replay", "run.json")
+    assert refused.returncode == 2
+    out = refused.stdout
+    assert "--executor jupyter" in out and "--import '*'" in out
+    assert "--tools evil.py:rate: for the tool(s) rate" in out and "--tools evil_module: for the tool(s) other" in out
+    assert "--var amounts=@/etc/passwd" in out and "check each before you pass it" in out
+
+    given = codeward("replay", "run.json", "--executor", "local", "--tools", "shop_tools:shop_rate")
+    assert given.returncode == 2 and "--executor" not in given.stdout and "--tools evil.py:rate" in given.stdout
+    assert not (tmp_path / MARKER).exists()
+
+
+def test_an_old_style_record_naming_tools_to_load_loads_none(codeward, shop_tools, tmp_path):
+    _hostile_run(shop_tools, tmp_path, {"tools": ["evil.py", "evil_module:rate"]})
+    data = json.loads((tmp_path / "run.json").read_text())
+    for key in ("tool_sources", "variable_sources", "executor_settings"):
+        del data["codeward_run"][key]
+    (tmp_path / "run.json").write_text(json.dumps(data))
+
+    refused = codeward("replay", "run.json")
+    assert refused.returncode == 2
+    assert "--tools evil.py: the run was recorded with it" in refused.stdout
+    assert "--tools evil_module:rate" in refused.stdout
+    assert not (tmp_path / MARKER).exists()
+
+
+def test_values_from_a_run_file_cannot_drive_the_terminal(codeward, shop_tools, tmp_path):
+    _hostile_run(
+        shop_tools,
+        tmp_path,
+        {
+            "executor": "\x1b[2J[bold red]docker\u202e",
+            "tool_sources": [{"name": "rate\x1b]0;pwned\x07", "spec": "x.py; rm -rf ~"}],
+        },
+    )
+    refused = codeward("replay", "run.json")
+    assert refused.returncode == 2
+    out = refused.stdout
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+    assert "--executor '\\x1b[2J[bold red]docker\\u202e'" in out  # markup shown as text, quoted for the shell
+    assert "--tools 'x.py; rm -rf ~': for the tool(s) rate\\x1b]0;pwned\\x07" in out
+
+
+def test_the_demo_recording_an_old_run_file_replays_with_the_flag_it_names(codeward, tmp_path):
+    shutil.copy(recording_path(), tmp_path / "demo.json")  # saved before tool and variable sources
+    refused = codeward("replay", "demo.json")
+    assert refused.returncode == 2 and "--tools codeward.demo:forecast" in refused.stdout
+    done = codeward("replay", "demo.json", "--tools", "codeward.demo:forecast")
+    assert done.returncode == 0, done.stdout  # its saved variables still reach the sandbox
+
+
+def test_a_saved_memory_without_a_record_replays_as_before(codeward, tmp_path):
+    shutil.copy(recording_path(), tmp_path / "bare.json")
+    data = json.loads((tmp_path / "bare.json").read_text())
+    del data["codeward_run"]
+    (tmp_path / "bare.json").write_text(json.dumps(data))
+    (tmp_path / "cities.json").write_text(json.dumps(DEMO_VARIABLES["cities"]))
+    done = codeward("replay", "bare.json", "--tools", "codeward.demo:forecast", "--var", "cities=@cities.json")
+    assert done.returncode == 0, done.stdout
+    missing = codeward("replay", "bare.json")  # nothing recorded to name: it runs, and the diff tells
+    assert missing.returncode == 1 and "replay failed" in missing.stdout

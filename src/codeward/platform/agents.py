@@ -22,8 +22,11 @@ from codeward.platform.memory import (
     FinalAnswerStep,
     MemoryStep,
     PlanningStep,
+    RunSetup,
     TaskStep,
     Timing,
+    ToolSource,
+    VariableSource,
 )
 from codeward.platform.models import ChatMessage, ChatMessageStreamDelta, Model, TokenUsage, ToolCall
 from codeward.platform.prompts import render, validate_prompt_templates
@@ -275,6 +278,7 @@ class MultiStepAgent:
         if reset:
             self.memory.reset()
         self.memory.steps.append(TaskStep(self.task, images))
+        self.memory.setup = self._run_setup()
         self.logger.task(self.task, getattr(self.model, "model_id", type(self.model).__name__), self._executor_name())
         self._setup_run()
         events = self._run_stream(self.task, max_steps, images, streaming=stream)
@@ -309,6 +313,12 @@ class MultiStepAgent:
 
     def _executor_name(self) -> str | None:
         return None
+
+    def _run_setup(self) -> RunSetup:
+        """What a saved run records of this run: its tools' origins and its variables' names."""
+        tools = [ToolSource.of(tool) for tool in self.tools.values() if not isinstance(tool, FinalAnswerTool)]
+        variables = [VariableSource(name) for name in self.state]
+        return RunSetup(tools, variables, self.planning_interval)
 
     def _setup_run(self) -> None:
         """Hook: a code agent sends variables and tools to its sandbox here."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Generator, Iterable
+from dataclasses import replace
 from typing import Any
 
 from codeward.executors.base import (
@@ -14,7 +15,7 @@ from codeward.executors.base import (
 )
 from codeward.platform.agents import ActionOutput, MultiStepAgent
 from codeward.platform.errors import AgentExecutionError, AgentParsingError, AgentToolCallError
-from codeward.platform.memory import ActionStep
+from codeward.platform.memory import ActionStep, RunSetup, plain_settings
 from codeward.platform.models import Model, ToolCall
 from codeward.platform.parsing import extract_code
 from codeward.platform.tools import Tool
@@ -96,6 +97,24 @@ class CodeAgent(MultiStepAgent):
 
     def _executor_name(self) -> str | None:
         return self.executor.name or type(self.executor).__name__
+
+    def _run_setup(self) -> RunSetup:
+        """The base record, with the sandbox: its name, plain settings and the imports it added."""
+        return replace(
+            super()._run_setup(),
+            executor=self._executor_name(),
+            executor_settings=plain_settings(self.executor),
+            authorized_imports=self._added_imports(),
+        )
+
+    def _added_imports(self) -> list[str]:
+        """The imports allowed beyond the local executor's defaults: what `--import` would give."""
+        imports = getattr(self.executor, "authorized_imports", None)
+        if imports is None:
+            return []
+        from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS
+
+        return [module for module in imports if module not in DEFAULT_AUTHORIZED_IMPORTS]
 
     def _setup_run(self) -> None:
         self.executor.send_variables(self.state)
