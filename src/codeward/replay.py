@@ -340,7 +340,7 @@ def _check_needs(path: Path, needs: list[str]) -> None:
 
 
 def _replay_agent(
-    data: dict[str, Any], model: ReplayModel, tools: list[Tool], executor: str, **settings: Any
+    data: dict[str, Any], record: dict[str, Any], model: ReplayModel, tools: list[Tool], executor: str, **settings: Any
 ) -> CodeAgent:
     """The agent that re-runs the recording: as many steps as it took, planning as often."""
     actions = [s for s in data["steps"] if s.get("type") == "action"]
@@ -348,7 +348,7 @@ def _replay_agent(
         "reached the maximum number of steps"
     ):
         actions = actions[:-1]  # the answer asked for after the last step, not a step of its own
-    interval = (data.get(RUN_RECORD) or {}).get("planning_interval")
+    interval = record.get("planning_interval")
     if not isinstance(interval, int) or isinstance(interval, bool) or interval < 1:
         interval = _planning_interval(data["steps"])
     return CodeAgent(
@@ -404,7 +404,13 @@ def replay_run(
         ],
     )
     agent = _replay_agent(
-        data, model, tools, chosen, executor_kwargs=executor_kwargs, additional_authorized_imports=imports or None
+        data,
+        record,
+        model,
+        tools,
+        chosen,
+        executor_kwargs=executor_kwargs,
+        additional_authorized_imports=imports or None,
     )
     recorded_executor = record.get("executor") if isinstance(record.get("executor"), str) else None
     with agent:
