@@ -214,12 +214,13 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     jobs = load_jobs(args.jobs, defaults)
     if args.cancel_grace <= 0:
         raise UsageError(f"--cancel-grace must be a positive number of seconds, got {args.cancel_grace}")
+    runs = Path(args.runs) if args.runs else None
     options = BatchOptions(
-        Path(args.out),
-        None if args.no_audit else Path(args.audit),
+        _batch_file(args.out, runs, "results.jsonl"),
+        None if args.no_audit else _batch_file(args.audit, runs, "audit.jsonl"),
         args.concurrency,
         args.cancel_grace,
-        Path(args.runs) if args.runs else None,
+        runs,
         not args.no_warm_pool,
     )
     with BatchProgress(console) as progress:
@@ -236,17 +237,26 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     return 1 if outcome.failed else 0
 
 
+def _batch_file(given: str | None, runs: Path | None, name: str) -> Path:
+    """A batch's results or audit file: where the user said, else beside the saved runs, else here."""
+    return Path(given) if given else (runs or Path()) / name
+
+
 def _add_batch(commands: Any) -> None:
     batch = commands.add_parser("batch", help="run many jobs, each in a sandbox of its own; results survive crashes")
     batch.add_argument("jobs", metavar="JOBS", help="a .yaml or .jsonl file of jobs (id, task, ...)")
     _add_model_options(batch, "the sandbox for jobs that name none (default: local)")
     batch.add_argument("--concurrency", type=int, default=2, metavar="N", help="jobs running at once (default 2)")
     batch.add_argument(
-        "--out", default="results.jsonl", help="results, one JSON line per finished job (default results.jsonl)"
+        "--out", help="results, one JSON line per finished job (default results.jsonl, in --runs DIR if given)"
     )
-    batch.add_argument("--audit", default="audit.jsonl", help="one JSON line per code block run (default audit.jsonl)")
+    batch.add_argument("--audit", help="one JSON line per code block run (default audit.jsonl, in --runs DIR if given)")
     batch.add_argument("--no-audit", action="store_true", help="write no audit file")
-    batch.add_argument("--runs", metavar="DIR", help="save each job's run as DIR/ID.json, for codeward replay")
+    batch.add_argument(
+        "--runs",
+        metavar="DIR",
+        help="save each job's run as DIR/ID.json, for codeward replay; the results and audit files go there too",
+    )
     batch.add_argument(
         "--no-warm-pool",
         action="store_true",

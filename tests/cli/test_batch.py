@@ -72,7 +72,7 @@ def test_fifty_jobs_with_mixed_outcomes_all_recorded_and_audited(codeward, tmp_p
     kinds = write_jobs(tmp_path)
     done = codeward("batch", "jobs.jsonl", "--tools", SAMPLE_TOOLS, "--concurrency", "4", "--runs", "runs")
     assert done.returncode == 1, done.stdout + done.stderr  # some jobs failed: CI sees it
-    results = read_lines(tmp_path / "results.jsonl")
+    results = read_lines(tmp_path / "runs" / "results.jsonl")
     assert sorted(r["id"] for r in results) == sorted(kinds)
     for result in results:
         assert result["status"] == KINDS[kinds[result["id"]]][0], result
@@ -83,7 +83,7 @@ def test_fifty_jobs_with_mixed_outcomes_all_recorded_and_audited(codeward, tmp_p
     assert by_id["job-00"]["sandbox"]["executor"] == "local" and by_id["job-00"]["steps"] == 2
     assert len({r["sandbox"]["id"] for r in results if r["sandbox"]["id"]}) == 49  # a sandbox per job
 
-    audit = read_lines(tmp_path / "audit.jsonl")
+    audit = read_lines(tmp_path / "runs" / "audit.jsonl")
     blocks = Counter(line["job_id"] for line in audit)
     assert blocks == {job_id: KINDS[kind][1] for job_id, kind in kinds.items()}
     for line in audit:
@@ -104,9 +104,9 @@ def test_fifty_jobs_with_mixed_outcomes_all_recorded_and_audited(codeward, tmp_p
     replayed = codeward("replay", "runs/job-00.json")  # tools and variables as the job had them
     assert replayed.returncode == 0, replayed.stdout
 
-    again = codeward("batch", "jobs.jsonl", "--tools", SAMPLE_TOOLS)
+    again = codeward("batch", "jobs.jsonl", "--tools", SAMPLE_TOOLS, "--runs", "runs")
     assert again.returncode == 1 and "50 job(s) already in the results file" in again.stdout
-    assert len(read_lines(tmp_path / "results.jsonl")) == 50
+    assert len(read_lines(tmp_path / "runs" / "results.jsonl")) == 50
 
 
 def test_sigkill_halfway_then_rerun_ends_with_exactly_fifty_results(spawn, codeward, tmp_path):
@@ -181,3 +181,24 @@ def test_a_job_deaf_to_cancellation_is_killed_after_the_grace_period(codeward, t
     assert results["fine"]["sandbox"]["worker_pid"] != results["stuck"]["sandbox"]["worker_pid"]
     audit = {line["job_id"]: line for line in read_lines(tmp_path / "audit.jsonl")}
     assert audit["stuck"]["outcome"] == "worker_lost" and audit["stuck"]["code"] == "stubborn_wait(60)"
+
+
+def test_with_runs_the_results_and_audit_files_land_in_that_folder(codeward, tmp_path):
+    model = write_script(tmp_path / "model.yaml", "final_answer(double(2))")
+    (tmp_path / "jobs.yaml").write_text("- {id: a, task: Double.}\n- {id: b, task: Double.}\n")
+    args = ("batch", "jobs.yaml", "--model", model, "--tools", SAMPLE_TOOLS, "--runs", "out")
+    done = codeward(*args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [
+        "a.json",
+        "audit.jsonl",
+        "b.json",
+        "results.jsonl",
+    ]
+    assert not (tmp_path / "results.jsonl").exists() and not (tmp_path / "audit.jsonl").exists()
+    assert "results: out/results.jsonl · audit: out/audit.jsonl" in done.stdout
+    again = codeward(*args)  # the same command finds its results again, and resumes
+    assert "2 job(s) already in the results file" in again.stdout, again.stdout
+    elsewhere = codeward(*args, "--out", "mine.jsonl", "--no-audit")  # a file named on the command line wins
+    assert len(read_lines(tmp_path / "mine.jsonl")) == 2 and len(read_lines(tmp_path / "out" / "results.jsonl")) == 2
+    assert elsewhere.returncode == 0
