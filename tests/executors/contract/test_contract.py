@@ -24,6 +24,7 @@ from PIL import Image
 
 from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, Executor, SandboxError
 from codeward.platform.tools import FinalAnswerTool, tool
+from tests.executors.inline_tool_module import quote
 
 from .conftest import PROFILES, TIMEOUT, Profile, process_gone
 
@@ -138,6 +139,12 @@ def test_stdout_and_stderr_land_in_logs(executor: Executor) -> None:
 def test_the_last_expression_is_the_output(executor: Executor) -> None:
     assert executor.run("x = [1, 2]\nx + [3]").output == [1, 2, 3]
     assert executor.run("y = 5").output is None
+
+
+def test_a_tool_finds_the_constants_and_imports_of_its_module_alike(executor: Executor) -> None:
+    """Run on the host, or shipped into the sandbox with what it uses (E2B), a tool works as written."""
+    executor.send_tools({"quote": quote})
+    assert executor.run("quote('apple', 12)").output == "5.25 in 2 boxes"
 
 
 def test_final_answer_cannot_be_swallowed_by_except_exception(executor: Executor) -> None:

@@ -20,13 +20,9 @@ from typing import Any
 from codeward.executors import codec
 from codeward.executors.base import FINAL_ANSWER_TOOL
 from codeward.executors.kernel import prelude
-from codeward.platform.tools import (
-    FinalAnswerTool,
-    FunctionTool,
-    Tool,
-    ToolCallError,
-    ToolDefinitionError,
-)
+from codeward.executors.kernel.cells import request_error
+from codeward.executors.kernel.inline_tools import inline_spec
+from codeward.platform.tools import FinalAnswerTool, Tool, ToolCallError
 
 __all__ = [
     "TOOL_MODES",
@@ -94,7 +90,7 @@ class ToolBridge:
         self.tools = dict(tools)
         self.mode = mode
         self.allow_pickle = allow_pickle
-        specs = [_tool_spec(name, tool, mode) for name, tool in self.tools.items()]
+        specs = [_tool_spec(name, tool, mode, self.tools) for name, tool in self.tools.items()]
         #: The encoded descriptions, checked now so that a tool that cannot be sent fails before anything is.
         self.specs_text = codec.dumps(specs, allow_pickle=allow_pickle)
 
@@ -102,7 +98,7 @@ class ToolBridge:
         """The reply to one request from the sandbox's code."""
         kind, body = request_kind(prompt)
         if kind != "tool":
-            return _error("call", "ToolCallError", "the sandbox can only call its tools")
+            return request_error("call", "ToolCallError", "the sandbox can only call its tools")
         return self.answer_tool(body)
 
     def answer_tool(self, body: str) -> str:
@@ -113,42 +109,41 @@ class ToolBridge:
             if not isinstance(name, str) or not isinstance(arguments, dict):
                 raise TypeError("a request names a tool and gives its arguments as a dict")
         except Exception as error:  # anything malformed is refused, whatever it was
-            return _error("call", "ToolCallError", f"malformed tool request: {error}")
+            return request_error("call", "ToolCallError", f"malformed tool request: {error}")
         return self._run(name, arguments)
 
     def _run(self, name: str, arguments: dict[Any, Any]) -> str:
         tool = self.tools.get(name)
         if tool is None or self.mode != "host":
             known = ", ".join(self.tools) or "none"
-            return _error("call", "ToolCallError", f"there is no host tool named {name!r}; the tools are: {known}")
+            return request_error(
+                "call", "ToolCallError", f"there is no host tool named {name!r}; the tools are: {known}"
+            )
         try:
             bound = tool.bind_arguments((), arguments)
         except ToolCallError as error:
-            return _error("call", "ToolCallError", str(error))
+            return request_error("call", "ToolCallError", str(error))
         started = time.perf_counter()
         try:
             value = tool(**bound)  # through the tool's own __call__, which a wrapper may extend (batch audits)
         except Exception as error:  # the tool's failure is the model's to handle, in the sandbox
             logger.info("tool %s failed after %.3f s: %s", name, time.perf_counter() - started, type(error).__name__)
-            return _error("tool", type(error).__name__, str(error))
+            return request_error("tool", type(error).__name__, str(error))
         logger.info("tool %s ran for the sandbox in %.3f s", name, time.perf_counter() - started)
         try:
             return codec.dumps({"value": value}, allow_pickle=self.allow_pickle)
         except codec.CodecError as error:
-            return _error("tool", "CodecError", f"the tool's result cannot enter the sandbox: {error}")
+            return request_error("tool", "CodecError", f"the tool's result cannot enter the sandbox: {error}")
 
 
-def _error(kind: str, error_type: str, message: str) -> str:
-    return codec.dumps({"error": {"kind": kind, "type": error_type, "message": message}})
-
-
-def _tool_spec(name: str, tool: Tool, mode: str) -> dict[str, Any]:
-    """What the sandbox needs to define a tool: signature, docstring, and where it runs."""
+def _tool_spec(name: str, tool: Tool, mode: str, tools: dict[str, Tool]) -> dict[str, Any]:
+    """What the sandbox needs to define a tool: signature, docstring, where it runs, and for an inline
+    tool its source and what that uses from its module."""
     final = name == FINAL_ANSWER_TOOL
     run = "identity" if final and type(tool) is FinalAnswerTool else mode
-    spec = {"name": name, "final": final, "run": run, "source": None, **_describe(tool)}
+    spec = {"name": name, "final": final, "run": run, "source": None, "context": None, **_describe(tool)}
     if run == "inline":
-        spec["source"] = _inline_source(name, tool)
+        spec.update(inline_spec(name, tool, tools))
     return spec
 
 
@@ -171,25 +166,3 @@ def _describe(tool: Tool) -> dict[str, Any]:
             param["default"] = spec.get("default")
         params.append(param)
     return {"params": params, "returns": returns, "doc": doc}
-
-
-def _inline_source(name: str, tool: Tool) -> str:
-    """The source that defines the tool inside the sandbox, or an error that says why it cannot go."""
-    if not isinstance(tool, FunctionTool):
-        raise ToolDefinitionError(
-            f"tool {name!r} is a {type(tool).__name__} object, whose methods and state cannot be shipped "
-            "into the sandbox; tools_mode='inline' sends only @tool functions. Make it a @tool function "
-            "or use tools_mode='host'"
-        )
-    if tool.function.__code__.co_freevars:
-        raise ToolDefinitionError(
-            f"tool {name!r} uses names from an enclosing function ({', '.join(tool.function.__code__.co_freevars)}), "
-            "which do not exist in the sandbox; define it at module level, self-contained, "
-            "or use tools_mode='host'"
-        )
-    if tool.function.__name__ != name:
-        raise ToolDefinitionError(
-            f"tool {name!r} is the function {tool.function.__name__!r}; inline tools must be registered "
-            "under their function's name"
-        )
-    return tool.source()

@@ -184,7 +184,7 @@ def make_tool(spec: dict[str, Any], ending: type[BaseException] = FinalAnswerExc
     """
     name, run, final = spec["name"], spec["run"], spec["final"]
     signature = _signature(spec)
-    target: Any = _define_inline(name, spec["source"]) if run == "inline" else None
+    target: Any = _define_inline(name, spec["source"], spec["context"]) if run == "inline" else None
 
     def tool(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -221,11 +221,45 @@ def _signature(spec: dict[str, Any]) -> inspect.Signature:
     return inspect.Signature(params, return_annotation=spec["returns"])
 
 
-def _define_inline(name: str, source: str) -> Any:
-    """Run a tool's shipped source in a namespace of its own and return the function it defines."""
+def _define_inline(name: str, source: str, context: dict[str, Any]) -> Any:
+    """Run a tool's shipped source in a namespace of its own and return the function it defines.
+
+    The namespace first gets what the source uses from its module on the host
+    (`context`): its imports, its constants (decoded, never unpickled) and the
+    other tools it calls.
+    """
     namespace: dict[str, Any] = {"__name__": f"_codeward_tool_{name}"}
+    for bound, module, path in context["imports"]:
+        namespace[bound] = _imported(name, module, path)
+    for bound, text in context["constants"].items():
+        namespace[bound] = _Sandbox.codec.loads(text)
+    for other in context["tools"]:
+        namespace[other] = _sibling_tool(other)
     exec(compile(source, f"<tool {name}>", "exec"), namespace)
     return namespace[name]
+
+
+def _imported(tool: str, module: str, path: list[str]) -> Any:
+    """A module, or a function or class reached from it by `path`, as the tool's module imported it."""
+    try:
+        found = importlib.import_module(module)
+    except ImportError as error:
+        raise ImportError(
+            f"tool {tool!r} uses {module!r}, which this sandbox cannot import ({error}); install it in the "
+            "sandbox before sending the tools, or stop using it in the tool"
+        ) from None
+    for attribute in path:
+        found = getattr(found, attribute)
+    return found
+
+
+def _sibling_tool(name: str) -> Any:
+    """Calls the sandbox's tool `name`, found when called: the tools are defined one after another."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return _Sandbox.tools[name](*args, **kwargs)
+
+    return call
 
 
 def _call_host(name: str, arguments: dict[str, Any]) -> Any:
