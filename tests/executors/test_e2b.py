@@ -23,6 +23,7 @@ from codeward.executors.base import ExecutionError, ExecutionTimeout, SandboxErr
 from codeward.executors.e2b import E2BExecutor
 from codeward.platform.tools import FinalAnswerTool, Tool, ToolDefinitionError
 from tests.e2b_server import E2BServer
+from tests.executors import inline_tool_module
 
 LIMIT = 2.0
 
@@ -197,6 +198,15 @@ def test_close_removes_its_context_and_leaves_a_connected_sandbox_running(
 # -- values, tools, environment ---------------------------------------------------------
 
 
+def test_a_traceback_keeps_its_line_breaks(make: Callable[..., E2BExecutor]) -> None:
+    """E2B's server joins IPython's traceback entries with nothing between them; the headers get their lines back."""
+    with pytest.raises(ExecutionError) as caught:
+        make().run("def divide(a):\n    return a / 0\n\ndivide(1)")
+    lines = caught.value.traceback.splitlines()
+    assert set(lines[0]) == {"-"} and lines[1].startswith("ZeroDivisionError") and lines[1].endswith("last)")
+    assert lines[2].startswith("Cell In[") and "ZeroDivisionError: division by zero" in lines
+
+
 def test_images_come_back_as_displays_that_decode_to_pil_images(make: Callable[..., E2BExecutor]) -> None:
     executor = make()
     result = executor.run(
@@ -219,8 +229,29 @@ def test_inline_tools_run_in_the_sandbox_with_its_environment(make: Callable[...
 
 def test_a_tool_that_cannot_be_shipped_is_refused_with_why(make: Callable[..., E2BExecutor]) -> None:
     executor = make()
-    with pytest.raises(ToolDefinitionError, match="cannot be shipped"):
+    with pytest.raises(ToolDefinitionError, match="cannot be shipped") as caught:
         executor.send_tools({"counter": Counter()})
+    assert "@tool function" in str(caught.value) and "as a variable" in str(caught.value)
+    assert "tools_mode" not in str(caught.value)  # E2B would refuse tools_mode='host'
+
+
+def test_an_inline_tool_carries_its_module_constants_and_imports(make: Callable[..., E2BExecutor]) -> None:
+    executor = make()
+    executor.send_tools({"quote": inline_tool_module.quote, "quote_one": inline_tool_module.quote_one})
+    assert executor.run("quote('apple', 12), quote_one('pear')").output == ("5.25 in 2 boxes", "0.62 in 1 boxes")
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [("rounded_quote", "'round_to_cents', a function defined beside it"), ("locked_count", "'LOCK', a _thread.lock")],
+)
+def test_a_tool_using_what_cannot_be_shipped_is_refused_naming_it(
+    make: Callable[..., E2BExecutor], name: str, message: str
+) -> None:
+    executor = make()
+    with pytest.raises(ToolDefinitionError, match=f"tool {name!r} uses {message}") as caught:
+        executor.send_tools({name: getattr(inline_tool_module, name)})
+    assert "define it inside the tool" in str(caught.value) and "tools_mode" not in str(caught.value)
 
 
 def test_install_packages_reports_the_modules(make: Callable[..., E2BExecutor]) -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -71,6 +72,7 @@ from codeward.executors.kernel.cells import (
     require_setup_ok,
     strip_ansi,
 )
+from codeward.executors.kernel.inline_tools import InlineToolRefused
 from codeward.executors.kernel.prelude import PAYLOAD_SOURCE, REPORT_MIME
 from codeward.executors.kernel.remembering import RememberingExecutor
 from codeward.executors.settings import (
@@ -79,6 +81,7 @@ from codeward.executors.settings import (
     checked_packages,
     checked_seconds,
 )
+from codeward.platform.tools import Tool, ToolDefinitionError
 
 __all__ = ["E2BExecutor"]
 
@@ -115,6 +118,10 @@ _FIELD_MIME = {
 }
 #: Errors E2B's server reports when the context's kernel died under the execution.
 _KERNEL_LOST = ("ContextRestarting", "UnexpectedEndOfExecution")
+#: The ends of IPython's traceback headers, its rule of dashes and its "Name  Traceback (most recent call
+#: last)" lines, which E2B's server runs into the next entry: it joins the entries with nothing between.
+_RULE_END = re.compile(r"\A(-{20,})(?=[^\n])")
+_HEADER_END = re.compile(r"^([\w.]+ +Traceback \(most recent call last\))(?=[^\n])", re.MULTILINE)
 
 T = TypeVar("T")
 
@@ -321,7 +328,7 @@ class E2BExecutor(RememberingExecutor):
             raise ExecutionTimeout(
                 f"the code ran past its time limit of {seconds:g} s and was stopped",
                 logs=logs,
-                traceback=strip_ansi(error.traceback),
+                traceback=_traceback_text(error.traceback),
                 error_type="TimeoutError",
             )
         if error is not None and error.name in _KERNEL_LOST:
@@ -353,7 +360,7 @@ class E2BExecutor(RememberingExecutor):
             payload=reports,
             error_name=error.name if error else "",
             error_value=error.value if error else "",
-            traceback=strip_ansi(error.traceback) if error else "",
+            traceback=_traceback_text(error.traceback) if error else "",
         )
 
     def _overran(self, seconds: float, logs: str) -> None:
@@ -419,6 +426,13 @@ class E2BExecutor(RememberingExecutor):
     def _load(self, what: str, text: str) -> None:
         self._ensure_ready()
         self._internal(cell_calling(f"load_{what}", text))
+
+    def send_tools(self, tools: dict[str, Tool]) -> None:
+        """As on every kernel sandbox; a refusal names only the ways out E2B has, which runs no tool on the host."""
+        try:
+            super().send_tools(tools)
+        except InlineToolRefused as refused:
+            raise ToolDefinitionError(refused.sandbox_only) from None
 
     def run(self, code: str) -> CodeOutput:
         self._ensure_ready()
@@ -509,6 +523,11 @@ def _bundle(result: Result) -> dict[str, Any]:
     bundle = {mime: getattr(result, field) for field, mime in _FIELD_MIME.items() if getattr(result, field, None)}
     bundle.update(result.extra or {})
     return bundle
+
+
+def _traceback_text(traceback: str) -> str:
+    """The traceback E2B sends, without colours and with its headers on lines of their own again."""
+    return _HEADER_END.sub(r"\1\n", _RULE_END.sub(r"\1\n", strip_ansi(traceback)))
 
 
 def _report(text: Any, logs: str) -> dict[str, Any]:
