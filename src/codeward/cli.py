@@ -96,7 +96,7 @@ def _variables(options: list[str]) -> dict[str, Any]:
 
 def _run(args: argparse.Namespace, console: Console) -> int:
     from codeward import AgentGenerationError, AgentLogger, LogLevel
-    from codeward.json_values import carry
+    from codeward.json_values import plain
     from codeward.model_ids import resolve_model
     from codeward.replay import save_run
     from codeward.tool_specs import load_tool_specs
@@ -129,10 +129,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         if warning:
             console.print(f"[yellow]warning:[/yellow] {warning}")
     if args.json:
-        payload = result.to_dict()
-        payload["output"], description = carry(result.output)
-        if description:
-            payload["output_description"] = description
+        payload = result.to_dict() | {"output": plain(result.output)}
         sys.stdout.write(json.dumps(payload, default=str) + "\n")
     else:
         usage = result.token_usage

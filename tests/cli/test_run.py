@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from tests.cli.conftest import SAMPLE_TOOLS, write_script
 
@@ -57,14 +58,26 @@ def test_run_json_carries_variables_from_every_file_kind(codeward, tmp_path):
     assert "temps (DataFrame, shape (2, 2)" in task and "grid (ndarray, shape (2, 3))" in task
 
 
-def test_run_json_output_goes_through_the_value_codec(codeward, tmp_path):
-    from codeward.executors.codec import loads
-
-    model = write_script(tmp_path / "model.yaml", "final_answer((1, {2, 3}, float('nan')))")
-    done = codeward("run", "Answer with a tuple.", "--model", model, "--json")
+def test_run_json_writes_the_output_as_plain_json_a_script_reads(codeward, tmp_path):
+    """No codec records (``{"$": "nd", ..., "b64": ...}``): arrays are lists, a DataFrame its rows."""
+    body = (
+        "import numpy as np\nimport pandas as pd\n"
+        "final_answer({'grid': np.arange(6).reshape(2, 3), 'mean': np.float64('nan'),"
+        " 'table': pd.DataFrame({'city': ['Oslo', 'Rome'], 'temp': [4.5, 18.0]}),"
+        " 'by_city': pd.Series([4.5, 18.0], index=['Oslo', 'Rome']), 'pair': (1, {3, 2})})"
+    )
+    model = write_script(tmp_path / "model.yaml", body)
+    args = ("run", "Answer with data.", "--model", model, "--json", "--import", "numpy", "--import", "pandas")
+    done = codeward(*args)
     assert done.returncode == 0, done.stderr
-    value = loads(json.dumps(json.loads(done.stdout)["output"]))
-    assert value[0] == 1 and value[1] == {2, 3} and value[2] != value[2]
+    output = json.loads(done.stdout, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))["output"]
+    assert output == {
+        "grid": [[0, 1, 2], [3, 4, 5]],
+        "mean": None,
+        "table": [{"city": "Oslo", "temp": 4.5}, {"city": "Rome", "temp": 18.0}],
+        "by_city": {"Oslo": 4.5, "Rome": 18.0},
+        "pair": [1, [2, 3]],
+    }
 
 
 def test_run_out_of_steps_exits_1(codeward, tmp_path):
