@@ -7,6 +7,7 @@ and refuses, and run such tools in a jupyter kernel (test_e2b.py runs them on E2
 from __future__ import annotations
 
 import os.path
+from os import environ
 from random import randint
 from typing import Any
 from xml.etree import ElementTree as ET
@@ -41,6 +42,16 @@ def root_tag(xml: str) -> str:
         xml: the document
     """
     return ET.fromstring(xml).tag + os.path.sep
+
+
+@tool
+def greeting(name: str) -> str:
+    """Greets with the greeting of the environment it runs in.
+
+    Args:
+        name: whom to greet
+    """
+    return environ.get("GREETING", "hello ") + name
 
 
 @tool
@@ -100,6 +111,11 @@ def test_names_are_shipped_as_imports_by_where_they_can_be_imported_from() -> No
         ["ET", "xml.etree.ElementTree", []],
         ["os", "os", []],
     ]
+    assert context({"greeting": greeting}, "greeting") == {  # the sandbox's environment, not the host's
+        "imports": [["environ", "os", ["environ"]]],
+        "constants": {},
+        "tools": [],
+    }
     assert context({"countdown": countdown}, "countdown") == {"imports": [], "constants": {}, "tools": []}
     tools = {"quote": inline_tool_module.quote, "quote_one": inline_tool_module.quote_one}
     assert context(tools, "quote_one")["tools"] == ["quote"]
@@ -131,6 +147,11 @@ def test_a_kernel_runs_inline_tools_with_their_module_constants_and_imports() ->
 
 
 def test_shipped_imports_and_calls_of_itself_work_in_a_kernel() -> None:
-    with JupyterExecutor(tools_mode="inline") as executor:
-        executor.send_tools({"roll": roll, "root_tag": root_tag, "countdown": countdown})
-        assert executor.run("roll(1), root_tag('<a/>'), countdown(3)").output == (1, "a" + os.path.sep, [3, 2, 1])
+    with JupyterExecutor(tools_mode="inline", env={"GREETING": "hey "}) as executor:
+        executor.send_tools({"roll": roll, "root_tag": root_tag, "countdown": countdown, "greeting": greeting})
+        assert executor.run("roll(1), root_tag('<a/>'), countdown(3), greeting('you')").output == (
+            1,
+            "a" + os.path.sep,
+            [3, 2, 1],
+            "hey you",
+        )

@@ -5,10 +5,11 @@ SDK. The sandbox runs an IPython kernel behind E2B's HTTP server, so codeward's
 sandbox side is the same prelude and value codec as in the kernel sandboxes,
 with three differences forced by a server that only relays outputs:
 
-- there is no channel back to the host, so tools are shipped as source and run
-  *inside* the sandbox (``tools_mode="inline"``): whatever a tool needs, its
-  secrets included, lives in the sandbox; variables and tool descriptions travel
-  inside the cells that define them;
+- there is no channel back to the host, so tools are shipped as source, with the
+  imports and plain constants they use from their module, and run *inside* the
+  sandbox (``tools_mode="inline"``): whatever a tool needs, its secrets included,
+  lives in the sandbox; variables and tool descriptions travel inside the cells
+  that define them;
 - reply payloads do not reach the host, so final answers and last values come
   back as displays of codeward's own type, decoded here without pickle;
 - the SDK's own deadline fires at twice the timeout asked (its HTTP transport

@@ -159,26 +159,34 @@ def _carried(tool: str, used: str, value: Any, own_module: str) -> tuple[str, An
         if value.__name__ == "__main__" or sys.modules.get(value.__name__) is not value:
             raise InlineToolRefused(tool, f"uses the module {used!r}, which cannot be imported by name", NAME_WAYS_OUT)
         return "imports", [value.__name__, []]
-    if callable(value) and isinstance(getattr(value, "__qualname__", None), str):
-        return "imports", _definition_import(tool, used, value, own_module)
-    return "constants", _constant(tool, used, value)
-
-
-def _definition_import(tool: str, used: str, value: Any, own_module: str) -> list[Any]:
-    """Where a function or class can be imported from by name, as [module, attribute path]."""
+    definition = callable(value) and isinstance(getattr(value, "__qualname__", None), str)
     module_name = getattr(value, "__module__", None)
-    kind = "class" if inspect.isclass(value) else "function"
-    if module_name in (own_module, "__main__"):
+    if definition and module_name in (own_module, "__main__"):
+        kind = "class" if inspect.isclass(value) else "function"
         raise InlineToolRefused(
             tool, f"uses {used!r}, a {kind} defined beside it, which the sandbox does not have", NAME_WAYS_OUT
         )
+    path = _import_path(used, value, module_name) if module_name not in (own_module, "__main__") else None
+    if path is not None:
+        return "imports", [module_name, path]
+    if definition:
+        raise InlineToolRefused(
+            tool, f"uses {used!r}, which cannot be imported by name from {module_name!r}", NAME_WAYS_OUT
+        )
+    return "constants", _constant(tool, used, value)
+
+
+def _import_path(used: str, value: Any, module_name: Any) -> list[str] | None:
+    """The attributes that reach `value` from the module it says it comes from (``os.environ``, ``math.sqrt``).
+
+    An import ships no data: the sandbox's own module gives the value there.
+    """
     module = sys.modules.get(module_name) if isinstance(module_name, str) else None
-    for path in (value.__qualname__.split("."), [used]):
-        if module is not None and _same(_attribute(module, path), value):
-            return [module_name, path]
-    raise InlineToolRefused(
-        tool, f"uses {used!r}, a {kind} that cannot be imported by name from {module_name!r}", NAME_WAYS_OUT
-    )
+    if module is None:
+        return None
+    qualname = getattr(value, "__qualname__", None)
+    paths = [qualname.split("."), [used]] if isinstance(qualname, str) else [[used]]
+    return next((path for path in paths if _same(_attribute(module, path), value)), None)
 
 
 def _attribute(holder: Any, path: list[str]) -> Any:
