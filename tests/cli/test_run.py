@@ -117,3 +117,16 @@ def test_run_refuses_bad_inputs_with_the_fix(codeward, tmp_path):
         assert done.returncode == 2, (args, done.stdout)
         assert message in done.stdout, (args, done.stdout)
         assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_a_long_line_of_code_wraps_in_its_box_and_is_shown_whole(codeward, tmp_path):
+    names = [f"part_{n}" for n in range(12)]
+    setup = "\n".join(f"{name} = {n}" for n, name in enumerate(names))
+    long_line = "total = " + " + ".join(names) + " + tail_of_the_long_line"
+    model = write_script(
+        tmp_path / "model.yaml", f"{setup}\ntail_of_the_long_line = 0\n{long_line}", "final_answer(total)"
+    )
+    done = codeward("run", "Add.", "--model", model, COLUMNS="60")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert max(len(line) for line in done.stdout.splitlines()) <= 60
+    assert "tail_of_the_long_line" in done.stdout.split("tail_of_the_long_line = 0", 1)[1], done.stdout

@@ -17,6 +17,11 @@ if TYPE_CHECKING:
 __all__ = ["AgentLogger", "LogLevel"]
 
 
+def _code_panel(code: str) -> Panel:
+    """The model's code in a box; long lines wrap inside it, since a cut line would hide code that runs."""
+    return Panel(Syntax(code, "python", theme="monokai", line_numbers=False, word_wrap=True), title="Code")
+
+
 class LogLevel(IntEnum):
     OFF = -1
     ERROR = 0
@@ -43,7 +48,7 @@ class AgentLogger:
         self._show(LogLevel.INFO, Rule(f"Step {number}", style="cyan"))
 
     def code(self, code: str) -> None:
-        self._show(LogLevel.INFO, Panel(Syntax(code, "python", theme="monokai", line_numbers=False), title="Code"))
+        self._show(LogLevel.INFO, _code_panel(code))
 
     def model_output(self, text: str) -> None:
         self._show(LogLevel.DEBUG, Panel(Text(text), title="Model output", border_style="dim"))
@@ -78,7 +83,7 @@ class AgentLogger:
             elif isinstance(step, ActionStep):
                 self.console.print(Rule(f"Step {step.step_number}", style="cyan"))
                 if step.code_action:
-                    self.console.print(Panel(Syntax(step.code_action, "python", theme="monokai"), title="Code"))
+                    self.console.print(_code_panel(step.code_action))
                 if step.observations:
                     self.console.print(Text(step.observations))
                 if step.error:
