@@ -5,8 +5,10 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
+import site
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -145,9 +147,16 @@ def test_a_closed_executor_says_so() -> None:
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A virtual environment that sees the system's packages (ipykernel, pip) but installs into its own."""
+    """A virtual environment that sees this interpreter's packages (ipykernel, pip) but installs into its own.
+
+    `--system-site-packages` would not do: run from a virtual environment, it shows the base
+    interpreter's packages, which need not have ipykernel. A .pth file adds this one's instead.
+    """
     folder = tmp_path_factory.mktemp("venv")
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(folder)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    own = Path(sysconfig.get_path("purelib", vars={"base": str(folder), "platbase": str(folder)}))
+    added = "; ".join(f"site.addsitedir({path!r})" for path in site.getsitepackages())
+    (own / "codeward_host_packages.pth").write_text(f"import site; {added}\n")
     return folder
 
 
