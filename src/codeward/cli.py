@@ -125,6 +125,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             variables=variables,
             executor=args.executor,
             authorized_imports=args.imports,
+            variable_files=args.var,
         )
         if warning:
             console.print(f"[yellow]warning:[/yellow] {warning}")

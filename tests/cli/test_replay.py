@@ -75,6 +75,17 @@ def test_a_cli_run_names_its_tools_flag_then_replays_with_its_saved_variables(co
     assert "replay passed" in done.stdout and "3 steps and the final answer match" in done.stdout
 
 
+def test_a_cli_run_records_the_file_of_each_variable_and_names_it_when_its_value_is_lost(codeward, recorded):
+    data = json.loads(recorded.read_text())
+    assert data["codeward_run"]["variable_sources"] == [{"name": "amounts", "from": "file", "file": "amounts.json"}]
+    del data["codeward_run"]["variables"]  # as when a value cannot be saved
+    recorded.write_text(json.dumps(data))
+    refused = codeward("replay", "run.json", "--tools", "rates.py")
+    assert refused.returncode == 2 and "--var amounts=@amounts.json: the run read amounts" in refused.stdout
+    done = codeward("replay", "run.json", "--tools", "rates.py", "--var", "amounts=@amounts.json")
+    assert done.returncode == 0, done.stdout
+
+
 def test_replay_fails_with_a_diff_when_a_tool_changed(codeward, recorded, tmp_path):
     (tmp_path / "rates.py").write_text(RATES.replace('"USD": 0.9', '"USD": 0.95'))
     done = codeward("replay", "run.json", "--tools", "rates.py")
