@@ -32,8 +32,9 @@ def assert_replays(
 ) -> ReplayReport:
     """Replay the saved run; fail the test with a diff of every observation or answer that changed.
 
-    `tools` default to the ones the run recorded (its ``--tools`` specs);
-    `variables` add to or replace the recorded ones.
+    Only the arguments decide the sandbox and the tools, never the file: pass the `tools` the run
+    used and, for a run recorded on another executor, `executor`; what is missing is named in
+    the failure. `variables` add to or replace the values a ``codeward run --save`` kept.
     """
     __tracebackhide__ = True
     report = replay_run(path, executor=executor, tools=tools, variables=variables, executor_kwargs=executor_kwargs)

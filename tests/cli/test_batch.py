@@ -101,7 +101,7 @@ def test_fifty_jobs_with_mixed_outcomes_all_recorded_and_audited(codeward, tmp_p
     assert "job-19" in out  # the summary lists the failures
 
     assert len(list((tmp_path / "runs").glob("*.json"))) == 49  # every run but the one whose worker crashed
-    replayed = codeward("replay", "runs/job-00.json")  # tools and variables as the job had them
+    replayed = codeward("replay", "runs/job-00.json", "--tools", SAMPLE_TOOLS)  # the job's variables were kept
     assert replayed.returncode == 0, replayed.stdout
 
     again = codeward("batch", "jobs.jsonl", "--tools", SAMPLE_TOOLS, "--runs", "runs")

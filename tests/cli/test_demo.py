@@ -21,6 +21,6 @@ def test_demo_with_an_unknown_executor_says_which_exist(codeward):
 def test_the_demo_recording_still_replays_on_the_local_executor(codeward):
     from codeward.demo import recording_path
 
-    done = codeward("replay", str(recording_path()))
+    done = codeward("replay", str(recording_path()), "--tools", "codeward.demo:forecast")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "replay passed" in done.stdout
