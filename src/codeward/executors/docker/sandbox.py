@@ -17,13 +17,19 @@ it must be able to write the sockets. Both hold when the two sides are one uid:
   sandbox's kernel.
 
 What the sandbox can write. The shared folder is on the host's disk, beyond the
-container's size-capped tmpfs, so it is shared only until the kernel answers: then
-the host moves the sockets into the folder above it (which the container never
-sees; a bound socket follows its file), deletes `kernel.json` (read once, at start)
-and removes the shared folder. A removed folder takes no new names, even through
-the container's mount of it; and where the host is root it is first taken back
-from the sandbox's uid, so it takes no unnamed `O_TMPFILE` files either. The host
-then connects through paths the sandbox cannot change.
+container's size-capped tmpfs, so it is shared only until the kernel answers. The
+host never connects through it: anything in it may have been swapped by the
+container for a link to a host-only socket, which the host's ZeroMQ would follow
+(at its first connect and at every reconnect). Once the kernel has bound its
+sockets the host moves them into the folder above (which the container never
+sees; a bound socket follows its file, and a rename moves a link, never its
+target), checks without following links that each is a socket of the sandbox's
+uid, and only then connects; from there on only the host can change those paths,
+so the check holds for every reconnect. When the kernel answers, the host deletes
+`kernel.json` (read once, at start) and removes the shared folder. A removed folder
+takes no new names, even through the container's mount of it; and where the host is
+root it is first taken back from the sandbox's uid, so it takes no unnamed
+`O_TMPFILE` files either.
 
 Every container is labelled with its session and its owner (host, pid and the
 process's start time), so `reap_orphans` can tell a live owner from a pid that
@@ -39,6 +45,7 @@ import pwd
 import secrets
 import shutil
 import socket
+import stat
 import tempfile
 import time
 import uuid
@@ -106,6 +113,8 @@ _KERNEL_COMMAND = (
     "-f",
 )
 _MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the final NUL
+_LIVENESS_INTERVAL = 0.1
+_SOCKET_POLL = 0.005
 # The first uid tried for root's sandboxes: inside Debian's range for
 # project-allocated ids, below systemd's dynamic users, normally free.
 _UNUSED_UID_START = 61000
@@ -283,9 +292,11 @@ def start_kernel_container(
         shutil.rmtree(ipc_dir, ignore_errors=True)
         raise SandboxError(f"could not start a sandbox from image {image!r}: {error}", state_lost=False) from error
     sandbox = KernelContainer(container, ipc_dir, _connection_info(str(ipc_dir), key), session)
+    deadline = time.monotonic() + ready_timeout
     try:
-        _wait_until_ready(sandbox, _connection_info(str(shared), key), ready_timeout)
-        _end_sharing(shared, ipc_dir, time.monotonic() + ready_timeout)
+        _take_sockets(sandbox, shared, uid, deadline)
+        _wait_until_ready(sandbox, deadline)
+        _end_sharing(shared)
     except BaseException:
         sandbox.remove()
         raise
@@ -331,21 +342,56 @@ def _shared_dir(ipc_dir: Path, uid: int, gid: int) -> Path:
     return shared
 
 
-def _end_sharing(shared: Path, ipc_dir: Path, deadline: float) -> None:
-    """Move the kernel's sockets into `ipc_dir` and remove `shared`, so the sandbox can write nothing there.
+def _take_sockets(sandbox: KernelContainer, shared: Path, uid: int, deadline: float) -> None:
+    """Move the kernel's sockets out of the container's reach, then check what was moved.
 
-    The heartbeat socket is bound by a thread of its own, so it may come a moment after
-    the kernel's first answer. See the module's docstring for why this bounds the sandbox.
+    Checked before the move, a socket could be swapped for a link in between; moved first,
+    it sits where only the host can change it, so the check holds for every later connect.
     """
-    while not all((shared / name).exists() for name in _SOCKET_NAMES):
-        if time.monotonic() > deadline:
-            raise SandboxError("the sandbox's kernel answered but did not open all of its sockets")
-        time.sleep(0.01)
+    _wait_for_sockets(sandbox, shared, deadline)
     try:
         for name in _SOCKET_NAMES:
-            os.rename(shared / name, ipc_dir / name)
-        (shared / "kernel.json").unlink()
+            os.rename(shared / name, sandbox.ipc_dir / name)
+    except OSError as error:
+        raise SandboxError(f"could not take the kernel's sockets out of the sandbox's reach: {error}") from error
+    for name in _SOCKET_NAMES:
+        _check_socket(sandbox.ipc_dir / name, uid)
+
+
+def _wait_for_sockets(sandbox: KernelContainer, shared: Path, deadline: float) -> None:
+    """Wait until the kernel has bound all five sockets (the heartbeat's thread may be last); fail early if it stops."""
+    next_check = time.monotonic() + _LIVENESS_INTERVAL
+    while not all(os.path.lexists(shared / name) for name in _SOCKET_NAMES):
+        now = time.monotonic()
+        if now > deadline:
+            raise SandboxError("the sandbox's kernel did not open its sockets in time", logs=_logs(sandbox.container))
+        if now > next_check:
+            _fail_if_stopped(sandbox)
+            next_check = now + _LIVENESS_INTERVAL
+        time.sleep(_SOCKET_POLL)
+
+
+def _check_socket(path: Path, uid: int) -> None:
+    """Refuse anything but a socket the sandbox's uid bound: a link would lead the host's ZeroMQ elsewhere."""
+    try:
+        info = path.lstat()
+    except OSError as error:
+        raise SandboxError(f"the kernel's socket {path.name} is gone: {error}") from error
+    if not stat.S_ISSOCK(info.st_mode) or info.st_uid != uid:
+        raise SandboxError(
+            f"the sandbox put something other than its kernel's socket at {path.name}; the host does not connect to it"
+        )
+
+
+def _end_sharing(shared: Path) -> None:
+    """Delete `kernel.json` and remove `shared`, so the sandbox can write nothing there.
+
+    Done once the kernel has answered, so it has read `kernel.json`. See the module's
+    docstring for why this bounds the sandbox.
+    """
+    try:
         os.chown(shared, os.getuid(), os.getgid())
+        (shared / "kernel.json").unlink()
         shared.rmdir()
     except OSError as error:
         raise SandboxError(f"could not take the sandbox's ipc folder back from it: {error}") from error
@@ -373,26 +419,25 @@ def _connection_info(folder: str, key: str) -> KernelConnectionInfo:
     }
 
 
-def _wait_until_ready(sandbox: KernelContainer, connection_info: KernelConnectionInfo, timeout: float) -> None:
-    """Wait for the kernel's first kernel_info reply over `connection_info`; fail early if the container stops.
+def _wait_until_ready(sandbox: KernelContainer, deadline: float) -> None:
+    """Wait for the kernel's first kernel_info reply; fail early if the container stops.
 
     The client used here is closed before returning, so a sandbox started on one
     thread (a pool's) holds no sockets of that thread when another takes it.
     """
     kernel_client = BlockingKernelClient()
-    kernel_client.load_connection_info(connection_info)
+    kernel_client.load_connection_info(sandbox.connection_info)
     kernel_client.start_channels(iopub=False, stdin=False, hb=False, control=False)
     try:
-        kernel_client.kernel_info()  # queued by ZeroMQ until the kernel has bound its socket
-        deadline = time.monotonic() + timeout
+        kernel_client.kernel_info()
         while True:
             try:
-                reply = kernel_client.get_shell_msg(timeout=0.1)
+                reply = kernel_client.get_shell_msg(timeout=_LIVENESS_INTERVAL)
             except Empty:
                 _fail_if_stopped(sandbox)
                 if time.monotonic() > deadline:
                     raise SandboxError(
-                        f"the sandbox's kernel did not answer within {timeout:g}s", logs=_logs(sandbox.container)
+                        "the sandbox's kernel did not answer in time", logs=_logs(sandbox.container)
                     ) from None
                 continue
             if reply["msg_type"] == "kernel_info_reply":
