@@ -25,44 +25,51 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codeward.executors.codec import CodecError, decode_variables, dumps, encode_variables, loads
+from codeward.executors.codec import CodecError, decode_variables, dumps, encode_variables, loads, register_class
 
 
+@register_class
 class Color(enum.Enum):
     RED = "red"
     PAIR = (1, 2)
 
 
+@register_class
 class Level(enum.IntEnum):
     LOW = 1
     HIGH = 2
 
 
+@register_class
 class Perm(enum.Flag):
     R = 4
     W = 2
     X = 1
 
 
+@register_class
 @dataclasses.dataclass
 class Point:
     x: Any
     y: Any = None
 
 
+@register_class
 @dataclasses.dataclass(frozen=True)
 class Frozen:
     name: str
     tags: tuple = ()
 
 
+@register_class
 @dataclasses.dataclass(slots=True)
 class Slotted:
     a: int
     b: Any = dataclasses.field(default=None, compare=True)
 
 
-Pair = collections.namedtuple("Pair", ["left", "right"])
+# The codec restores only classes registered with it; these are the tests' own.
+Pair = register_class(collections.namedtuple("Pair", ["left", "right"]))
 
 
 def _same_float(a: float, b: float) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import collections
 import dataclasses
 import enum
 import importlib.util
@@ -98,9 +99,9 @@ def test_a_payload_naming_an_unimported_module_does_not_import_it(
     marker = tmp_path / "imported"
     name = _write_module(tmp_path, marker)
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.warns(CodecWarning, match="not loaded here"):
+    with pytest.warns(CodecWarning, match="not registered"):
         assert loads(json.dumps({"$": "dc", "cls": f"{name}:Thing", "f": {"a": 1}})) == {"a": 1}
-    with pytest.warns(CodecWarning, match="not loaded here"):
+    with pytest.warns(CodecWarning, match="not registered"):
         assert loads(json.dumps({"$": "enum", "cls": f"{name}:Kind", "name": "A", "v": 1})) == 1
     with pytest.warns(CodecWarning, match="as a plain tuple"):
         assert loads(json.dumps({"$": "nt", "cls": f"{name}:Pair", "v": [1, 2]})) == (1, 2)
@@ -122,13 +123,6 @@ def test_a_lazily_imported_module_is_not_loaded_by_a_payload(tmp_path: Path, mon
     assert not marker.exists()
 
 
-def test_classes_resolve_in_a_module_like_main(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Embedded IPython makes __main__ a plain object holding the user's namespace; classes defined there resolve."""
-    monkeypatch.setitem(sys.modules, "codec_embedded_main", types.SimpleNamespace(Inner=Point))
-    payload = {"$": "dc", "cls": "codec_embedded_main:Inner", "f": {"x": 1, "y": None}}
-    assert loads(json.dumps(payload)) == Point(1)
-
-
 def test_class_lookup_runs_no_module_getattr(monkeypatch: pytest.MonkeyPatch) -> None:
     """A module-level __getattr__ may import on demand (numpy and others do); the codec never calls it."""
     calls: list[str] = []
@@ -140,6 +134,7 @@ def test_class_lookup_runs_no_module_getattr(monkeypatch: pytest.MonkeyPatch) ->
     assert calls == []
 
 
+@codec.register_class
 @dataclasses.dataclass
 class _CountsInits:
     n: int
@@ -173,6 +168,7 @@ def test_dataclass_with_other_fields_than_the_loaded_class_decodes_as_dict() -> 
 _MISSING_CALLS: list[Any] = []
 
 
+@codec.register_class
 class _Counted(enum.Flag):
     A = 1
     B = 2
@@ -193,11 +189,131 @@ def test_enum_lookup_runs_no_code_of_the_class() -> None:
     assert loads(dumps(Perm.R | Perm.W)) is Perm.R | Perm.W  # combinations of plain flags still decode
 
 
-def test_enum_members_decode_by_value_when_the_class_is_loaded() -> None:
+def test_enum_members_decode_by_value_when_the_class_is_registered() -> None:
     ref = f"{Color.__module__}:Color"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert loads(json.dumps({"$": "enum", "cls": ref, "name": "?", "v": "red"})) is Color.RED
+
+
+# ------------------------------------------- classes by name: only registered ones
+
+_SUBPROCESSES: list[Any] = []
+
+
+def _count_subprocesses(event: str, args: tuple[Any, ...]) -> None:
+    if event == "subprocess.Popen":
+        _SUBPROCESSES.append(args)
+
+
+sys.addaudithook(_count_subprocesses)  # audit hooks stay for the process: this one only counts
+
+_UNAME_PAYLOAD = json.dumps({"$": "nt", "cls": "platform:uname_result", "v": ["Linux", "h", "6", "#1", "x86_64", ""]})
+
+
+def _use_every_way(value: Any) -> None:
+    """What `batch`, `run --json` and an agent's observation do with an answer."""
+    list(value), str(value), repr(value), hash(value), value == value
+
+
+def test_a_standard_namedtuple_named_by_a_payload_arrives_plain_and_runs_nothing() -> None:
+    """platform.uname_result runs ``uname -p`` when iterated, and its str() raises: a sandbox could name it."""
+    import platform
+
+    items = ["Linux", "h", "6", "#1", "x86_64", ""]
+    before = len(_SUBPROCESSES)
+    list(tuple.__new__(platform.uname_result, items))  # the class restored as the codec used to: the attack is real
+    assert len(_SUBPROCESSES) == before + 1
+    with pytest.warns(CodecWarning, match=r"namedtuple 'platform:uname_result' is not registered.*register_class"):
+        value = loads(_UNAME_PAYLOAD)
+    assert type(value) is tuple and value == tuple(items)
+    _use_every_way(value)
+    assert len(_SUBPROCESSES) == before + 1
+
+
+_Loaded = collections.namedtuple("_Loaded", "a b")
+
+
+@dataclasses.dataclass
+class _LoadedRecord:
+    a: int
+
+
+class _LoadedKind(enum.Enum):
+    A = 1
+
+
+_REF = f"{__name__}:{{}}"
+
+
+def test_loaded_classes_are_made_only_once_the_user_registers_them() -> None:
+    payloads = {
+        _Loaded: ({"$": "nt", "cls": _REF.format("_Loaded"), "v": [1, 2]}, (1, 2)),
+        _LoadedRecord: ({"$": "dc", "cls": _REF.format("_LoadedRecord"), "f": {"a": 1}}, {"a": 1}),
+        _LoadedKind: ({"$": "enum", "cls": _REF.format("_LoadedKind"), "name": "A", "v": 1}, 1),
+    }
+    for payload, plain in payloads.values():
+        with pytest.warns(CodecWarning, match="not registered"):
+            value = loads(json.dumps(payload))
+        assert type(value) is type(plain) and value == plain
+    for cls, (payload, _) in payloads.items():
+        assert codec.register_class(cls) is cls
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert type(loads(json.dumps(payload))) is cls
+
+
+def test_a_registered_class_restores_the_users_own_recordings() -> None:
+    @codec.register_class
+    @dataclasses.dataclass(frozen=True)
+    class Reading:
+        where: str
+        values: tuple[float, ...]
+
+    recorded = encode_variables({"reading": Reading("Oslo", (1.5, -2.0))})
+    assert decode_variables(recorded) == {"reading": Reading("Oslo", (1.5, -2.0))}
+
+
+@pytest.mark.parametrize("cls", [int, dict, os.system, types.SimpleNamespace, tuple, 3])
+def test_only_enum_dataclass_and_namedtuple_classes_can_be_registered(cls: Any) -> None:
+    with pytest.raises(TypeError, match="register_class takes"):
+        codec.register_class(cls)
+
+
+def test_a_dataclass_with_its_own_new_cannot_be_registered() -> None:
+    @dataclasses.dataclass
+    class Made:
+        a: int
+
+        def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+            return super().__new__(cls)
+
+    with pytest.raises(TypeError, match=r"object\.__new__"):
+        codec.register_class(Made)
+
+
+@codec.register_class
+class _Open(enum.IntFlag):  # IntFlag keeps unknown bits when asked to make a value
+    R = 4
+    W = 2
+
+
+@pytest.mark.parametrize("flag", [Perm, _Open])
+@pytest.mark.parametrize("bits", [8, 4 | 8, -1, 2**70, 1.5])
+def test_a_flag_with_bits_none_of_its_members_have_arrives_plain(flag: Any, bits: Any) -> None:
+    payload = {"$": "enum", "cls": f"{flag.__module__}:{flag.__qualname__}", "name": None, "v": bits}
+    with pytest.warns(CodecWarning, match="none of its members"):
+        value = loads(json.dumps(payload))
+    assert type(value) is type(bits) and value == bits
+
+
+@pytest.mark.parametrize("flag", [Perm, _Open])
+def test_a_flag_of_its_members_bits_decodes_as_their_combination(flag: Any) -> None:
+    members = list(flag)
+    combined = members[0] | members[1]
+    payload = {"$": "enum", "cls": f"{flag.__module__}:{flag.__qualname__}", "name": None, "v": combined.value}
+    assert loads(json.dumps(payload)) is combined
+    assert loads(json.dumps({**payload, "v": 0})) is flag(0)
 
 
 # ------------------------------------------------------------ resource limits
@@ -427,6 +543,7 @@ source = open(sys.argv[1], encoding="utf-8").read()
 ns = {"__name__": "codeward_codec"}
 exec(compile(source, "codec.py", "exec"), ns)
 import dataclasses, decimal, fractions, uuid, datetime, zoneinfo, pathlib
+@ns["register_class"]
 @dataclasses.dataclass(frozen=True)
 class Box:
     item: object

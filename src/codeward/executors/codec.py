@@ -18,7 +18,7 @@ str (lone surrogates included: the text is pure-ASCII JSON), bytes, bytearray,
 list, tuple, dict (any hashable keys, order kept), set, frozenset, complex,
 Decimal, Fraction, UUID, range, datetime/date/time/timedelta with fixed-offset
 or zoneinfo time zones, pathlib paths, OrderedDict, Counter, deque; enum members,
-dataclass instances and namedtuples by class; numpy arrays (any shape; every
+dataclass instances and namedtuples of registered classes (see Security); numpy arrays (any shape; every
 fixed-size dtype as a raw buffer, structured ones included; object and
 StringDType arrays element by element), numpy scalars and dtypes; pandas
 DataFrame, Series and Index (numpy, categorical, tz-aware datetime, nullable
@@ -54,10 +54,14 @@ was made. Each is far above what real data needs; a payload past one fails as
 Security, because the host decodes what comes out of a sandbox:
 - `loads` never unpickles unless ``allow_pickle=True`` (the host never passes it
   for sandbox output); pickle is only a host-to-sandbox opt-in for trusted setups.
-- `loads` never imports a module named by a payload: enum, dataclass and namedtuple
-  classes are looked up in ``sys.modules`` only, through plain ``__dict__`` lookups,
-  and instances are restored without running their ``__init__``. A class that is
-  not loaded where the value is decoded gives its plain form and a `CodecWarning`.
+- `loads` never imports a module or looks up a class named by a payload: enum members,
+  dataclass instances and namedtuples are restored only as classes the user registered
+  with `register_class` (none by default; the standard types above have tags of their
+  own), without running their ``__init__``, and a flag only as its members' bits.
+  Any other class name gives the plain form (the member's value, a dict of fields, a
+  tuple) and a `CodecWarning`, so nothing decoded runs code the payload chose when it
+  is printed, iterated, compared or hashed. This holds for every `loads`, the host's
+  own saved runs included: a file may come from anyone.
 - No payload decodes to more memory than a small multiple of its own size (no
   compression, buffer sizes checked against shapes before anything is allocated;
   codes, lengths and masks checked against the column's length and the buffer they
@@ -87,13 +91,12 @@ import os
 import pathlib
 import pickle
 import sys
-import types
 import uuid
 import warnings
 import zoneinfo
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "CodecError",
@@ -102,6 +105,7 @@ __all__ = [
     "dumps",
     "encode_variables",
     "loads",
+    "register_class",
 ]
 
 TAG = "$"
@@ -112,6 +116,7 @@ _PICKLE_HINT = (
 # Ints this large travel as hex: every Python parses that, whatever its
 # int-to-decimal-string digit limit (the lowest settable limit is 640 digits).
 _INT_LIMIT = 2**2000
+_Class = TypeVar("_Class", bound=type)
 
 
 class CodecError(TypeError):
@@ -167,6 +172,24 @@ def loads(text: str, *, allow_pickle: bool = False, parts: Sequence[Any] | None 
         raise CodecError("payload is nested too deeply to decode") from None
     except (ValueError, TypeError) as exc:
         raise CodecError(f"payload is not valid codec JSON: {exc}") from None
+
+
+def register_class(cls: _Class) -> _Class:
+    """Let `loads` restore instances of `cls`, an enum, dataclass or namedtuple class; returns `cls`.
+
+    A payload names its class as text, and a sandbox writes whatever text it likes: a class it
+    names could run code on the host when its instance is printed, iterated or compared (a
+    namedtuple from the standard library ran ``uname -p`` when iterated). So only the classes the
+    user registers are restored; every other class-named value decodes to its plain form (members'
+    values, a dict of fields, a tuple) with a `CodecWarning`. Usable as a class decorator.
+    """
+    if _restorable_kind(cls) is None:
+        raise TypeError(
+            f"register_class takes an enum class, a dataclass built by object.__new__ or a namedtuple class, "
+            f"not {cls!r}"
+        )
+    _REGISTERED[_class_ref(cls)] = cls
+    return cls
 
 
 def encode_variables(variables: dict[str, Any], *, allow_pickle: bool = False, parts: list[Any] | None = None) -> str:
@@ -439,6 +462,27 @@ _ENCODERS: dict[type, Callable[[_Encoder, Any], Any]] = {
 
 def _class_ref(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
+
+
+# The classes `loads` restores by name (see `register_class`), keyed by their ``module:qualname``.
+_REGISTERED: dict[str, type] = {}
+
+
+def _restorable_kind(cls: Any) -> str | None:
+    """The tag under which instances of `cls` travel by class ("enum", "dc", "nt"), or None.
+
+    A dataclass must be made by ``object.__new__``: the decoder makes its instances that way,
+    without calling ``__init__``, as pickle does.
+    """
+    if not isinstance(cls, type):
+        return None
+    if issubclass(cls, enum.Enum):
+        return "enum"
+    if dataclasses.is_dataclass(cls) and cls.__new__ is object.__new__:
+        return "dc"
+    if issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple):
+        return "nt"
+    return None
 
 
 # Encoders for third-party types, found by the value's module name so that this
@@ -764,23 +808,6 @@ def _parse_plain_int(text: str) -> int:
     return int(text)
 
 
-def _resolve_class(ref: Any) -> type | None:
-    """Find a class by ``module:qualname`` among loaded modules only; never import."""
-    if not isinstance(ref, str) or ":" not in ref:
-        return None
-    module_name, qualname = ref.split(":", 1)
-    obj: Any = sys.modules.get(module_name)
-    for part in qualname.split("."):
-        # The namespace is read past any __getattribute__/__getattr__ hook: a module may import on
-        # attribute access (module __getattr__, importlib's LazyLoader), and no descriptor runs.
-        try:
-            namespace = object.__getattribute__(obj, "__dict__")
-        except AttributeError:
-            return None
-        obj = namespace.get(part) if isinstance(namespace, (dict, types.MappingProxyType)) else None
-    return obj if isinstance(obj, type) else None
-
-
 # Texts this long have their large base64 strings cut out before JSON parsing (see `_Decoder.cut_blobs`).
 _CUT_AT = 1 << 20
 _BLOB_KEY = '"b64":"'
@@ -1055,61 +1082,85 @@ def _dec_path(d: _Decoder, obj: dict[str, Any]) -> pathlib.PurePath:
         return pure(_dec_str(obj["v"]))
 
 
-def _decoded_plainer(ref: Any, kind: str, as_what: str) -> None:
-    warnings.warn(
-        f"{kind} {ref!r} is not loaded here, or differs from the one that was sent (the codec never imports "
-        f"modules named by a payload); decoded it as {as_what}. Import its module before decoding to get it back.",
-        CodecWarning,
-        stacklevel=4,
-    )
+def _registered(ref: Any, kind: str) -> type | None:
+    """The registered class a payload names, when it is of the tag's kind (see `register_class`)."""
+    cls = _REGISTERED.get(ref) if isinstance(ref, str) else None
+    return cls if cls is not None and _restorable_kind(cls) == kind else None
+
+
+def _decoded_plainer(ref: Any, cls: type | None, kind: str, as_what: str) -> None:
+    """Warn that a class-named value arrived plain, and say how to have it restored."""
+    if cls is None:
+        why = "is not registered for restoring: a payload names its class, so only registered classes are made"
+        how = "Call codeward.executors.codec.register_class(<that class>) before decoding to have it restored"
+    else:
+        why = "differs from the registered class: other fields, or a value that is none of its members"
+        how = "Check that the sender and the receiver define the class alike"
+    warnings.warn(f"{kind} {ref!r:.200} {why}; decoded it as {as_what}. {how}.", CodecWarning, stacklevel=4)
 
 
 _FLAG_MISSING = enum.Flag._missing_.__func__  # type: ignore[attr-defined]
 
 
 def _dec_enum(d: _Decoder, obj: dict[str, Any]) -> Any:
-    cls, value, name = _resolve_class(obj["cls"]), obj["v"], obj.get("name")
-    if cls is not None and issubclass(cls, enum.Enum):
-        try:
-            member = cls._value2member_map_.get(value)
-        except TypeError:  # an unhashable value
-            member = None
-        if member is None and isinstance(name, str):
-            member = cls.__members__.get(name)
-        if member is None and issubclass(cls, enum.Flag) and getattr(cls._missing_, "__func__", None) is _FLAG_MISSING:
-            member = cls(value)  # a combination of flags; only with the standard library's own _missing_
-        if member is not None:
-            return member
-    _decoded_plainer(obj["cls"], "enum class", "the member's plain value")
+    cls, value = _registered(obj["cls"], "enum"), obj["v"]
+    member = _enum_member(cls, value, obj.get("name")) if cls is not None else None
+    if member is not None:
+        return member
+    _decoded_plainer(obj["cls"], cls, "enum class", "the member's plain value")
     return value
+
+
+def _enum_member(cls: Any, value: Any, name: Any) -> Any:
+    """The member of a registered enum a payload stands for, or None.
+
+    A flag is found by its value alone: one of its members, or a combination of their bits (made
+    only by the standard library's own ``_missing_``); a value with any other bit is none of them.
+    """
+    try:
+        member = cls._value2member_map_.get(value)
+    except TypeError:  # an unhashable value
+        member = None
+    if member is not None:
+        return member
+    if issubclass(cls, enum.Flag):
+        standard = getattr(cls._missing_, "__func__", None) is _FLAG_MISSING
+        return cls(value) if standard and _only_member_bits(cls, value) else None
+    return cls.__members__.get(name) if isinstance(name, str) else None
+
+
+def _only_member_bits(cls: Any, value: Any) -> bool:
+    """Whether `value` is a non-negative int whose bits all belong to the flag class's members."""
+    if type(value) is not int or value < 0:
+        return False
+    known = 0
+    for member in cls.__members__.values():
+        if type(member._value_) is int:
+            known |= member._value_
+    return value & ~known == 0
 
 
 def _dec_dataclass(d: _Decoder, obj: dict[str, Any]) -> Any:
     fields = obj["f"]
     if not isinstance(fields, dict):
         raise CodecError("dataclass fields are not a mapping")
-    cls = _resolve_class(obj["cls"])
-    if (
-        cls is not None
-        and dataclasses.is_dataclass(cls)
-        and cls.__new__ is object.__new__
-        and {f.name for f in dataclasses.fields(cls)} == set(fields)
-    ):
+    cls = _registered(obj["cls"], "dc")
+    if cls is not None and {f.name for f in dataclasses.fields(cls)} == set(fields):
         # Restored the way pickle restores objects: no __init__/__post_init__ code runs.
-        instance = object.__new__(cls)
+        instance: Any = object.__new__(cls)
         for name, value in fields.items():
             object.__setattr__(instance, name, value)
         return instance
-    _decoded_plainer(obj["cls"], "dataclass", "a dict of its fields")
+    _decoded_plainer(obj["cls"], cls, "dataclass", "a dict of its fields")
     return fields
 
 
 def _dec_namedtuple(d: _Decoder, obj: dict[str, Any]) -> Any:
     items = _dec_list(obj["v"])
-    cls = _resolve_class(obj["cls"])
-    if cls is not None and issubclass(cls, tuple) and len(vars(cls).get("_fields", ())) == len(items):
+    cls = _registered(obj["cls"], "nt")
+    if cls is not None and len(cls._fields) == len(items):  # type: ignore[attr-defined]
         return tuple.__new__(cls, items)  # bypasses the class's own __new__, like pickle's copyreg path
-    _decoded_plainer(obj["cls"], "namedtuple", "a plain tuple")
+    _decoded_plainer(obj["cls"], cls, "namedtuple", "a plain tuple")
     return tuple(items)
 
 
