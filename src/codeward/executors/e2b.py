@@ -296,35 +296,42 @@ class E2BExecutor(RememberingExecutor):
     def _execute(self, code: str, seconds: float) -> CellResult:
         """Run a cell in the context and gather what came back; transport failures become executor errors."""
         sandbox, context = self._live()
-        logs = BoundedText(self.max_print_outputs_length)
-        budget = OutputBudget(self.max_output_bytes)
-
-        def printed(message: OutputMessage) -> None:
-            if budget.spend(len(message.line)):
-                logs.add(message.line)
-
+        reading = _CellReading(self.max_print_outputs_length, self.max_output_bytes)
         started = time.monotonic()
         try:
             execution = sandbox.run_code(
-                code, context=context, on_stdout=printed, on_stderr=printed, timeout=seconds + _BACKSTOP_GRACE
+                code,
+                context=context,
+                on_stdout=reading.printed,
+                on_stderr=reading.printed,
+                on_result=reading.shown,
+                timeout=seconds + _BACKSTOP_GRACE,
             )
+        except _OutputFlood as flood:
+            raise ExecutionError(
+                f"the code sent more than twice its output budget of {self.max_output_bytes:,} bytes, so codeward "
+                "stopped reading and the sandbox interrupted the code (E2B's SDK holds all it reads until the "
+                "code ends); variables defined before are kept. Print, show or return less at a time",
+                logs=reading.logs(),
+                error_type="OutputLimitExceeded",
+            ) from flood
         except E2BTimeout as error:
             if time.monotonic() - started >= seconds:
-                self._overran(seconds, logs.text())
-            raise self._lost(error, logs.text()) from error
+                self._overran(seconds, reading.logs())
+            raise self._lost(error, reading.logs()) from error
         except NotFoundException as error:
             self._context = None
             raise SandboxError(
                 f"the sandbox no longer has codeward's code context ({error}): variables and functions defined by "
                 "earlier code are lost; the next run makes a new context and sends variables and tools again",
-                logs=logs.text(),
+                logs=reading.logs(),
             ) from error
         except (httpx.HTTPError, SandboxException, OSError) as error:  # is the sandbox still there?
-            raise self._lost(error, logs.text()) from error
-        return self._cell(execution, logs.text(), seconds, budget)
+            raise self._lost(error, reading.logs()) from error
+        return self._cell(execution, reading, seconds)
 
-    def _cell(self, execution: Execution, logs: str, seconds: float, budget: OutputBudget) -> CellResult:
-        error = execution.error
+    def _cell(self, execution: Execution, reading: _CellReading, seconds: float) -> CellResult:
+        error, logs = execution.error, reading.logs()
         if error is not None and error.name == "TimeLimitExceeded":
             raise ExecutionTimeout(
                 f"the code ran past its time limit of {seconds:g} s and was stopped",
@@ -340,25 +347,12 @@ class E2BExecutor(RememberingExecutor):
                 f"tools again. E2B said: {error.name}: {error.value}",
                 logs=logs,
             )
-        reports, displays, main = [], [], None
-        for result in execution.results:
-            bundle = kept_bundle(_bundle(result))
-            if not budget.spend(bundle_size(bundle)):
-                if REPORT_MIME in bundle:  # the value or final answer itself: `code_output` says so
-                    reports.append({"source": PAYLOAD_SOURCE, "cut": bundle_size(bundle)})
-            elif REPORT_MIME in bundle:
-                reports.append(_report(bundle[REPORT_MIME], logs))
-            elif result.is_main_result:
-                main = bundle
-            else:
-                displays.append(bundle)
-        logs = budget.noted(logs)
         return CellResult(
             status="ok" if error is None else "error",
             logs=logs,
-            result=main,
-            displays=displays,
-            payload=reports,
+            result=reading.main,
+            displays=reading.displays,
+            payload=[entry if "cut" in entry else _report(entry["text"], logs) for entry in reading.reports],
             error_name=error.name if error else "",
             error_value=error.value if error else "",
             traceback=_traceback_text(error.traceback) if error else "",
@@ -517,6 +511,61 @@ def _connection_options(api_key: str | None, connection: dict[str, Any] | None) 
     if not config.debug and not config.api_key:
         raise ValueError(MISSING_KEY)
     return options
+
+
+class _OutputFlood(Exception):
+    """Raised from the SDK's callbacks to stop reading a cell that sent more than twice its budget."""
+
+
+class _CellReading:
+    """What one cell sends, kept within its output budget as E2B's SDK hands it over.
+
+    The SDK keeps every result and printed line it reads until the call returns, so each result's
+    data is taken out of the SDK's object as it arrives, and a cell that sends more than twice its
+    budget is stopped by raising `_OutputFlood`, which closes the stream (and E2B then interrupts it).
+    """
+
+    def __init__(self, max_log_chars: int, max_output_bytes: int) -> None:
+        self._logs = BoundedText(max_log_chars)
+        self._budget = OutputBudget(max_output_bytes)
+        self._limit = max_output_bytes
+        self.reports: list[dict[str, Any]] = []
+        self.displays: list[dict[str, Any]] = []
+        self.main: dict[str, Any] | None = None
+
+    def printed(self, message: OutputMessage) -> None:
+        if self._budget.spend(len(message.line)):
+            self._logs.add(message.line)
+        self._check_flood()
+
+    def shown(self, result: Result) -> None:
+        bundle = kept_bundle(_bundle(result))
+        _empty(result)
+        size = bundle_size(bundle)
+        if not self._budget.spend(size):
+            if REPORT_MIME in bundle:  # the value or final answer itself: `code_output` says so
+                self.reports.append({"source": PAYLOAD_SOURCE, "cut": size})
+            self._check_flood()
+        elif REPORT_MIME in bundle:
+            self.reports.append({"text": bundle[REPORT_MIME]})
+        elif result.is_main_result:
+            self.main = bundle
+        else:
+            self.displays.append(bundle)
+
+    def logs(self) -> str:
+        return self._budget.noted(self._logs.text())
+
+    def _check_flood(self) -> None:
+        if self._budget.dropped > self._limit:
+            raise _OutputFlood
+
+
+def _empty(result: Result) -> None:
+    """Drop a result's data from the SDK's own copy, which it keeps until the call returns."""
+    for name in _FIELD_MIME:
+        setattr(result, name, None)
+    result.extra = {}
 
 
 def _bundle(result: Result) -> dict[str, Any]:

@@ -10,6 +10,9 @@ the sandbox goes on.
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -76,6 +79,22 @@ def peak_growth() -> Iterator[Callable[[], int]]:
         sampler.join()
 
 
+@pytest.fixture(scope="module")
+def e2b_server_elsewhere() -> Iterator[dict[str, object]]:
+    """The E2B protocol server in a process of its own, so the host's memory is the executor's alone."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.e2b_server", "--port", "0"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        url = re.search(r"http://127\.0\.0\.1:\d+", server.stdout.readline())
+        assert url, "the E2B protocol server did not say where it listens"
+        yield {"debug": True, "sandbox_url": url.group()}
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 @pytest.fixture(params=["jupyter", "docker", "e2b"])
 def sandbox(request: pytest.FixtureRequest) -> Iterator[Executor]:
     name: str = request.param
@@ -85,28 +104,48 @@ def sandbox(request: pytest.FixtureRequest) -> Iterator[Executor]:
     settings = {"max_output_bytes": BUDGET, "timeout_seconds": 60}
     if name == "e2b":
         from codeward.executors.base import create_executor
-        from tests.e2b_server import shared_server
 
-        executor = create_executor("e2b", connection=shared_server().connection, **settings)
+        connection = request.getfixturevalue("e2b_server_elsewhere")
+        executor = create_executor("e2b", connection=connection, **settings)
     else:
         executor = PROFILES[name].make(**settings)
     with executor:
         yield executor
 
 
+DISPLAY_FLOOD = (
+    "from IPython.display import publish_display_data\n"
+    "page = 'x' * (4 * 2**20)\n"
+    "for _ in range(60):\n    publish_display_data({'text/html': page})\n"
+    "print('done')"
+)
+#: Flushed line by line: unflushed, the kernel sends the lines as one message, which is read whole.
+PRINT_FLOOD = "line = 'y' * 2**20\nfor _ in range(100):\n    print(line, flush=True)"
+
+
 def test_a_display_flood_is_cut_at_the_budget(sandbox: Executor) -> None:
     """240 MiB of displays: the host keeps the budget's worth, and never holds much more meanwhile."""
+    if sandbox.name == "e2b":
+        pytest.skip("e2b stops a cell past twice its budget: test_e2b_stops_a_flood_past_twice_the_budget")
     with peak_growth() as growth:
-        result = sandbox.run(
-            "from IPython.display import publish_display_data\n"
-            "page = 'x' * (4 * 2**20)\n"
-            "for _ in range(60):\n    publish_display_data({'text/html': page})\n"
-            "print('done')"
-        )
+        result = sandbox.run(DISPLAY_FLOOD)
     assert growth() < BUDGET + ROOM
     assert 0 < len(result.displays) <= BUDGET // (4 * MiB)
     assert "output budget" in result.logs and "done" not in result.logs.split("[codeward")[-1]
     assert sandbox.run("1 + 1").output == 2
+
+
+@pytest.mark.parametrize("flood", [DISPLAY_FLOOD, PRINT_FLOOD], ids=["displays", "prints"])
+def test_e2b_stops_a_flood_past_twice_the_budget(sandbox: Executor, flood: str) -> None:
+    """E2B's SDK holds what it reads until the call ends, so past twice the budget the cell is stopped."""
+    if sandbox.name != "e2b":
+        pytest.skip("kernel sessions read a flood one message at a time and let the code run on")
+    sandbox.run("kept = 'before'")
+    with peak_growth() as growth, pytest.raises(ExecutionError) as info:
+        sandbox.run(flood)
+    assert growth() < 2 * BUDGET + ROOM
+    assert info.value.error_type == "OutputLimitExceeded" and "twice its output budget" in info.value.message
+    assert sandbox.run("kept").output == "before"
 
 
 def test_a_flood_of_tiny_displays_is_cut_by_their_count(sandbox: Executor) -> None:
@@ -120,7 +159,9 @@ def test_a_flood_of_tiny_displays_is_cut_by_their_count(sandbox: Executor) -> No
 
 
 def test_a_print_flood_is_cut_at_the_budget(sandbox: Executor) -> None:
-    result = sandbox.run("line = 'y' * 2**20\nfor _ in range(100):\n    print(line)")
+    if sandbox.name == "e2b":
+        pytest.skip("e2b stops a cell past twice its budget: test_e2b_stops_a_flood_past_twice_the_budget")
+    result = sandbox.run(PRINT_FLOOD)
     assert "output budget" in result.logs
     assert sandbox.run("2 + 2").output == 4
 
