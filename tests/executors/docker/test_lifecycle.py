@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
+import uuid
 from pathlib import Path
 
 import docker
@@ -15,9 +18,11 @@ import pytest
 
 import codeward
 from codeward.executors.base import SandboxError
+from codeward.executors.docker.executor import DockerExecutor
 from codeward.executors.docker.images import BASE_REPOSITORY
 from codeward.executors.docker.sandbox import (
     IPC_DIR_LABEL,
+    IPC_DIR_PREFIX,
     OWNER_HOST_LABEL,
     OWNER_PID_LABEL,
     OWNER_STARTED_LABEL,
@@ -146,6 +151,70 @@ def test_a_reused_pid_does_not_keep_a_container_alive(docker_client: docker.Dock
                 container.remove(force=True)
             except docker.errors.NotFound:
                 pass
+
+
+def _dead_owner_labels(session: str, ipc_dir: Path) -> dict[str, str]:
+    """Labels that say: a sandbox of this host whose owner (our pid, another start time) is dead."""
+    return {
+        SESSION_LABEL: session,
+        OWNER_HOST_LABEL: socket.gethostname(),
+        OWNER_PID_LABEL: str(os.getpid()),
+        OWNER_STARTED_LABEL: "another-boot:1",
+        IPC_DIR_LABEL: str(ipc_dir),
+    }
+
+
+def _fake_sandbox_folder(how: str, decoy: Path, ours: Path) -> tuple[str, Path, Path]:
+    """A session label, the folder a label names, and a file that must survive the reaper.
+
+    `ours` is where codeward would make the folder of a session, `decoy` a folder of its shape elsewhere.
+    """
+    session = ours.name.removeprefix(IPC_DIR_PREFIX)
+    if how == "a folder elsewhere":
+        return session, decoy, decoy / "kept"
+    if how == "a session that climbs out":
+        ours.mkdir()
+        climb = "/".join([".."] * len(ours.parent.parts))
+        return f"{session}/{climb}{decoy}", decoy, decoy / "kept"
+    if how == "a link where its folder would be":
+        ours.symlink_to(decoy)
+        return session, ours, decoy / "kept"
+    ours.mkdir()  # where its folder would be, but another user's
+    os.chown(ours, 65534, 65534)
+    return session, ours, ours / "kept"
+
+
+@pytest.mark.parametrize(
+    "how", ["a folder elsewhere", "a session that climbs out", "a link where its folder would be", "another user's"]
+)
+def test_the_reaper_removes_no_folder_that_a_label_names(
+    docker_client: docker.DockerClient, sandbox_image: str, tmp_path: Path, how: str
+) -> None:
+    """Anyone who can reach the engine can label a container as a dead sandbox of ours; the reaper removes
+    the container, but only ever a folder it made itself (a real dead sandbox's: the test above)."""
+    if how == "another user's" and os.getuid() != 0:
+        pytest.skip("needs root to make a folder of another user")
+    decoy, ours = (
+        tmp_path / f"{IPC_DIR_PREFIX}decoy",
+        Path(tempfile.gettempdir()) / f"{IPC_DIR_PREFIX}{uuid.uuid4().hex}",
+    )
+    decoy.mkdir()
+    session, named, kept = _fake_sandbox_folder(how, decoy, ours)
+    kept.write_text("not the reaper's")
+    bogus = docker_client.containers.create(
+        sandbox_image, ["true"], labels=_dead_owner_labels(session, named), network_mode="none"
+    )
+    try:
+        with DockerExecutor(image=sandbox_image) as executor:  # an executor reaps as it starts
+            assert executor.run("6 * 7").output == 42
+        assert gone(docker_client, bogus.id)
+        assert kept.read_text() == "not the reaper's"
+    finally:
+        if not gone(docker_client, bogus.id):
+            bogus.remove(force=True)
+        if ours.is_symlink():
+            ours.unlink()
+        shutil.rmtree(ours, ignore_errors=True)
 
 
 def test_reaping_while_other_sandboxes_come_and_go_does_not_fail(

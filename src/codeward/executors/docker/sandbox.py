@@ -33,7 +33,10 @@ root it is first taken back from the sandbox's uid, so it takes no unnamed
 
 Every container is labelled with its session and its owner (host, pid and the
 process's start time), so `reap_orphans` can tell a live owner from a pid that
-was reused, and remove what a killed process left behind.
+was reused, and remove what a killed process left behind. Anyone who can reach
+the engine can write labels, so the reaper never takes a folder from a label: it
+removes only the folder codeward makes for that session under this process's
+temporary root, and only if it is a real folder of this user.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import json
 import logging
 import os
 import pwd
+import re
 import secrets
 import shutil
 import socket
@@ -93,6 +97,7 @@ SESSION_LABEL = "codeward.session"
 OWNER_PID_LABEL = "codeward.owner.pid"
 OWNER_STARTED_LABEL = "codeward.owner.started"
 OWNER_HOST_LABEL = "codeward.owner.host"
+#: Where the sandbox's folder is, for people to read: the reaper never trusts it.
 IPC_DIR_LABEL = "codeward.ipc_dir"
 
 #: Where the shared folder appears inside the container (removed once the kernel answers).
@@ -113,6 +118,7 @@ _KERNEL_COMMAND = (
     "-f",
 )
 _MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the final NUL
+_SESSION_PATTERN = re.compile(r"[0-9a-f]{32}")  # uuid4().hex: one folder name, no separators
 _LIVENESS_INTERVAL = 0.1
 _SOCKET_POLL = 0.005
 # The first uid tried for root's sandboxes: inside Debian's range for
@@ -271,7 +277,7 @@ def start_kernel_container(
     environment = {**extra.pop("environment", {}), "HOME": CONTAINER_HOME, "USER": "sandbox", "LOGNAME": "sandbox"}
     uid, gid = sandbox_ids()
     session = uuid.uuid4().hex
-    ipc_dir = _private_ipc_dir()
+    ipc_dir = _private_ipc_dir(session)
     shared = _shared_dir(ipc_dir, uid, gid)
     key = secrets.token_hex(32)
     _write_private(shared / "kernel.json", _connection_info(CONTAINER_IPC_DIR, key), uid, gid)
@@ -321,17 +327,25 @@ def _account_exists(uid: int) -> bool:
     return True
 
 
-def _private_ipc_dir() -> Path:
-    """The host's folder for a sandbox: the kernel's sockets end up here, where the container cannot reach."""
-    folder = Path(tempfile.mkdtemp(prefix=IPC_DIR_PREFIX))  # mode 0700
+def _private_ipc_dir(session: str) -> Path:
+    """The host's folder for a sandbox: the kernel's sockets end up here, where the container cannot reach.
+
+    Its name is the session's, so the reaper can find it again without trusting a label.
+    """
+    folder = _ipc_dir_path(session)
     if len(str(folder / _SOCKET_NAMES[-1]).encode()) > _MAX_SOCKET_PATH:
-        folder.rmdir()
         raise SandboxError(
             f"the temporary folder {folder.parent} has too long a path for unix sockets "
             f"(at most {_MAX_SOCKET_PATH} bytes); point TMPDIR at a shorter one, such as /tmp",
             state_lost=False,
         )
+    folder.mkdir(mode=0o700)  # fails if anything has the name: the session is fresh and random
     return folder
+
+
+def _ipc_dir_path(session: str) -> Path:
+    """Where this process makes (and its reaper looks for) the folder of a session."""
+    return Path(tempfile.gettempdir()) / f"{IPC_DIR_PREFIX}{session}"
 
 
 def _shared_dir(ipc_dir: Path, uid: int, gid: int) -> Path:
@@ -535,13 +549,24 @@ def reap_orphans(client: docker.DockerClient) -> list[str]:
             container.remove(force=True)
         except docker.errors.NotFound:
             continue
-        _remove_ipc_dir(container.labels.get(IPC_DIR_LABEL, ""))
+        _remove_ipc_dir(container.labels.get(SESSION_LABEL, ""))
         removed.append(container.name or container.id or "")
     return removed
 
 
-def _remove_ipc_dir(path: str) -> None:
-    """Remove a dead sandbox's folder, but only one that has the shape of ours."""
-    folder = Path(path)
-    if folder.is_absolute() and folder.name.startswith(IPC_DIR_PREFIX) and folder.is_dir():
+def _remove_ipc_dir(session: str) -> None:
+    """Remove the folder this process would have made for a dead sandbox's session, if that is what it is.
+
+    Labels are written by whoever made the container, so the folder is found from the session
+    alone, under this process's temporary root, and removed only if it is a folder (not a link)
+    owned by this user. `rmtree` follows no link inside it.
+    """
+    if not _SESSION_PATTERN.fullmatch(session):
+        return
+    folder = _ipc_dir_path(session)
+    try:
+        info = folder.lstat()
+    except OSError:
+        return
+    if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid():
         shutil.rmtree(folder, ignore_errors=True)
