@@ -198,12 +198,12 @@ def test_enum_members_decode_by_value_when_the_class_is_registered() -> None:
 
 # ------------------------------------------- classes by name: only registered ones
 
-_SUBPROCESSES: list[Any] = []
+STARTED_SUBPROCESSES: list[Any] = []
 
 
 def _count_subprocesses(event: str, args: tuple[Any, ...]) -> None:
     if event == "subprocess.Popen":
-        _SUBPROCESSES.append(args)
+        STARTED_SUBPROCESSES.append(args)
 
 
 sys.addaudithook(_count_subprocesses)  # audit hooks stay for the process: this one only counts
@@ -221,14 +221,14 @@ def test_a_standard_namedtuple_named_by_a_payload_arrives_plain_and_runs_nothing
     import platform
 
     items = ["Linux", "h", "6", "#1", "x86_64", ""]
-    before = len(_SUBPROCESSES)
+    before = len(STARTED_SUBPROCESSES)
     list(tuple.__new__(platform.uname_result, items))  # the class restored as the codec used to: the attack is real
-    assert len(_SUBPROCESSES) == before + 1
+    assert len(STARTED_SUBPROCESSES) == before + 1
     with pytest.warns(CodecWarning, match=r"namedtuple 'platform:uname_result' is not registered.*register_class"):
         value = loads(_UNAME_PAYLOAD)
     assert type(value) is tuple and value == tuple(items)
     _use_every_way(value)
-    assert len(_SUBPROCESSES) == before + 1
+    assert len(STARTED_SUBPROCESSES) == before + 1
 
 
 _Loaded = collections.namedtuple("_Loaded", "a b")

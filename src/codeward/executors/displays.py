@@ -12,6 +12,7 @@ import base64
 import binascii
 import io
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,8 @@ DEFAULT_MAX_PIXELS = 50_000_000
 
 #: The MIME types worth keeping, richest first.
 _IMAGES = ("image/png", "image/jpeg")
+#: The one pillow format each image MIME type is read as.
+_FORMATS = {"image/png": "PNG", "image/jpeg": "JPEG"}
 _TEXTS = ("text/html", "text/markdown", "text/plain")
 
 
@@ -43,29 +46,61 @@ class Display:
 
     def image(self, max_pixels: int = DEFAULT_MAX_PIXELS) -> Any:
         """The image as a PIL image (pillow needed), decoded only if its header declares at
-        most `max_pixels` pixels; a larger one is a decompression bomb as far as codeward knows."""
+        most `max_pixels` pixels; a larger one is a decompression bomb as far as codeward knows.
+        Whatever is wrong with the bytes, the error is a `DisplayError`."""
+        return self._read(max_pixels, lambda image: image.load())
+
+    def describe(self) -> str:
+        """One line that stands for the display where it cannot be shown, as on a terminal.
+
+        Never raises: an image whose bytes cannot be read is described as such. Its header is
+        read and its file checked, but no pixels are decoded, so describing stays cheap.
+        """
+        if not self.is_image:
+            return f"[{self.mime} display, {len(self.data):,} characters]"
+        try:
+            width, height = self._read(DEFAULT_MAX_PIXELS, lambda image: image.verify()).size
+        except DisplayError as error:
+            return f"[image that could not be decoded: {error}]"
+        return f"[{self.mime} image, {width}x{height}]"
+
+    def _read(self, max_pixels: int, finish: Callable[[Any], object]) -> Any:
+        """The image, opened as the one format its MIME type names, its size checked, then
+        `finish`ed (loaded or verified); any failure on the way is a `DisplayError`.
+
+        Only that format's reader sees the bytes: pillow knows formats whose readers run
+        programs (EPS runs Ghostscript), and a sandbox chooses what the bytes hold.
+        """
         if not self.is_image or not isinstance(self.data, bytes):
             raise DisplayError(f"a {self.mime} display is not an image")
         try:
-            from PIL import Image
+            from PIL import Image, UnidentifiedImageError
         except ImportError as missing:
             raise DisplayError("decoding images needs pillow: pip install pillow") from missing
+        kind = _FORMATS[self.mime]
         try:
             with warnings.catch_warnings():  # codeward's own limit decides, below
                 warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-                image = Image.open(io.BytesIO(self.data))
+                image = Image.open(io.BytesIO(self.data), formats=[kind])
+            self._check_size(image.size, max_pixels)
+            finish(image)
+        except DisplayError:
+            raise
         except Image.DecompressionBombError as error:
             raise DisplayError(f"the {self.mime} display is a decompression bomb: {error}") from None
-        except Exception as error:  # pillow raises many types for a malformed file
+        except UnidentifiedImageError:
+            raise DisplayError(f"the {self.mime} display's bytes are not a {kind} image") from None
+        except Exception as error:  # pillow raises many types for a malformed file, some only once it reads pixels
             raise DisplayError(f"the {self.mime} display is not a readable image: {error}") from None
-        width, height = image.size
+        return image
+
+    def _check_size(self, size: tuple[int, int], max_pixels: int) -> None:
+        width, height = size
         if width * height > max_pixels:
             raise DisplayError(
                 f"the {self.mime} display declares {width}x{height} pixels, over the {max_pixels:,} allowed; "
                 "pass a larger max_pixels to decode it anyway"
             )
-        image.load()
-        return image
 
     def __repr__(self) -> str:
         return f"Display({self.mime!r}, {len(self.data):,} {'bytes' if isinstance(self.data, bytes) else 'characters'})"

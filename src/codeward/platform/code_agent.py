@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -24,6 +24,18 @@ __all__ = ["CodeAgent"]
 
 _TAGS = {None: ("<code>", "</code>"), "markdown": ("```python", "```")}
 _OUTPUT_PREVIEW = 10_000
+
+
+def _text_of(value: Any, what: str, show: Callable[[Any], str]) -> str:
+    """`show(value)`; a value that cannot be shown is the step's error, which the model sees and
+    can answer with another value, rather than an exception that ends the run."""
+    try:
+        return show(value)
+    except Exception as error:
+        raise AgentExecutionError(
+            f"The code's {what} cannot be shown: {show.__name__}() of its {type(value).__name__} raised "
+            f"{type(error).__name__}. Give a value made of plain types (str, numbers, lists, dicts) instead."
+        ) from None
 
 
 def _code_block_tags(tags: str | tuple[str, str] | None) -> tuple[str, str]:
@@ -169,9 +181,14 @@ class CodeAgent(MultiStepAgent):
             detail = error.traceback.strip() or error.message
             kind = AgentToolCallError if error.error_type == "ToolCallError" else AgentExecutionError
             raise kind(f"Code execution failed:\n{detail}") from None
+        self.logger.displays(output.displays)
         observation = f"Execution logs:\n{output.logs}" if output.logs else ""
-        if not output.is_final_answer and (output.output is not None or not output.logs):
-            shown = str(output.output)
+        if output.is_final_answer:
+            self._record_logs(action_step, output.logs)
+            _text_of(output.output, "final answer", repr)  # a run's record and result show it both ways
+            _text_of(output.output, "final answer", str)
+        elif output.output is not None or not output.logs:
+            shown = _text_of(output.output, "value", str)
             if len(shown) > _OUTPUT_PREVIEW:
                 shown = shown[:_OUTPUT_PREVIEW] + f"... ({len(shown) - _OUTPUT_PREVIEW} more characters)"
             observation += f"{chr(10) if observation else ''}Last output from code snippet:\n{shown}"

@@ -11,6 +11,8 @@ from rich.rule import Rule
 from rich.syntax import Syntax
 from rich.text import Text
 
+from codeward.executors.displays import Display
+
 if TYPE_CHECKING:
     from codeward.platform.memory import ActionStep, AgentMemory, PlanningStep
 
@@ -55,6 +57,13 @@ class AgentLogger:
 
     def observation(self, text: str) -> None:
         self._show(LogLevel.INFO, Text(text, style="default"))
+
+    def displays(self, displays: list[Any]) -> None:
+        """A line for each display the code showed, as a terminal cannot show images; one whose
+        bytes cannot be read says so, and the run goes on."""
+        for shown in displays if self.level >= LogLevel.INFO else ():
+            line = shown.describe() if isinstance(shown, Display) else f"[{type(shown).__name__} display]"
+            self.console.print(Text(line, style="dim"))
 
     def error(self, message: str) -> None:
         self._show(LogLevel.ERROR, Text(message, style="bold red"))
