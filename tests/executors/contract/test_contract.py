@@ -5,6 +5,7 @@ Checks that cannot apply to an in-process sandbox are skipped with the reason.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import signal
@@ -43,6 +44,26 @@ def double(x: int) -> int:
 
 
 TOOLS = {"double": double, "final_answer": FinalAnswerTool()}
+
+
+@tool
+def look_up(key: str) -> int:
+    """Looks a key up in a table of one.
+
+    Args:
+        key: the key
+    """
+    return {"a": 1}[key]
+
+
+@tool
+def parse(text: str) -> Any:
+    """Reads JSON text.
+
+    Args:
+        text: the JSON text
+    """
+    return json.loads(text)
 
 
 def samples() -> dict[str, Any]:
@@ -163,6 +184,26 @@ def test_final_answer_stays_the_answer_when_the_code_catches_everything(executor
     result = executor.run(f"try:\n    final_answer(42)\n{catch}\n    pass\nx = 1")
     assert result.is_final_answer and result.output == 42
     assert executor.run("y = 2\ny").output == 2  # the next block is not answered by the old answer
+
+
+def test_a_tools_exception_is_caught_by_the_same_except_clauses_alike(executor: Executor) -> None:
+    """A built-in type arrives as itself, with its arguments; another type, under its own name,
+    is still caught by its built-in base (JSONDecodeError by ``except ValueError``)."""
+    executor.send_tools({"look_up": look_up, "parse": parse})
+    seen = executor.run(
+        "seen = []\n"
+        "try:\n    look_up('Z')\nexcept KeyError as error:\n    seen.append([type(error).__name__, str(error)])\n"
+        "try:\n    parse('{bad')\nexcept ValueError as error:\n    seen.append([type(error).__name__])\n"
+        "seen"
+    ).output
+    assert seen == [["KeyError", "'Z'"], ["JSONDecodeError"]]
+
+
+def test_a_traceback_through_a_comprehension_shows_the_failing_line_alike(executor: Executor) -> None:
+    with pytest.raises(ExecutionError) as caught:
+        executor.run("values = [4, 2, 0]\ninverses = [1 / value for value in values]")
+    assert caught.value.error_type == "ZeroDivisionError"
+    assert "inverses = [1 / value for value in values]" in caught.value.traceback
 
 
 def test_a_code_error_carries_the_sandbox_traceback_and_earlier_logs(executor: Executor) -> None:

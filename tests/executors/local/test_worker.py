@@ -51,7 +51,9 @@ def test_tool_errors_keep_built_in_types_and_name_others():
         assert caught == "no station in Atlantis"
         with pytest.raises(ExecutionError) as info:
             executor.run("lookup('Nowhere')")
-        assert info.value.error_type == "ToolError" and "Unlucky: a custom failure" in info.value.message
+        assert info.value.error_type == "Unlucky" and "Unlucky: a custom failure" in info.value.message
+        caught = executor.run("try:\n    lookup('Nowhere')\nexcept Exception as e:\n    r = type(e).__name__\nr").output
+        assert caught == "Unlucky"
         with pytest.raises(ExecutionError) as info:
             executor.run("lookup()")
         assert info.value.error_type == "ToolCallError"

@@ -128,7 +128,7 @@ class ToolBridge:
             value = tool(**bound)  # through the tool's own __call__, which a wrapper may extend (batch audits)
         except Exception as error:  # the tool's failure is the model's to handle, in the sandbox
             logger.info("tool %s failed after %.3f s: %s", name, time.perf_counter() - started, type(error).__name__)
-            return request_error("tool", type(error).__name__, str(error))
+            return request_error("tool", type(error).__name__, str(error), error)
         logger.info("tool %s ran for the sandbox in %.3f s", name, time.perf_counter() - started)
         try:
             return codec.dumps({"value": value}, allow_pickle=self.allow_pickle)

@@ -55,9 +55,20 @@ def output_cut_note(dropped: int) -> str:
     )
 
 
-def request_error(kind: str, error_type: str, message: str) -> str:
-    """The reply to a sandbox's request that fails: the prelude raises it as `error_type` in the code."""
-    return codec.dumps({"error": {"kind": kind, "type": error_type, "message": message}})
+def request_error(kind: str, error_type: str, message: str, raised: BaseException | None = None) -> str:
+    """The reply to a sandbox's request that fails: the prelude raises it as `error_type` in the code.
+
+    For an exception the host `raised`, the reply also names its nearest built-in base, so a
+    `ToolError` standing for a type the sandbox lacks is still caught by ``except ValueError``
+    and the like, and carries its arguments when they are plain, so ``KeyError('Z')`` arrives as
+    itself rather than as the text of its message.
+    """
+    error: dict[str, Any] = {"kind": kind, "type": error_type, "message": message}
+    if raised is not None:
+        error["base"] = next(cls.__name__ for cls in type(raised).__mro__ if cls.__module__ == "builtins")
+        if all(isinstance(arg, (str, int, float, bool, type(None))) for arg in raised.args):
+            error["args"] = list(raised.args)
+    return codec.dumps({"error": error})
 
 
 class OutputBudget:

@@ -273,19 +273,49 @@ def _call_host(name: str, arguments: dict[str, Any]) -> Any:
     error = reply["error"]
     if error["kind"] == "call":
         raise ToolCallError(error["message"])
-    raise _tool_failure(name, error["type"], error["message"])
+    raise _tool_failure(name, error)
 
 
-def _tool_failure(name: str, error_type: str, message: str) -> Exception:
+def _tool_failure(name: str, reply: dict[str, Any]) -> Exception:
     """The tool's own exception where it is a built-in type (so ``except ValueError`` works as it
-    would on the host); otherwise a `ToolError` that names it."""
-    builtin = getattr(builtins, error_type, None)
-    if isinstance(builtin, type) and issubclass(builtin, Exception) and builtin.__module__ == "builtins":
+    would on the host), from its own arguments where they came; otherwise a `ToolError` subclass
+    named as the original, which derives from the original's nearest built-in base too, so the
+    same ``except`` clauses catch it."""
+    error_type, message = reply["type"], reply["message"]
+    builtin = _builtin_exception(error_type)
+    if builtin is not None:
+        args = reply.get("args")
         try:
-            return builtin(message)
+            return builtin(*args) if isinstance(args, list) else builtin(message)
         except Exception:  # a built-in whose constructor wants more (UnicodeDecodeError)
             pass
-    return ToolError(f"tool {name!r} failed: {error_type}: {message}", error_type)
+    error = _tool_error_class(error_type, _builtin_exception(reply.get("base", "")) or Exception)(
+        f"tool {name!r} failed: {error_type}: {message}"
+    )
+    error.error_type = error_type
+    return error
+
+
+def _builtin_exception(name: str) -> type[Exception] | None:
+    found = getattr(builtins, name, None)
+    if isinstance(found, type) and issubclass(found, Exception) and found.__module__ == "builtins":
+        return found
+    return None
+
+
+_TOOL_ERROR_CLASSES: dict[tuple[str, type[Exception]], type[ToolError]] = {}
+
+
+def _tool_error_class(error_type: str, base: type[Exception]) -> type[ToolError]:
+    """One class per name and base, so the same failure is the same type each time it is raised."""
+    key = (error_type if error_type.isidentifier() else "ToolError", base)
+    if key not in _TOOL_ERROR_CLASSES:
+        bases = (ToolError,) if base is Exception else (ToolError, base)
+        try:
+            _TOOL_ERROR_CLASSES[key] = type(key[0], bases, {"__module__": "codeward.tools"})
+        except TypeError:  # a base whose layout cannot be mixed in
+            _TOOL_ERROR_CLASSES[key] = type(key[0], (ToolError,), {"__module__": "codeward.tools"})
+    return _TOOL_ERROR_CLASSES[key]
 
 
 # -- hosts with no channel back (E2B) ---------------------------------------------
