@@ -12,6 +12,7 @@ import base64
 import dataclasses
 import io
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -143,3 +144,25 @@ def test_codeward_run_shows_an_undecodable_display_as_a_note_and_goes_on(tmp_pat
     assert result.returncode == 0, result.stderr
     assert "[image that could not be decoded: the image/png display is not a readable image" in result.stdout
     assert "Final answer: done" in result.stdout
+
+
+def test_the_host_restores_no_loaded_class_after_running_every_sandbox_in_process() -> None:
+    """Only a sandbox restores the classes loaded there; running sandboxes never turns it on for the host."""
+    script = (
+        "import warnings\n"
+        "from codeward.executors import codec\n"
+        "from codeward.executors.local import LocalExecutor\n"
+        "from codeward.executors.jupyter import JupyterExecutor\n"
+        "for executor in (LocalExecutor(), LocalExecutor(isolation='in_process'), JupyterExecutor()):\n"
+        "    with executor:\n"
+        "        executor.send_variables({'flag': 1})\n"
+        "        executor.run('flag')\n"
+        "import platform\n"
+        "with warnings.catch_warnings():\n"
+        "    warnings.simplefilter('ignore')\n"
+        "    value = codec.loads(codec.dumps(platform.uname()))\n"
+        "print(type(value).__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == "tuple"

@@ -91,6 +91,7 @@ import os
 import pathlib
 import pickle
 import sys
+import types
 import uuid
 import warnings
 import zoneinfo
@@ -106,6 +107,7 @@ __all__ = [
     "encode_variables",
     "loads",
     "register_class",
+    "restore_loaded_classes",
 ]
 
 TAG = "$"
@@ -466,6 +468,19 @@ def _class_ref(cls: type) -> str:
 
 # The classes `loads` restores by name (see `register_class`), keyed by their ``module:qualname``.
 _REGISTERED: dict[str, type] = {}
+# Whether `loads` also restores classes loaded where it runs: only inside a sandbox (see below).
+_LOADED_CLASSES_TOO = False
+
+
+def restore_loaded_classes() -> None:
+    """Inside a sandbox, let `loads` restore any enum, dataclass or namedtuple class loaded there.
+
+    What a sandbox decodes comes from the host, and its classes are the sandbox's own to run, so
+    an enum the host sends arrives as that enum. The host itself never calls this: it restores
+    only the classes its user registers.
+    """
+    global _LOADED_CLASSES_TOO
+    _LOADED_CLASSES_TOO = True
 
 
 def _restorable_kind(cls: Any) -> str | None:
@@ -1083,9 +1098,29 @@ def _dec_path(d: _Decoder, obj: dict[str, Any]) -> pathlib.PurePath:
 
 
 def _registered(ref: Any, kind: str) -> type | None:
-    """The registered class a payload names, when it is of the tag's kind (see `register_class`)."""
+    """The registered class a payload names, when it is of the tag's kind (see `register_class`);
+    inside a sandbox, also a class loaded there (see `restore_loaded_classes`)."""
     cls = _REGISTERED.get(ref) if isinstance(ref, str) else None
+    if cls is None and _LOADED_CLASSES_TOO:
+        cls = _loaded_class(ref)
     return cls if cls is not None and _restorable_kind(cls) == kind else None
+
+
+def _loaded_class(ref: Any) -> type | None:
+    """Find a class by ``module:qualname`` among loaded modules only; never import."""
+    if not isinstance(ref, str) or ":" not in ref:
+        return None
+    module_name, qualname = ref.split(":", 1)
+    obj: Any = sys.modules.get(module_name)
+    for part in qualname.split("."):
+        # The namespace is read past any __getattribute__/__getattr__ hook: a module may import on
+        # attribute access (module __getattr__, importlib's LazyLoader), and no descriptor runs.
+        try:
+            namespace = object.__getattribute__(obj, "__dict__")
+        except AttributeError:
+            return None
+        obj = namespace.get(part) if isinstance(namespace, (dict, types.MappingProxyType)) else None
+    return obj if isinstance(obj, type) else None
 
 
 def _decoded_plainer(ref: Any, cls: type | None, kind: str, as_what: str) -> None:

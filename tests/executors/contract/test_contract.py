@@ -24,6 +24,7 @@ import pytest
 from PIL import Image
 
 from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, Executor, SandboxError
+from codeward.executors.codec import register_class
 from codeward.platform.tools import FinalAnswerTool, tool
 from tests.executors.inline_tool_module import quote
 
@@ -131,6 +132,10 @@ def _dtypes(value: pd.DataFrame | pd.Series) -> Any:
 
 
 def test_variables_of_every_codec_type_arrive_intact(executor: Executor) -> None:
+    """Inside the sandbox every value is its own type; back on the host, the enum classes are
+    restored because the host registered them (without, they arrive as their plain values)."""
+    register_class(signal.Signals)
+    register_class(re.RegexFlag)
     values = samples()
     executor.send_variables(values)
     types_inside = executor.run(f"{{name: type(value).__name__ for name, value in dict({_pairs(values)}).items()}}")

@@ -82,6 +82,7 @@ def install(shell: Any, codec: ModuleType, *, allow_pickle: bool = False) -> Non
     _Sandbox.shell = shell
     _Sandbox.codec = codec
     _Sandbox.allow_pickle = allow_pickle
+    codec.restore_loaded_classes()
     if not first:
         return
     shell.set_custom_exc((FinalAnswerException,), _report_final_answer)

@@ -47,6 +47,7 @@ def main(fd: int) -> None:
     missing = _confine(settings)
     interpreter = _interpreter(settings)
     prelude._Sandbox.codec = codec
+    codec.restore_loaded_classes()
     prelude._Sandbox.ask = lambda kind, body: _ask_host(channel, kind, body)
     channel.send({"op": "ready", "missing": missing})
     while True:
