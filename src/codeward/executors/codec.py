@@ -60,8 +60,9 @@ Security, because the host decodes what comes out of a sandbox:
   own), without running their ``__init__``, and a flag only as its members' bits.
   Any other class name gives the plain form (the member's value, a dict of fields, a
   tuple) and a `CodecWarning`, so nothing decoded runs code the payload chose when it
-  is printed, iterated, compared or hashed. This holds for every `loads`, the host's
-  own saved runs included: a file may come from anyone.
+  is printed, iterated, compared or hashed. This holds for every `loads` on the host,
+  its own saved runs included: a file may come from anyone. Only a sandbox, decoding
+  what the host sent, also restores classes loaded there (`restore_loaded_classes`).
 - No payload decodes to more memory than a small multiple of its own size (no
   compression, buffer sizes checked against shapes before anything is allocated;
   codes, lengths and masks checked against the column's length and the buffer they
