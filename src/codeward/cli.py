@@ -20,6 +20,7 @@ from rich.panel import Panel
 
 from codeward import __version__
 from codeward.executors.base import ExecutorError
+from codeward.terminal_text import visible, visible_text
 from codeward.usage import UsageError
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def _demo(args: argparse.Namespace, console: Console) -> int:
         result = agent.run(DEMO_TASK, additional_args=dict(DEMO_VARIABLES), return_full_result=True)
     usage = result.token_usage
     console.print(
-        f"\n[bold]Answer:[/bold] {result.output}\n"
+        f"\n[bold]Answer:[/bold] {escape(visible(str(result.output)))}\n"
         f"[dim]{result.state} · {len(agent.memory.action_steps())} steps · "
         f"{result.timing.duration:.2f} s · {usage.total_tokens} tokens (estimated by the recording)[/dim]"
     )
@@ -128,7 +129,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             variable_files=args.var,
         )
         if warning:
-            console.print(f"[yellow]warning:[/yellow] {warning}")
+            console.print(f"[yellow]warning:[/yellow] {escape(visible(warning))}", highlight=False)
     if args.json:
         payload = result.to_dict() | {"output": plain(result.output)}
         sys.stdout.write(json.dumps(payload, default=str) + "\n")
@@ -148,7 +149,7 @@ def _model_failed(error: AgentGenerationError, console: Console) -> int:
 
     if isinstance(error.__cause__, ModelSetupError):
         raise UsageError(f"the model cannot be called: {error.__cause__}") from error
-    console.print(f"[bold red]{escape(error.message)}[/bold red]", highlight=False)
+    console.print(visible_text(error.message, style="bold red"), highlight=False)
     return 1
 
 
@@ -228,7 +229,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     for renderable in summary_table(outcome):
         console.print(renderable)
     where = f"results: {options.results}" + (f" · audit: {options.audit}" if options.audit else "")
-    console.print(f"[dim]{where}[/dim]")
+    console.print(visible_text(where, style="dim"), highlight=False)
     if outcome.interrupted:
         console.print("[yellow]interrupted: run the same command again to finish the remaining jobs[/yellow]")
         return 130
@@ -276,7 +277,7 @@ def _add_batch(commands: Any) -> None:
 
 
 def _replay(args: argparse.Namespace, console: Console) -> int:
-    from codeward.replay import replay_run, visible
+    from codeward.replay import replay_run
 
     report = replay_run(
         args.run,
@@ -395,19 +396,18 @@ def _sandboxes(args: argparse.Namespace, console: Console) -> int:
     client = engine_client()
     if args.action == "prune":
         removed = reap_orphans(client)
-        console.print(
-            f"removed {len(removed)} sandbox(es) whose owner is gone" + (f": {', '.join(removed)}" if removed else "")
-        )
+        names = f": {', '.join(removed)}" if removed else ""
+        console.print(visible_text(f"removed {len(removed)} sandbox(es) whose owner is gone{names}"))
         return 0
     table = Table("container", "status", "owner pid", "owner", "created")
     for container in list_sandboxes(client):
         labels = container.labels
         table.add_row(
-            container.name,
-            container.status,
-            labels.get(OWNER_PID_LABEL, "?"),
+            visible_text(container.name or ""),
+            visible_text(container.status),
+            visible_text(labels.get(OWNER_PID_LABEL, "?")),
             "running" if owner_alive(labels) else "gone (prune removes it)",
-            container.attrs.get("Created", "")[:19],
+            visible_text(container.attrs.get("Created", "")[:19]),
         )
     console.print(table if table.row_count else "no codeward sandboxes on this engine")
     return 0
@@ -444,7 +444,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args, console))
     except (UsageError, ImportError, FileNotFoundError) as error:  # the input, or a setup step the user must take
-        console.print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False)
+        console.print(f"[bold red]error:[/bold red] {escape(visible(str(error)))}", highlight=False)
         return 2
     except KeyboardInterrupt:  # the sandbox was closed on the way out (agents are context managers)
         console.print("[yellow]interrupted[/yellow]")
@@ -452,7 +452,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:  # a fault of codeward's own, or of a sandbox mid-run: never passed off as bad input
         log = _keep_traceback()
         console.print(
-            f"[bold red]codeward failed:[/bold red] {escape(f'{type(error).__name__}: {error}')}\n"
+            f"[bold red]codeward failed:[/bold red] {escape(visible(f'{type(error).__name__}: {error}'))}\n"
             f"the traceback is in {escape(str(log))}; if this looks like a bug, please report it with that file",
             highlight=False,
         )

@@ -23,7 +23,6 @@ import difflib
 import json
 import os
 import shlex
-import unicodedata
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from codeward.platform.errors import AgentGenerationError
 from codeward.platform.memory import RUN_RECORD, RunSetup, ToolSource, VariableSource
 from codeward.platform.models import ReplayModel
 from codeward.platform.tools import Tool
+from codeward.terminal_text import visible
 from codeward.tool_specs import load_tool_specs, load_tools, spec_under
 from codeward.usage import UsageError
 from codeward.value_files import parse_var_option
@@ -45,7 +45,6 @@ __all__ = [
     "ReplayReport",
     "replay_run",
     "save_run",
-    "visible",
 ]
 
 _DEFAULT_EXECUTOR = "local"
@@ -59,17 +58,6 @@ _CHECK_SUGGESTIONS = (
 
 class ReplayNeedsFlags(UsageError):
     """The run cannot be replayed as it ran from what was passed; the message names the flags."""
-
-
-def visible(text: str, *, keep_lines: bool = True) -> str:
-    """`text` with control and format characters written out, so a file cannot drive the terminal."""
-    kept = "\n\t" if keep_lines else ""
-    return "".join(
-        char
-        if char in kept or unicodedata.category(char) not in ("Cc", "Cf", "Zl", "Zp")
-        else char.encode("unicode_escape").decode("ascii")
-        for char in text
-    )
 
 
 def _flag(name: str, value: str) -> str:

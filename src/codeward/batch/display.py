@@ -17,6 +17,7 @@ from rich.progress import (
 from rich.table import Table
 
 from codeward.batch.runner import STATUSES, BatchOutcome
+from codeward.terminal_text import visible, visible_text
 
 __all__ = ["BatchProgress", "summary_table"]
 
@@ -64,6 +65,12 @@ class BatchProgress:
         self._progress.stop()
 
 
+def _first_line(error: str, width: int = 200) -> str:
+    """The start of a job's error, one line of it: its text came from the job's sandbox or model."""
+    lines = visible(error).strip().splitlines()
+    return lines[0][:width] if lines else ""
+
+
 def summary_table(outcome: BatchOutcome, shown_failures: int = 20) -> list[Any]:
     """The summary: counts by status (this run and earlier runs), then the failed jobs."""
     counts = Table(title="codeward batch", show_edge=False)
@@ -84,12 +91,11 @@ def summary_table(outcome: BatchOutcome, shown_failures: int = 20) -> list[Any]:
         for column in ("id", "status", "steps", "error"):
             failures.add_column(column, overflow="fold")
         for result in outcome.failures[:shown_failures]:
-            error = str(result.get("error") or "").strip().splitlines()
             failures.add_row(
-                str(result["id"]),
-                result.get("status", "error"),
-                str(result.get("steps", "")),
-                error[0][:200] if error else "",
+                visible_text(str(result["id"])),
+                visible_text(str(result.get("status", "error"))),
+                visible_text(str(result.get("steps", ""))),
+                visible_text(_first_line(str(result.get("error") or ""))),
             )
         if len(outcome.failures) > shown_failures:
             failures.caption = f"... and {len(outcome.failures) - shown_failures} more in the results file"

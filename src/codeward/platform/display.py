@@ -1,4 +1,8 @@
-"""What a run shows on the terminal, with rich: steps, code, logs, errors, timing and tokens."""
+"""What a run shows on the terminal, with rich: steps, code, logs, errors, timing and tokens.
+
+Every text shown comes from the model, the sandbox or the user, and goes through `visible_text`:
+what the code printed cannot move the cursor, write the clipboard or style itself as codeward.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from codeward.executors.displays import Display
+from codeward.terminal_text import visible, visible_text
 
 if TYPE_CHECKING:
     from codeward.platform.memory import ActionStep, AgentMemory, PlanningStep
@@ -21,7 +26,7 @@ __all__ = ["AgentLogger", "LogLevel"]
 
 def _code_panel(code: str) -> Panel:
     """The model's code in a box; long lines wrap inside it, since a cut line would hide code that runs."""
-    return Panel(Syntax(code, "python", theme="monokai", line_numbers=False, word_wrap=True), title="Code")
+    return Panel(Syntax(visible(code), "python", theme="monokai", line_numbers=False, word_wrap=True), title="Code")
 
 
 class LogLevel(IntEnum):
@@ -42,9 +47,8 @@ class AgentLogger:
 
     def task(self, task: str, model_id: str, executor: str | None) -> None:
         where = f" · executor {executor}" if executor else ""
-        self._show(
-            LogLevel.INFO, Panel(Text(task), title="New run", subtitle=f"{model_id}{where}", border_style="cyan")
-        )
+        subtitle = visible_text(f"{model_id}{where}")
+        self._show(LogLevel.INFO, Panel(visible_text(task), title="New run", subtitle=subtitle, border_style="cyan"))
 
     def step_start(self, number: int) -> None:
         self._show(LogLevel.INFO, Rule(f"Step {number}", style="cyan"))
@@ -53,23 +57,23 @@ class AgentLogger:
         self._show(LogLevel.INFO, _code_panel(code))
 
     def model_output(self, text: str) -> None:
-        self._show(LogLevel.DEBUG, Panel(Text(text), title="Model output", border_style="dim"))
+        self._show(LogLevel.DEBUG, Panel(visible_text(text), title="Model output", border_style="dim"))
 
     def observation(self, text: str) -> None:
-        self._show(LogLevel.INFO, Text(text, style="default"))
+        self._show(LogLevel.INFO, visible_text(text, style="default"))
 
     def displays(self, displays: list[Any]) -> None:
         """A line for each display the code showed, as a terminal cannot show images; one whose
         bytes cannot be read says so, and the run goes on."""
         for shown in displays if self.level >= LogLevel.INFO else ():
             line = shown.describe() if isinstance(shown, Display) else f"[{type(shown).__name__} display]"
-            self.console.print(Text(line, style="dim"))
+            self.console.print(visible_text(line, style="dim"))
 
     def error(self, message: str) -> None:
-        self._show(LogLevel.ERROR, Text(message, style="bold red"))
+        self._show(LogLevel.ERROR, visible_text(message, style="bold red"))
 
     def plan(self, step: PlanningStep) -> None:
-        self._show(LogLevel.INFO, Panel(Text(step.plan), title="Plan", border_style="magenta"))
+        self._show(LogLevel.INFO, Panel(visible_text(step.plan), title="Plan", border_style="magenta"))
 
     def step_end(self, step: ActionStep) -> None:
         usage = step.token_usage
@@ -78,7 +82,7 @@ class AgentLogger:
         self._show(LogLevel.INFO, Text(f"[step {step.step_number}: {duration:.2f} s{tokens}]", style="dim"))
 
     def final_answer(self, output: Any) -> None:
-        self._show(LogLevel.INFO, Text(f"Final answer: {output}", style="bold green"))
+        self._show(LogLevel.INFO, visible_text(f"Final answer: {output}", style="bold green"))
 
     def replay(self, memory: AgentMemory) -> None:
         """Show a whole run again, whatever the log level."""
@@ -86,18 +90,18 @@ class AgentLogger:
 
         for step in memory.steps:
             if isinstance(step, TaskStep):
-                self.console.print(Panel(Text(step.task), title="Task", border_style="cyan"))
+                self.console.print(Panel(visible_text(step.task), title="Task", border_style="cyan"))
             elif isinstance(step, PlanningStep):
-                self.console.print(Panel(Text(step.plan), title="Plan", border_style="magenta"))
+                self.console.print(Panel(visible_text(step.plan), title="Plan", border_style="magenta"))
             elif isinstance(step, ActionStep):
                 self.console.print(Rule(f"Step {step.step_number}", style="cyan"))
                 if step.code_action:
                     self.console.print(_code_panel(step.code_action))
                 if step.observations:
-                    self.console.print(Text(step.observations))
+                    self.console.print(visible_text(step.observations))
                 if step.error:
-                    self.console.print(Text(step.error.message, style="bold red"))
+                    self.console.print(visible_text(step.error.message, style="bold red"))
                 if step.is_final_answer or (step.action_output is not None and step.code_action is None):
-                    self.console.print(Text(f"Final answer: {step.action_output}", style="bold green"))
+                    self.console.print(visible_text(f"Final answer: {step.action_output}", style="bold green"))
             elif isinstance(step, FinalAnswerStep):
-                self.console.print(Text(f"Final answer: {step.output}", style="bold green"))
+                self.console.print(visible_text(f"Final answer: {step.output}", style="bold green"))
