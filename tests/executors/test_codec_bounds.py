@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from codeward.executors import codec
-from codeward.executors.base import ExecutionError, Executor
-from codeward.executors.codec import CodecError, dumps, loads
+from codeward.executors.base import ExecutionError, ExecutionTimeout, Executor
+from codeward.executors.codec import CodecError, decoding_deadline, dumps, loads
 from codeward.executors.jupyter import JupyterExecutor
 from codeward.platform.tools import tool
 
@@ -166,6 +166,15 @@ def test_payloads_of_worst_case_values_within_the_bounds_decode_at_ordinary_spee
     assert len(timed_loads(sets_text)) == 2_000
 
 
+def test_a_decoding_deadline_stops_a_decode_that_outlasts_it() -> None:
+    text = dumps([{1}] * 5_000)
+    with decoding_deadline(time.monotonic() - 1), pytest.raises(CodecError, match="ran past the time limit"):
+        loads(text)
+    with decoding_deadline(time.monotonic() + 60):
+        assert len(loads(text)) == 5_000
+    assert len(loads(text)) == 5_000  # outside the block, no deadline
+
+
 # ------------------------------------------------------------------------- end to end
 
 #: The sandbox's side of the attacks: a class whose instances its codec encodes as the JSON tree
@@ -185,6 +194,8 @@ def big(bits, seed):
 HOSTILE = {
     "fraction": Raw({"$": "fraction", "v": [big(6_000_000, 1), big(6_000_000, 2)]}),
     "set": Raw({"$": "set", "v": [k * (2**61 - 1) for k in range(1, 60_001)]}),
+    # Within every bound, but 50 MB of one-item sets take the host seconds past the time limit to decode.
+    "slow": Raw([{"$": "set", "v": [1]}] * 2_500_000),
 }
 """
 
@@ -192,6 +203,7 @@ HOSTILE = {
 REFUSALS = {
     "fraction": "refused an int of 6000000 bits",
     "set": "refused a set of 60000 keys, 59999 of which share a hash",
+    "slow": "decoding the payload ran past the time limit",
 }
 
 #: The time limit of the executors under attack.
@@ -215,14 +227,21 @@ def prepare(executor: Executor) -> Executor:
 
 
 def assert_a_hostile_tool_argument_comes_back_as_an_error(executor: Executor, name: str) -> None:
+    """The request is refused; one that is refused only for taking past the time limit to decode
+    ends the block as the time limit does, since the block's time is spent by then."""
     started = time.perf_counter()
-    said = executor.run(
+    code = (
         f"try:\n    echo(HOSTILE[{name!r}])\n"
         "except Exception as error:\n    said = f'{type(error).__name__}: {error}'\n"
         "said"
-    ).output
+    )
+    if name == "slow":
+        with pytest.raises(ExecutionTimeout):
+            executor.run(code)
+    else:
+        said = executor.run(code).output
+        assert said.startswith("ToolCallError: ") and REFUSALS[name] in said
     assert time.perf_counter() - started < TIME_LIMIT + 1
-    assert said.startswith("ToolCallError: ") and REFUSALS[name] in said
     assert executor.run("1 + 1").output == 2
 
 

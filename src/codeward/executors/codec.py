@@ -80,6 +80,8 @@ from __future__ import annotations
 import base64
 import binascii
 import collections
+import contextlib
+import contextvars
 import dataclasses
 import datetime as _dt
 import enum
@@ -92,11 +94,12 @@ import os
 import pathlib
 import pickle
 import sys
+import time
 import types
 import uuid
 import warnings
 import zoneinfo
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any, TypeVar
 
@@ -104,6 +107,7 @@ __all__ = [
     "CodecError",
     "CodecWarning",
     "decode_variables",
+    "decoding_deadline",
     "dumps",
     "encode_variables",
     "loads",
@@ -175,6 +179,21 @@ def loads(text: str, *, allow_pickle: bool = False, parts: Sequence[Any] | None 
         raise CodecError("payload is nested too deeply to decode") from None
     except (ValueError, TypeError) as exc:
         raise CodecError(f"payload is not valid codec JSON: {exc}") from None
+
+
+@contextlib.contextmanager
+def decoding_deadline(at: float | None) -> Iterator[None]:
+    """Within the block, `loads` fails with `CodecError` once ``time.monotonic()`` passes `at`.
+
+    Decoding is linear in the payload, but a large payload of small tagged values (sets, complex
+    numbers) still takes seconds: an executor decodes what a block sent within the block's own
+    time limit, so the host is never held past it.
+    """
+    token = _DEADLINE.set(at)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
 
 
 def register_class(cls: _Class) -> _Class:
@@ -824,6 +843,10 @@ def _parse_plain_int(text: str) -> int:
     return int(text)
 
 
+# When decoding must stop (see `decoding_deadline`), looked at once every `_DEADLINE_STRIDE + 1` objects.
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("codeward_decoding_deadline", default=None)
+_DEADLINE_STRIDE = 0x3FF
+
 # Texts this long have their large base64 strings cut out before JSON parsing (see `_Decoder.cut_blobs`).
 _CUT_AT = 1 << 20
 _BLOB_KEY = '"b64":"'
@@ -837,6 +860,8 @@ class _Decoder:
         self.blobs: list[str | None] = []
         self.marker = ""
         self.parts = list(parts) if parts is not None else None
+        self.deadline = _DEADLINE.get()
+        self.objects = 0
 
     def cut_blobs(self, text: str) -> str:
         """The text with each long ``"b64":"..."`` string replaced by a marker that `hook` swaps back.
@@ -868,6 +893,9 @@ class _Decoder:
         return "".join(parts)
 
     def hook(self, obj: dict[str, Any]) -> Any:
+        self.objects += 1
+        if not self.objects & _DEADLINE_STRIDE and self.deadline is not None and time.monotonic() > self.deadline:
+            raise CodecError("decoding the payload ran past the time limit of the code that sent it")
         if self.marker and "b64" in obj:
             self.restore_blob(obj)
         if TAG not in obj:

@@ -69,6 +69,7 @@ from codeward.executors.kernel.cells import (
     OutputBudget,
     bundle_size,
     code_output,
+    decoding_within,
     kept_bundle,
     require_setup_ok,
     strip_ansi,
@@ -433,7 +434,8 @@ class E2BExecutor(RememberingExecutor):
         self._ensure_ready()
         notes = self._take_notes()
         try:
-            output = code_output(self._execute(code, self.timeout_seconds))
+            with decoding_within(self.timeout_seconds):
+                output = code_output(self._execute(code, self.timeout_seconds))
         except ExecutorError as error:
             error.logs = notes + error.logs
             raise

@@ -9,6 +9,8 @@ unpickled. Nothing here needs jupyter_client, so the e2b extra does not either.
 from __future__ import annotations
 
 import re
+import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +26,7 @@ __all__ = [
     "bundle_size",
     "code_output",
     "decode_sandbox_value",
+    "decoding_within",
     "kept_bundle",
     "request_error",
     "require_setup_ok",
@@ -180,6 +183,15 @@ def code_output(result: CellResult) -> CodeOutput:
     else:
         output = None
     return CodeOutput(output, result.logs, False, displays)
+
+
+#: Seconds past a block's time limit that decoding what it sent may take before it is refused.
+DECODING_GRACE = 0.5
+
+
+def decoding_within(timeout: float) -> AbstractContextManager[None]:
+    """A block's time limit, from now, for every decode of what it sends (its tool requests, its value)."""
+    return codec.decoding_deadline(time.monotonic() + timeout + DECODING_GRACE)
 
 
 def decode_sandbox_value(text: str, logs: str) -> Any:

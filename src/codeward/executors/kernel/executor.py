@@ -25,7 +25,7 @@ from codeward.executors.kernel.bridge import (
     cell_calling,
     request_kind,
 )
-from codeward.executors.kernel.cells import CellResult, code_output, require_setup_ok
+from codeward.executors.kernel.cells import CellResult, code_output, decoding_within, require_setup_ok
 from codeward.executors.kernel.remembering import RememberingExecutor
 from codeward.executors.kernel.session import KernelProcess, KernelSession
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, DEFAULT_PRINT_OUTPUTS_LENGTH, checked_packages
@@ -115,17 +115,18 @@ class KernelExecutor(RememberingExecutor):
     def run(self, code: str) -> CodeOutput:
         session = self._ensure_ready()
         notes = self._take_notes()
-        try:
-            result = session.execute(code, timeout=self.timeout_seconds, on_input=self._bridge.answer)
-        except SandboxError as error:
-            self._discard_session()
-            error.logs = notes + error.logs
-            raise
-        except ExecutionError as error:
-            error.logs = notes + error.logs
-            raise
-        result.logs = notes + result.logs
-        return code_output(result)
+        with decoding_within(self.timeout_seconds):
+            try:
+                result = session.execute(code, timeout=self.timeout_seconds, on_input=self._bridge.answer)
+            except SandboxError as error:
+                self._discard_session()
+                error.logs = notes + error.logs
+                raise
+            except ExecutionError as error:
+                error.logs = notes + error.logs
+                raise
+            result.logs = notes + result.logs
+            return code_output(result)
 
     def install_packages(self, packages: list[str]) -> list[str]:
         """pip-install into the kernel's own interpreter; return the top-level modules they provide."""
