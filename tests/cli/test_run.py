@@ -134,11 +134,6 @@ def test_a_long_line_of_code_wraps_in_its_box_and_is_shown_whole(codeward, tmp_p
     assert "tail_of_the_long_line" in done.stdout.split("tail_of_the_long_line = 0", 1)[1], done.stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the local executor keeps a block's printed output in its worker and kills the worker on Ctrl-C, "
-    "so what was printed is lost; showing it needs the worker to answer an interrupt with its logs",
-)
 def test_ctrl_c_shows_what_the_code_printed_before_it(spawn, tmp_path):
     printed = "print('half' + 'way there')\nimport time\ntime.sleep(30)"  # the code box does not show the text
     model = write_script(tmp_path / "model.yaml", printed)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
+from codeward.executors.base import ExecutorError
 from codeward.platform.display import AgentLogger, LogLevel
 from codeward.platform.errors import AgentError, AgentGenerationError, AgentMaxStepsError
 from codeward.platform.memory import (
@@ -361,6 +362,9 @@ class MultiStepAgent:
             except AgentError as error:
                 action_step.error = error
                 self.logger.error(error.message)
+            except KeyboardInterrupt as interrupt:
+                self._record_interrupt(action_step, interrupt)
+                raise
             finally:
                 action_step.timing.end_time = time.time()
                 self.memory.steps.append(action_step)
@@ -375,6 +379,16 @@ class MultiStepAgent:
         self.logger.final_answer(final_output)
         self._fire_callbacks(final_step)
         yield final_step
+
+    def _record_interrupt(self, step: ActionStep, interrupt: KeyboardInterrupt) -> None:
+        """Ctrl-C ends the run, but what the step's code printed before it is shown and kept (an
+        executor gives it as the interrupt's cause), and the step says it was interrupted."""
+        cause = interrupt.__cause__
+        if isinstance(cause, ExecutorError) and cause.logs:
+            step.observations = f"Execution logs:\n{cause.logs}"
+            self.logger.observation(step.observations)
+        step.error = AgentError("the run was interrupted (Ctrl-C)")
+        self.logger.error(step.error.message)
 
     def _planning_due(self) -> bool:
         interval = self.planning_interval

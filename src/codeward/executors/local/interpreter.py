@@ -40,12 +40,18 @@ from codeward.executors.local.output import capture_output
 from codeward.executors.local.policy import CodeRefused, compile_block
 from codeward.executors.local.watchdog import WATCHDOG, AlarmWatchdog, Watchdog
 
-__all__ = ["Interpreter", "ToolHandle"]
+__all__ = ["Interpreter", "ToolHandle", "interrupted"]
 
 _FILENAME = "<code block {}>"
 _ABSENT_BUILTINS = frozenset(
     {"open", "eval", "exec", "compile", "input", "globals", "locals", "vars", "breakpoint", "exit", "quit", "help"}
 )
+
+
+def interrupted(logs: str) -> ExecutionError:
+    """The cause given to a KeyboardInterrupt that stopped a block (its user pressed Ctrl-C): the
+    interrupt still ends the run, and the caller can show what the code printed before it."""
+    return ExecutionError("the code was interrupted (Ctrl-C) while it ran", logs=logs, error_type="KeyboardInterrupt")
 
 
 class ToolHandle:
@@ -141,6 +147,8 @@ class Interpreter:
         try:
             with capture_output(self._logs):
                 error = self._execute(lambda: exec(compiled, self._globals))
+        except KeyboardInterrupt as interrupt:
+            raise interrupt from interrupted(self._logs.text())
         finally:
             # Code the host triggers between blocks (a repr, a callback) keeps a budget.
             self._globals["_tick_"] = make_tick(self.max_operations, BudgetSpentOutsideRun)

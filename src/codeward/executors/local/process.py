@@ -29,12 +29,15 @@ from codeward.executors import codec
 from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, SandboxError
 from codeward.executors.kernel.remembering import RememberingExecutor
 from codeward.executors.local.channel import Channel, ChannelClosed, ChannelError, ChannelTimeout
+from codeward.executors.local.interpreter import interrupted
 from codeward.executors.settings import checked_variable_names
 
 __all__ = ["WorkerExecutor", "worker_environment", "worker_import_path"]
 
 #: Beyond the time limit, how long a block may take to stop by itself before its worker is killed.
 GRACE_SECONDS = 1.0
+#: After Ctrl-C, how long the host waits for the block to stop and send what it printed.
+INTERRUPT_GRACE_SECONDS = 1.0
 #: How long a new worker may take to import and confine itself.
 START_SECONDS = 60.0
 #: The largest message the host accepts from a worker (a final answer, a value, a tool request).
@@ -115,10 +118,34 @@ class WorkerExecutor(RememberingExecutor):
             header, body, parts = self._converse(worker, code)
         except SandboxError:
             raise
-        except BaseException:  # interrupted mid-block (Ctrl-C): the worker's next answer would be this block's
+        except KeyboardInterrupt as interrupt:  # Ctrl-C: the run ends, and what the block printed goes with it
+            raise interrupt from self._interrupted(worker)
+        except BaseException:  # stopped mid-block otherwise: the worker's next answer would be this block's
             self._lost(worker, "interrupted")
             raise
         return self._outcome(header, body, parts)
+
+    def _interrupted(self, worker: _Worker) -> ExecutionError:
+        """Stop the block and keep what it printed, which lives only in the worker; the worker is
+        stopped after, whether or not it answered (a second Ctrl-C stops it at once)."""
+        try:
+            logs = self._last_logs(worker)
+        finally:
+            self._lost(worker, "interrupted")
+        return interrupted(logs)
+
+    @staticmethod
+    def _last_logs(worker: _Worker) -> str:
+        """Ask the worker to stop its block (SIGINT) and take the logs of its answer, if it comes in time."""
+        deadline = time.monotonic() + INTERRUPT_GRACE_SECONDS
+        try:
+            worker.process.send_signal(signal.SIGINT)
+            while True:
+                header, _, _ = worker.channel.receive(deadline)
+                if header.get("op") != "tool":  # a tool asked for before the interrupt is not run
+                    return str(header.get("logs", ""))
+        except (OSError, ChannelError):  # gone, silent or garbled: nothing printed can be trusted to come
+            return ""
 
     def send_variables(self, variables: dict[str, Any]) -> None:
         checked_variable_names(variables, tools=self._bridge.tools)

@@ -13,12 +13,13 @@ sends is trusted (it is the host's own variables and settings).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ def main(fd: int) -> None:
     _die_with_host(settings["host_pid"])
     missing = _confine(settings)
     interpreter = _interpreter(settings)
+    interrupts = _HostInterrupts()
     prelude._Sandbox.codec = codec
     codec.restore_loaded_classes()
     prelude._Sandbox.ask = lambda kind, body: _ask_host(channel, kind, body)
@@ -59,7 +61,7 @@ def main(fd: int) -> None:
         if op == "close":
             interpreter.close()
             return
-        channel.send(*_answer(interpreter, op, body, parts))
+        channel.send(*_answer(interpreter, interrupts, op, body, parts))
 
 
 def _die_with_host(host_pid: int) -> None:
@@ -109,7 +111,30 @@ def _ask_host(channel: Channel, kind: str, body: str) -> str:
     return answer
 
 
-def _answer(interpreter: Interpreter, op: Any, body: str, parts: list[bytes]) -> _Message:
+class _HostInterrupts:
+    """The host's SIGINT (its user pressed Ctrl-C) stops the running block, which then answers with
+    what it printed, as a block past its time limit does. Between blocks there is nothing to stop,
+    and the answer already on its way carries the logs, so the signal is let go."""
+
+    def __init__(self) -> None:
+        self.block_running = False
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        if self.block_running:
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def armed(self) -> Iterator[None]:
+        """While the block runs, a SIGINT raises KeyboardInterrupt in it."""
+        self.block_running = True
+        try:
+            yield
+        finally:
+            self.block_running = False
+
+
+def _answer(interpreter: Interpreter, interrupts: _HostInterrupts, op: Any, body: str, parts: list[bytes]) -> _Message:
     if op == "variables":
         interpreter.send_variables(codec.decode_variables(body, parts=parts))
         return {"op": "loaded"}, "", ()
@@ -122,13 +147,17 @@ def _answer(interpreter: Interpreter, op: Any, body: str, parts: list[bytes]) ->
         interpreter.send_tools(handles)
         return {"op": "loaded"}, "", ()
     if op == "run":
-        return _run(interpreter, body)
+        return _run(interpreter, interrupts, body)
     return {"op": "unknown", "what": str(op)}, "", ()
 
 
-def _run(interpreter: Interpreter, code: str) -> _Message:
+def _run(interpreter: Interpreter, interrupts: _HostInterrupts, code: str) -> _Message:
     try:
-        output = interpreter.run(code)
+        with interrupts.armed():
+            output = interpreter.run(code)
+    except KeyboardInterrupt as interrupt:  # the interpreter gives it the block's logs as its cause
+        cause = interrupt.__cause__
+        return {"op": "interrupted", "logs": cause.logs if isinstance(cause, ExecutionError) else ""}, "", ()
     except ExecutionError as error:
         failed = {
             "op": "error",
