@@ -28,7 +28,7 @@ from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 
-from codeward.executors.base import ExecutionTimeout, SandboxError
+from codeward.executors.base import ExecutionError, ExecutionTimeout, SandboxError
 from codeward.executors.kernel.cells import (
     BoundedText,
     CellResult,
@@ -353,30 +353,33 @@ class KernelSession:
         deadline = None if timeout is None else time.monotonic() + timeout
         interrupted_at: float | None = None
         next_check = time.monotonic() + _LIVENESS_INTERVAL
-        while not cell.done:
-            now = time.monotonic()
-            if deadline is not None and now >= deadline and interrupted_at is None:
-                self.process.interrupt(client)
-                interrupted_at = now
-            if interrupted_at is not None and now >= interrupted_at + self.interrupt_grace:
-                self._restart_after_timeout(timeout, cell.logs())
-            if now >= next_check:
-                self._check_alive(cell, msg_id)
-                next_check = now + _LIVENESS_INTERVAL
-            wait = next_check - now
-            if deadline is not None and interrupted_at is None:
-                wait = min(wait, deadline - now)
-            for channel, msg in self._poll(wait):
-                if channel != "stdin" and msg["parent_header"].get("msg_id") != msg_id:
-                    continue
-                if channel == "stdin":
-                    # Past the time limit the code is being stopped: its requests are not served.
-                    reply = ""
-                    if on_input is not None and interrupted_at is None:
-                        reply = cell.answer(msg["content"].get("prompt", ""), on_input)
-                    client.input(reply)
-                else:
-                    cell.take(channel, msg)
+        try:
+            while not cell.done:
+                now = time.monotonic()
+                if deadline is not None and now >= deadline and interrupted_at is None:
+                    self.process.interrupt(client)
+                    interrupted_at = now
+                if interrupted_at is not None and now >= interrupted_at + self.interrupt_grace:
+                    self._restart_after_timeout(timeout, cell.logs())
+                if now >= next_check:
+                    self._check_alive(cell, msg_id)
+                    next_check = now + _LIVENESS_INTERVAL
+                wait = next_check - now
+                if deadline is not None and interrupted_at is None:
+                    wait = min(wait, deadline - now)
+                for channel, msg in self._poll(wait):
+                    if channel != "stdin" and msg["parent_header"].get("msg_id") != msg_id:
+                        continue
+                    if channel == "stdin":
+                        # Past the time limit the code is being stopped: its requests are not served.
+                        reply = ""
+                        if on_input is not None and interrupted_at is None:
+                            reply = cell.answer(msg["content"].get("prompt", ""), on_input)
+                        client.input(reply)
+                    else:
+                        cell.take(channel, msg)
+        except KeyboardInterrupt as interrupt:  # Ctrl-C on the host: the run ends, with what the cell printed
+            raise interrupt from self._interrupted(client, cell, msg_id)
         if interrupted_at is not None and cell.reply_status != "ok":
             raise ExecutionTimeout(
                 f"the code ran past its time limit of {timeout:g} s and was interrupted",
@@ -385,6 +388,24 @@ class KernelSession:
                 error_type="TimeoutError",
             )
         return cell.result()
+
+    def _interrupted(self, client: BlockingKernelClient, cell: _CellCollector, msg_id: str) -> ExecutionError:
+        """Interrupt the kernel and gather, for up to `interrupt_grace`, what the cell still sends, so
+        that what it printed reaches the user; a kernel that will not stop runs on until it is closed."""
+        self.process.interrupt(client)
+        until = time.monotonic() + self.interrupt_grace
+        while not cell.done and time.monotonic() < until:
+            for channel, msg in self._poll(until - time.monotonic()):
+                if channel == "stdin":
+                    client.input("")  # the code is being stopped: its requests are not served
+                elif msg["parent_header"].get("msg_id") == msg_id:
+                    cell.take(channel, msg)
+        return ExecutionError(
+            "the code was interrupted (Ctrl-C) while it ran",
+            logs=cell.logs(),
+            traceback=cell.traceback(),
+            error_type="KeyboardInterrupt",
+        )
 
     def _poll(self, seconds: float) -> Iterator[tuple[str, dict[str, Any]]]:
         """Wait up to `seconds` for any message; yield the ready ones by channel, one read at a time.
