@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import shlex
+import subprocess
+import sys
 
+from codeward.executors.base import install_line
 from tests.cli.conftest import SRC
 
 
@@ -26,15 +30,25 @@ def test_doctor_sees_a_model_and_a_key_when_set(codeward):
 
 
 def test_doctor_prints_pip_lines_that_work_when_pasted(codeward, tmp_path):
-    """The extras' names survive the terminal's markup: `pip install 'codeward[docker]'`, not 'codeward'."""
+    """The extras' names survive the terminal's markup, and a line pasted into a shell installs
+    (pip resolves it here with --dry-run): codeward installed from a checkout names that checkout."""
     hidden = tmp_path / "hidden"
     hidden.mkdir()
     for module in ("docker", "e2b_code_interpreter", "jupyter_client"):
         (hidden / f"{module}.py").write_text("raise ModuleNotFoundError('hidden for this test', name=__name__)\n")
     done = codeward("doctor", PYTHONPATH=os.pathsep.join([str(hidden), SRC]))
     for extra in ("docker", "jupyter", "e2b"):
-        assert f"pip install 'codeward[{extra}]'" in done.stdout, done.stdout
+        assert install_line(extra) in done.stdout, done.stdout
     assert "pip install 'codeward'\n" not in done.stdout
+    pasted = shlex.split(install_line("docker"))
+    tried = subprocess.run(
+        [sys.executable, "-m", *pasted[:2], "--dry-run", "--no-deps", "-q", *pasted[2:]],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert tried.returncode == 0, tried.stderr
 
 
 def test_the_docker_commands_name_the_extra_they_need(codeward, tmp_path):
@@ -43,7 +57,7 @@ def test_the_docker_commands_name_the_extra_they_need(codeward, tmp_path):
     (hidden / "docker.py").write_text("raise ModuleNotFoundError('hidden for this test', name=__name__)\n")
     for args in (("images", "build"), ("sandboxes", "ls")):
         done = codeward(*args, PYTHONPATH=os.pathsep.join([str(hidden), SRC]))
-        assert done.returncode == 2 and "pip install 'codeward[docker]'" in done.stdout, done.stdout
+        assert done.returncode == 2 and install_line("docker") in done.stdout, done.stdout
 
 
 def test_doctor_shows_the_local_workers_confinement_layers(codeward, tmp_path):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from codeward import CodeAgent, ScriptedModel, Tool, ToolCallingAgent, ToolDefinitionError, tool
 from codeward.executors import base, create_executor
+from codeward.executors.base import install_line
 from codeward.platform.prompts import load_prompt_templates
 from tests.platform.doubles import ExecDouble
 
@@ -30,7 +33,7 @@ def test_executor_whose_extra_is_missing_names_the_pip_line(tmp_path, monkeypatc
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(base._REGISTRY, "fancy", ("fancy_sandbox", "FancyExecutor", "fancy"))
     with pytest.raises(
-        ImportError, match=r"needs the package 'fancy_cloud_sdk_not_installed'.*pip install 'codeward\[fancy\]'"
+        ImportError, match=r"needs the package 'fancy_cloud_sdk_not_installed'.*" + re.escape(install_line("fancy"))
     ):
         create_executor("fancy")
 

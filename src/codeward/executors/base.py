@@ -8,6 +8,10 @@ Everything about *where* the code runs lives in the executor's own module.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
+import json
+import shlex
+import urllib.parse
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from types import ModuleType, TracebackType
@@ -186,8 +190,34 @@ def executor_class(name: str) -> type[Executor]:
 
 
 def install_line(extra: str) -> str:
-    """The pip line that installs codeward's `extra`, quoted so that a shell leaves the brackets alone."""
-    return f"pip install 'codeward[{extra}]'"
+    """The pip line that installs codeward's `extra`, quoted so that a shell leaves the brackets alone.
+
+    A codeward installed from a folder (a checkout, ``pip install -e .``) names that folder, as
+    pip recorded it (PEP 610): the line must work when pasted, from wherever it is pasted.
+    """
+    folder, editable = _installed_from()
+    if folder is None:
+        return f"pip install 'codeward[{extra}]'"
+    return f"pip install {'-e ' if editable else ''}{shlex.quote(f'{folder}[{extra}]')}"
+
+
+def _installed_from() -> tuple[str | None, bool]:
+    """The local folder codeward was installed from, and whether editably; (None, False) otherwise.
+
+    The installed copy's metadata says so; a checkout's own ``src/codeward.egg-info``, which
+    comes first when ``src`` is on the path, does not, so every copy of the metadata is asked.
+    """
+    for distribution in importlib.metadata.distributions(name="codeward"):
+        try:
+            recorded = json.loads(distribution.read_text("direct_url.json") or "null")
+        except ValueError:
+            continue
+        url = recorded.get("url") if isinstance(recorded, dict) else None
+        if isinstance(url, str) and url.startswith("file://"):
+            dir_info = recorded.get("dir_info")
+            editable = isinstance(dir_info, dict) and dir_info.get("editable") is True
+            return urllib.parse.unquote(urllib.parse.urlparse(url).path), editable
+    return None, False
 
 
 def import_with_extra(module_name: str, *, needed_by: str, extra: str | None) -> ModuleType:

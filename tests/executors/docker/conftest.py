@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from codeward.executors.base import SandboxError
+from codeward.executors.base import SandboxError, install_line
 
 try:
     import docker
     import jupyter_client  # noqa: F401 (the sandbox's kernel client)
 except ImportError as missing:
     docker = None
-    SDK_MISSING: str | None = f"the docker extra is not installed ({missing}; pip install 'codeward[docker]')"
+    SDK_MISSING: str | None = f"the docker extra is not installed ({missing}; {install_line('docker')})"
 else:
     SDK_MISSING = None
 
