@@ -285,6 +285,7 @@ def _replay(args: argparse.Namespace, console: Console) -> int:
         tool_specs=args.tools,
         variables=_variables(args.var),
         authorized_imports=args.imports,
+        as_recorded=args.as_recorded,
     )
     shown = escape(visible(report.render()))  # the recording's text, from a file that may be a stranger's
     if report.ok:
@@ -324,6 +325,12 @@ def _add_replay(commands: Any) -> None:
         default=[],
         metavar="MODULE",
         help="a module the code may import on the local sandbox, beyond the defaults (repeatable)",
+    )
+    replay.add_argument(
+        "--as-recorded",
+        action="store_true",
+        help="also take what the run file records: its tools (imported: trust the file first), variable "
+        "files inside its folder, and its executor unless that runs code unconfined (jupyter)",
     )
     replay.set_defaults(handler=_replay)
 

@@ -36,7 +36,7 @@ from codeward.platform.tools import Tool
 from codeward.terminal_text import visible
 from codeward.tool_specs import load_tool_specs, load_tools, spec_under
 from codeward.usage import UsageError
-from codeward.value_files import parse_var_option
+from codeward.value_files import check_value_file, load_value_file, parse_var_option
 
 __all__ = [
     "RUN_RECORD",
@@ -48,11 +48,16 @@ __all__ = [
 ]
 
 _DEFAULT_EXECUTOR = "local"
+#: The sandboxes `--as-recorded` may take from a run file: those that confine code at least as the
+#: default does. Any other (jupyter runs code on the host, unconfined) needs its own --executor.
+_ADOPTABLE_EXECUTORS = frozenset({"local", "docker", "e2b"})
 #: How a variable's recorded origin reads in a message.
 _ORIGINS = {"python": "Python", "saved": "the run file, which could not read it back"}
 _CHECK_SUGGESTIONS = (
     "These suggestions are the run file's own words: check each before you pass it, "
-    "as a flag grants what a file cannot (host code to import, a sandbox, imports)."
+    "as a flag grants what a file cannot (host code to import, a sandbox, imports). "
+    "--as-recorded takes the recorded tools, variable files inside the run's folder and a "
+    "confining executor at once; imports and an unconfined executor still need their flags."
 )
 
 
@@ -315,6 +320,47 @@ def _variable_needs(record: dict[str, Any], available: set[str], folder: Path) -
     return needs
 
 
+def _inside(folder: Path, file: str) -> Path | None:
+    """`file` read from the run's folder, if it lies inside it (links resolved); None if it climbs out."""
+    candidate = (folder / Path(file).expanduser()).resolve()
+    return candidate if candidate.is_relative_to(folder.resolve()) else None
+
+
+def _recorded_tool_specs(record: dict[str, Any], folder: Path, given: set[str]) -> list[str]:
+    """The recorded specs of the tools not given, for --as-recorded: modules by name, and files only
+    inside the run's folder (a spec that climbs out stays a flag for the user to pass)."""
+    sources = _named_entries(record.get("tool_sources"))
+    specs = [s["spec"] for s in sources if s["name"] not in given and isinstance(s.get("spec"), str)]
+    if not sources and not given:
+        specs = _strings(record.get("tools"))
+    adopted = []
+    for spec in dict.fromkeys(specs):
+        target, sep, attr = spec.partition(":")
+        if not target.endswith(".py"):
+            adopted.append(spec)
+        elif (file := _inside(folder, target)) is not None:
+            adopted.append(f"{file}{sep}{attr}")
+    return adopted
+
+
+def _recorded_variable_files(record: dict[str, Any], folder: Path, given: set[str]) -> dict[str, Any]:
+    """The values of recorded variables read from files inside the run's folder, for --as-recorded."""
+    values = {}
+    for source in _named_entries(record.get("variable_sources")):
+        file = source.get("file")
+        if source["name"] in given or not isinstance(file, str) or not source["name"].isidentifier():
+            continue
+        if (inside := _inside(folder, file)) is not None and inside.is_file():
+            values[source["name"]] = load_value_file(check_value_file(inside))
+    return values
+
+
+def _adopted_executor(record: dict[str, Any]) -> str | None:
+    """The recorded executor, for --as-recorded, when it confines code at least as the default does."""
+    recorded = record.get("executor")
+    return recorded if isinstance(recorded, str) and recorded in _ADOPTABLE_EXECUTORS else None
+
+
 def _check_needs(path: Path, needs: list[str]) -> None:
     """Stop before anything runs when the run needs flags it was not given, naming each."""
     if needs:
@@ -359,6 +405,7 @@ def replay_run(
     variables: dict[str, Any] | None = None,
     executor_kwargs: dict[str, Any] | None = None,
     authorized_imports: list[str] | None = None,
+    as_recorded: bool = False,
 ) -> ReplayReport:
     """Re-run a saved run's code in a fresh sandbox and compare it with the recording.
 
@@ -367,6 +414,11 @@ def replay_run(
     The run's record is compared with them: where the run needs more, `ReplayNeedsFlags`
     names it before anything runs. `variables` add to (and override) the values a
     ``codeward run --save`` kept.
+
+    `as_recorded` is the caller's consent to take from the record what it lacks: an executor
+    that confines code at least as local does, the recorded tool specs (modules, and files
+    inside the run's folder), and variable files inside that folder. Never imports beyond the
+    defaults or an unconfined executor: those always take their own flags.
     """
     path = Path(path)
     try:
@@ -378,10 +430,15 @@ def replay_run(
     if not tasks:
         raise UsageError(f"{path} is not a saved run: it has no task step")
     record = data.get(RUN_RECORD) if isinstance(data.get(RUN_RECORD), dict) else {}
-    chosen = executor or _DEFAULT_EXECUTOR
     imports = list(authorized_imports or [])
     tools = tools if tools is not None else load_tool_specs(tool_specs or [])
     given = {**_recorded_values(record), **(variables or {})}
+    if as_recorded:
+        executor = executor or _adopted_executor(record)
+        names = {tool.name for tool in tools}
+        tools += [t for t in load_tool_specs(_recorded_tool_specs(record, path.parent, names)) if t.name not in names]
+        given = {**_recorded_variable_files(record, path.parent, set(given)), **given}
+    chosen = executor or _DEFAULT_EXECUTOR
     _check_needs(
         path,
         [

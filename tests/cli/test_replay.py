@@ -21,6 +21,7 @@ from codeward.replay import ReplayNeedsFlags
 from codeward.testing import assert_replays
 from codeward.tool_specs import load_tool_specs
 from tests.cli.conftest import code, write_script
+from tests.executors.contract.conftest import _module_missing
 
 RATES = '''
 from codeward import tool
@@ -309,3 +310,61 @@ def test_a_saved_memory_without_a_record_replays_as_before(codeward, tmp_path):
     assert done.returncode == 0, done.stdout
     missing = codeward("replay", "bare.json")  # nothing recorded to name: it runs, and the diff tells
     assert missing.returncode == 1 and "replay failed" in missing.stdout
+
+
+# -- --as-recorded: the user's consent to take what the file records, within limits ---------------
+
+
+def test_as_recorded_takes_the_recorded_tools_and_variable_files_inside_the_runs_folder(codeward, recorded):
+    data = json.loads(recorded.read_text())
+    del data["codeward_run"]["variables"]  # only the file the value came from is left
+    recorded.write_text(json.dumps(data))
+    done = codeward("replay", "run.json", "--as-recorded")
+    assert done.returncode == 0, done.stdout
+    assert "3 steps and the final answer match" in done.stdout
+
+
+def test_as_recorded_never_climbs_out_of_the_runs_folder_nor_grants_imports_or_an_unconfined_sandbox(
+    codeward, shop_tools, tmp_path
+):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "evil.py").write_text(HOSTILE_TOOLS)
+    (outside / "amounts.json").write_text(json.dumps({"USD": 1}))
+    run_folder = tmp_path / "runs"
+    run_folder.mkdir()
+    _save_from_python(shop_tools, "local", run_folder / "run.json")
+    data = json.loads((run_folder / "run.json").read_text())
+    data["codeward_run"].update(
+        {
+            "executor": "jupyter",
+            "authorized_imports": ["os"],
+            "tool_sources": [{"name": "shop_rate", "spec": "../elsewhere/evil.py:rate"}],
+            "variable_sources": [{"name": "amounts", "from": "file", "file": "../elsewhere/amounts.json"}],
+        }
+    )
+    (run_folder / "run.json").write_text(json.dumps(data))
+
+    refused = codeward("replay", "runs/run.json", "--as-recorded")
+    assert refused.returncode == 2, refused.stdout
+    out = refused.stdout
+    assert "--executor jupyter" in out and "--import os" in out
+    assert "evil.py:rate: for the tool(s) shop_rate" in out and "amounts" in out
+    assert not (outside / MARKER).exists()
+
+
+@pytest.mark.parametrize("executor", ["docker"])  # "docker": CI's hook fails this test instead of skipping it
+def test_as_recorded_takes_a_confining_executor_from_the_file(codeward, shop_tools, tmp_path, executor):
+    from tests.executors.contract.conftest import _docker_unavailable
+
+    if why := _module_missing(executor) or _docker_unavailable():
+        pytest.skip(why)
+    _save_from_python(shop_tools, "local", tmp_path / "run.json")
+    (tmp_path / "amounts.json").write_text(json.dumps({"USD": 100, "GBP": 10}))
+    data = json.loads((tmp_path / "run.json").read_text())
+    data["codeward_run"]["executor"] = executor
+    data["codeward_run"]["variable_sources"] = [{"name": "amounts", "from": "file", "file": "amounts.json"}]
+    (tmp_path / "run.json").write_text(json.dumps(data))
+    done = codeward("replay", "run.json", "--as-recorded")
+    assert done.returncode == 0, done.stdout
+    assert f"2 steps and the final answer match on the {executor} executor" in done.stdout
