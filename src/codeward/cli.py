@@ -429,6 +429,67 @@ def _add_sandboxes(commands: Any) -> None:
     actions.add_parser("prune", help="remove containers whose owner process is gone").set_defaults(handler=_sandboxes)
 
 
+# -- mcp serve -------------------------------------------------------------------------------
+
+
+def _mcp_serve(args: argparse.Namespace, console: Console) -> int:
+    from codeward.executors.base import executor_class, import_with_extra
+    from codeward.tool_specs import load_tool_specs
+
+    server = import_with_extra("codeward.mcp.server", needed_by="codeward mcp serve", extra="mcp")
+    try:
+        executor_class(args.executor)  # a wrong name or a missing extra is told now, not at the first call
+    except ValueError as error:
+        raise UsageError(str(error)) from error
+    if args.idle_timeout <= 0:
+        raise UsageError(f"--idle-timeout must be a positive number of seconds, got {args.idle_timeout}")
+    options = server.ServeOptions(args.executor, load_tool_specs(args.tools), args.imports, args.idle_timeout)
+    if args.http is None:
+        server.serve_stdio(options)
+    else:
+        server.serve_http(options, args.host, args.http)
+    return 0
+
+
+def _add_mcp(commands: Any) -> None:
+    mcp = commands.add_parser("mcp", help="codeward as an MCP server")
+    actions = mcp.add_subparsers(dest="action", metavar="ACTION", required=True)
+    serve = actions.add_parser(
+        "serve",
+        help="offer run_python and reset to MCP clients, each session in a sandbox of its own",
+        description="Serves MCP on stdin and stdout, or over streamable HTTP with --http. Each client "
+        "session gets its own sandbox, started on its first run_python and closed when the session ends.",
+    )
+    serve.add_argument("--executor", default="local", metavar="NAME", help="the sandbox (default: local)")
+    serve.add_argument(
+        "--tools",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="tools the code can call: module:attr, module, or file.py[:attr] (repeatable)",
+    )
+    serve.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a module the code may import, beyond the defaults (repeatable; pkg.* for a package)",
+    )
+    serve.add_argument(
+        "--http", type=int, metavar="PORT", help="serve streamable HTTP at /mcp on PORT (0: a free one, printed)"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="the address --http listens on (default: 127.0.0.1)")
+    serve.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=1800.0,
+        metavar="SECONDS",
+        help="close a session's sandbox after this long without a call (default 1800)",
+    )
+    serve.set_defaults(handler=_mcp_serve, console_to_stderr=True)
+
+
 # -- the command -----------------------------------------------------------------------------
 
 
@@ -436,7 +497,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="codeward", description="Agents that act by writing Python, in a sandbox.")
     parser.add_argument("--version", action="version", version=f"codeward {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_add_demo, _add_run, _add_batch, _add_replay, _add_doctor, _add_images, _add_sandboxes):
+    for add in (_add_demo, _add_run, _add_batch, _add_replay, _add_doctor, _add_images, _add_sandboxes, _add_mcp):
         add(commands)
     return parser
 
@@ -447,7 +508,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
-    console = Console(stderr=bool(getattr(args, "json", False)))
+    # stdout is for data: --json's result, or the MCP protocol itself
+    console = Console(stderr=bool(getattr(args, "json", False) or getattr(args, "console_to_stderr", False)))
     try:
         return int(args.handler(args, console))
     except (UsageError, ImportError, FileNotFoundError) as error:  # the input, or a setup step the user must take

@@ -1,0 +1,293 @@
+"""codeward as an MCP server: `codeward mcp serve` lends an MCP client's model a Python sandbox.
+
+The client's model plays the part a `CodeAgent`'s model plays: it writes code, `run_python`
+runs it in a sandbox, and the answer is the observation the agent would have shown its own
+model (what the code printed, the last value or the final answer, the sandbox's traceback).
+Each client session has a sandbox of its own, started on its first `run_python` and closed
+when the session ends, so a client that goes away leaves no container behind.
+
+The session's end is the SDK's per-connection ``exit_stack``, unwound when a stdio stream
+closes or a streamable-HTTP session is deleted or times out; an idle timeout of our own, and
+the server's shutdown, close whatever that hook missed. A client on the stateless 2026-07-28
+protocol has no session: each of its calls gets a fresh sandbox, closed when the call ends.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import anyio
+import mcp_types as types
+from mcp.server.connection import Connection
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+from codeward import __version__
+from codeward.executors.base import ExecutorError
+from codeward.platform.code_agent import CodeAgent
+from codeward.platform.display import AgentLogger, LogLevel
+from codeward.platform.errors import AgentError
+from codeward.platform.memory import ActionStep
+from codeward.platform.models import Model
+from codeward.platform.tools import Tool
+
+__all__ = ["ServeOptions", "serve_http", "serve_stdio"]
+
+_SANDBOX_KEY = "codeward.sandbox"
+_RUN_PYTHON = types.Tool(
+    name="run_python",
+    description=(
+        "Run Python code in a sandbox that keeps its state (variables, functions, imports) between calls "
+        "of this session. Returns what the code printed and the value of its last expression; an error "
+        "returns the sandbox's traceback. Call final_answer(x) to hand back a result."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {"code": {"type": "string", "description": "The Python code to run."}},
+        "required": ["code"],
+    },
+)
+_RESET = types.Tool(
+    name="reset",
+    description="Forget everything this session's code defined: the next run_python starts in a fresh sandbox.",
+    input_schema={"type": "object", "properties": {}},
+)
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """What every session's sandbox is made of: `codeward mcp serve`'s flags."""
+
+    executor: str
+    tools: list[Tool] = field(default_factory=list)
+    imports: list[str] = field(default_factory=list)
+    idle_timeout: float = 1800.0
+
+
+class SessionSandbox:
+    """One client session's sandbox, held by a `CodeAgent` whose model is the client's.
+
+    The agent is made on the first `run` (a client that only lists tools starts nothing) and
+    runs each call as one of its steps, so the sandbox gets tools and imports, and the client
+    gets its observations, exactly as `codeward run` would give them. Calls of one session
+    take turns: a sandbox runs one block at a time.
+    """
+
+    def __init__(self, options: ServeOptions) -> None:
+        self._options = options
+        self._agent: CodeAgent | None = None
+        self._steps = 0
+        self._lock = threading.Lock()
+        self._idle_note = ""
+        self.last_used = time.monotonic()
+
+    def run(self, code: str) -> types.CallToolResult:
+        """Run `code` (blocking: call it from a worker thread) and say what happened as the model should see it."""
+        with self._lock:
+            self.last_used = time.monotonic()
+            try:
+                agent = self._started()
+            except (ValueError, ExecutorError) as error:
+                return _text_result(f"The {self._options.executor!r} sandbox could not start: {error}", failed=True)
+            self._steps += 1
+            step = ActionStep(step_number=self._steps)
+            try:
+                outcome = agent._execute(code, step)
+            except AgentError as error:
+                return _text_result(_joined(self._take_idle_note(), step.observations, error.message), failed=True)
+            finally:
+                self.last_used = time.monotonic()
+            answer = f"Final answer: {outcome.output}" if outcome.is_final_answer else ""
+            return _text_result(_joined(self._take_idle_note(), step.observations, answer))
+
+    def _started(self) -> CodeAgent:
+        if self._agent is None:
+            self._agent = CodeAgent(
+                tools=self._options.tools,
+                model=Model(),  # never asked: the MCP client's model writes the code
+                executor=self._options.executor,
+                additional_authorized_imports=self._options.imports or None,
+                logger=AgentLogger(LogLevel.OFF),
+            )
+            self._agent._setup_run()
+        return self._agent
+
+    def _take_idle_note(self) -> str:
+        note, self._idle_note = self._idle_note, ""
+        return note
+
+    def close_if_idle(self, now: float) -> None:
+        """Close a sandbox unused for the idle timeout; the session's next call starts afresh, and is told."""
+        with self._lock:
+            if self._agent is not None and now - self.last_used >= self._options.idle_timeout:
+                self._close_agent()
+                self._idle_note = (
+                    f"The sandbox was idle for {self._options.idle_timeout:g} s and was closed; "
+                    "this is a fresh one, and what earlier code defined is gone."
+                )
+
+    def reset(self) -> None:
+        """Close the sandbox now; the next `run` starts a fresh one."""
+        with self._lock:
+            self._close_agent()
+            self._steps = 0
+
+    close = reset
+
+    def _close_agent(self) -> None:
+        agent, self._agent = self._agent, None
+        if agent is not None:
+            agent.close()
+
+
+def _joined(*parts: str | None) -> str:
+    return "\n".join(part for part in parts if part) or "The code ran, printed nothing and gave no value."
+
+
+def _text_result(text: str, *, failed: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=failed)
+
+
+class Sandboxes:
+    """Every session's sandbox, so the idle timeout and the server's shutdown can reach them all."""
+
+    def __init__(self, options: ServeOptions) -> None:
+        self.options = options
+        self._open: set[SessionSandbox] = set()
+
+    def of(self, connection: Connection) -> SessionSandbox:
+        """The connection's sandbox; the first call makes it and ties its closing to the connection's end."""
+        sandbox = connection.state.get(_SANDBOX_KEY)
+        if isinstance(sandbox, SessionSandbox):
+            return sandbox
+        sandbox = SessionSandbox(self.options)
+        connection.state[_SANDBOX_KEY] = sandbox
+        self._open.add(sandbox)
+        connection.exit_stack.push_async_callback(self._close, sandbox)
+        return sandbox
+
+    async def _close(self, sandbox: SessionSandbox) -> None:
+        self._open.discard(sandbox)
+        await anyio.to_thread.run_sync(sandbox.close)
+
+    async def close_idle_forever(self) -> None:
+        """Every so often, close the sandboxes whose session has not called for the idle timeout."""
+        period = min(self.options.idle_timeout / 4, 30.0)
+        while True:
+            await anyio.sleep(period)
+            now = time.monotonic()
+            for sandbox in list(self._open):
+                await anyio.to_thread.run_sync(sandbox.close_if_idle, now)
+
+    async def close_all(self) -> None:
+        for sandbox in list(self._open):
+            await self._close(sandbox)
+
+
+def _connection_of(ctx: ServerRequestContext[Sandboxes]) -> Connection:
+    """The request's connection, whose end is the session's end.
+
+    The SDK keeps per-connection state and teardown on `Connection`, but this version's
+    request context reaches it only through its session (the SDK's own TODO, "L54").
+    """
+    connection = getattr(ctx.session, "_connection", None)
+    if not isinstance(connection, Connection):
+        raise RuntimeError("this version of the mcp SDK does not say which connection a request came on")
+    return connection
+
+
+async def _list_tools(
+    ctx: ServerRequestContext[Sandboxes], params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=[_RUN_PYTHON, _RESET])
+
+
+async def _call_tool(ctx: ServerRequestContext[Sandboxes], params: types.CallToolRequestParams) -> types.CallToolResult:
+    sandbox = ctx.lifespan_context.of(_connection_of(ctx))
+    arguments = params.arguments or {}
+    if params.name == "run_python":
+        code = arguments.get("code")
+        if not isinstance(code, str):
+            return _text_result("run_python needs its argument 'code', a string of Python.", failed=True)
+        return await anyio.to_thread.run_sync(sandbox.run, code)
+    if params.name == "reset":
+        await anyio.to_thread.run_sync(sandbox.reset)
+        return _text_result("The sandbox was reset: the next run_python starts in a fresh one.")
+    return _text_result(f"There is no tool named {params.name!r}; the tools are run_python and reset.", failed=True)
+
+
+def _server(options: ServeOptions) -> Server[Sandboxes]:
+    """The MCP server; its lifespan holds the sandboxes, closes idle ones, and closes the rest when it stops."""
+
+    @asynccontextmanager
+    async def lifespan(_: Server[Sandboxes]) -> AsyncIterator[Sandboxes]:
+        sandboxes = Sandboxes(options)
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(sandboxes.close_idle_forever)
+            try:
+                yield sandboxes
+            finally:
+                tasks.cancel_scope.cancel()
+                with anyio.CancelScope(shield=True):
+                    await sandboxes.close_all()
+
+    return Server(
+        "codeward",
+        version=__version__,
+        instructions="run_python runs Python in a sandbox of this session's own; reset starts it afresh.",
+        lifespan=lifespan,
+        on_list_tools=_list_tools,
+        on_call_tool=_call_tool,
+    )
+
+
+async def _until_terminated(scope: anyio.CancelScope) -> None:
+    """SIGTERM (how an MCP client ends a server that outstays its grace) stops serving, so sandboxes close."""
+    import signal
+
+    with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
+
+
+async def _serve_stdio(options: ServeOptions) -> None:
+    server = _server(options)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(_until_terminated, tasks.cancel_scope)
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+        tasks.cancel_scope.cancel()
+
+
+def serve_stdio(options: ServeOptions) -> None:
+    """Serve one client over stdin and stdout until it closes them."""
+    anyio.run(_serve_stdio, options)
+
+
+async def _serve_http(options: ServeOptions, listening: socket.socket, host: str) -> None:
+    import uvicorn
+
+    app = _server(options).streamable_http_app(host=host, session_idle_timeout=options.idle_timeout)
+    web = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    await web.serve(sockets=[listening])  # uvicorn stops on SIGTERM and SIGINT itself, closing the lifespan
+
+
+def serve_http(options: ServeOptions, host: str, port: int) -> None:
+    """Serve clients over streamable HTTP at http://HOST:PORT/mcp; port 0 picks a free one, printed on stderr."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as listening:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind((host, port))
+        shown_host = f"[{host}]" if family == socket.AF_INET6 else host
+        print(
+            f"codeward MCP server at http://{shown_host}:{listening.getsockname()[1]}/mcp", file=sys.stderr, flush=True
+        )
+        anyio.run(_serve_http, options, listening, host)
