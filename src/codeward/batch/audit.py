@@ -30,11 +30,16 @@ from codeward.executors.base import (
 from codeward.json_values import preview
 from codeward.platform.tools import Tool
 
-__all__ = ["AuditingExecutor", "RecordingTool", "iso_time"]
+__all__ = ["AuditingExecutor", "RecordingTool", "code_digest", "iso_time"]
 
 
 def iso_time(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="milliseconds")
+
+
+def code_digest(code: str) -> str:
+    """The block's sha256 over its UTF-8 text; a lone surrogate (a model may write one) is kept, not refused."""
+    return hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class RecordingTool(Tool):
@@ -126,7 +131,7 @@ class AuditingExecutor(Executor):
             "job_id": self.job_id,
             "step": self._step(),
             "code": code,
-            "sha256": hashlib.sha256(code.encode("utf-8")).hexdigest(),
+            "sha256": code_digest(code),
             "executor": self.name,
             "sandbox_id": self.sandbox_id,
             "start": iso_time(started),

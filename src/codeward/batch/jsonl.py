@@ -5,6 +5,8 @@ then ``fsync``: a finished record is on disk before the batch moves on. A kill
 can still cut the *last* line short (a large write is not atomic against
 SIGKILL), so whoever opens the file again first cuts that torn tail off; a torn
 line is never followed by another, and readers see only whole records.
+Records are written as ASCII JSON, so any Python ``str`` a sandbox hands
+back (a lone surrogate too) is stored as an escape and read back exactly.
 Several processes may append to one file (the audit): with ``shared=True`` an
 ``flock`` around each write keeps their lines whole. A file with one writer
 (the results) is instead held with `exclusive_writer` for the writer's whole
@@ -115,7 +117,8 @@ class JsonlAppender:
     def append(self, record: dict[str, Any]) -> None:
         if self._fd is None:
             raise ValueError(f"{self.path} is closed")
-        data = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        # ASCII JSON: every str, lone surrogates included, is written as escapes that read back exactly
+        data = (json.dumps(record, ensure_ascii=True, default=str) + "\n").encode("ascii")
         if self.shared:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:

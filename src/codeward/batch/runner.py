@@ -22,6 +22,7 @@ from typing import Any
 from codeward.batch.jobs import Job
 from codeward.batch.jsonl import JsonlAppender, exclusive_writer, repair_and_read
 from codeward.batch.pool import Worker
+from codeward.batch.worker import unrecordable
 
 __all__ = ["FAILED_STATUSES", "STATUSES", "BatchOptions", "BatchOutcome", "run_batch"]
 
@@ -127,14 +128,23 @@ class _Batch:
         if worker.cancel_reason == "timeout" and result.get("status") == "cancelled":
             result["status"] = "timeout"
             result["error"] = f"the job ran past its timeout of {worker.job.timeout_seconds} s and was stopped"
+        if result.get("status") != "cancelled":  # a cancelled job did not finish: the next run does it again
+            result = self._write_result(result)
         status = result.get("status", "error")
-        if status != "cancelled":  # a cancelled job did not finish: the next run does it again
-            self.results.append(result)
         self.outcome.counts[status] += 1
         if status != "success":
             self.outcome.failures.append(result)
         worker.finish_job()
         self.progress.advance(status)
+
+    def _write_result(self, result: dict[str, Any]) -> dict[str, Any]:
+        """Write the result line; one that cannot be written becomes that job's error, and the batch goes on."""
+        try:
+            self.results.append(result)
+        except (TypeError, ValueError, RecursionError) as error:
+            result = unrecordable(result, error)
+            self.results.append(result)
+        return result
 
     def _lost(self, worker: Worker, description: str) -> None:
         """The worker died or was killed with a job on it: record what the parent knows."""

@@ -30,7 +30,7 @@ from typing import Any, TextIO
 
 from codeward.batch.jobs import file_reference
 
-__all__ = ["JobCancelled", "main", "run_job"]
+__all__ = ["JobCancelled", "main", "run_job", "unrecordable"]
 
 
 class JobCancelled(KeyboardInterrupt):
@@ -149,7 +149,7 @@ def run_file(runs: Path, job_id: str) -> Path:
     """Where a job's run is saved: its id as a file name (made safe, and unique again by a hash if changed)."""
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", job_id)
     if safe != job_id:
-        safe += "-" + hashlib.sha256(job_id.encode("utf-8")).hexdigest()[:8]
+        safe += "-" + hashlib.sha256(job_id.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return runs / f"{safe}.json"
 
 
@@ -243,9 +243,28 @@ def _read_stdin(jobs: queue.Queue[dict[str, Any] | None]) -> None:
     _cancellation.request(None)
 
 
+def unrecordable(result: dict[str, Any], error: Exception) -> dict[str, Any]:
+    """What is recorded for a job whose result cannot be written: that job's error, so the batch goes on."""
+    return {
+        "id": str(result.get("id")),
+        "status": "error",
+        "output": None,
+        "error": f"the job's result could not be recorded: {type(error).__name__}: {error}",
+        "model": str(result.get("model")),
+    }
+
+
 def _send(channel: TextIO, event: dict[str, Any]) -> None:
     channel.write(json.dumps(event, default=str) + "\n")
     channel.flush()
+
+
+def _send_result(channel: TextIO, job_id: str, result: dict[str, Any]) -> None:
+    """The job's result; one that JSON cannot hold (a key of no JSON type, nesting too deep) as its error."""
+    try:
+        _send(channel, {"event": "done", "id": job_id, "result": result})
+    except (TypeError, ValueError, RecursionError) as error:
+        _send(channel, {"event": "done", "id": job_id, "result": unrecordable(result, error)})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -273,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             announce = lambda block: _send(channel, {"event": "block", "record": block})  # noqa: E731
             result = run_job(job, audit, announce, args.runs, pools)
             _cancellation.current = None
-            _send(channel, {"event": "done", "id": job["id"], "result": result})
+            _send_result(channel, job["id"], result)
     finally:
         pools.close()
     return 0
