@@ -24,9 +24,33 @@ def test_an_unknown_attribute_is_an_attribute_error():
 
 
 def test_importing_the_package_loads_no_sandbox_sdk():
-    code = "import sys, codeward, codeward.executors; print(sorted(m for m in ('e2b', 'docker', 'jupyter_client', 'litellm') if m in sys.modules))"
+    code = (
+        "import sys, codeward, codeward.executors, codeward.integrations.foreign_tools\n"
+        "agent = codeward.CodeAgent(tools=[], model=codeward.ScriptedModel([]))\n"
+        "agent.close()\n"
+        "optional = ('e2b', 'docker', 'jupyter_client', 'litellm', 'smolagents', 'langchain_core')\n"
+        "print(sorted(m for m in optional if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_neither_codeward_nor_its_help_imports_the_mcp_sdk():
+    """MCP is an optional extra: only using `codeward.mcp.MCPTools` (or `--mcp`) imports it."""
+    code = (
+        "import sys, runpy, codeward, codeward.mcp\nsys.argv = ['codeward', '--help']\n"
+        "try:\n    runpy.run_module('codeward.cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith('mcp.')), file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stderr.strip() == "[]"
+
+
+def test_mcp_tools_without_the_sdk_name_the_extra():
+    code = "import sys\nsys.modules['mcp'] = None\nfrom codeward.mcp import MCPTools"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "codeward.mcp needs the package 'mcp'" in done.stderr and install_line("mcp") in done.stderr
 
 
 def test_the_e2b_executor_needs_no_jupyter_client():

@@ -112,16 +112,31 @@ def _model_failures() -> Iterator[None]:
         raise AgentGenerationError(f"the model failed to answer: {type(error).__name__}: {error}") from error
 
 
-def _call_callback(callback: Callable[..., Any], step: MemoryStep, agent: MultiStepAgent) -> None:
+def _takes_agent(function: Callable[..., Any]) -> bool:
+    """Whether `function` accepts `agent=`: callbacks and final answer checks written for smolagents
+    take it, older ones do not, and both kinds work unchanged."""
     try:
-        parameters: Mapping[str, inspect.Parameter] = inspect.signature(callback).parameters
+        parameters: Mapping[str, inspect.Parameter] = inspect.signature(function).parameters
     except (TypeError, ValueError):
-        parameters = {}
-    takes_agent = "agent" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
-    if takes_agent:
+        return False
+    return "agent" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+
+
+def _call_callback(callback: Callable[..., Any], step: MemoryStep, agent: MultiStepAgent) -> None:
+    if _takes_agent(callback):
         callback(step, agent=agent)
     else:
         callback(step)
+
+
+def _as_tool(candidate: object) -> Tool:
+    """A codeward tool, or a smolagents or LangChain tool converted to one; the conversion is
+    imported only when something else is given, so codeward alone never imports those libraries."""
+    if isinstance(candidate, Tool):
+        return candidate
+    from codeward.integrations.foreign_tools import as_codeward_tool
+
+    return as_codeward_tool(candidate)
 
 
 class MultiStepAgent:
@@ -196,9 +211,8 @@ class MultiStepAgent:
         if isinstance(tools, Tool):
             raise TypeError("tools must be a list of tools, e.g. tools=[my_tool]")
         table: dict[str, Tool] = {}
-        for tool in [*tools, *(self._base_tools() if add_base_tools else [])]:
-            if not isinstance(tool, Tool):
-                raise TypeError(f"{tool!r} is not a Tool; decorate the function with @tool or subclass Tool")
+        for given in [*tools, *(self._base_tools() if add_base_tools else [])]:
+            tool = _as_tool(given)
             if tool.name in table:
                 raise ValueError(f"two tools are named {tool.name!r}; tool names must be unique")
             if tool.name in self.managed_agents:
@@ -445,7 +459,7 @@ class MultiStepAgent:
         for check in self.final_answer_checks:
             name = getattr(check, "__name__", repr(check))
             try:
-                passed = check(answer, self.memory)
+                passed = check(answer, self.memory, agent=self) if _takes_agent(check) else check(answer, self.memory)
             except Exception as error:
                 raise AgentError(f"the final answer failed the check {name!r}: {error}") from error
             if not passed:

@@ -38,6 +38,24 @@ def _text_of(value: Any, what: str, show: Callable[[Any], str]) -> str:
         ) from None
 
 
+#: Arguments of smolagents' CodeAgent that mean something else here (or nothing), with what to write instead.
+_SMOLAGENTS_ONLY = {
+    "executor_type": "codeward names the sandbox with executor=, e.g. CodeAgent(..., executor={value!r})",
+    "use_structured_outputs_internally": (
+        "codeward has no structured-output mode; the model always writes code between code_block_tags, "
+        "so leave the argument out"
+    ),
+}
+
+
+def _refuse_smolagents_only(kwargs: dict[str, Any]) -> None:
+    """A smolagents argument codeward does not take fails with what to write instead, rather than
+    with Python's bare 'unexpected keyword argument'."""
+    for name, advice in _SMOLAGENTS_ONLY.items():
+        if name in kwargs:
+            raise TypeError(f"CodeAgent takes no {name}= (a smolagents argument): {advice.format(value=kwargs[name])}")
+
+
 def _code_block_tags(tags: str | tuple[str, str] | None) -> tuple[str, str]:
     if tags in _TAGS:
         return _TAGS[tags]
@@ -68,6 +86,7 @@ class CodeAgent(MultiStepAgent):
         stream_outputs: bool = False,
         **kwargs: Any,
     ) -> None:
+        _refuse_smolagents_only(kwargs)
         self.code_block_tags = _code_block_tags(code_block_tags)
         self.additional_authorized_imports = list(additional_authorized_imports or [])
         self.max_print_outputs_length = max_print_outputs_length
@@ -204,6 +223,15 @@ class CodeAgent(MultiStepAgent):
     def close(self) -> None:
         """Close the sandbox. Also done by `with CodeAgent(...) as agent:`."""
         self.executor.close()
+
+    def cleanup(self) -> None:
+        """smolagents' name for `close()`, so code moved over from it closes the sandbox too."""
+        self.close()
+
+    @property
+    def python_executor(self) -> Executor:
+        """smolagents' name for `executor`: the sandbox this agent runs its code in."""
+        return self.executor
 
     def __enter__(self) -> CodeAgent:
         return self
