@@ -8,6 +8,7 @@ that ``codeward batch`` does not pay for litellm, nor ``codeward demo`` for dock
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Sequence
@@ -106,14 +107,17 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     tools = load_tool_specs(args.tools)
     variables = _variables(args.var)
     logger = AgentLogger(LogLevel.OFF if args.json else LogLevel.INFO, console)
-    with _agent(
-        tools=tools,
-        model=resolve_model(model_id),
-        executor=args.executor,
-        additional_authorized_imports=args.imports or None,
-        max_steps=args.max_steps,
-        logger=logger,
-    ) as agent:
+    with (
+        contextlib.ExitStack() as servers,
+        _agent(
+            tools=tools + _mcp_tools(args.mcp, servers),
+            model=resolve_model(model_id),
+            executor=args.executor,
+            additional_authorized_imports=args.imports or None,
+            max_steps=args.max_steps,
+            logger=logger,
+        ) as agent,
+    ):
         try:
             result = agent.run(args.task, additional_args=variables or None, return_full_result=True)
         except AgentGenerationError as error:
@@ -140,6 +144,21 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             f"{result.timing.duration:.2f} s · {usage.total_tokens} tokens[/dim]"
         )
     return 0 if result.state == "success" else 1
+
+
+def _mcp_tools(commands: list[str], servers: contextlib.ExitStack) -> list[Any]:
+    """The tools of each `--mcp` server, started here (on the host) and stopped when `servers` closes."""
+    if not commands:
+        return []
+    from codeward.mcp import MCPToolError, MCPTools
+
+    tools: list[Any] = []
+    for command in commands:
+        try:
+            tools += servers.enter_context(MCPTools(command))
+        except (MCPToolError, ValueError) as error:
+            raise UsageError(f"--mcp {command!r}: {error}") from error
+    return tools
 
 
 def _model_failed(error: AgentGenerationError, console: Console) -> int:
@@ -190,6 +209,13 @@ def _add_run(commands: Any) -> None:
     )
     run.add_argument(
         "--max-steps", type=int, default=20, metavar="N", help="steps before the model must answer (default 20)"
+    )
+    run.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="COMMAND",
+        help="an MCP server to start on the host, as a shell line or an http(s) URL; its tools join --tools (repeatable)",
     )
     run.add_argument("--json", action="store_true", help="print the run's result as JSON instead of the steps")
     run.add_argument("--save", metavar="RUN.json", help="save the run, for codeward replay or --model replay:RUN.json")

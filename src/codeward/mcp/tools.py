@@ -1,0 +1,386 @@
+"""Tools from an MCP server, run on the host like any other codeward tool.
+
+`MCPTools` connects to one server, a command spoken to over stdio or a
+streamable-HTTP URL, lists its tools and makes each one a `Tool` whose call asks
+the server. The sandbox receives only the tool's stub: the server's process, its
+environment and its network stay beside the host.
+
+The SDK is async and codeward is sync, so each `MCPTools` runs its client session
+on a private event loop in a thread of its own; calls from any thread are handed
+to that loop and waited for with a time limit.
+
+A stdio server that dies is not restarted behind the caller's back: the call
+that finds it gone fails with `MCPToolError` (the tool may or may not have run
+before the server died, so repeating it silently could run it twice), and the
+next call starts the server again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import keyword
+import os
+import re
+import shlex
+import sys
+import threading
+from collections.abc import AsyncIterator, Coroutine, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import httpx2
+import mcp_types
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client, types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from codeward.platform.tools import JSON_TYPES, Tool, ToolDefinitionError
+
+__all__ = ["MCPTool", "MCPToolError", "MCPTools"]
+
+_T = TypeVar("_T")
+
+#: Seconds a server may take to start and list its tools.
+CONNECT_TIMEOUT = 30.0
+#: Seconds a tool call may take by default.
+CALL_TIMEOUT = 120.0
+#: Seconds the server gets to stop when the tools are closed.
+CLOSE_TIMEOUT = 10.0
+
+#: Run before the server's own command: the server dies with the host (Linux's parent-death signal,
+#: which survives the exec), and a host already gone means no server at all.
+_DIE_WITH_HOST = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
+    "if os.getppid() != int(sys.argv[1]): os._exit(1)\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+class MCPToolError(RuntimeError):
+    """A call to an MCP tool failed: the server reported an error, was unreachable, or did not answer in time.
+
+    The model's code receives it like any tool's exception and may catch it.
+    """
+
+
+@dataclass
+class _Server:
+    """Where the server is and how to reach it: a command (stdio) or a URL (streamable HTTP)."""
+
+    command: list[str] | None = None
+    url: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+
+    def __str__(self) -> str:
+        return self.url or shlex.join(self.command or [])
+
+    def transport(self) -> AbstractAsyncContextManager[Any]:
+        if self.url is not None:
+            return _http_transport(self.url, self.headers)
+        return stdio_client(_stdio_parameters(self.command or [], self.env, self.cwd))
+
+
+def _stdio_parameters(command: list[str], env: dict[str, str], cwd: str | None) -> StdioServerParameters:
+    """The SDK passes the server a minimal environment (PATH, HOME...) plus `env`: the host's secrets stay here."""
+    if sys.platform.startswith("linux"):
+        command = [sys.executable, "-c", _DIE_WITH_HOST, str(os.getpid()), *command]
+    return StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=cwd)
+
+
+@asynccontextmanager
+async def _http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+    async with (
+        create_mcp_http_client(headers=headers) as client,
+        streamable_http_client(url, http_client=client) as streams,
+    ):
+        yield streams
+
+
+class _Session:
+    """One live connection: a task on the loop that holds the transport and session open until told to stop."""
+
+    def __init__(self, server: _Server) -> None:
+        self.server = server
+        self.stop = asyncio.Event()
+        self.lost = False
+        self.ready: asyncio.Future[tuple[ClientSession, list[types.Tool]]] = asyncio.get_running_loop().create_future()
+        self.task = asyncio.ensure_future(self._hold())
+
+    async def _hold(self) -> None:
+        try:
+            async with self.server.transport() as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                listed = await session.list_tools()
+                self.ready.set_result((session, listed.tools))
+                await self.stop.wait()
+        except BaseException as error:
+            if not self.ready.done():
+                self.ready.set_exception(error)
+        finally:
+            self.lost = True
+
+    async def close(self) -> None:
+        self.stop.set()
+        try:
+            await asyncio.wait_for(self.task, CLOSE_TIMEOUT)
+        except (TimeoutError, asyncio.CancelledError):
+            pass
+
+
+class MCPTools:
+    """The tools of one MCP server, as codeward tools that call the server from the host.
+
+    Give a command for a stdio server (a list, or a string split like a shell
+    line) with the `env` it needs, or the URL of a streamable-HTTP server with
+    the `headers` it needs. Use it as a context manager: the block gets the list
+    of tools, and the server stops when the block ends (a stdio server also dies
+    with the host process). `timeout` bounds each call, in seconds.
+    """
+
+    def __init__(
+        self,
+        server: str | Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float = CALL_TIMEOUT,
+    ) -> None:
+        self.server = _server(server, env, headers, cwd)
+        self.timeout = timeout
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name=f"mcp {self.server}", daemon=True)
+        self._thread.start()
+        self._lock = threading.Lock()
+        self._session: _Session | None = None
+        self._client: ClientSession | None = None
+        self._closed = False
+        try:
+            listed = self._connect()
+        except BaseException:
+            self.close()
+            raise
+        self.tools: list[Tool] = _tools(self, listed)
+
+    def __enter__(self) -> list[Tool]:
+        return self.tools
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<MCPTools {self.server} ({len(getattr(self, 'tools', []))} tools)>"
+
+    def close(self) -> None:
+        """Stop the server (or end the HTTP session) and the loop; idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._session is not None:
+                self._wait(self._session.close(), CLOSE_TIMEOUT + 1)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(CLOSE_TIMEOUT)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        """Call the server's tool `name`; a dead connection is reported now and made again at the next call."""
+        session = self._live_session()
+        try:
+            result = self._wait(session.call_tool(name, arguments, read_timeout_seconds=self.timeout), self.timeout + 5)
+        except MCPError as error:
+            if error.code != mcp_types.CONNECTION_CLOSED:
+                raise MCPToolError(
+                    f"the MCP server {self.server} refused the call to {name}: {error.error.message}"
+                ) from None
+            raise self._lost(name) from None
+        except MCPToolError:
+            raise
+        except Exception:
+            raise self._lost(name) from None
+        return result
+
+    def _lost(self, name: str) -> MCPToolError:
+        """Forget the connection, so the next call makes it again; the error says so."""
+        with self._lock:
+            if self._session is not None:
+                self._session.lost = True
+        return MCPToolError(
+            f"the connection to the MCP server {self.server} was lost during the call to {name} "
+            "(it may or may not have run); the next call connects again"
+        )
+
+    def _live_session(self) -> ClientSession:
+        with self._lock:
+            if self._closed:
+                raise MCPToolError(f"the MCP server {self.server} was closed: its tools can no longer be called")
+            if self._session is None or self._session.lost:
+                self._connect()
+            assert self._client is not None
+            return self._client
+
+    def _connect(self) -> list[types.Tool]:
+        """Start (or start again) the session; the caller holds the lock or is the constructor."""
+        if self._session is not None:
+            self._wait(self._session.close(), CLOSE_TIMEOUT + 1)
+        self._session = self._wait(_opened(self.server), CONNECT_TIMEOUT)
+        try:
+            self._client, listed = self._wait(_ready(self._session), CONNECT_TIMEOUT)
+        except Exception as error:
+            self._session.lost = True
+            raise MCPToolError(f"cannot connect to the MCP server {self.server}: {_reason(error)}") from error
+        return listed
+
+    def _wait(self, coroutine: Coroutine[Any, Any, _T], timeout: float) -> _T:
+        """Run `coroutine` on the private loop and wait for it; past `timeout` it is cancelled."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            return future.result(timeout)
+        except TimeoutError:
+            future.cancel()
+            raise MCPToolError(f"the MCP server {self.server} did not answer within {timeout:g} seconds") from None
+
+
+async def _opened(server: _Server) -> _Session:
+    return _Session(server)
+
+
+async def _ready(session: _Session) -> tuple[ClientSession, list[types.Tool]]:
+    return await session.ready
+
+
+def _reason(error: BaseException) -> str:
+    """The innermost message of an error the SDK's task groups may have wrapped in groups."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    if isinstance(error, httpx2.HTTPStatusError):
+        return f"HTTP {error.response.status_code}"
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def _server(
+    server: str | Sequence[str], env: dict[str, str] | None, headers: dict[str, str] | None, cwd: str | None
+) -> _Server:
+    if isinstance(server, str) and re.match(r"https?://", server):
+        if env:
+            raise ValueError("env is for a server started as a command; an HTTP server takes headers=")
+        return _Server(url=server, headers=dict(headers or {}))
+    command = shlex.split(server) if isinstance(server, str) else list(server)
+    if not command:
+        raise ValueError("an MCP server is a command to run or an http(s) URL; got nothing")
+    if headers:
+        raise ValueError("headers are for an HTTP server; a server started as a command takes env=")
+    return _Server(command=command, env=dict(env or {}), cwd=cwd)
+
+
+class MCPTool(Tool):
+    """One tool of an MCP server; calling it asks the server, from the host."""
+
+    def __init__(self, tools: MCPTools, listed: types.Tool, name: str) -> None:
+        self.name = name
+        self.remote_name = listed.name
+        self.description = (listed.description or listed.title or f"The tool {listed.name} of an MCP server.").strip()
+        self.inputs, self._argument_names, self._required = _inputs(listed.input_schema, self.name)
+        self._unwraps_result = _wraps_result(listed.output_schema)
+        self.output_type = _output_type(listed.output_schema, self._unwraps_result)
+        self._tools = tools
+        super().__init__()
+
+    def forward(self, **arguments: Any) -> Any:
+        sent = {
+            self._argument_names[key]: value
+            for key, value in arguments.items()
+            if value is not None or key in self._required
+        }
+        result = self._tools.call(self.remote_name, sent)
+        if result.is_error:
+            raise MCPToolError(_text(result.content) or f"the MCP tool {self.remote_name} failed")
+        if result.structured_content is not None:
+            content = result.structured_content
+            return content["result"] if self._unwraps_result and "result" in content else content
+        return _text(result.content)
+
+
+def _tools(tools: MCPTools, listed: list[types.Tool]) -> list[Tool]:
+    """One codeward tool per server tool, under a Python name; two tools that would share one are refused."""
+    made: dict[str, Tool] = {}
+    for entry in listed:
+        name = _python_name(entry.name)
+        if name in made:
+            raise ToolDefinitionError(
+                f"the MCP server {tools.server} has two tools named {name!r} once made Python names; "
+                "codeward cannot tell them apart"
+            )
+        made[name] = MCPTool(tools, entry, name)
+    return list(made.values())
+
+
+def _python_name(name: str) -> str:
+    """A name the model's code can call: other characters become underscores ("get-weather" -> get_weather)."""
+    python = re.sub(r"\W", "_", name)
+    if not python or python[0].isdigit():
+        python = f"_{python}"
+    return f"{python}_" if keyword.iskeyword(python) else python
+
+
+def _inputs(schema: dict[str, Any], tool: str) -> tuple[dict[str, dict[str, Any]], dict[str, str], set[str]]:
+    """codeward's `inputs` from a JSON schema, the server's name of each argument, and the required ones."""
+    properties: dict[str, Any] = schema.get("properties") or {}
+    required = set(schema.get("required") or ())
+    inputs: dict[str, dict[str, Any]] = {}
+    names: dict[str, str] = {}
+    for remote, spec in properties.items():
+        name = _python_name(remote)
+        if name in inputs:
+            raise ToolDefinitionError(f"MCP tool {tool!r}: two arguments are named {name!r} once made Python names")
+        inputs[name] = _input(name, spec if isinstance(spec, dict) else {}, remote in required)
+        names[name] = remote
+    return inputs, names, {name for name, remote in names.items() if remote in required}
+
+
+def _input(name: str, spec: dict[str, Any], required: bool) -> dict[str, Any]:
+    kinds = _json_types(spec)
+    nullable = "null" in kinds or (not required and "default" not in spec)
+    kinds = [kind for kind in kinds if kind != "null"] or ["any"]
+    made: dict[str, Any] = {
+        "type": kinds[0] if len(kinds) == 1 else kinds,
+        "description": spec.get("description") or spec.get("title") or name,
+    }
+    if "default" in spec:
+        made["default"] = spec["default"]
+    if nullable:
+        made["nullable"] = True
+    return made
+
+
+def _json_types(spec: dict[str, Any]) -> list[str]:
+    """The JSON types a schema admits, read through anyOf/oneOf; an unknown or missing type is "any"."""
+    if "type" in spec:
+        kinds = spec["type"] if isinstance(spec["type"], list) else [spec["type"]]
+    else:
+        kinds = [kind for member in spec.get("anyOf", spec.get("oneOf", [])) for kind in _json_types(member)]
+    return list(dict.fromkeys(kind if kind in JSON_TYPES else "any" for kind in kinds)) or ["any"]
+
+
+def _wraps_result(schema: dict[str, Any] | None) -> bool:
+    """Whether the server wraps a plain return value as ``{"result": value}``, as the MCP SDK's servers do."""
+    return bool(schema) and set((schema or {}).get("properties") or ()) == {"result"}
+
+
+def _output_type(schema: dict[str, Any] | None, unwraps: bool) -> str:
+    if not schema:
+        return "string"
+    if not unwraps:
+        return "object"
+    kinds = [kind for kind in _json_types(schema["properties"]["result"]) if kind != "null"]
+    return kinds[0] if len(kinds) == 1 else "any"
+
+
+def _text(content: list[types.ContentBlock]) -> str:
+    """The text blocks of a result; other blocks (images, resources) are named by their type."""
+    return "\n".join(block.text if isinstance(block, types.TextContent) else f"[{block.type}]" for block in content)

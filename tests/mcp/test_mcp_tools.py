@@ -1,0 +1,233 @@
+"""MCP servers' tools run on the host, called from the model's code in every sandbox that has a way back.
+
+The server is a real one (tests/mcp_server, made with the official SDK), started
+over stdio or streamable HTTP; nothing of MCP is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from codeward.executors.base import Executor
+from codeward.mcp import MCPToolError, MCPTools
+from codeward.platform.tools import Tool, ToolDefinitionError
+from tests.cli.conftest import children, command, command_env, write_script
+from tests.executors.contract.conftest import PROFILES, process_gone
+from tests.mcp_server import SECRET_VARIABLE, TOKEN_VARIABLE
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = [sys.executable, "-m", "tests.mcp_server"]
+SECRET = "correct-horse-battery-staple"
+TOKEN = "test-token-0123456789"
+
+
+def server_processes() -> list[int]:
+    """The test MCP servers still running under this test process."""
+    found = []
+    for pid in children(os.getpid()):
+        try:
+            command_line = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"tests.mcp_server" in command_line:
+            found.append(pid)
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_server_left() -> Iterator[None]:
+    yield
+    deadline = time.monotonic() + 5
+    while server_processes() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server_processes() == [], "an MCP server outlived its MCPTools"
+
+
+@pytest.fixture
+def mcp_tools() -> Iterator[dict[str, Tool]]:
+    with MCPTools(SERVER, env={SECRET_VARIABLE: SECRET}, cwd=str(ROOT)) as tools:
+        yield {tool.name: tool for tool in tools}
+
+
+def test_the_servers_tools_are_described_to_the_model(mcp_tools: dict[str, Tool]) -> None:
+    assert set(mcp_tools) == {"add", "secret_length", "fail", "pid", "shout_text"}
+    assert mcp_tools["add"].python_signature() == "add(a: int, b: int) -> int"
+    assert mcp_tools["add"].description == "Add two integers."
+    assert mcp_tools["shout_text"].python_signature() == "shout_text(text: str, times: int | None = None) -> str"
+    described = " ".join(tool.to_code_prompt() + json.dumps(tool.to_json_schema()) for tool in mcp_tools.values())
+    assert SECRET not in described
+
+
+def test_tools_are_called_on_the_host(mcp_tools: dict[str, Tool]) -> None:
+    assert mcp_tools["add"](2, b=3) == 5
+    assert mcp_tools["secret_length"]() == len(SECRET)
+    assert mcp_tools["shout_text"]("ab", times=2) == "ABAB"
+    assert mcp_tools["shout_text"]("ab") == "AB"
+
+
+def test_a_failing_tool_raises_the_servers_message(mcp_tools: dict[str, Tool]) -> None:
+    with pytest.raises(MCPToolError, match="no luck"):
+        mcp_tools["fail"]("no luck")
+
+
+def test_a_killed_server_is_reported_then_started_again(mcp_tools: dict[str, Tool]) -> None:
+    """The call that finds the server dead fails (it may have run: it is not repeated); the next one restarts it."""
+    first = mcp_tools["pid"]()
+    os.kill(first, signal.SIGKILL)
+    with pytest.raises(MCPToolError, match=r"lost during the call to add.*the next call connects again"):
+        mcp_tools["add"](1, 1)
+    assert mcp_tools["add"](1, 2) == 3
+    assert mcp_tools["pid"]() != first
+    assert process_gone(first)
+
+
+def test_calls_after_close_are_refused() -> None:
+    tools = MCPTools(SERVER, cwd=str(ROOT))
+    add = next(tool for tool in tools.tools if tool.name == "add")
+    tools.close()
+    tools.close()
+    with pytest.raises(MCPToolError, match="closed"):
+        add(1, 2)
+
+
+def test_a_server_that_cannot_start_is_named() -> None:
+    with pytest.raises(MCPToolError, match=r"cannot connect to the MCP server .*no_such_module"):
+        MCPTools([sys.executable, "-m", "no_such_module"], cwd=str(ROOT))
+
+
+HOST_THAT_WAITS = """
+import sys
+from codeward.mcp import MCPTools
+tools = MCPTools([sys.executable, "-m", "tests.mcp_server"])
+print(next(tool for tool in tools.tools if tool.name == "pid")(), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_the_server_dies_with_the_host() -> None:
+    """A host killed outright cannot stop its servers: the parent-death signal does."""
+    host = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            HOST_THAT_WAITS,
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert host.stdout is not None
+    server = int(host.stdout.readline())
+    host.kill()
+    host.wait()
+    deadline = time.monotonic() + 5
+    while not process_gone(server) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process_gone(server)
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    """The test server on streamable HTTP, on a free loopback port; it wants a bearer token."""
+    process = subprocess.Popen(
+        [*SERVER, "--http"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, TOKEN_VARIABLE: TOKEN, SECRET_VARIABLE: SECRET},
+    )
+    assert process.stdout is not None
+    try:
+        yield process.stdout.readline().strip()
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_a_streamable_http_server_with_headers(http_server: str) -> None:
+    with MCPTools(http_server, headers={"Authorization": f"Bearer {TOKEN}"}) as tools:
+        found = {tool.name: tool for tool in tools}
+        assert found["add"](20, 22) == 42
+        with pytest.raises(MCPToolError, match="nope"):
+            found["fail"]("nope")
+
+
+def test_a_streamable_http_server_refuses_a_missing_header(http_server: str) -> None:
+    with pytest.raises(MCPToolError, match="cannot connect"):
+        MCPTools(http_server)
+
+
+def test_arguments_that_do_not_fit_a_server_are_refused() -> None:
+    with pytest.raises(ValueError, match="headers are for an HTTP server"):
+        MCPTools(SERVER, headers={"a": "b"})
+    with pytest.raises(ValueError, match="env is for a server started as a command"):
+        MCPTools("http://127.0.0.1:1/mcp", env={"a": "b"})
+
+
+SANDBOX_CODE = """
+import os
+environment = str(dict(os.environ))
+try:
+    fail("the server said no")
+    caught = None
+except Exception as error:
+    caught = str(error)
+[add(2, 3), secret_length(), caught, environment]
+"""
+
+
+@pytest.fixture(params=["local", "jupyter", "docker"])
+def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
+    profile = PROFILES[request.param]
+    reason = profile.unavailable()
+    if reason:
+        pytest.skip(reason)
+    settings = {"timeout_seconds": 30.0}
+    with profile.make(**settings) as made:
+        yield made
+
+
+def test_model_code_calls_mcp_tools_in_every_sandbox(executor: Executor, mcp_tools: dict[str, Tool]) -> None:
+    """The server runs on the host: its secret is used there and never enters the sandbox."""
+    executor.send_tools(mcp_tools)
+    result = executor.run(SANDBOX_CODE)
+    total, length, caught, environment = result.output
+    assert (total, length) == (5, len(SECRET))
+    assert caught is not None and "the server said no" in caught
+    assert SECRET not in environment
+
+
+def test_e2b_refuses_mcp_tools_when_they_are_sent(mcp_tools: dict[str, Tool]) -> None:
+    """E2B runs no tool on the host yet, and an MCP tool cannot be shipped into its sandbox as source."""
+    pytest.importorskip("e2b_code_interpreter")
+    with (
+        PROFILES["e2b"].make() as e2b,
+        pytest.raises(ToolDefinitionError, match=r"tool 'add' is a MCPTool object.*cannot be shipped"),
+    ):
+        e2b.send_tools({"add": mcp_tools["add"]})
+
+
+def test_codeward_run_with_an_mcp_server(tmp_path: Path) -> None:
+    """The server's command is a shell line; it gets a minimal environment, so it names its PYTHONPATH itself."""
+    model = write_script(tmp_path / "script.yaml", "final_answer(add(2, 3) * 10)")
+    server = f"env PYTHONPATH={ROOT} {sys.executable} -m tests.mcp_server"
+    done = subprocess.run(
+        command("run", "add two numbers", "--mcp", server, "--model", model, "--json"),
+        capture_output=True,
+        text=True,
+        env=command_env(),
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["output"] == 50
