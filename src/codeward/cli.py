@@ -234,7 +234,12 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     if args.concurrency < 1:
         raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
     defaults = JobDefaults(
-        model=args.model or default_model_id(), executor=args.executor, tools=args.tools, max_steps=args.max_steps
+        model=args.model or default_model_id(),
+        executor=args.executor,
+        tools=args.tools,
+        max_steps=args.max_steps,
+        allow_imports=args.allow_job_imports,
+        allow_executors=args.allow_job_executors,
     )
     jobs = load_jobs(args.jobs, defaults)
     if args.cancel_grace <= 0:
@@ -288,6 +293,18 @@ def _add_batch(commands: Any) -> None:
         help="docker jobs: start each container when its job starts, not while the previous job runs",
     )
     batch.add_argument("--max-steps", type=int, default=20, metavar="N", help="for jobs that set none (default 20)")
+    batch.add_argument(
+        "--allow-job-imports",
+        action="store_true",
+        help="let jobs name imports beyond the defaults in their authorized_imports ('*' included): "
+        "trust the jobs file first",
+    )
+    batch.add_argument(
+        "--allow-job-executors",
+        action="store_true",
+        help="let jobs choose a sandbox that confines less than --executor (jupyter, or local under docker) "
+        "and set its executor_kwargs beyond lower limits: trust the jobs file first",
+    )
     batch.add_argument(
         "--cancel-grace",
         type=float,

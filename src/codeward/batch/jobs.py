@@ -1,13 +1,23 @@
 """Batch jobs: read from YAML or JSONL, and checked whole before anything runs.
 
 A malformed file costs nothing: every job is validated first (fields, types,
-model ids, variable files, executors, tool specs) and every fault is reported
+model ids, variable files, executors, tool names) and every fault is reported
 with the line its job starts on, the job and the field at fault, so a batch
 never dies at job 40 of 50 on a typo.
+
+A jobs file may come from anyone: it describes work, and the command line
+grants power. Checking it imports and runs nothing. A job selects tools by
+name among those ``--tools`` loads, never names a module; the files it names
+(``script:`` and ``replay:`` models, ``@`` variable files) resolve inside the
+jobs file's folder; and a job that asks for more than the defaults (imports
+beyond them, a sandbox that confines less than the command line's, executor
+settings that are not tighter limits) is refused unless the command line
+consents (`JobDefaults.allow_imports`, `JobDefaults.allow_executors`).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -15,13 +25,22 @@ from typing import Any
 
 import yaml
 
-from codeward.executors.base import available_executors
+from codeward.executors.base import available_executors, executor_class
+from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS
 from codeward.model_ids import ModelIdError, check_model_id
-from codeward.tool_specs import ToolSpecError, load_tool_specs
+from codeward.tool_specs import load_tool_specs
 from codeward.usage import UsageError
 from codeward.value_files import ValueFileError, check_value_file
 
-__all__ = ["Job", "JobDefaults", "JobFileError", "file_reference", "load_jobs"]
+__all__ = [
+    "ALLOW_EXECUTORS_FLAG",
+    "ALLOW_IMPORTS_FLAG",
+    "Job",
+    "JobDefaults",
+    "JobFileError",
+    "file_reference",
+    "load_jobs",
+]
 
 _FIELDS = (
     "id",
@@ -36,6 +55,25 @@ _FIELDS = (
     "tools",
 )
 _MAX_REPORTED = 20
+#: The command-line flags that let jobs ask for more than the defaults.
+ALLOW_IMPORTS_FLAG = "--allow-job-imports"
+ALLOW_EXECUTORS_FLAG = "--allow-job-executors"
+#: How far each sandbox confines the code: jupyter runs it on the host as it is; local adds a policy
+#: and an OS-confined process; docker and e2b a container or a VM. Any other executor counts as jupyter.
+_CONFINEMENT = {"jupyter": 0, "local": 1, "docker": 2, "e2b": 2}
+#: Executor settings a job may lower below their defaults without consent: lower is stricter for each.
+_LIMITS = (
+    "timeout_seconds",
+    "max_operations",
+    "max_print_outputs_length",
+    "max_value_size",
+    "max_int_bits",
+    "max_memory_bytes",
+    "max_output_bytes",
+    "cpus",
+    "pids_limit",
+    "sandbox_timeout",
+)
 
 
 class JobFileError(UsageError):
@@ -50,6 +88,10 @@ class JobDefaults:
     executor: str = "local"
     tools: list[str] = field(default_factory=list)
     max_steps: int = 20
+    #: Jobs may name imports beyond the defaults (``--allow-job-imports``).
+    allow_imports: bool = False
+    #: Jobs may choose a sandbox that confines less, and executor settings (``--allow-job-executors``).
+    allow_executors: bool = False
 
 
 @dataclass
@@ -65,7 +107,10 @@ class Job:
     max_steps: int = 20
     timeout_seconds: float | None = None
     authorized_imports: list[str] = field(default_factory=list)
+    #: The command line's tool specs: the only host code a job's worker imports.
     tools: list[str] = field(default_factory=list)
+    #: The job's choice among those tools, by name; empty for all of them.
+    tool_names: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -140,8 +185,11 @@ class _Checker:
         self.faults.append(f"{self.where}, field '{name}': {message}")
 
     def _path(self, raw: str) -> Path:
-        path = Path(raw).expanduser()
-        return path if path.is_absolute() else self.base_dir / path
+        """A file the job names, which must resolve inside the jobs file's folder (links followed)."""
+        path = (self.base_dir / Path(raw)).resolve()
+        if not path.is_relative_to(self.base_dir.resolve()):
+            raise ValueFileError(f"{raw!r} is outside the jobs file's folder; a job names files only inside it")
+        return path
 
     def string(self, name: str, required: bool = False) -> str | None:
         value = self.entry.get(name)
@@ -202,6 +250,109 @@ class _Checker:
             self.fault(name, str(error))
             return None
 
+    def model(self, default: str | None) -> str | None:
+        """The job's model, else the command line's; a file the job names must be inside its folder."""
+        raw = self.string("model")
+        if raw is None:
+            if default is None:
+                self.fault("model", "no model: set the job's model, pass --model, or set CODEWARD_MODEL")
+                return None
+            return self._checked_model(default)
+        scheme, _, path = raw.strip().partition(":")
+        if scheme in ("script", "replay") and path:
+            try:
+                raw = f"{scheme}:{self._path(path)}"
+            except ValueFileError as error:
+                self.fault("model", str(error))
+                return None
+        return self._checked_model(raw)
+
+    def _checked_model(self, model: str) -> str | None:
+        try:
+            return check_model_id(model)
+        except ModelIdError as error:
+            self.fault("model", str(error))
+            return None
+
+    def tool_names(self) -> list[str]:
+        """The tools the job selects by name; a module or file is the command line's to load, not a job's."""
+        names = self.string_list("tools")
+        for name in names:
+            if not name.isidentifier():
+                self.fault(
+                    "tools",
+                    f"{name!r} is not a tool name; a job selects by name among the tools the command line "
+                    f"loads, and cannot load modules or files: pass --tools {name} instead",
+                )
+        return names
+
+    def imports(self, allowed: bool) -> list[str]:
+        """The job's imports; any beyond the defaults only with the command line's consent."""
+        imports = self.string_list("authorized_imports")
+        beyond = [name for name in imports if name not in DEFAULT_AUTHORIZED_IMPORTS]
+        if beyond and not allowed:
+            self.fault(
+                "authorized_imports",
+                f"asks for imports beyond the defaults ({', '.join(map(repr, beyond))}); a jobs file cannot "
+                f"grant them: pass {ALLOW_IMPORTS_FLAG} to let jobs name their imports",
+            )
+        return imports
+
+    def executor(self, command_line: str, allowed: bool) -> str:
+        """The job's sandbox; one that confines less than the command line's only with its consent."""
+        executor = self.string("executor") or command_line
+        if executor not in available_executors():
+            self.fault("executor", f"unknown executor {executor!r}; choose one of {', '.join(available_executors())}")
+        elif not allowed and executor != command_line and _confinement(executor) <= _confinement(command_line):
+            self.fault(
+                "executor",
+                f"{executor!r} does not confine code more than the command line's {command_line!r}; pass "
+                f"{ALLOW_EXECUTORS_FLAG} to let jobs choose their sandbox, or --executor {executor}",
+            )
+        return executor
+
+    def executor_kwargs(self, executor: str, allowed: bool) -> dict[str, Any]:
+        """The job's executor settings; any but a limit set tighter than its default only with consent."""
+        kwargs = self.entry.get("executor_kwargs", {})
+        if not isinstance(kwargs, dict):
+            self.fault("executor_kwargs", f"must be a map of keyword arguments, got {kwargs!r:.80}")
+            return {}
+        loosened = [] if allowed or not kwargs else _loosened_settings(executor, kwargs)
+        if loosened:
+            self.fault(
+                "executor_kwargs",
+                f"sets {', '.join(map(repr, loosened))}, which a jobs file may only lower below the default "
+                f"limit; pass {ALLOW_EXECUTORS_FLAG} to let jobs set their sandbox's settings",
+            )
+        return kwargs
+
+
+def _confinement(executor: str) -> int:
+    return _CONFINEMENT.get(executor, 0)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _default_limits(executor: str, names: list[str]) -> dict[str, Any]:
+    """The executor's defaults for these settings, from its signature (codeward's own module, not a job's)."""
+    try:
+        parameters = inspect.signature(executor_class(executor)).parameters
+    except (ImportError, ValueError):  # not installed: what it would default to is not known here
+        return {}
+    return {name: parameters[name].default for name in names if name in parameters}
+
+
+def _loosened_settings(executor: str, kwargs: dict[str, Any]) -> list[str]:
+    """The settings that are not a limit lowered below the executor's default (its signature says it)."""
+    defaults = _default_limits(executor, list(kwargs)) if all(name in _LIMITS for name in kwargs) else {}
+    return [
+        str(name)
+        for name, value in kwargs.items()
+        if not (_is_number(value) and _is_number(defaults.get(name)) and 0 < value <= defaults[name])
+    ]
+
 
 def _check_entry(where: str, entry: Any, base_dir: Path, defaults: JobDefaults) -> tuple[Job | None, list[str]]:
     if not isinstance(entry, dict):
@@ -214,37 +365,19 @@ def _check_entry(where: str, entry: Any, base_dir: Path, defaults: JobDefaults) 
         if name not in _FIELDS:
             check.fault(name, f"is not a job field; the fields are: {', '.join(_FIELDS)}")
     task = check.string("task", required=True)
-    executor = check.string("executor") or defaults.executor
-    if executor not in available_executors():
-        check.fault("executor", f"unknown executor {executor!r}; choose one of {', '.join(available_executors())}")
-    kwargs = entry.get("executor_kwargs", {})
-    if not isinstance(kwargs, dict):
-        check.fault("executor_kwargs", f"must be a map of keyword arguments, got {kwargs!r:.80}")
-        kwargs = {}
-    model = check.string("model") or defaults.model
-    if model is None:
-        check.fault("model", "no model: set the job's model, pass --model, or set CODEWARD_MODEL")
-    else:
-        try:
-            model = check_model_id(model, base_dir if "model" in entry else None)
-        except ModelIdError as error:
-            check.fault("model", str(error))
-    tools = check.string_list("tools") or list(defaults.tools)
-    try:
-        load_tool_specs(tools)
-    except (ToolSpecError, ImportError, SyntaxError) as error:
-        check.fault("tools", str(error))
+    executor = check.executor(defaults.executor, defaults.allow_executors)
     job = Job(
         id=job_id or "",
         task=task or "",
-        model=model or "",
+        model=check.model(defaults.model) or "",
         executor=executor,
         additional_args=check.variables(),
-        executor_kwargs=kwargs,
+        executor_kwargs=check.executor_kwargs(executor, defaults.allow_executors),
         max_steps=check.number("max_steps", int, defaults.max_steps),
         timeout_seconds=check.number("timeout_seconds", float, None),
-        authorized_imports=check.string_list("authorized_imports"),
-        tools=tools,
+        authorized_imports=check.imports(defaults.allow_imports),
+        tools=list(defaults.tools),
+        tool_names=check.tool_names(),
     )
     return (None if check.faults else job), check.faults
 
@@ -268,8 +401,28 @@ def load_jobs(path: str | Path, defaults: JobDefaults | None = None) -> list[Job
             faults.append(f"{where}, field 'id': {job.id!r} is also the id of {seen[job.id]}; ids must be unique")
         seen[job.id] = where
         jobs.append(job)
+    _refuse(path, faults)
+    _refuse(path, _unknown_tools(jobs, defaults.tools))
+    return jobs
+
+
+def _refuse(path: Path, faults: list[str]) -> None:
     if faults:
         shown = faults[:_MAX_REPORTED]
         more = f"\n  ... and {len(faults) - len(shown)} more" if len(faults) > len(shown) else ""
         raise JobFileError(f"{path}: {len(faults)} problem(s), nothing was run:\n  " + "\n  ".join(shown) + more)
-    return jobs
+
+
+def _unknown_tools(jobs: list[Job], specs: list[str]) -> list[str]:
+    """Tool names jobs select that the command line's tools lack. Run once the file passed its checks:
+    it imports the ``--tools`` modules, which only the command line names."""
+    if not any(job.tool_names for job in jobs):
+        return []
+    loaded = {tool.name for tool in load_tool_specs(specs)}
+    return [
+        f"job {job.id!r}, field 'tools': no tool named {name!r} among those --tools loads"
+        f" ({', '.join(sorted(loaded)) or 'none'})"
+        for job in jobs
+        for name in job.tool_names
+        if name not in loaded
+    ]

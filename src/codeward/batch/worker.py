@@ -145,6 +145,11 @@ class WarmPools:
         self._pools.clear()
 
 
+def _selected_tools(tools: list[Any], names: list[str]) -> list[Any]:
+    """The command line's tools the job selected by name (all of them when it names none)."""
+    return [tool for tool in tools if not names or tool.name in names]
+
+
 def run_file(runs: Path, job_id: str) -> Path:
     """Where a job's run is saved: its id as a file name (made safe, and unique again by a hash if changed)."""
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", job_id)
@@ -178,7 +183,7 @@ def run_job(
     try:
         with _cancellation.interruptible():
             agent = CodeAgent(
-                tools=load_tool_specs(job["tools"]),
+                tools=_selected_tools(load_tool_specs(job["tools"]), job.get("tool_names") or []),
                 model=resolve_model(job["model"]),
                 executor=job["executor"],
                 executor_kwargs=pools.executor_kwargs(job["executor"], job["executor_kwargs"] or {}) or None
