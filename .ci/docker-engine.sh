@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
 # Make a Docker engine answer on this machine, or fail loudly.
 #
-# Idempotent: installs docker.io and debootstrap only when missing, starts dockerd
-# only when `docker info` fails, and reuses a daemon that already answers. The
-# storage driver is the first that starts here (overlay2, then vfs); the daemon's
-# own log is printed when it does not come up, so CI shows why.
+# Idempotent: installs docker.io, debootstrap and runsc (gVisor) only when missing,
+# starts dockerd only when `docker info` fails, and reuses a daemon that already
+# answers. The storage driver is the first that starts here (overlay2, then vfs);
+# the daemon's own log is printed when it does not come up, so CI shows why.
+#
+# gVisor is registered as the runtime "runsc" in /etc/docker/daemon.json, merged
+# into what is there. Its flags: --network=none (this runsc refuses Docker's own
+# `--network none` otherwise; codeward's sandboxes have no network anyway) and
+# --host-uds=create, the least that lets the sandbox's kernel bind its ipc sockets
+# on the host folder (the host only connects to them; `open`, for sandboxes that
+# connect to host sockets, is not needed). A daemon that already runs reloads the
+# runtimes on SIGHUP, so registering never restarts it or its containers.
 set -euo pipefail
 
 LOG_DIR="${CODEWARD_DOCKER_LOG_DIR:-/var/log/codeward}"
 LOG="$LOG_DIR/dockerd.log"
 WAIT_SECONDS="${CODEWARD_DOCKER_WAIT_SECONDS:-60}"
+DAEMON_JSON=/etc/docker/daemon.json
+RUNSC_ARGS='["--network=none", "--host-uds=create"]'
 
 log() { echo "[docker-engine] $*" >&2; }
 
@@ -23,11 +33,49 @@ install_missing() {
     local missing=()
     command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
     command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+    command -v runsc >/dev/null 2>&1 || missing+=(runsc)
     [ "${#missing[@]}" -eq 0 ] && return 0
     log "installing ${missing[*]}"
     as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         "${missing[@]}" >/dev/null
+}
+
+# The runtimes dockerd knows, as JSON ("" when it does not answer).
+engine_runtimes() { docker info --format '{{json .Runtimes}}' 2>/dev/null || true; }
+
+# Whether the running engine has runsc with exactly our flags.
+runsc_registered() {
+    engine_runtimes | RUNSC_ARGS="$RUNSC_ARGS" python3 -c '
+import json, os, sys
+runtimes = json.loads(sys.stdin.read() or "{}")
+wanted = json.loads(os.environ["RUNSC_ARGS"])
+sys.exit(0 if runtimes.get("runsc", {}).get("runtimeArgs") == wanted else 1)'
+}
+
+# Add (or correct) the runsc entry in daemon.json, keeping every other setting there.
+register_runsc() {
+    as_root mkdir -p "$(dirname "$DAEMON_JSON")"
+    as_root env RUNSC_PATH="$(command -v runsc)" RUNSC_ARGS="$RUNSC_ARGS" DAEMON_JSON="$DAEMON_JSON" python3 -c '
+import json, os, pathlib
+path = pathlib.Path(os.environ["DAEMON_JSON"])
+config = json.loads(path.read_text() or "{}") if path.exists() else {}
+config.setdefault("runtimes", {})["runsc"] = {
+    "path": os.environ["RUNSC_PATH"], "runtimeArgs": json.loads(os.environ["RUNSC_ARGS"])}
+path.write_text(json.dumps(config, indent=2) + "\n")'
+}
+
+# Make a running engine know runsc: a SIGHUP reloads runtimes without touching containers.
+reload_runtimes() {
+    runsc_registered && return 0
+    log "registering runsc (gVisor) with the running engine"
+    register_runsc
+    as_root kill -HUP "$(pgrep -xo dockerd)"
+    local deadline=$((SECONDS + WAIT_SECONDS))
+    while [ "$SECONDS" -lt "$deadline" ]; do runsc_registered && return 0; sleep 0.5; done
+    log "dockerd did not take runsc from $DAEMON_JSON; log tail:"
+    tail -n 20 "$LOG" >&2 || true
+    return 1
 }
 
 # Start dockerd with one storage driver and wait for it; 0 when it answers.
@@ -63,13 +111,18 @@ clear_stale_pidfile() {
 main() {
     install_missing
     if engine_answers; then
-        log "engine already running: $(docker info --format '{{.ServerVersion}} {{.Driver}}')"
+        reload_runtimes
+        log "engine already running: $(docker info --format '{{.ServerVersion}} {{.Driver}}') $(engine_runtimes)"
         return 0
     fi
+    register_runsc
     if pgrep -x dockerd >/dev/null; then
         log "a dockerd runs but does not answer; waiting for it"
         local deadline=$((SECONDS + WAIT_SECONDS))
-        while [ "$SECONDS" -lt "$deadline" ]; do engine_answers && return 0; sleep 0.5; done
+        while [ "$SECONDS" -lt "$deadline" ]; do
+            if engine_answers; then reload_runtimes; return; fi
+            sleep 0.5
+        done
         log "the running dockerd never answered; log tail:"
         tail -n 40 "$LOG" >&2 || true
         return 1
@@ -77,8 +130,8 @@ main() {
     clear_stale_pidfile
     for driver in overlay2 vfs; do
         if start_with "$driver"; then
-            log "engine ready: $(docker info --format '{{.ServerVersion}} {{.Driver}}')"
-            return 0
+            log "engine ready: $(docker info --format '{{.ServerVersion}} {{.Driver}}') $(engine_runtimes)"
+            runsc_registered
         fi
         clear_stale_pidfile
     done
