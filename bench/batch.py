@@ -43,19 +43,20 @@ ANSWER = "Thought: answer.\n<code>\nfinal_answer(x % 97)\n</code>"
 CONCURRENCY = (1, 2, 4)
 
 
-def write_jobs(folder: Path, count: int, executor: str, work: int) -> Path:
+def write_jobs(folder: Path, count: int, work: int) -> Path:
+    """Jobs that name no sandbox: the command line gives it (a job may not pick a weaker one)."""
     (folder / "model.json").write_text(json.dumps([STEP.format(work=work), ANSWER]))
     path = folder / "jobs.jsonl"
     with open(path, "w") as handle:
         for index in range(count):
-            job = {"id": f"job-{index}", "task": "Compute.", "model": "script:model.json", "executor": executor}
+            job = {"id": f"job-{index}", "task": "Compute.", "model": "script:model.json"}
             handle.write(json.dumps(job) + "\n")
     return path
 
 
-def in_process(jobs_path: Path, folder: Path, threads: int | None) -> float:
+def in_process(jobs_path: Path, folder: Path, executor: str, threads: int | None) -> float:
     """Seconds to run every job in this process: in a loop, or on `threads` threads."""
-    jobs = [job.to_dict() for job in load_jobs(jobs_path, JobDefaults())]
+    jobs = [job.to_dict() for job in load_jobs(jobs_path, JobDefaults(executor=executor))]
     with JsonlAppender(folder / f"audit-inproc-{threads}-{time.monotonic_ns()}.jsonl", shared=True) as audit:
         started = time.perf_counter()
         if threads is None:
@@ -68,7 +69,7 @@ def in_process(jobs_path: Path, folder: Path, threads: int | None) -> float:
     return elapsed
 
 
-def command(jobs_path: Path, folder: Path, concurrency: int, *options: str) -> float:
+def command(jobs_path: Path, folder: Path, executor: str, concurrency: int, *options: str) -> float:
     """Seconds for the whole `codeward batch` command, from start to exit."""
     stamp = time.monotonic_ns()
     out, audit = folder / f"results-{stamp}.jsonl", folder / f"audit-{stamp}.jsonl"
@@ -81,6 +82,8 @@ def command(jobs_path: Path, folder: Path, concurrency: int, *options: str) -> f
             "codeward.cli",
             "batch",
             str(jobs_path),
+            "--executor",
+            executor,
             "--concurrency",
             str(concurrency),
             "--out",
@@ -116,23 +119,25 @@ def executors_to_measure(requested: list[str]) -> list[str]:
 def bench_executor(executor: str, count: int, repeats: int, work: int) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
-        jobs_path = write_jobs(folder, count, executor, work)
-        run_job(load_jobs(jobs_path, JobDefaults())[0].to_dict(), None)  # warm up: imports, prompt templates
-        baseline = median_rate(lambda: in_process(jobs_path, folder, None), count, repeats)
+        jobs_path = write_jobs(folder, count, work)
+        run_job(
+            load_jobs(jobs_path, JobDefaults(executor=executor))[0].to_dict(), None
+        )  # warm up: imports, prompt templates
+        baseline = median_rate(lambda: in_process(jobs_path, folder, executor, None), count, repeats)
         print(f"\n[{executor}] baseline, in-process one after another: {baseline:8.1f} jobs/s  (1.00x)")
         for concurrency in CONCURRENCY:
             if executor == "docker":  # a container per job: the warm pool is what matters, not threads
                 cold = median_rate(
-                    lambda c=concurrency: command(jobs_path, folder, c, "--no-warm-pool"), count, repeats
+                    lambda c=concurrency: command(jobs_path, folder, executor, c, "--no-warm-pool"), count, repeats
                 )
-                warm = median_rate(lambda c=concurrency: command(jobs_path, folder, c), count, repeats)
+                warm = median_rate(lambda c=concurrency: command(jobs_path, folder, executor, c), count, repeats)
                 print(
                     f"[docker] concurrency {concurrency}: codeward batch with warm pools {warm:6.1f} jobs/s "
                     f"({warm / baseline:.2f}x) · without {cold:6.1f} jobs/s ({cold / baseline:.2f}x)"
                 )
                 continue
-            threads = median_rate(lambda c=concurrency: in_process(jobs_path, folder, c), count, repeats)
-            batch = median_rate(lambda c=concurrency: command(jobs_path, folder, c), count, repeats)
+            threads = median_rate(lambda c=concurrency: in_process(jobs_path, folder, executor, c), count, repeats)
+            batch = median_rate(lambda c=concurrency: command(jobs_path, folder, executor, c), count, repeats)
             print(
                 f"[{executor}] concurrency {concurrency}: codeward batch (processes) {batch:6.1f} jobs/s "
                 f"({batch / baseline:.2f}x) · threads in-process {threads:6.1f} jobs/s ({threads / baseline:.2f}x)"
