@@ -25,7 +25,7 @@ def test_an_unknown_attribute_is_an_attribute_error():
 
 def test_importing_the_package_loads_no_sandbox_sdk():
     code = (
-        "import sys, codeward, codeward.executors, codeward.integrations.foreign_tools\n"
+        "import sys, codeward, codeward.executors, codeward.platform.foreign_tools\n"
         "agent = codeward.CodeAgent(tools=[], model=codeward.ScriptedModel([]))\n"
         "agent.close()\n"
         "optional = ('e2b', 'docker', 'jupyter_client', 'litellm', 'smolagents', 'langchain_core')\n"

@@ -12,8 +12,8 @@ langchain_tools = pytest.importorskip("langchain_core.tools")
 
 from codeward import CodeAgent, ScriptedModel  # noqa: E402
 from codeward.executors.base import ExecutorError  # noqa: E402
-from codeward.integrations.foreign_tools import LangChainTool, SmolagentsTool, as_codeward_tool  # noqa: E402
 from codeward.platform.display import LogLevel  # noqa: E402
+from codeward.platform.foreign_tools import LangChainTool, SmolagentsTool, as_codeward_tool  # noqa: E402
 from codeward.platform.memory import AgentMemory  # noqa: E402
 
 #: Every call a tool received, on the host.

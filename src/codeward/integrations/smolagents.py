@@ -23,7 +23,7 @@ from codeward.executors.base import (
     create_executor,
     install_line,
 )
-from codeward.integrations.foreign_tools import as_codeward_tool
+from codeward.platform.foreign_tools import as_codeward_tool
 
 try:
     from smolagents.local_python_executor import CodeOutput as SmolagentsCodeOutput

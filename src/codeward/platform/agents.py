@@ -134,7 +134,7 @@ def _as_tool(candidate: object) -> Tool:
     imported only when something else is given, so codeward alone never imports those libraries."""
     if isinstance(candidate, Tool):
         return candidate
-    from codeward.integrations.foreign_tools import as_codeward_tool
+    from codeward.platform.foreign_tools import as_codeward_tool
 
     return as_codeward_tool(candidate)
 
