@@ -12,6 +12,7 @@ import platform
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from codeward.executors.base import available_executors, executor_class, install_line
 from codeward.model_ids import MODEL_ENV, PROVIDER_KEYS
@@ -90,7 +91,24 @@ def _docker() -> list[Check]:
             tags if images else "none built yet",
             "" if images else "build one with: codeward images build",
         ),
+        _gvisor(client.info().get("Runtimes") or {}),
     ]
+
+
+def _gvisor(runtimes: dict[str, Any]) -> Check:
+    """Whether `runtime="runsc"` would start codeward's kernel under gVisor on this engine.
+
+    A runsc registered without the flags the kernel's ipc sockets need starts containers whose
+    kernel never answers, so its flags are checked, not just its name.
+    """
+    from codeward.executors.docker.gvisor import GVISOR, runtime_problem
+
+    name = f"docker gVisor ({GVISOR})"
+    problem = runtime_problem(runtimes, GVISOR)
+    if problem:
+        return Check(name, False, f"{problem.detail}: runtime='runsc' is refused", problem.fix)
+    flags = " ".join(runtimes[GVISOR].get("runtimeArgs") or [])
+    return Check(name, True, f"registered ({flags}): runtime='runsc' starts codeward's kernel")
 
 
 def _kernels() -> list[Check]:

@@ -76,6 +76,24 @@ def sandbox_image(docker_client: docker.DockerClient) -> str:
     return image.id
 
 
+def gvisor_unavailable(client: docker.DockerClient) -> str | None:
+    """Why `runtime="runsc"` cannot run here, or None when it can (`.ci/docker-engine.sh` registers it)."""
+    from codeward.executors.docker.gvisor import GVISOR, runtime_problem
+
+    problem = runtime_problem(client.info().get("Runtimes") or {}, GVISOR)
+    return f"gVisor cannot run codeward's sandboxes here: {problem}" if problem else None
+
+
+@pytest.fixture(scope="module", params=[pytest.param(None, id="runc"), pytest.param("runsc", id="runsc")])
+def runtime(request: pytest.FixtureRequest, docker_client: docker.DockerClient) -> str | None:
+    """The container runtime of a module's sandboxes: Docker's default (runc), then gVisor (runsc)."""
+    chosen: str | None = request.param
+    reason = gvisor_unavailable(docker_client) if chosen else None
+    if reason:
+        unavailable(reason)
+    return chosen
+
+
 @pytest.fixture(scope="module")
 def sandbox(docker_client: docker.DockerClient, sandbox_image: str) -> Iterator[KernelContainer]:
     """One default-hardened sandbox shared by a module's read-only probes."""

@@ -24,14 +24,22 @@ from tests.executors.docker.kernel_calls import run_code, run_json, run_json_unh
 
 
 @pytest.fixture(scope="module")
+def sandbox(docker_client, sandbox_image: str, runtime: str | None) -> Iterator[KernelContainer]:  # type: ignore[no-untyped-def]
+    """One default-hardened sandbox per runtime, shared by the module's read-only probes."""
+    started = start_kernel_container(docker_client, sandbox_image, Hardening(runtime=runtime))
+    yield started
+    started.remove()
+
+
+@pytest.fixture(scope="module")
 def kernel(sandbox: KernelContainer) -> BlockingKernelClient:
     return sandbox.client()
 
 
 @pytest.fixture(scope="module")
-def executor(sandbox_image: str) -> Iterator[DockerExecutor]:
-    """A default executor, for attacks after which it must still run code."""
-    with DockerExecutor() as started:
+def executor(sandbox_image: str, runtime: str | None) -> Iterator[DockerExecutor]:
+    """A default executor per runtime, for attacks after which it must still run code."""
+    with DockerExecutor(runtime=runtime) as started:
         yield started
 
 
@@ -51,9 +59,17 @@ def test_a_plain_host_client_runs_code_over_the_ipc_sockets(sandbox: KernelConta
 
 
 def test_no_network_route_leaves_the_sandbox(
-    kernel: BlockingKernelClient, docker_client, sandbox_image: str, gateway_listener: tuple[str, int]
+    kernel: BlockingKernelClient,
+    docker_client,
+    sandbox_image: str,
+    gateway_listener: tuple[str, int],
+    runtime: str | None,
 ) -> None:
-    """The host listens on the bridge gateway: a plain container reaches it, the sandbox reaches nothing."""
+    """The host listens on the bridge gateway: a plain container reaches it, the sandbox reaches nothing.
+
+    Under gVisor the sandbox's network stack is gVisor's own, with loopback alone: it answers
+    "no route to host" where Linux answers "network unreachable".
+    """
     host_address, host_port = gateway_listener
     probe = f"""
 import json, os, socket
@@ -81,7 +97,8 @@ print(json.dumps(results))
     results = run_json(kernel, probe)
     assert results.pop("interfaces") == ["lo"]
     assert results.pop("dns") == "failed"
-    assert all(code == errno.ENETUNREACH for code in results.values()), results
+    unreachable = errno.EHOSTUNREACH if runtime == "runsc" else errno.ENETUNREACH
+    assert all(code == unreachable for code in results.values()), results
 
 
 def test_the_kernel_runs_as_the_unprivileged_sandbox_user(kernel: BlockingKernelClient) -> None:
@@ -93,7 +110,11 @@ def test_the_kernel_runs_as_the_unprivileged_sandbox_user(kernel: BlockingKernel
     assert 0 not in ids[:3] and 0 not in ids[3]
 
 
-def test_the_root_filesystem_is_read_only(kernel: BlockingKernelClient, docker_client, sandbox_image: str) -> None:
+def test_the_root_filesystem_is_read_only(
+    kernel: BlockingKernelClient, docker_client, sandbox_image: str, runtime: str | None
+) -> None:
+    """Under gVisor a write is refused for permissions (EACCES) before the read-only mount is
+    consulted; that the root is mounted read-only is then read from the sandbox's own mount table."""
     probe = """
 import json
 codes = {}
@@ -109,30 +130,54 @@ print(json.dumps(codes))
     control = run_json_unhardened(docker_client, sandbox_image, probe)  # its own running python3 is busy (ETXTBSY)
     assert all(control[path] == "written" for path in ("/escape", "/usr/lib/escape", "/etc/passwd")), control
     codes = run_json(kernel, probe)
-    assert codes["/escape"] == errno.EROFS and codes["/usr/lib/escape"] == errno.EROFS
+    if runtime == "runsc":
+        assert codes["/escape"] == errno.EACCES and codes["/usr/lib/escape"] == errno.EACCES
+        root = next(line for line in _mounts(kernel) if line.split()[1] == "/")
+        assert "ro" in root.split()[3].split(","), root
+    else:
+        assert codes["/escape"] == errno.EROFS and codes["/usr/lib/escape"] == errno.EROFS
     assert codes["/etc/passwd"] in (errno.EROFS, errno.EACCES)
     assert codes["/opt/sandbox/bin/python3"] in (errno.EROFS, errno.EACCES)
 
 
-def test_scratch_space_is_size_capped_tmpfs(kernel: BlockingKernelClient) -> None:
-    mounts = run_code(kernel, "print(open('/proc/self/mounts').read())")
+def _mounts(kernel: BlockingKernelClient) -> list[str]:
+    return run_code(kernel, "print(open('/proc/self/mounts').read())").splitlines()
+
+
+def test_scratch_space_is_size_capped_tmpfs(kernel: BlockingKernelClient, runtime: str | None) -> None:
+    """gVisor writes the size as it was given (256m) where Linux writes it in KiB."""
+    size = "size=256m" if runtime == "runsc" else "size=262144k"
     for folder in ("/tmp", "/home/sandbox"):
-        line = next(line for line in mounts.splitlines() if line.split()[1] == folder)
-        assert line.split()[2] == "tmpfs" and "size=262144k" in line, line
+        line = next(line for line in _mounts(kernel) if line.split()[1] == folder)
+        assert line.split()[2] == "tmpfs" and size in line.split()[3].split(","), line
+        assert "noexec" in line.split()[3].split(","), line
     probe = "import os\nos.makedirs('/home/sandbox/work', exist_ok=True)\nopen('/tmp/a', 'w').write('ok')\nprint(open('/tmp/a').read())"
     assert run_code(kernel, probe) == "ok\n"
 
 
-def test_every_capability_set_is_empty_and_privileges_cannot_grow(kernel: BlockingKernelClient) -> None:
+def test_every_capability_set_is_empty_and_privileges_cannot_grow(
+    kernel: BlockingKernelClient, runtime: str | None
+) -> None:
+    """Under gVisor, /proc/self/status has no CapAmb, NoNewPrivs or Seccomp lines, and Docker's
+    seccomp profile is not applied: the code's system calls reach gVisor's own kernel, never the
+    host's (which gVisor itself holds under a seccomp filter). What gVisor guarantees instead:
+    the capability sets it shows are empty, and prctl reports no_new_privs."""
     status = run_code(kernel, "print(open('/proc/self/status').read())")
     fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
-    for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+    names = ("CapInh", "CapPrm", "CapEff", "CapBnd") + (() if runtime == "runsc" else ("CapAmb",))
+    for name in names:
         assert int(fields[name], 16) == 0, (name, fields[name])
-    assert fields["NoNewPrivs"].strip() == "1"
-    assert fields["Seccomp"].strip() == "2"  # filter mode: Docker's default profile is on
+    probe = "import ctypes, json\nlibc = ctypes.CDLL(None)\nprint(json.dumps([libc.prctl(39, 0, 0, 0, 0), libc.prctl(21, 0, 0, 0, 0)]))"
+    no_new_privs, seccomp_mode = run_json(kernel, probe)  # PR_GET_NO_NEW_PRIVS, PR_GET_SECCOMP
+    assert no_new_privs == 1
+    assert seccomp_mode == (0 if runtime == "runsc" else 2)  # 2: filter mode, Docker's default profile
 
 
-def test_privileged_calls_fail(kernel: BlockingKernelClient, docker_client, sandbox_image: str) -> None:
+def test_privileged_calls_fail(
+    kernel: BlockingKernelClient, docker_client, sandbox_image: str, runtime: str | None
+) -> None:
+    """gVisor lets an unprivileged user make a device node in its own tmpfs, but the node leads to
+    no device: gVisor has no driver behind it and never opens the host's, so opening it is ENXIO."""
     probe = """
 import json, os
 codes = {}
@@ -148,6 +193,10 @@ print(json.dumps(codes))
 """
     assert set(run_json_unhardened(docker_client, sandbox_image, probe).values()) == {"allowed"}
     codes = run_json(kernel, probe)
+    if runtime == "runsc":
+        assert codes.pop("mknod") == "allowed"
+        opened = "import os\ntry:\n    os.open('/tmp/dev', os.O_RDWR)\n    print('opened')\nexcept OSError as error:\n    print(error.errno)"
+        assert run_code(kernel, opened) == f"{errno.ENXIO}\n"
     assert all(code == errno.EPERM for code in codes.values()), codes
 
 

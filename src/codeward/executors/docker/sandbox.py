@@ -66,6 +66,7 @@ from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.connect import KernelConnectionInfo
 
 from codeward.executors.base import SandboxError
+from codeward.executors.docker.gvisor import checked_runtime
 from codeward.executors.docker.hardening import (
     CONTAINER_HOME,
     Hardening,
@@ -132,15 +133,30 @@ def sandbox_spec(
     docker_client: docker.DockerClient | None,
     extra_run_kwargs: dict[str, Any] | None,
 ) -> SandboxSpec:
-    """Check and settle what sandboxes will be like; log any loosening, and reap orphans on the engine."""
+    """Check and settle what sandboxes will be like; log any loosening, and reap orphans on the engine.
+
+    A runtime the engine lacks, or a gVisor that cannot run the kernel, fails here, before
+    any container starts (`gvisor.checked_runtime`).
+    """
     extra = checked_extra_run_kwargs(extra_run_kwargs)
     if hardening.changes():
         log.warning("docker sandbox settings changed from the strict defaults: %s", hardening.changes())
     client = docker_client or engine_client()
+    if hardening.runtime:
+        checked_runtime(_engine_runtimes(client), hardening.runtime, hardening.network)
     reaped = reap_orphans(client)
     if reaped:
         log.info("removed %d sandbox(es) whose owner process is gone: %s", len(reaped), ", ".join(reaped))
     return SandboxSpec(client, image or str(require_image(client).id), hardening, extra)
+
+
+def _engine_runtimes(client: docker.DockerClient) -> dict[str, Any]:
+    """The container runtimes the engine has registered, as `docker info` reports them."""
+    try:
+        runtimes: dict[str, Any] = client.info().get("Runtimes") or {}
+    except ENGINE_ERRORS as error:
+        raise SandboxError(f"the Docker engine does not answer: {error}", state_lost=False) from error
+    return runtimes
 
 
 @dataclass

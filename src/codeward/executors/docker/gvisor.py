@@ -1,0 +1,120 @@
+"""gVisor (`runtime="runsc"`): whether the engine has it, with the flags codeward's kernel needs.
+
+The sandbox's kernel binds its ipc sockets in a folder bind-mounted from the host, and
+gVisor refuses to make host Unix sockets unless its `--host-uds` flag allows creating them
+(`create`; `all` allows more than needed; `open` only lets a sandbox connect to host
+sockets, which codeward's never does). This runsc also refuses Docker's `--network none`
+unless it is told `--network=none` itself. A runtime registered without them starts
+containers whose kernel never answers, so it is refused before any container starts, with
+the daemon.json entry that fixes it.
+
+No Docker SDK here: `codeward doctor` asks the same question of any install.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import PurePath
+from typing import Any, NamedTuple
+
+from codeward.executors.base import ExecutorError
+from codeward.usage import UsageError
+
+__all__ = [
+    "GVISOR",
+    "RUNSC_ARGS",
+    "RuntimeProblem",
+    "RuntimeUnusable",
+    "checked_runtime",
+    "registration_line",
+    "runtime_problem",
+]
+
+#: The name codeward's docs and CI register gVisor under.
+GVISOR = "runsc"
+#: The least runsc flags under which codeward's kernel starts (see the module's docstring).
+RUNSC_ARGS = ("--network=none", "--host-uds=create")
+_HOST_UDS_ENOUGH = frozenset({"create", "all"})
+
+
+class RuntimeProblem(NamedTuple):
+    """What is wrong with a runtime, and the step that fixes it (apart, for `codeward doctor`'s columns)."""
+
+    detail: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.detail}; {self.fix}"
+
+
+class RuntimeUnusable(ExecutorError, UsageError):
+    """The container runtime asked for is missing from the engine, or cannot run codeward's kernel."""
+
+
+def registration_line(name: str = GVISOR, path: str = "/usr/bin/runsc") -> str:
+    """What to do so that the engine runs gVisor as `name`: a step a person can paste."""
+    entry = {"runtimes": {name: {"path": path, "runtimeArgs": list(RUNSC_ARGS)}}}
+    return (
+        f"install runsc (Debian: apt-get install -y runsc), merge {json.dumps(entry)} into "
+        "/etc/docker/daemon.json, then reload the engine (kill -HUP $(pidof dockerd))"
+    )
+
+
+def runtime_problem(runtimes: Mapping[str, Any], name: str, network: str = "none") -> RuntimeProblem | None:
+    """Why containers of runtime `name` cannot run codeward's kernel on an engine with `runtimes`; None when they can.
+
+    `runtimes` is what `docker info` reports. Only gVisor's flags are known here: any
+    other registered runtime is taken as it is.
+    """
+    entry = runtimes.get(name)
+    if entry is None:
+        known = ", ".join(sorted(runtimes)) or "none"
+        fix = registration_line(name) if name == GVISOR else f"register {name!r} in /etc/docker/daemon.json"
+        return RuntimeProblem(f"the Docker engine has no runtime {name!r} (it has: {known})", fix)
+    if not _is_gvisor(name, entry):
+        return None
+    flags = _flags(entry.get("runtimeArgs") or [])
+    missing = []
+    if not _may_create_host_sockets(flags):
+        missing.append(f"--host-uds=create (it has --host-uds={flags.get('host-uds', 'none')})")
+    if network == "none" and flags.get("network") != "none":
+        missing.append("--network=none (this runsc refuses Docker's own `--network none` without it)")
+    if not missing:
+        return None
+    return RuntimeProblem(
+        f"the engine's runtime {name!r} (gVisor) lacks {' and '.join(missing)}, so codeward's kernel cannot start in it",
+        registration_line(name, str(entry.get("path") or "/usr/bin/runsc")),
+    )
+
+
+def checked_runtime(runtimes: Mapping[str, Any], name: str, network: str) -> None:
+    """Raise `RuntimeUnusable` at once, rather than let a sandbox wait for a kernel that cannot start."""
+    problem = runtime_problem(runtimes, name, network)
+    if problem:
+        raise RuntimeUnusable(str(problem))
+
+
+def _is_gvisor(name: str, entry: Mapping[str, Any]) -> bool:
+    return name == GVISOR or PurePath(str(entry.get("path") or "")).name == GVISOR
+
+
+def _flags(args: Sequence[str]) -> dict[str, str]:
+    """runsc's flags as name to value: `--name=value`, `-name=value` and `--name value` alike."""
+    flags: dict[str, str] = {}
+    pending: str | None = None
+    for arg in map(str, args):
+        if pending is not None and not arg.startswith("-"):
+            flags[pending] = arg
+            pending = None
+            continue
+        name, equals, value = arg.lstrip("-").partition("=")
+        flags[name] = value if equals else "true"
+        pending = None if equals else name
+    return flags
+
+
+def _may_create_host_sockets(flags: Mapping[str, str]) -> bool:
+    if flags.get("host-uds") in _HOST_UDS_ENOUGH:
+        return True
+    return flags.get("fsgofer-host-uds") == "true"  # the older flag's name, meaning --host-uds=all
