@@ -236,7 +236,9 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     defaults = JobDefaults(
         model=args.model or default_model_id(),
         executor=args.executor,
+        runtime=args.runtime,
         tools=args.tools,
+        mcp=args.mcp,
         max_steps=args.max_steps,
         allow_imports=args.allow_job_imports,
         allow_executors=args.allow_job_executors,
@@ -292,7 +294,21 @@ def _add_batch(commands: Any) -> None:
         action="store_true",
         help="docker jobs: start each container when its job starts, not while the previous job runs",
     )
+    batch.add_argument(
+        "--runtime",
+        metavar="NAME",
+        help="docker jobs: the container runtime, such as runsc for gVisor (default: Docker's); "
+        "a job may ask for runsc itself, never for a runtime that confines less",
+    )
     batch.add_argument("--max-steps", type=int, default=20, metavar="N", help="for jobs that set none (default 20)")
+    batch.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="COMMAND",
+        help="an MCP server, as a shell line or an http(s) URL, started by each worker for its whole life; "
+        "its tools join --tools, and jobs select them by name (repeatable; a jobs file cannot name one)",
+    )
     batch.add_argument(
         "--allow-job-imports",
         action="store_true",

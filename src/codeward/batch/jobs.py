@@ -7,7 +7,8 @@ never dies at job 40 of 50 on a typo.
 
 A jobs file may come from anyone: it describes work, and the command line
 grants power. Checking it imports and runs nothing. A job selects tools by
-name among those ``--tools`` loads, never names a module; the files it names
+name among those ``--tools`` loads and ``--mcp`` servers offer, never names a
+module nor starts a process; the files it names
 (``script:`` and ``replay:`` models, ``@`` variable files) resolve inside the
 jobs file's folder; and a job that asks for more than the defaults (imports
 beyond them, a sandbox that confines less than the command line's, executor
@@ -26,6 +27,7 @@ from typing import Any
 import yaml
 
 from codeward.executors.base import available_executors, executor_class
+from codeward.executors.docker.gvisor import GVISOR
 from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS
 from codeward.model_ids import ModelIdError, check_model_id
 from codeward.tool_specs import load_tool_specs
@@ -35,6 +37,7 @@ from codeward.value_files import ValueFileError, check_value_file
 __all__ = [
     "ALLOW_EXECUTORS_FLAG",
     "ALLOW_IMPORTS_FLAG",
+    "MCP_FLAG",
     "Job",
     "JobDefaults",
     "JobFileError",
@@ -49,6 +52,7 @@ _FIELDS = (
     "model",
     "executor",
     "executor_kwargs",
+    "runtime",
     "max_steps",
     "timeout_seconds",
     "authorized_imports",
@@ -58,6 +62,8 @@ _MAX_REPORTED = 20
 #: The command-line flags that let jobs ask for more than the defaults.
 ALLOW_IMPORTS_FLAG = "--allow-job-imports"
 ALLOW_EXECUTORS_FLAG = "--allow-job-executors"
+#: The command-line flag that starts an MCP server for the jobs: a process, which only the user may start.
+MCP_FLAG = "--mcp"
 #: How far each sandbox confines the code: jupyter runs it on the host as it is; local adds a policy
 #: and an OS-confined process; docker and e2b a container or a VM. Any other executor counts as jupyter.
 _CONFINEMENT = {"jupyter": 0, "local": 1, "docker": 2, "e2b": 2}
@@ -86,7 +92,11 @@ class JobDefaults:
 
     model: str | None = None
     executor: str = "local"
+    #: The container runtime of docker jobs (``--runtime``; ``runsc`` is gVisor), None for Docker's default.
+    runtime: str | None = None
     tools: list[str] = field(default_factory=list)
+    #: The ``--mcp`` servers' commands (or URLs), whose tools join those of `tools`; never from a jobs file.
+    mcp: list[str] = field(default_factory=list)
     max_steps: int = 20
     #: Jobs may name imports beyond the defaults (``--allow-job-imports``).
     allow_imports: bool = False
@@ -109,6 +119,8 @@ class Job:
     authorized_imports: list[str] = field(default_factory=list)
     #: The command line's tool specs: the only host code a job's worker imports.
     tools: list[str] = field(default_factory=list)
+    #: The command line's MCP servers: the only processes a job's worker starts for it.
+    mcp: list[str] = field(default_factory=list)
     #: The job's choice among those tools, by name; empty for all of them.
     tool_names: list[str] = field(default_factory=list)
 
@@ -311,6 +323,19 @@ class _Checker:
             )
         return executor
 
+    def runtime(self, executor: str, command_line: str | None) -> dict[str, Any]:
+        """The docker job's runtime, as executor settings: the command line's, or gVisor, which confines more."""
+        runtime = self.string("runtime") or command_line
+        if "runtime" in self.entry and executor != "docker":
+            self.fault("runtime", f"only docker sandboxes have a container runtime, and this job's is {executor!r}")
+        elif runtime not in (command_line, GVISOR):
+            self.fault(
+                "runtime",
+                f"a jobs file may ask only for {GVISOR!r} (gVisor), which confines more than the command line's "
+                f"runtime; pass --runtime {runtime} to run jobs under it",
+            )
+        return {"runtime": runtime} if executor == "docker" and runtime else {}
+
     def executor_kwargs(self, executor: str, allowed: bool) -> dict[str, Any]:
         """The job's executor settings; any but a limit set tighter than its default only with consent."""
         kwargs = self.entry.get("executor_kwargs", {})
@@ -362,7 +387,9 @@ def _check_entry(where: str, entry: Any, base_dir: Path, defaults: JobDefaults) 
     if job_id:
         check.where = f"{where} (id {job_id!r})"
     for name in entry:
-        if name not in _FIELDS:
+        if name == "mcp":
+            check.fault(name, f"a jobs file cannot start an MCP server: pass {MCP_FLAG} COMMAND on the command line")
+        elif name not in _FIELDS:
             check.fault(name, f"is not a job field; the fields are: {', '.join(_FIELDS)}")
     task = check.string("task", required=True)
     executor = check.executor(defaults.executor, defaults.allow_executors)
@@ -372,11 +399,15 @@ def _check_entry(where: str, entry: Any, base_dir: Path, defaults: JobDefaults) 
         model=check.model(defaults.model) or "",
         executor=executor,
         additional_args=check.variables(),
-        executor_kwargs=check.executor_kwargs(executor, defaults.allow_executors),
+        executor_kwargs={
+            **check.runtime(executor, defaults.runtime),
+            **check.executor_kwargs(executor, defaults.allow_executors),
+        },
         max_steps=check.number("max_steps", int, defaults.max_steps),
         timeout_seconds=check.number("timeout_seconds", float, None),
         authorized_imports=check.imports(defaults.allow_imports),
         tools=list(defaults.tools),
+        mcp=list(defaults.mcp),
         tool_names=check.tool_names(),
     )
     return (None if check.faults else job), check.faults
@@ -402,7 +433,7 @@ def load_jobs(path: str | Path, defaults: JobDefaults | None = None) -> list[Job
         seen[job.id] = where
         jobs.append(job)
     _refuse(path, faults)
-    _refuse(path, _unknown_tools(jobs, defaults.tools))
+    _refuse(path, _unknown_tools(jobs, defaults))
     return jobs
 
 
@@ -413,16 +444,38 @@ def _refuse(path: Path, faults: list[str]) -> None:
         raise JobFileError(f"{path}: {len(faults)} problem(s), nothing was run:\n  " + "\n  ".join(shown) + more)
 
 
-def _unknown_tools(jobs: list[Job], specs: list[str]) -> list[str]:
+def _unknown_tools(jobs: list[Job], defaults: JobDefaults) -> list[str]:
     """Tool names jobs select that the command line's tools lack. Run once the file passed its checks:
-    it imports the ``--tools`` modules, which only the command line names."""
+    it imports the ``--tools`` modules and starts the ``--mcp`` servers, which only the command line names."""
+    served = _served_tool_names(defaults.mcp)  # started even when no job selects: a server that fails is told now
     if not any(job.tool_names for job in jobs):
         return []
-    loaded = {tool.name for tool in load_tool_specs(specs)}
+    loaded = {tool.name for tool in load_tool_specs(defaults.tools)} | served
     return [
-        f"job {job.id!r}, field 'tools': no tool named {name!r} among those --tools loads"
+        f"job {job.id!r}, field 'tools': no tool named {name!r} among those --tools loads or --mcp serves"
         f" ({', '.join(sorted(loaded)) or 'none'})"
         for job in jobs
         for name in job.tool_names
         if name not in loaded
     ]
+
+
+def _served_tool_names(commands: list[str]) -> set[str]:
+    """The tools the ``--mcp`` servers offer: each started once to list them, then stopped.
+
+    Checked here rather than in the workers, so a server that cannot start or a name no server
+    offers stops the batch before any job runs, as for ``--tools``.
+    """
+    if not commands:
+        return set()
+    from codeward.executors.base import import_with_extra
+
+    mcp = import_with_extra("codeward.mcp.tools", needed_by=f"codeward batch {MCP_FLAG}", extra="mcp")
+    names: set[str] = set()
+    for command in commands:
+        try:
+            with mcp.MCPTools(command) as tools:
+                names |= {tool.name for tool in tools}
+        except (mcp.MCPToolError, ValueError) as error:
+            raise UsageError(f"{MCP_FLAG} {command!r}: {error}") from error
+    return names

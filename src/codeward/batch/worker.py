@@ -9,6 +9,10 @@ Cancelling: the parent writes ``{"cancel": ID}`` on stdin; the worker signals
 itself (SIGUSR1) so that `JobCancelled` is raised in the job even while it waits
 in a system call, and unwinds through the agent, which closes its sandbox. A worker whose parent is gone (stdin closed)
 cancels its job and exits, so a killed batch leaves no worker behind.
+
+The ``--mcp`` servers a job's tools come from are the worker's own (`MCPServers`): each
+started at the first job that needs it and stopped when the worker exits; a worker that is
+killed takes them with it (the parent-death signal `MCPTools` sets).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from typing import Any, TextIO
 
 from codeward.batch.jobs import file_reference
 
-__all__ = ["JobCancelled", "main", "run_job", "unrecordable"]
+__all__ = ["JobCancelled", "MCPServers", "main", "run_job", "unrecordable"]
 
 
 class JobCancelled(KeyboardInterrupt):
@@ -145,6 +149,33 @@ class WarmPools:
         self._pools.clear()
 
 
+class MCPServers:
+    """A worker's ``--mcp`` servers, each started once and kept for the worker's whole life.
+
+    Kept rather than started per job: a server's start costs as much as a short job, and the
+    worker is the process the server must die with, whatever ends it.
+    """
+
+    def __init__(self) -> None:
+        self._started: dict[str, Any] = {}
+
+    def tools(self, commands: list[str]) -> list[Any]:
+        """The tools of these servers, starting any not started yet."""
+        tools: list[Any] = []
+        for command in commands:
+            if command not in self._started:
+                from codeward.mcp import MCPTools
+
+                self._started[command] = MCPTools(command)
+            tools += self._started[command].tools
+        return tools
+
+    def close(self) -> None:
+        for server in self._started.values():
+            server.close()
+        self._started.clear()
+
+
 def _selected_tools(tools: list[Any], names: list[str]) -> list[Any]:
     """The command line's tools the job selected by name (all of them when it names none)."""
     return [tool for tool in tools if not names or tool.name in names]
@@ -164,11 +195,20 @@ def run_job(
     announce: Callable[[dict[str, Any] | None], None] | None = None,
     runs: Path | None = None,
     pools: WarmPools | None = None,
+    servers: MCPServers | None = None,
 ) -> dict[str, Any]:
     """Run one job to its result record: failures and cancellation are statuses, not exceptions.
 
-    With `runs`, the job's run is saved there too, ready for `codeward replay`.
+    With `runs`, the job's run is saved there too, ready for `codeward replay`. The job's
+    ``--mcp`` servers come from `servers`, which outlive the job; without it, the job starts
+    its own and stops them when it ends.
     """
+    if servers is None:
+        own = MCPServers()
+        try:
+            return run_job(job, audit, announce, runs, pools, own)
+        finally:
+            own.close()
     from codeward.batch.audit import AuditingExecutor, iso_time
     from codeward.json_values import carry
     from codeward.model_ids import resolve_model
@@ -182,8 +222,9 @@ def run_job(
     variables: dict[str, Any] = {}
     try:
         with _cancellation.interruptible():
+            tools = load_tool_specs(job["tools"]) + servers.tools(job.get("mcp") or [])
             agent = CodeAgent(
-                tools=_selected_tools(load_tool_specs(job["tools"]), job.get("tool_names") or []),
+                tools=_selected_tools(tools, job.get("tool_names") or []),
                 model=resolve_model(job["model"]),
                 executor=job["executor"],
                 executor_kwargs=pools.executor_kwargs(job["executor"], job["executor_kwargs"] or {}) or None
@@ -290,16 +331,18 @@ def main(argv: list[str] | None = None) -> int:
     jobs: queue.Queue[dict[str, Any] | None] = queue.Queue()
     threading.Thread(target=_read_stdin, args=(jobs,), daemon=True).start()
     pools = WarmPools(enabled=not args.no_warm_pool)
+    servers = MCPServers()
     try:
         while (job := jobs.get()) is not None:
             _cancellation.current = job["id"]
             _send(channel, {"event": "started", "id": job["id"]})
             announce = lambda block: _send(channel, {"event": "block", "record": block})  # noqa: E731
-            result = run_job(job, audit, announce, args.runs, pools)
+            result = run_job(job, audit, announce, args.runs, pools, servers)
             _cancellation.current = None
             _send_result(channel, job["id"], result)
     finally:
         pools.close()
+        servers.close()
     return 0
 
 

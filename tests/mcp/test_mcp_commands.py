@@ -1,0 +1,89 @@
+"""MCP servers given to `codeward batch` and `codeward replay` with --mcp: the command line starts them,
+never a file, and none outlives the command.
+
+The server is the test suite's real one (tests/mcp_server), started on stdio by the command under test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.cli.conftest import children, command, command_env, write_script
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The server gets a minimal environment, so it names the folder it is imported from itself.
+SERVER = f"env PYTHONPATH={ROOT} {sys.executable} -m tests.mcp_server"
+
+
+def codeward(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command(*args), capture_output=True, text=True, env=command_env(), cwd=folder, timeout=180)
+
+
+def said(done: subprocess.CompletedProcess[str]) -> str:
+    """What the command printed, unwrapped: the terminal breaks long lines."""
+    return " ".join((done.stdout + done.stderr).split())
+
+
+def server_processes() -> list[int]:
+    """The test MCP servers still running under this test process."""
+    found = []
+    for pid in children(os.getpid()):
+        try:
+            if b"tests.mcp_server" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def write_jobs(folder: Path, *jobs: dict) -> None:
+    (folder / "jobs.jsonl").write_text("".join(json.dumps(job) + "\n" for job in jobs))
+
+
+def test_batch_jobs_call_an_mcp_servers_tools_from_workers_that_each_keep_one_server(tmp_path: Path) -> None:
+    model = write_script(tmp_path / "model.yaml", "final_answer([add(n, 10), pid()])")
+    write_jobs(tmp_path, *({"id": f"job-{n}", "task": "Add ten.", "additional_args": {"n": n}} for n in range(3)))
+    done = codeward(tmp_path, "batch", "jobs.jsonl", "--model", model, "--mcp", SERVER, "--concurrency", "2")
+    assert done.returncode == 0, said(done)
+    results = {r["id"]: r for r in map(json.loads, (tmp_path / "results.jsonl").read_text().splitlines())}
+    assert {job_id: result["output"][0] for job_id, result in results.items()} == {
+        "job-0": 10,
+        "job-1": 11,
+        "job-2": 12,
+    }
+    assert len({result["output"][1] for result in results.values()}) <= 2  # one server per worker, not per job
+    assert server_processes() == []
+
+
+def test_a_job_selects_mcp_tools_by_name_and_an_unknown_name_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    model = write_script(tmp_path / "model.yaml", "final_answer(add(1, 2))")
+    write_jobs(tmp_path, {"id": "a", "task": "T", "tools": ["add"]}, {"id": "b", "task": "T", "tools": ["multiply"]})
+    done = codeward(tmp_path, "batch", "jobs.jsonl", "--model", model, "--mcp", SERVER)
+    assert done.returncode == 2 and "no tool named 'multiply' among those --tools loads or --mcp serves" in said(done)
+    assert not (tmp_path / "results.jsonl").exists() or not (tmp_path / "results.jsonl").read_text()
+    write_jobs(tmp_path, {"id": "a", "task": "T", "tools": ["add"]})
+    done = codeward(tmp_path, "batch", "jobs.jsonl", "--model", model, "--mcp", SERVER)
+    assert done.returncode == 0, said(done)
+    assert json.loads((tmp_path / "results.jsonl").read_text())["output"] == 3
+    assert server_processes() == []
+
+
+def test_a_jobs_file_cannot_start_an_mcp_server(tmp_path: Path) -> None:
+    marker = tmp_path / "started.marker"
+    model = write_script(tmp_path / "model.yaml", "final_answer(1)")
+    write_jobs(tmp_path, {"id": "a", "task": "T", "mcp": [f"touch {marker}"]})
+    done = codeward(tmp_path, "batch", "jobs.jsonl", "--model", model)
+    assert done.returncode == 2, said(done)
+    assert "field 'mcp': a jobs file cannot start an MCP server: pass --mcp COMMAND" in said(done)
+    assert not marker.exists()
+
+
+def test_a_server_that_cannot_start_stops_the_batch_before_any_job(tmp_path: Path) -> None:
+    model = write_script(tmp_path / "model.yaml", "final_answer(1)")
+    write_jobs(tmp_path, {"id": "a", "task": "T"})
+    done = codeward(tmp_path, "batch", "jobs.jsonl", "--model", model, "--mcp", f"{sys.executable} -m no_such_module")
+    assert done.returncode == 2 and "--mcp" in said(done) and "cannot connect" in said(done)
