@@ -337,15 +337,17 @@ def _add_batch(commands: Any) -> None:
 
 def _replay(args: argparse.Namespace, console: Console) -> int:
     from codeward.replay import replay_run
+    from codeward.tool_specs import load_tool_specs
 
-    report = replay_run(
-        args.run,
-        executor=args.executor,
-        tool_specs=args.tools,
-        variables=_variables(args.var),
-        authorized_imports=args.imports,
-        as_recorded=args.as_recorded,
-    )
+    with contextlib.ExitStack() as servers:
+        report = replay_run(
+            args.run,
+            executor=args.executor,
+            tools=load_tool_specs(args.tools) + _mcp_tools(args.mcp, servers),
+            variables=_variables(args.var),
+            authorized_imports=args.imports,
+            as_recorded=args.as_recorded,
+        )
     shown = escape(visible(report.render()))  # the recording's text, from a file that may be a stranger's
     if report.ok:
         console.print(f"[green]replay passed:[/green] {shown}", highlight=False)
@@ -369,6 +371,14 @@ def _add_replay(commands: Any) -> None:
         default=[],
         metavar="SPEC",
         help="the tools: module:attr, module, file.py[:attr] (repeatable; never read from the run file)",
+    )
+    replay.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="COMMAND",
+        help="an MCP server to start on the host, as a shell line or an http(s) URL; its tools join --tools "
+        "(repeatable; never started from the run file, even with --as-recorded)",
     )
     replay.add_argument(
         "--var",

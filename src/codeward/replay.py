@@ -57,7 +57,8 @@ _CHECK_SUGGESTIONS = (
     "These suggestions are the run file's own words: check each before you pass it, "
     "as a flag grants what a file cannot (host code to import, a sandbox, imports). "
     "--as-recorded takes the recorded tools, variable files inside the run's folder and a "
-    "confining executor at once; imports and an unconfined executor still need their flags."
+    "confining executor at once; imports, an unconfined executor and MCP servers (--mcp: a server "
+    "is a process to start) still need their flags."
 )
 
 
@@ -105,8 +106,9 @@ def save_run(
 ) -> str | None:
     """Write the agent's last run with its set-up record; return a warning if variables were left out.
 
-    The record names the `--tools` specs and `--var` files as given, so `codeward replay` can
-    suggest the same flags; the variables' values are saved too, so a replay needs no `--var`.
+    The record names the `--tools` specs and `--var` files as given, and the server of each MCP
+    tool, so `codeward replay` can suggest the same flags; the variables' values are saved too, so
+    a replay needs no `--var`.
     """
     path = Path(path)
     data = agent.memory.to_dict()
@@ -115,11 +117,12 @@ def save_run(
         encoded = encode_variables(variables)
     except CodecError as error:
         warning = f"the variables were not saved ({error}); pass them to codeward replay with --var"
+    recorded = agent.memory.setup or RunSetup([], [])
     setup = replace(
-        agent.memory.setup or RunSetup([], []),
+        recorded,
         executor=executor,
         authorized_imports=list(authorized_imports),
-        tools=_tool_sources(tool_specs),
+        tools=_tool_sources(tool_specs) + [source for source in recorded.tools if source.server is not None],
         variables=_variable_sources(variables, variable_files or [], saved=encoded is not None),
     )
     data[RUN_RECORD] = setup.to_dict(path.parent)
@@ -281,7 +284,7 @@ def _import_needs(record: dict[str, Any], executor: str, imports: list[str]) -> 
 
 
 def _tool_needs(record: dict[str, Any], tools: list[Tool], folder: Path) -> list[str]:
-    """Recorded tools the replay was not given, with the spec each was recorded under where known."""
+    """Recorded tools the replay was not given, with the spec or MCP server each was recorded under where known."""
     sources = _named_entries(record.get("tool_sources"))
     if not sources and not tools:  # a run saved before tool sources: its specs, with no names to compare
         specs = _strings(record.get("tools"))
@@ -292,8 +295,10 @@ def _tool_needs(record: dict[str, Any], tools: list[Tool], folder: Path) -> list
     for source in sources:
         if source["name"] in given:
             continue
-        name, spec = visible(source["name"], keep_lines=False), source.get("spec")
-        if isinstance(spec, str):
+        name, spec, server = visible(source["name"], keep_lines=False), source.get("spec"), source.get("server")
+        if isinstance(server, str):
+            located.setdefault(_flag("--mcp", server), []).append(name)
+        elif isinstance(spec, str):
             located.setdefault(_flag("--tools", spec_under(spec, folder)), []).append(name)
         else:
             unlocated.append(name)
@@ -328,9 +333,12 @@ def _inside(folder: Path, file: str) -> Path | None:
 
 def _recorded_tool_specs(record: dict[str, Any], folder: Path, given: set[str]) -> list[str]:
     """The recorded specs of the tools not given, for --as-recorded: modules by name, and files only
-    inside the run's folder (a spec that climbs out stays a flag for the user to pass)."""
+    inside the run's folder (a spec that climbs out stays a flag for the user to pass). Never an MCP
+    server: it is recorded with no spec, as starting a process always takes the user's --mcp."""
     sources = _named_entries(record.get("tool_sources"))
-    specs = [s["spec"] for s in sources if s["name"] not in given and isinstance(s.get("spec"), str)]
+    specs = [
+        s["spec"] for s in sources if s["name"] not in given and isinstance(s.get("spec"), str) and "server" not in s
+    ]
     if not sources and not given:
         specs = _strings(record.get("tools"))
     adopted = []

@@ -87,3 +87,39 @@ def test_a_server_that_cannot_start_stops_the_batch_before_any_job(tmp_path: Pat
     write_jobs(tmp_path, {"id": "a", "task": "T"})
     done = codeward(tmp_path, "batch", "jobs.jsonl", "--model", model, "--mcp", f"{sys.executable} -m no_such_module")
     assert done.returncode == 2 and "--mcp" in said(done) and "cannot connect" in said(done)
+
+
+def test_a_run_saved_with_an_mcp_server_names_its_flag_and_replays_with_it(tmp_path: Path) -> None:
+    model = write_script(tmp_path / "model.yaml", "total = add(2, 3)\nprint(total)", "final_answer(total * 10)")
+    done = codeward(tmp_path, "run", "Add.", "--mcp", SERVER, "--model", model, "--save", "run.json")
+    assert done.returncode == 0, said(done)
+    sources = json.loads((tmp_path / "run.json").read_text())["codeward_run"]["tool_sources"]
+    assert {"name": "add", "server": SERVER} in sources
+    for as_recorded in ([], ["--as-recorded"]):  # a server is a process: never started from the file
+        done = codeward(tmp_path, "replay", "run.json", *as_recorded)
+        assert done.returncode == 2 and "--mcp '" + SERVER + "': for the tool(s) add" in said(done)
+    done = codeward(tmp_path, "replay", "run.json", "--mcp", SERVER)
+    assert done.returncode == 0 and "replay passed" in said(done), said(done)
+    assert server_processes() == []
+
+
+def test_a_run_file_naming_a_server_starts_nothing_even_as_recorded(tmp_path: Path) -> None:
+    model = write_script(tmp_path / "model.yaml", "final_answer(add(2, 3))")
+    assert codeward(tmp_path, "run", "Add.", "--mcp", SERVER, "--model", model, "--save", "run.json").returncode == 0
+    marker = tmp_path / "started.marker"
+    run = json.loads((tmp_path / "run.json").read_text())
+    run["codeward_run"]["tool_sources"] = [{"name": "add", "server": f"touch {marker}", "spec": "os:system"}]
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    done = codeward(tmp_path, "replay", "run.json", "--as-recorded")
+    assert done.returncode == 2 and "--mcp 'touch " in said(done)
+    assert not marker.exists()
+
+
+def test_batch_runs_record_the_server_of_each_mcp_tool(tmp_path: Path) -> None:
+    model = write_script(tmp_path / "model.yaml", "final_answer(add(1, 1))")
+    write_jobs(tmp_path, {"id": "a", "task": "T"})
+    done = codeward(tmp_path, "batch", "jobs.jsonl", "--model", model, "--mcp", SERVER, "--runs", "runs")
+    assert done.returncode == 0, said(done)
+    done = codeward(tmp_path, "replay", "runs/a.json", "--mcp", SERVER)
+    assert done.returncode == 0 and "replay passed" in said(done), said(done)
+    assert server_processes() == []

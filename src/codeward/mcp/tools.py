@@ -291,6 +291,12 @@ class MCPTool(Tool):
         self._tools = tools
         super().__init__()
 
+    @property
+    def server_command(self) -> str:
+        """The server's command line or URL, as ``--mcp`` takes it: what a saved run records as the
+        tool's origin (never its environment or headers, which may hold keys)."""
+        return str(self._tools.server)
+
     def forward(self, **arguments: Any) -> Any:
         sent = {
             self._argument_names[key]: value

@@ -218,19 +218,25 @@ def plain_settings(executor: object) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ToolSource:
-    """Where a tool came from, so a replay can name the `--tools` spec that finds it again."""
+    """Where a tool came from, so a replay can name the `--tools` spec or `--mcp` server that finds it again."""
 
     name: str
     module: str | None = None
     attr: str | None = None
     file: str | None = None
+    #: The command (or URL) of the MCP server that offers the tool; a tool says so with `server_command`.
+    server: str | None = None
 
     @classmethod
     def of(cls, tool: Any) -> ToolSource:
         """Look the tool up by identity in its module; a module run as a script is named by its file.
 
-        Only modules already imported are read: recording a tool never imports anything.
+        Only modules already imported are read: recording a tool never imports anything. A tool
+        that a server offers (an MCP tool) names the server instead: its module is not where it lives.
         """
+        server = getattr(tool, "server_command", None)
+        if isinstance(server, str):
+            return cls(tool.name, server=server)
         function = getattr(tool, "function", None)
         module_name = getattr(function if function is not None else type(tool), "__module__", None) or ""
         module = sys.modules.get(module_name)
@@ -253,6 +259,8 @@ class ToolSource:
         return f"{where}:{self.attr}" if self.attr else where
 
     def to_dict(self, folder: Path) -> dict[str, Any]:
+        if self.server is not None:
+            return {"name": self.name, "server": self.server}
         spec = self.spec(folder)
         return {"name": self.name, "spec": spec} if spec else {"name": self.name}
 
