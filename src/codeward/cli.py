@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -580,6 +581,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # stdout is for data: --json's result, or the MCP protocol itself
     console = Console(stderr=bool(getattr(args, "json", False) or getattr(args, "console_to_stderr", False)))
     try:
+        _instrument_if_asked()
         return int(args.handler(args, console))
     except (UsageError, ImportError, FileNotFoundError) as error:  # the input, or a setup step the user must take
         console.print(f"[bold red]error:[/bold red] {escape(visible(str(error)))}", highlight=False)
@@ -595,6 +597,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             highlight=False,
         )
         return 1
+
+
+def _instrument_if_asked() -> None:
+    """``CODEWARD_OTEL=1`` sends traces where the ``OTEL_EXPORTER_OTLP_*`` variables say (batch workers inherit it)."""
+    if os.environ.get("CODEWARD_OTEL") == "1":
+        from codeward.telemetry import instrument
+
+        instrument()
 
 
 def _keep_traceback() -> Path:

@@ -26,9 +26,10 @@ def test_an_unknown_attribute_is_an_attribute_error():
 def test_importing_the_package_loads_no_sandbox_sdk():
     code = (
         "import sys, codeward, codeward.executors, codeward.platform.foreign_tools\n"
-        "agent = codeward.CodeAgent(tools=[], model=codeward.ScriptedModel([]))\n"
-        "agent.close()\n"
-        "optional = ('e2b', 'docker', 'jupyter_client', 'litellm', 'smolagents', 'langchain_core')\n"
+        "model = codeward.ScriptedModel(['<code>\\nfinal_answer(1)\\n</code>'])\n"
+        "with codeward.CodeAgent(tools=[], model=model, verbosity_level=-1) as agent:\n"
+        "    assert agent.run('One.') == 1\n"
+        "optional = ('e2b', 'docker', 'jupyter_client', 'litellm', 'smolagents', 'langchain_core', 'opentelemetry')\n"
         "print(sorted(m for m in optional if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

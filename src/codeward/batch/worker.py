@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from codeward.batch.jobs import file_reference
+from codeward.platform import tracing
 
 __all__ = ["JobCancelled", "MCPServers", "main", "run_job", "unrecordable"]
 
@@ -320,6 +321,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=Path, help="a folder to save each job's run in")
     parser.add_argument("--no-warm-pool", action="store_true", help="start each job's sandbox when the job starts")
     args = parser.parse_args(argv)
+    if os.environ.get("CODEWARD_OTEL") == "1":  # each job a trace of its own, sent where OTEL_EXPORTER_OTLP_* say
+        from codeward.telemetry import instrument
+
+        instrument()
     signal.signal(signal.SIGUSR1, _cancellation.on_signal)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to decide on
     channel = os.fdopen(args.channel, "w", encoding="utf-8")
@@ -337,7 +342,10 @@ def main(argv: list[str] | None = None) -> int:
             _cancellation.current = job["id"]
             _send(channel, {"event": "started", "id": job["id"]})
             announce = lambda block: _send(channel, {"event": "block", "record": block})  # noqa: E731
-            result = run_job(job, audit, announce, args.runs, pools, servers)
+            with tracing.span("codeward.job", {tracing.JOB_ID: str(job["id"])}) as span:
+                result = run_job(job, audit, announce, args.runs, pools, servers)
+                span.set({"codeward.job.status": str(result["status"])})
+            tracing.flush()  # a worker may be killed after any job: its finished jobs' spans are sent by then
             _cancellation.current = None
             _send_result(channel, job["id"], result)
     finally:

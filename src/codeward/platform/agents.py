@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, overload
 
 from codeward.executors.base import ExecutorError
+from codeward.platform import tracing
 from codeward.platform.display import AgentLogger, LogLevel
 from codeward.platform.errors import AgentError, AgentGenerationError, AgentMaxStepsError
 from codeward.platform.memory import (
@@ -110,6 +111,15 @@ def _model_failures() -> Iterator[None]:
         raise
     except Exception as error:
         raise AgentGenerationError(f"the model failed to answer: {type(error).__name__}: {error}") from error
+
+
+def _describe_answer(span: tracing.Span, message: ChatMessage) -> None:
+    """What the model's answer cost, and why it stopped, on its ``chat`` span."""
+    usage = message.token_usage
+    if usage is not None:
+        span.set({tracing.INPUT_TOKENS: usage.input_tokens, tracing.OUTPUT_TOKENS: usage.output_tokens})
+    if message.finish_reason:
+        span.set({tracing.FINISH_REASONS: [message.finish_reason]})
 
 
 def _takes_agent(function: Callable[..., Any]) -> bool:
@@ -294,7 +304,7 @@ class MultiStepAgent:
             self.memory.reset()
         self.memory.steps.append(TaskStep(self.task, images))
         self.memory.setup = self._run_setup()
-        self.logger.task(self.task, getattr(self.model, "model_id", type(self.model).__name__), self._executor_name())
+        self.logger.task(self.task, self._model_id(), self._executor_name())
         self._setup_run()
         events = self._run_stream(self.task, max_steps, images, streaming=stream)
         if stream:
@@ -345,6 +355,31 @@ class MultiStepAgent:
     def _run_stream(
         self, task: str, max_steps: int, images: list[Any] | None, streaming: bool
     ) -> Generator[Any, None, None]:
+        """The run's steps as events, all inside the run's ``invoke_agent`` span."""
+        with tracing.span(f"invoke_agent {self._agent_name()}", self._agent_attributes()) as span:
+            span.value("codeward.task", task)
+            final_step = yield from self._steps(task, max_steps, images, streaming)
+            usage = self.memory.token_usage()
+            span.set({tracing.INPUT_TOKENS: usage.input_tokens, tracing.OUTPUT_TOKENS: usage.output_tokens})
+            span.value("codeward.final_answer", final_step.output)
+
+    def _agent_name(self) -> str:
+        return self.name or type(self).__name__
+
+    def _agent_attributes(self) -> tracing.Attributes:
+        return {
+            tracing.OPERATION: "invoke_agent",
+            tracing.AGENT_NAME: self._agent_name(),
+            tracing.REQUEST_MODEL: self._model_id(),
+            tracing.SANDBOX_NAME: self._executor_name() or "",
+        }
+
+    def _model_id(self) -> str:
+        return str(getattr(self.model, "model_id", type(self.model).__name__))
+
+    def _steps(
+        self, task: str, max_steps: int, images: list[Any] | None, streaming: bool
+    ) -> Generator[Any, None, FinalAnswerStep]:
         self.step_number = 1
         final_output: Any = None
         returned_final_answer = False
@@ -364,26 +399,28 @@ class MultiStepAgent:
                 self._fire_callbacks(planning_step)
             action_step = ActionStep(self.step_number, Timing(), observations_images=images)
             self.logger.step_start(self.step_number)
-            try:
-                for event in self._step_stream(action_step, streaming):
-                    yield event
-                    if isinstance(event, (ActionOutput, ToolOutput)) and event.is_final_answer:
-                        self._check_final_answer(event.output)
-                        action_step.action_output = final_output = event.output
-                        action_step.is_final_answer = returned_final_answer = True
-            except AgentGenerationError:
-                raise
-            except AgentError as error:
-                action_step.error = error
-                self.logger.error(error.message)
-            except KeyboardInterrupt as interrupt:
-                self._record_interrupt(action_step, interrupt)
-                raise
-            finally:
-                action_step.timing.end_time = time.time()
-                self.memory.steps.append(action_step)
-                self.logger.step_end(action_step)
-                self._fire_callbacks(action_step)
+            with tracing.span("step", {tracing.STEP_NUMBER: self.step_number}) as step_span:
+                try:
+                    for event in self._step_stream(action_step, streaming):
+                        yield event
+                        if isinstance(event, (ActionOutput, ToolOutput)) and event.is_final_answer:
+                            self._check_final_answer(event.output)
+                            action_step.action_output = final_output = event.output
+                            action_step.is_final_answer = returned_final_answer = True
+                except AgentGenerationError:
+                    raise
+                except AgentError as error:
+                    action_step.error = error
+                    step_span.set({"error.type": type(error).__name__})
+                    self.logger.error(error.message)
+                except KeyboardInterrupt as interrupt:
+                    self._record_interrupt(action_step, interrupt)
+                    raise
+                finally:
+                    action_step.timing.end_time = time.time()
+                    self.memory.steps.append(action_step)
+                    self.logger.step_end(action_step)
+                    self._fire_callbacks(action_step)
             yield action_step
             self.step_number += 1
         if not returned_final_answer:
@@ -393,6 +430,7 @@ class MultiStepAgent:
         self.logger.final_answer(final_output)
         self._fire_callbacks(final_step)
         yield final_step
+        return final_step
 
     def _record_interrupt(self, step: ActionStep, interrupt: KeyboardInterrupt) -> None:
         """Ctrl-C ends the run, but what the step's code printed before it is shown and kept (an
@@ -419,17 +457,27 @@ class MultiStepAgent:
         parts: list[str] = []
         usage = TokenUsage()
         calls: list[ToolCall] = []
-        with _model_failures():
+        finish_reason = None
+        with self._chat_span() as span, _model_failures():
             for delta in self.model.generate_stream(messages, **kwargs):
                 yield delta
                 parts.append(delta.content or "")
                 usage += delta.token_usage or TokenUsage()
                 calls.extend(delta.tool_calls or [])
-        return ChatMessage("assistant", "".join(parts), calls or None, usage)
+                finish_reason = delta.finish_reason or finish_reason
+            message = ChatMessage("assistant", "".join(parts), calls or None, usage, finish_reason)
+            _describe_answer(span, message)
+        return message
 
     def _ask_model(self, messages: list[ChatMessage], **kwargs: Any) -> ChatMessage:
-        with _model_failures():
-            return self.model.generate(messages, **kwargs)
+        with self._chat_span() as span, _model_failures():
+            message = self.model.generate(messages, **kwargs)
+            _describe_answer(span, message)
+            return message
+
+    def _chat_span(self) -> contextlib.AbstractContextManager[tracing.Span]:
+        model_id = self._model_id()
+        return tracing.span(f"chat {model_id}", {tracing.OPERATION: "chat", tracing.REQUEST_MODEL: model_id})
 
     def _planning_step(self, task: str, max_steps: int, streaming: bool) -> Generator[Any, None, None]:
         started = Timing()

@@ -7,12 +7,14 @@ from dataclasses import replace
 from typing import Any
 
 from codeward.executors.base import (
+    CodeOutput,
     ExecutionError,
     ExecutionTimeout,
     Executor,
     SandboxError,
     create_executor,
 )
+from codeward.platform import tracing
 from codeward.platform.agents import ActionOutput, MultiStepAgent
 from codeward.platform.errors import AgentExecutionError, AgentParsingError, AgentToolCallError
 from codeward.platform.memory import ActionStep, RunSetup, plain_settings
@@ -181,7 +183,7 @@ class CodeAgent(MultiStepAgent):
 
     def _execute(self, code: str, action_step: ActionStep) -> ActionOutput:
         try:
-            output = self.executor.run(code)
+            output = self._run_in_sandbox(code)
         except ExecutionTimeout as error:
             self._record_logs(action_step, error.logs)
             raise AgentExecutionError(
@@ -214,6 +216,23 @@ class CodeAgent(MultiStepAgent):
         action_step.observations = observation
         self.logger.observation(observation)
         return ActionOutput(output.output, output.is_final_answer)
+
+    def _run_in_sandbox(self, code: str) -> CodeOutput:
+        """Run the block in the sandbox, in an ``execute_code`` span naming the sandbox, the code and how it ended."""
+        attributes = {tracing.SANDBOX_NAME: self._executor_name() or ""}
+        sandbox_id = getattr(self.executor, "sandbox_id", None)  # where the executor names its sandbox
+        if sandbox_id:
+            attributes[tracing.SANDBOX_ID] = str(sandbox_id)
+        with tracing.span("execute_code", attributes) as span:
+            span.event(tracing.CODE, {tracing.CODE: code})
+            try:
+                output = self.executor.run(code)
+            except Exception:
+                span.set({tracing.CODE_OUTCOME: "error"})
+                raise
+            span.set({tracing.CODE_OUTCOME: "final_answer" if output.is_final_answer else "ok"})
+            span.value(tracing.CODE_OUTPUT, output.output)
+            return output
 
     @staticmethod
     def _record_logs(action_step: ActionStep, logs: str) -> None:

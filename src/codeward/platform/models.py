@@ -73,6 +73,7 @@ class ChatMessage:
     content: str | list[dict[str, Any]] | None = None
     tool_calls: list[ToolCall] | None = None
     token_usage: TokenUsage | None = None
+    finish_reason: str | None = None  # why the model stopped ("stop", "length", "tool_calls"), where it said
 
     def text(self) -> str:
         if isinstance(self.content, list):
@@ -111,6 +112,7 @@ class ChatMessageStreamDelta:
     content: str | None = None
     tool_calls: list[ToolCall] | None = None
     token_usage: TokenUsage | None = None
+    finish_reason: str | None = None
 
 
 class ModelError(RuntimeError):
@@ -148,7 +150,7 @@ class Model:
         **kwargs: Any,
     ) -> Iterator[ChatMessageStreamDelta]:
         message = self.generate(messages, stop_sequences, tools_to_call_from, **kwargs)
-        yield ChatMessageStreamDelta(message.text(), message.tool_calls, message.token_usage)
+        yield ChatMessageStreamDelta(message.text(), message.tool_calls, message.token_usage, message.finish_reason)
 
     def __call__(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
         return self.generate(messages, **kwargs)
@@ -228,7 +230,9 @@ class ScriptedModel(Model):
         usage = TokenUsage(
             estimate_tokens(prompt_chars), estimate_tokens(len(content) if isinstance(content, str) else 0)
         )
-        return ChatMessage("assistant", content, scripted.tool_calls, usage)
+        return ChatMessage(
+            "assistant", content, scripted.tool_calls, usage, "tool_calls" if scripted.tool_calls else "stop"
+        )
 
     def generate_stream(
         self,
@@ -242,7 +246,9 @@ class ScriptedModel(Model):
         for piece in pieces:
             if piece:
                 yield ChatMessageStreamDelta(content=piece)
-        yield ChatMessageStreamDelta(tool_calls=message.tool_calls, token_usage=message.token_usage)
+        yield ChatMessageStreamDelta(
+            tool_calls=message.tool_calls, token_usage=message.token_usage, finish_reason=message.finish_reason
+        )
 
 
 class ReplayModel(ScriptedModel):
@@ -386,6 +392,7 @@ class LiteLLMModel(Model):
             choice.content,
             calls or None,
             TokenUsage(usage.prompt_tokens, usage.completion_tokens) if usage else None,
+            getattr(response.choices[0], "finish_reason", None),
         )
 
     def generate_stream(
@@ -403,6 +410,8 @@ class LiteLLMModel(Model):
                 yield ChatMessageStreamDelta(token_usage=TokenUsage(usage.prompt_tokens, usage.completion_tokens))
             if chunk.choices and chunk.choices[0].delta and chunk.choices[0].delta.content:
                 yield ChatMessageStreamDelta(content=chunk.choices[0].delta.content)
+            if chunk.choices and getattr(chunk.choices[0], "finish_reason", None):
+                yield ChatMessageStreamDelta(finish_reason=chunk.choices[0].finish_reason)
 
 
 _MISSING_KEY = re.compile(r"missing\b.{0,40}\b(credentials|api[ _-]?key)", re.IGNORECASE)

@@ -15,6 +15,8 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
+from codeward.platform import tracing
+
 __all__ = [
     "FinalAnswerTool",
     "Tool",
@@ -149,8 +151,15 @@ class Tool:
                 )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        arguments = self.bind_arguments(args, kwargs)
-        return self.forward(**arguments)
+        """Check the arguments and run the tool, in an ``execute_tool`` span: every call on the host passes here."""
+        with tracing.span(
+            f"execute_tool {self.name}", {tracing.OPERATION: "execute_tool", tracing.TOOL_NAME: self.name}
+        ) as span:
+            arguments = self.bind_arguments(args, kwargs)
+            span.value(tracing.TOOL_ARGUMENTS, arguments)
+            result = self.forward(**arguments)
+            span.value(tracing.TOOL_RESULT, result)
+            return result
 
     def python_signature(self) -> str:
         params = []
