@@ -33,8 +33,6 @@ from codeward import __version__
 from codeward.executors.base import ExecutorError
 from codeward.platform.code_agent import CodeAgent
 from codeward.platform.display import AgentLogger, LogLevel
-from codeward.platform.errors import AgentError
-from codeward.platform.memory import ActionStep
 from codeward.platform.models import Model
 from codeward.platform.tools import Tool
 
@@ -75,15 +73,14 @@ class SessionSandbox:
     """One client session's sandbox, held by a `CodeAgent` whose model is the client's.
 
     The agent is made on the first `run` (a client that only lists tools starts nothing) and
-    runs each call as one of its steps, so the sandbox gets tools and imports, and the client
-    gets its observations, exactly as `codeward run` would give them. Calls of one session
-    take turns: a sandbox runs one block at a time.
+    runs each call as one of its steps (`CodeAgent.run_code`), so the sandbox gets tools and
+    imports, and the client gets its observations, exactly as `codeward run` would give them.
+    Calls of one session take turns: a sandbox runs one block at a time.
     """
 
     def __init__(self, options: ServeOptions) -> None:
         self._options = options
         self._agent: CodeAgent | None = None
-        self._steps = 0
         self._lock = threading.Lock()
         self._idle_note = ""
         self.last_used = time.monotonic()
@@ -96,15 +93,13 @@ class SessionSandbox:
                 agent = self._started()
             except (ValueError, ExecutorError) as error:
                 return _text_result(f"The {self._options.executor!r} sandbox could not start: {error}", failed=True)
-            self._steps += 1
-            step = ActionStep(step_number=self._steps)
             try:
-                outcome = agent._execute(code, step)
-            except AgentError as error:
-                return _text_result(_joined(self._take_idle_note(), step.observations, error.message), failed=True)
+                step = agent.run_code(code)
             finally:
                 self.last_used = time.monotonic()
-            answer = f"Final answer: {outcome.output}" if outcome.is_final_answer else ""
+            if step.error is not None:
+                return _text_result(_joined(self._take_idle_note(), step.observations, step.error.message), failed=True)
+            answer = f"Final answer: {step.action_output}" if step.is_final_answer else ""
             return _text_result(_joined(self._take_idle_note(), step.observations, answer))
 
     def _started(self) -> CodeAgent:
@@ -116,7 +111,6 @@ class SessionSandbox:
                 additional_authorized_imports=self._options.imports or None,
                 logger=AgentLogger(LogLevel.OFF),
             )
-            self._agent._setup_run()
         return self._agent
 
     def _take_idle_note(self) -> str:
@@ -137,7 +131,6 @@ class SessionSandbox:
         """Close the sandbox now; the next `run` starts a fresh one."""
         with self._lock:
             self._close_agent()
-            self._steps = 0
 
     close = reset
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import replace
 from typing import Any
@@ -16,7 +17,7 @@ from codeward.executors.base import (
 )
 from codeward.platform import tracing
 from codeward.platform.agents import ActionOutput, MultiStepAgent
-from codeward.platform.errors import AgentExecutionError, AgentParsingError, AgentToolCallError
+from codeward.platform.errors import AgentError, AgentExecutionError, AgentParsingError, AgentToolCallError
 from codeward.platform.memory import ActionStep, RunSetup, plain_settings
 from codeward.platform.models import Model, ToolCall
 from codeward.platform.parsing import extract_code
@@ -93,6 +94,7 @@ class CodeAgent(MultiStepAgent):
         self.additional_authorized_imports = list(additional_authorized_imports or [])
         self.max_print_outputs_length = max_print_outputs_length
         self.stream_outputs = stream_outputs
+        self._sandbox_has_tools = False  # sent by each run, and by the first `run_code` outside a run
         self.executor = self._create_executor(executor, dict(executor_kwargs or {}))
         try:
             super().__init__(tools, model, prompt_templates, **kwargs)
@@ -152,6 +154,32 @@ class CodeAgent(MultiStepAgent):
     def _setup_run(self) -> None:
         self.executor.send_variables(self.state)
         self.executor.send_tools({**self.tools, **self.managed_agents})
+        self._sandbox_has_tools = True
+
+    def run_code(self, code: str) -> ActionStep:
+        """Run one block in this agent's sandbox as if its model had written it; return the block's step.
+
+        For callers whose own model writes the code (`codeward mcp serve` lends the sandbox to an
+        MCP client's model): no model is asked. The first block sends the agent's variables and
+        tools to the sandbox unless a run already did; the sandbox keeps what blocks define, from
+        one call to the next and across runs. The step is appended to `memory`, numbered after its
+        last action step, with `observations` as the model would see them and the value in
+        `action_output`. A block that fails has its `AgentError` in `error`, not raised. A block
+        that calls ``final_answer(x)`` has `is_final_answer` set and x as its output, and ends
+        nothing else: there is no run to end, and the next block runs in the same sandbox.
+        """
+        if not self._sandbox_has_tools:
+            self._setup_run()
+        step = ActionStep(step_number=len(self.memory.action_steps()) + 1, code_action=code)
+        try:
+            outcome = self._execute(code, step)
+            step.action_output, step.is_final_answer = outcome.output, outcome.is_final_answer
+        except AgentError as error:
+            step.error = error
+        finally:
+            step.timing.end_time = time.time()
+            self.memory.steps.append(step)
+        return step
 
     def _step_stream(self, action_step: ActionStep, streaming: bool) -> Generator[Any, None, None]:
         opening, closing = self.code_block_tags
