@@ -208,13 +208,23 @@ def test_model_code_calls_mcp_tools_in_every_sandbox(executor: Executor, mcp_too
 
 
 def test_e2b_refuses_mcp_tools_when_they_are_sent(mcp_tools: dict[str, Tool]) -> None:
-    """E2B runs no tool on the host yet, and an MCP tool cannot be shipped into its sandbox as source."""
+    """E2B runs no tool on the host yet, and an MCP tool cannot be shipped into its sandbox as source:
+    the refusal says so, and names the executors that run it, not a rewrite that cannot help."""
     pytest.importorskip("e2b_code_interpreter")
-    with (
-        PROFILES["e2b"].make() as e2b,
-        pytest.raises(ToolDefinitionError, match=r"tool 'add' is a MCPTool object.*cannot be shipped"),
-    ):
+    with PROFILES["e2b"].make() as e2b, pytest.raises(ToolDefinitionError) as refused:
         e2b.send_tools({"add": mcp_tools["add"]})
+    message = str(refused.value)
+    assert "tool 'add' calls an MCP server, which runs on the host" in message
+    assert "use the local, jupyter or docker executor" in message
+    assert "@tool" not in message and "tools_mode" not in message
+
+
+def test_inline_tools_mode_refuses_mcp_tools_naming_the_host_mode(mcp_tools: dict[str, Tool]) -> None:
+    """Where the sandbox can call back, the refusal also offers tools_mode='host'."""
+    with PROFILES["jupyter"].make(tools_mode="inline") as jupyter, pytest.raises(ToolDefinitionError) as refused:
+        jupyter.send_tools({"add": mcp_tools["add"]})
+    assert "calls an MCP server, which runs on the host" in str(refused.value)
+    assert "tools_mode='host'" in str(refused.value)
 
 
 def test_codeward_run_with_an_mcp_server(tmp_path: Path) -> None:

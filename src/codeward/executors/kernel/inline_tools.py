@@ -15,7 +15,9 @@ as what it is:
 
 Anything else (a helper defined beside the tool, an object the codec cannot
 carry, a name the module does not define) is refused when the tools are sent,
-naming the tool, the name and the way out. Only names the code reads are
+naming the tool, the name and the way out. A tool that can only run on the host
+says why in its `host_only` attribute (an MCP tool: its server runs beside the
+host), and is refused with that reason rather than as an object to rewrite. Only names the code reads are
 shipped, and a value that is one of the host's environment variables is
 refused: a secret reaches the sandbox only when the user sends it there.
 """
@@ -39,6 +41,10 @@ __all__ = ["InlineToolRefused", "inline_spec"]
 
 #: The way out that exists only where a sandbox can call back to the host (not on E2B).
 HOST_WAY_OUT = "use tools_mode='host' to run it on the host"
+#: The way out for a tool that runs only on the host, where the executor cannot call back to it.
+HOST_EXECUTOR_WAY_OUT = (
+    "use the local, jupyter or docker executor, which call tools on the host (E2B runs tools inside its sandbox)"
+)
 #: How a tool stops needing a name from its module.
 NAME_WAYS_OUT = (
     "define it inside the tool",
@@ -81,6 +87,9 @@ def inline_spec(name: str, tool: Tool, tool_names: Collection[str]) -> dict[str,
 
 def _shippable(name: str, tool: Tool) -> FunctionTool:
     """The tool, if it is a function that can run from its source alone."""
+    host_only = getattr(tool, "host_only", None)
+    if isinstance(host_only, str):
+        raise InlineToolRefused(name, host_only, [HOST_EXECUTOR_WAY_OUT])
     if not isinstance(tool, FunctionTool):
         raise InlineToolRefused(
             name,
