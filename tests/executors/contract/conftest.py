@@ -50,6 +50,19 @@ def _docker_unavailable() -> str | None:
     return None
 
 
+@functools.cache
+def _gvisor_unavailable() -> str | None:
+    """Why `runtime="runsc"` cannot run here (no engine, no image, or no usable gVisor), or None."""
+    from codeward.executors.docker.gvisor import GVISOR, runtime_problem
+    from codeward.executors.docker.images import engine_client
+
+    missing = _docker_unavailable()
+    if missing:
+        return missing
+    problem = runtime_problem(engine_client().info().get("Runtimes") or {}, GVISOR)
+    return f"gVisor cannot run codeward's sandboxes here: {problem}" if problem else None
+
+
 def _docker_remains(executor: Executor) -> Callable[[], list[str]]:
     import docker.errors
 
@@ -96,6 +109,15 @@ PROFILES: dict[str, Profile] = {
         unavailable=_docker_unavailable,
         remains=_docker_remains,
     ),
+    # The same sandbox under gVisor: the code's system calls reach gVisor's kernel, not the host's.
+    "docker-runsc": Profile(
+        make=lambda **settings: create_executor(
+            "docker", **{"timeout_seconds": TIMEOUT, "runtime": "runsc", **settings}
+        ),
+        host_pids=False,
+        unavailable=_gvisor_unavailable,
+        remains=_docker_remains,
+    ),
 }
 
 
@@ -109,7 +131,7 @@ def _module_missing(name: str) -> str | None:
 
 
 #: Every registered executor, and the settings that make another kind of sandbox of one of them.
-SUITE = sorted({*available_executors(), "local-in-process"})
+SUITE = sorted({*available_executors(), "local-in-process", "docker-runsc"})
 
 
 @pytest.fixture(params=SUITE)

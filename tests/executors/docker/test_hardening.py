@@ -48,10 +48,13 @@ def _folder_bytes(folder: Path) -> int:
 
 
 def test_a_plain_host_client_runs_code_over_the_ipc_sockets(sandbox: KernelContainer) -> None:
+    """As every Jupyter client must, it waits for the kernel first: under gVisor, output published
+    before its subscription is live is lost, and that takes long enough to miss a first cell's."""
     client = BlockingKernelClient()
     client.load_connection_info(sandbox.connection_info)
     client.start_channels()
     try:
+        client.wait_for_ready(timeout=30)
         assert client.transport == "ipc"
         assert run_code(client, "import sys\nprint(sum(range(10)), sys.version_info[0])") == "45 3\n"
     finally:

@@ -188,11 +188,12 @@ class KernelContainer:
     _clients: list[BlockingKernelClient] = field(default_factory=list, repr=False)
 
     def client(self) -> BlockingKernelClient:
-        """A kernel client with started channels; closed by `remove`."""
+        """A kernel client with started channels whose output channel already hears; closed by `remove`."""
         kernel_client = BlockingKernelClient()
         kernel_client.load_connection_info(self.connection_info)
         kernel_client.start_channels()
         self._clients.append(kernel_client)
+        _await_subscription(kernel_client)
         return kernel_client
 
     def release(self, kernel_client: BlockingKernelClient) -> None:
@@ -474,6 +475,27 @@ def _wait_until_ready(sandbox: KernelContainer, deadline: float) -> None:
                 return
     finally:
         kernel_client.stop_channels()
+
+
+def _await_subscription(kernel_client: BlockingKernelClient, timeout: float = 30.0) -> None:
+    """Ask for kernel_info until a message about it arrives on iopub: the subscription is then live.
+
+    A ZeroMQ subscription takes effect a moment after its socket connects, and what the kernel
+    publishes before then is lost. Under gVisor that moment is long enough to lose all the output
+    of a first cell, or the status that ends it.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msg_id = kernel_client.kernel_info()
+        retry_at = min(deadline, time.monotonic() + _LIVENESS_INTERVAL)
+        while (left := retry_at - time.monotonic()) > 0:
+            try:
+                message = kernel_client.get_iopub_msg(timeout=left)
+            except Empty:
+                break
+            if message["parent_header"].get("msg_id") == msg_id:
+                return
+    raise SandboxError(f"the sandbox's kernel sent no output within {timeout:.0f} s of connecting")
 
 
 def _fail_if_stopped(sandbox: KernelContainer) -> None:
