@@ -7,7 +7,9 @@ Prints, in one run (medians):
 - `DockerExecutor(pool=...)` construction to the first result, with the pool full (warm);
 - the round trip of a trivial cell in `DockerExecutor`, against the same cell in the local
   `JupyterExecutor` (same session code, kernel on the host);
-- smolagents' DockerExecutor (when installed) with its kernel-gateway image built on ours, offline.
+- smolagents' DockerExecutor (when installed) with its kernel-gateway image built on ours, offline;
+- the same cold start, warm-pool start and round trip under gVisor (`runtime="runsc"`, where the
+  engine has it), beside runc's.
 
 Run: python bench/docker_executor.py [--starts 7] [--cells 300]   (needs the engine and the image)
 """
@@ -27,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from codeward.executors import DockerExecutor, SandboxPool
+from codeward.executors.docker.gvisor import GVISOR, runtime_problem
 from codeward.executors.docker.images import build_image, content_label, engine_client, find_image, require_image
 from codeward.executors.docker.sandbox import start_kernel_container
 from codeward.executors.jupyter import JupyterExecutor
@@ -125,6 +128,29 @@ def smolagents_round_trips(image: str, cells: int) -> list[float]:
         executor.delete()
 
 
+def gvisor_beside_runc(client, image: str, starts: int, cells: int, runc: dict[str, float]) -> None:  # type: ignore[no-untyped-def]
+    """gVisor's cold start, warm-pool start and round trip, and each against runc's (`runc`, by the same names)."""
+    print(f"gVisor (runtime={GVISOR!r})")
+    problem = runtime_problem(client.info().get("Runtimes") or {}, GVISOR)
+    if problem:
+        print(f"  not measured: {problem.detail}")
+        return
+    gvisor = {
+        "cold first result": report(
+            "DockerExecutor: construction to first result (cold)",
+            [first_result(lambda: DockerExecutor(image=image, runtime=GVISOR)) for _ in range(starts)],
+        )
+    }
+    with SandboxPool(size=2, image=image, runtime=GVISOR) as pool:
+        gvisor["warm-pool first result"] = report(
+            "DockerExecutor(pool=...): construction to first result", [warm_first_result(pool) for _ in range(starts)]
+        )
+    with DockerExecutor(image=image, runtime=GVISOR) as executor:
+        gvisor["round trip"] = report("DockerExecutor: trivial cell round trip", round_trips(executor, cells))
+    for name, value in gvisor.items():
+        print(f"  gVisor / runc, {name:<32} {value / runc[name]:6.2f}x")
+
+
 def report(label: str, samples: list[float]) -> float:
     value = statistics.median(samples) * 1000
     print(f"  {label:<62} {value:9.1f} ms", flush=True)
@@ -160,9 +186,10 @@ def main() -> None:
 
     try:
         import smolagents  # noqa: F401
-    except ImportError:
+        import websocket  # noqa: F401 (websocket-client: smolagents' DockerExecutor needs it, its extra installs it)
+    except ImportError as missing:
         smolagents_cold = smolagents_trip = None
-        print("  smolagents is not installed: its DockerExecutor was not measured")
+        print(f"  smolagents' DockerExecutor was not measured: {missing}")
     else:
         peer = smolagents_image(client, image)
         smolagents_cold = report(
@@ -188,6 +215,8 @@ def main() -> None:
     print(
         f"  trivial cell round trip {docker_trip:6.1f} ms   (target: under 5 ms: {'met' if docker_trip < 5 else 'missed'})"
     )
+    runc = {"cold first result": cold, "warm-pool first result": warm, "round trip": docker_trip}
+    gvisor_beside_runc(client, image, args.starts, args.cells, runc)
 
 
 if __name__ == "__main__":
