@@ -16,7 +16,9 @@ DOCKER_TESTS = "tests/executors/docker/"
 
 
 def _needs_docker(nodeid: str, params: dict[str, Any]) -> bool:
-    return nodeid.startswith(DOCKER_TESTS) or "docker" in params.values()
+    """A test of the docker folder, or one run for a docker profile ("docker", "docker-runsc")."""
+    named = (value for value in params.values() if isinstance(value, str))
+    return nodeid.startswith(DOCKER_TESTS) or any(value.split("-")[0] == "docker" for value in named)
 
 
 def _fail_instead(report: Any, what: str) -> None:

@@ -49,3 +49,11 @@ def test_without_an_engine_docker_tests_fail_under_the_flag(tmp_path: Path) -> N
     required = _pytest(tmp_path, require=True, DOCKER_HOST=f"unix://{tmp_path / 'no-engine.sock'}")
     assert required.returncode != 0 and "CODEWARD_REQUIRE_DOCKER=1" in required.stdout, required.stdout[-2000:]
     assert " passed" not in required.stdout.splitlines()[-1]
+
+
+def test_a_test_run_for_any_docker_profile_counts_as_a_docker_test() -> None:
+    from tests.conftest import _needs_docker
+
+    assert _needs_docker("tests/executors/contract/test_contract.py::test_x[docker-runsc]", {"name": "docker-runsc"})
+    assert _needs_docker("tests/cli/test_x.py::test_y[docker]", {"executor": "docker"})
+    assert not _needs_docker("tests/cli/test_x.py::test_y[local]", {"executor": "local", "file": "dockerfile"})
