@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -148,10 +150,26 @@ def http_server() -> Iterator[str]:
     )
     assert process.stdout is not None
     try:
-        yield process.stdout.readline().strip()
+        url = process.stdout.readline().strip()
+        _wait_until_listening(url)
+        yield url
     finally:
         process.terminate()
         process.wait(10)
+
+
+def _wait_until_listening(url: str, seconds: float = 30) -> None:
+    """The server prints its address before its socket accepts: wait for the socket, not the line."""
+    address = urllib.parse.urlsplit(url)
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection((address.hostname, address.port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def test_a_streamable_http_server_with_headers(http_server: str) -> None:
