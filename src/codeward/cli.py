@@ -189,11 +189,9 @@ def _add_model_options(parser: argparse.ArgumentParser, executor_help: str) -> N
     )
 
 
-def _add_run(commands: Any) -> None:
-    run = commands.add_parser("run", help="run one task with a code agent, showing its steps")
-    run.add_argument("task", help="what the agent should do")
-    _add_model_options(run, "the sandbox to run the code in (default: local)")
-    run.add_argument(
+def _add_import_option(parser: argparse.ArgumentParser) -> None:
+    """`--import`, as `run` and `mcp serve` take it: the sandbox's imports are the command line's to widen."""
+    parser.add_argument(
         "--import",
         dest="imports",
         action="append",
@@ -201,6 +199,13 @@ def _add_run(commands: Any) -> None:
         metavar="MODULE",
         help="a module the code may import, beyond the defaults (repeatable; pkg.* for a package)",
     )
+
+
+def _add_run(commands: Any) -> None:
+    run = commands.add_parser("run", help="run one task with a code agent, showing its steps")
+    run.add_argument("task", help="what the agent should do")
+    _add_model_options(run, "the sandbox to run the code in (default: local)")
+    _add_import_option(run)
     run.add_argument(
         "--var",
         action="append",
@@ -538,14 +543,7 @@ def _add_mcp(commands: Any) -> None:
         metavar="SPEC",
         help="tools the code can call: module:attr, module, or file.py[:attr] (repeatable)",
     )
-    serve.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="a module the code may import, beyond the defaults (repeatable; pkg.* for a package)",
-    )
+    _add_import_option(serve)
     serve.add_argument(
         "--http", type=int, metavar="PORT", help="serve streamable HTTP at /mcp on PORT (0: a free one, printed)"
     )

@@ -21,7 +21,7 @@ from codeward.replay import ReplayNeedsFlags
 from codeward.testing import assert_replays
 from codeward.tool_specs import load_tool_specs
 from tests.cli.conftest import code, write_script
-from tests.executors.contract.conftest import _module_missing
+from tests.executors.contract.conftest import PROFILES, _module_missing
 
 RATES = '''
 from codeward import tool
@@ -355,9 +355,7 @@ def test_as_recorded_never_climbs_out_of_the_runs_folder_nor_grants_imports_or_a
 
 @pytest.mark.parametrize("executor", ["docker"])  # "docker": CI's hook fails this test instead of skipping it
 def test_as_recorded_takes_a_confining_executor_from_the_file(codeward, shop_tools, tmp_path, executor):
-    from tests.executors.contract.conftest import _docker_unavailable
-
-    if why := _module_missing(executor) or _docker_unavailable():
+    if why := _module_missing(executor) or PROFILES[executor].unavailable():
         pytest.skip(why)
     _save_from_python(shop_tools, "local", tmp_path / "run.json")
     (tmp_path / "amounts.json").write_text(json.dumps({"USD": 100, "GBP": 10}))

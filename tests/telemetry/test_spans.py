@@ -7,17 +7,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from codeward import CodeAgent, ScriptedModel, telemetry, tool
 from codeward.platform import tracing
+from tests.cli.sample_tools import double
 from tests.telemetry.conftest import Span, children, from_sdk, only
-
-
-@tool
-def double(x: int) -> int:
-    """Doubles a number.
-
-    Args:
-        x: The number.
-    """
-    return 2 * x
 
 
 @tool
