@@ -237,8 +237,10 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     from codeward.batch.runner import BatchOptions, run_batch
     from codeward.model_ids import default_model_id
 
-    if args.concurrency < 1:
+    if args.concurrency is not None and args.concurrency < 1:
         raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
+    if args.env and args.ray is None:
+        raise UsageError("--env sends variables to the tasks of a Ray cluster: use it with --ray")
     defaults = JobDefaults(
         model=args.model or default_model_id(),
         executor=args.executor,
@@ -256,13 +258,13 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     options = BatchOptions(
         _batch_file(args.out, runs, "results.jsonl"),
         None if args.no_audit else _batch_file(args.audit, runs, "audit.jsonl"),
-        args.concurrency,
+        args.concurrency or (0 if args.ray is not None else 2),  # 0: as many as the Ray cluster has CPUs
         args.cancel_grace,
         runs,
         not args.no_warm_pool,
     )
     with BatchProgress(console) as progress:
-        outcome = run_batch(jobs, options, progress)
+        outcome = run_batch(jobs, options, progress, backend=_batch_backend(args))
     if outcome.dropped_bytes:
         console.print(f"[yellow]cut a torn last line ({outcome.dropped_bytes} bytes) left by an earlier crash[/yellow]")
     for renderable in summary_table(outcome):
@@ -275,6 +277,22 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     return 1 if outcome.failed else 0
 
 
+def _batch_backend(args: argparse.Namespace) -> Any:
+    """Worker processes here, or tasks on a Ray cluster (``--ray [ADDRESS]``; imported only then)."""
+    if args.ray is None:
+        from codeward.batch.runner import ProcessPool
+
+        return ProcessPool()
+    try:
+        from codeward.batch.ray_backend import RayBackend
+    except ImportError as error:
+        raise UsageError(f"--ray needs Ray ({error}): pip install 'codeward[ray]'") from None
+    return RayBackend(None if args.ray == _LOCAL_RAY else args.ray, env=args.env)
+
+
+_LOCAL_RAY = "local"
+
+
 def _batch_file(given: str | None, runs: Path | None, name: str) -> Path:
     """A batch's results or audit file: where the user said, else beside the saved runs, else here."""
     return Path(given) if given else (runs or Path()) / name
@@ -284,7 +302,28 @@ def _add_batch(commands: Any) -> None:
     batch = commands.add_parser("batch", help="run many jobs, each in a sandbox of its own; results survive crashes")
     batch.add_argument("jobs", metavar="JOBS", help="a .yaml or .jsonl file of jobs (id, task, ...)")
     _add_model_options(batch, "the sandbox for jobs that name none (default: local)")
-    batch.add_argument("--concurrency", type=int, default=2, metavar="N", help="jobs running at once (default 2)")
+    batch.add_argument(
+        "--concurrency",
+        type=int,
+        metavar="N",
+        help="jobs running at once (default 2; with --ray, the cluster's CPUs)",
+    )
+    batch.add_argument(
+        "--ray",
+        nargs="?",
+        const=_LOCAL_RAY,
+        metavar="ADDRESS",
+        help="run each job as a task on a Ray cluster: auto, ray://HOST:10001, or none to start a local "
+        "cluster for the run (needs codeward[ray])",
+    )
+    batch.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --ray: send this environment variable (a model key) to the tasks (repeatable); "
+        "nothing else of this shell's environment is sent",
+    )
     batch.add_argument(
         "--out", help="results, one JSON line per finished job (default results.jsonl, in --runs DIR if given)"
     )

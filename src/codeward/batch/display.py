@@ -6,6 +6,7 @@ from collections import Counter
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -29,6 +30,18 @@ def _counts_text(counts: Counter[str]) -> str:
     return " · ".join(parts) or "[dim]waiting for the first result[/]"
 
 
+def _nodes_text(nodes: dict[str, str], shown: int = 3) -> str:
+    """Running jobs by node: ``node 1a2b3c4d: job-1, job-7`` (a node's first few jobs, then a count)."""
+    by_node: dict[str, list[str]] = {}
+    for job_id, node in sorted(nodes.items()):
+        by_node.setdefault(node, []).append(job_id)
+    parts = []
+    for node, ids in sorted(by_node.items()):
+        more = f" +{len(ids) - shown}" if len(ids) > shown else ""
+        parts.append(f"node {node[:8]}: {', '.join(visible(i) for i in ids[:shown])}{more}")
+    return "[dim]" + escape(" · ".join(parts)) + "[/]" if parts else ""
+
+
 class BatchProgress:
     """The live bar; the runner calls `start` once and `advance` per finished job."""
 
@@ -43,6 +56,7 @@ class BatchProgress:
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
+            TextColumn("{task.fields[nodes]}"),
             console=console,
             transient=False,
         )
@@ -51,12 +65,17 @@ class BatchProgress:
     def start(self, total: int, skipped: int = 0) -> None:
         if skipped:
             self.console.print(f"{skipped} job(s) already in the results file: skipped")
-        self._task = self._progress.add_task("jobs", total=total, counts=_counts_text(self.counts))
+        self._task = self._progress.add_task("jobs", total=total, counts=_counts_text(self.counts), nodes="")
         self._progress.start()
 
     def advance(self, status: str) -> None:
         self.counts[status] += 1
         self._progress.update(self._task, advance=1, counts=_counts_text(self.counts))
+
+    def running_on(self, nodes: dict[str, str]) -> None:
+        """Where the running jobs are (job id -> node id), for backends that spread them over machines."""
+        if self._task is not None:
+            self._progress.update(self._task, nodes=_nodes_text(nodes))
 
     def __enter__(self) -> BatchProgress:
         return self

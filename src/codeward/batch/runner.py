@@ -1,6 +1,12 @@
 """Running a batch: jobs onto workers, results onto disk, Ctrl-C and timeouts handled.
 
-The parent is one loop over the workers' event pipes (no threads): it hands
+`run_batch` owns what every backend shares: the results file held for one
+writer, the jobs already finished skipped (resume), and each result and audit
+line written by this process alone (`Recorder`). Where the jobs run is the
+backend's: worker processes on this machine (`ProcessPool`, the default), or
+tasks on a Ray cluster (`codeward.batch.ray_backend`, imported only when asked for).
+
+The process pool is one loop over the workers' event pipes (no threads): it hands
 jobs to idle workers, starts each job's timeout when the worker says the job
 started, writes each result line the moment it arrives (the only writer of the
 results file), and on Ctrl-C stops handing out jobs and cancels the running
@@ -17,14 +23,24 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 from codeward.batch.jobs import Job
 from codeward.batch.jsonl import JsonlAppender, exclusive_writer, repair_and_read
 from codeward.batch.pool import Worker
 from codeward.batch.worker import unrecordable
 
-__all__ = ["FAILED_STATUSES", "STATUSES", "BatchOptions", "BatchOutcome", "run_batch"]
+__all__ = [
+    "FAILED_STATUSES",
+    "STATUSES",
+    "Backend",
+    "BatchOptions",
+    "BatchOutcome",
+    "Interrupts",
+    "ProcessPool",
+    "Recorder",
+    "run_batch",
+]
 
 STATUSES = ("success", "max_steps_error", "error", "timeout", "cancelled")
 #: Statuses that make the command's exit code non-zero.
@@ -75,6 +91,11 @@ class Interrupts:
         self._previous = {signum: signal.signal(signum, self._handle) for signum in self.SIGNALS}
         return self
 
+    def reclaim(self) -> None:
+        """Count the signals again after a library (Ray's init) installed handlers of its own."""
+        for signum in self.SIGNALS:
+            signal.signal(signum, self._handle)
+
     def __exit__(self, *exc_info: object) -> None:
         for signum, previous in self._previous.items():
             signal.signal(signum, previous)
@@ -90,18 +111,76 @@ def finished_ids(results: Path) -> tuple[dict[str, str], int]:
     return {str(r["id"]): str(r.get("status")) for r in records if "id" in r}, dropped
 
 
-class _Batch:
-    """The state of one run of the loop."""
+class Recorder:
+    """The one writer of a run's results and audit lines, and the counts and progress that follow them.
 
-    def __init__(self, jobs: list[Job], options: BatchOptions, progress: Any) -> None:
-        self.pending = deque(jobs)
-        self.options = options
+    Every backend records through it, so a result line means the same thing
+    whatever ran the job: a cancelled job is not written (the next run does it
+    again), and a result JSON cannot hold becomes that job's error.
+    """
+
+    def __init__(self, options: BatchOptions, progress: Any) -> None:
         self.progress = progress
-        self.workers: list[Worker] = []
-        self.selector = selectors.DefaultSelector()
         self.outcome = BatchOutcome()
         self.results = JsonlAppender(options.results)
         self.audit = JsonlAppender(options.audit, shared=True) if options.audit else None
+
+    def record(self, result: dict[str, Any]) -> None:
+        if result.get("status") != "cancelled":  # a cancelled job did not finish: the next run does it again
+            result = self._write_result(result)
+        status = result.get("status", "error")
+        self.outcome.counts[status] += 1
+        if status != "success":
+            self.outcome.failures.append(result)
+        self.progress.advance(status)
+
+    def _write_result(self, result: dict[str, Any]) -> dict[str, Any]:
+        """Write the result line; one that cannot be written becomes that job's error, and the batch goes on."""
+        try:
+            self.results.append(result)
+        except (TypeError, ValueError, RecursionError) as error:
+            result = unrecordable(result, error)
+            self.results.append(result)
+        return result
+
+    def lost_block(self, block: dict[str, Any], description: str) -> None:
+        """The audit line of a code block whose process died under it, as far as the driver knows it."""
+        if self.audit is None:
+            return
+        block["outcome"], block["error"] = "worker_lost", description
+        block["duration_seconds"] = round(time.time() - _epoch(block["start"]), 6)
+        block.setdefault("tool_calls", None)  # made in the lost process: not known
+        self.audit.append(block)
+
+    def close(self) -> None:
+        self.results.close()
+        if self.audit is not None:
+            self.audit.close()
+
+
+class Backend(Protocol):
+    """Where a batch's jobs run. It records every job it was given through `recorder`, unless interrupted."""
+
+    def run(self, jobs: list[Job], options: BatchOptions, recorder: Recorder, interrupts: Interrupts) -> None: ...
+
+
+def timeout_error(timeout_seconds: float | None, stopped: bool = True) -> str:
+    """The error of a job stopped at its timeout (or killed, when asking it to stop was not enough)."""
+    if stopped:
+        return f"the job ran past its timeout of {timeout_seconds} s and was stopped"
+    return f"the job ran past its timeout of {timeout_seconds} s and did not stop when asked"
+
+
+class _Batch:
+    """The state of one run of the process pool's loop."""
+
+    def __init__(self, jobs: list[Job], options: BatchOptions, recorder: Recorder) -> None:
+        self.pending = deque(jobs)
+        self.options = options
+        self.recorder = recorder
+        self.workers: list[Worker] = []
+        self.selector = selectors.DefaultSelector()
+        self.outcome = recorder.outcome
 
     # -- workers -------------------------------------------------------------------
 
@@ -127,24 +206,9 @@ class _Batch:
     def _record(self, worker: Worker, result: dict[str, Any]) -> None:
         if worker.cancel_reason == "timeout" and result.get("status") == "cancelled":
             result["status"] = "timeout"
-            result["error"] = f"the job ran past its timeout of {worker.job.timeout_seconds} s and was stopped"
-        if result.get("status") != "cancelled":  # a cancelled job did not finish: the next run does it again
-            result = self._write_result(result)
-        status = result.get("status", "error")
-        self.outcome.counts[status] += 1
-        if status != "success":
-            self.outcome.failures.append(result)
+            result["error"] = timeout_error(worker.job.timeout_seconds)
+        self.recorder.record(result)
         worker.finish_job()
-        self.progress.advance(status)
-
-    def _write_result(self, result: dict[str, Any]) -> dict[str, Any]:
-        """Write the result line; one that cannot be written becomes that job's error, and the batch goes on."""
-        try:
-            self.results.append(result)
-        except (TypeError, ValueError, RecursionError) as error:
-            result = unrecordable(result, error)
-            self.results.append(result)
-        return result
 
     def _lost(self, worker: Worker, description: str) -> None:
         """The worker died or was killed with a job on it: record what the parent knows."""
@@ -152,15 +216,9 @@ class _Batch:
         status = {"timeout": "timeout", "cancelled": "cancelled"}.get(worker.cancel_reason or "", "error")
         error = description
         if status == "timeout":
-            error = (
-                f"the job ran past its timeout of {job.timeout_seconds} s and did not stop when asked; {description}"
-            )
-        if worker.block is not None and self.audit is not None:
-            block = worker.block
-            block["outcome"], block["error"] = "worker_lost", description
-            block["duration_seconds"] = round(time.time() - _epoch(block["start"]), 6)
-            block.setdefault("tool_calls", None)  # made in the lost process: not known
-            self.audit.append(block)
+            error = f"{timeout_error(job.timeout_seconds, stopped=False)}; {description}"
+        if worker.block is not None:
+            self.recorder.lost_block(worker.block, description)
         started = worker.started_at
         self._record(
             worker,
@@ -212,7 +270,6 @@ class _Batch:
         return max(0.0, min([0.2, *(t - time.monotonic() for t in clocks)]))
 
     def run(self, interrupts: Interrupts) -> BatchOutcome:
-        started = time.monotonic()
         try:
             while self.pending or any(not w.idle for w in self.workers):
                 if interrupts.count and not self.outcome.interrupted:
@@ -229,11 +286,7 @@ class _Batch:
             for worker in list(self.workers):
                 self._retire(worker)
                 worker.stop(self.options.grace_seconds)
-            self.results.close()
-            if self.audit is not None:
-                self.audit.close()
             self.selector.close()
-            self.outcome.duration_seconds = time.monotonic() - started
         return self.outcome
 
     def _stop_starting(self) -> None:
@@ -244,8 +297,51 @@ class _Batch:
             worker.cancel("cancelled", self.options.grace_seconds)
 
 
-def run_batch(jobs: list[Job], options: BatchOptions, progress: Any) -> BatchOutcome:
-    """Run the jobs not already finished in `options.results`; `progress` hears of each result."""
+class ProcessPool:
+    """The default backend: worker processes on this machine, `options.concurrency` of them."""
+
+    def run(self, jobs: list[Job], options: BatchOptions, recorder: Recorder, interrupts: Interrupts) -> None:
+        _Batch(jobs, options, recorder).run(interrupts)
+
+
+class _Silent:
+    """Progress for callers that show none."""
+
+    def start(self, total: int, skipped: int = 0) -> None:
+        pass
+
+    def advance(self, status: str) -> None:
+        pass
+
+
+def _backend(backend: Backend | str, address: str | None) -> Backend:
+    if not isinstance(backend, str):
+        return backend
+    if backend == "ray":
+        from codeward.batch.ray_backend import RayBackend
+
+        return RayBackend(address)
+    if backend in ("processes", "pool"):
+        return ProcessPool()
+    raise ValueError(f"unknown batch backend {backend!r}: use 'processes' (the default) or 'ray'")
+
+
+def run_batch(
+    jobs: list[Job],
+    options: BatchOptions,
+    progress: Any = None,
+    *,
+    backend: Backend | str = "processes",
+    address: str | None = None,
+) -> BatchOutcome:
+    """Run the jobs not already finished in `options.results`; `progress` hears of each result.
+
+    `backend` is where they run: ``"processes"`` (worker processes here) or ``"ray"``
+    (tasks on the Ray cluster at `address`: ``"auto"``, ``"ray://host:10001"``, or
+    None for a local cluster started for this run), or a `Backend` of your own.
+    """
+    runner = _backend(backend, address)
+    progress = progress if progress is not None else _Silent()
     if options.runs is not None:
         options.runs.mkdir(parents=True, exist_ok=True)
     with exclusive_writer(options.results):
@@ -257,8 +353,15 @@ def run_batch(jobs: list[Job], options: BatchOptions, progress: Any) -> BatchOut
         ids = {job.id for job in jobs}
         earlier = Counter(status for job_id, status in done.items() if job_id in ids)
         progress.start(len(todo), skipped=len(jobs) - len(todo))
-        with Interrupts() as interrupts:
-            outcome = _Batch(todo, options, progress).run(interrupts)
+        started = time.monotonic()
+        recorder = Recorder(options, progress)
+        try:
+            with Interrupts() as interrupts:
+                runner.run(todo, options, recorder, interrupts)
+        finally:
+            recorder.close()
+    outcome = recorder.outcome
+    outcome.duration_seconds = time.monotonic() - started
     outcome.earlier = earlier
     outcome.dropped_bytes = dropped
     return outcome

@@ -1,0 +1,362 @@
+"""Batch jobs as tasks on a Ray cluster (``codeward batch --ray``; ``pip install codeward[ray]``).
+
+The driver (this process) stays the only writer of the results and audit files,
+so resume and exactly-once work as with the process pool: a job's result is
+written once, when its task returns. Each job is one Ray task that builds its
+sandbox on the node it lands on; docker jobs ask for the ``codeward_docker``
+resource, which only nodes with a Docker engine and the sandbox image advertise
+(``ray start --resources='{"codeward_docker": 4}'``).
+
+Retries are the driver's, not Ray's (tasks run with ``max_retries=0``): an
+attempt lost with its node or worker process is run again in a fresh sandbox,
+numbered, so the audit file says which attempt ran each block, and a job that
+was lost mid-block gets that block's ``worker_lost`` line as with the pool.
+What a task does while it runs (started, on which node; each code block) reaches
+the driver through one small actor, `_Tracker`, which the driver drains.
+Timeouts and Ctrl-C use `ray.cancel`: a KeyboardInterrupt in the task, which
+closes its sandbox; after the grace period the task's worker is killed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from codeward.batch.jobs import Job
+from codeward.batch.runner import BatchOptions, Interrupts, Recorder, timeout_error
+from codeward.usage import UsageError
+
+__all__ = ["DOCKER_RESOURCE", "RayBackend"]
+
+#: The custom resource a node advertises when it can run docker jobs (engine up, sandbox image built).
+DOCKER_RESOURCE = "codeward_docker"
+#: How many times a job is tried when its node or worker is lost under it.
+MAX_ATTEMPTS = 3
+_LOCAL_OBJECT_STORE_BYTES = 200 * 1024 * 1024
+
+
+@ray.remote(num_cpus=0)
+class _Tracker:
+    """Events from the running tasks, in the order each task sent them, kept until the driver drains them."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def send(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+
+    def flush(self) -> None:
+        """Called and waited for by a task before it returns: its earlier events are here by then."""
+
+    def drain(self) -> list[dict[str, Any]]:
+        events, self.events = self.events, []
+        return events
+
+
+class _AuditRelay:
+    """The task's audit file: each line goes to the driver, marked with the attempt and the node."""
+
+    def __init__(self, tracker: Any, attempt: int, node: str) -> None:
+        self.tracker, self.attempt, self.node = tracker, attempt, node
+
+    def append(self, record: dict[str, Any]) -> None:
+        self.tracker.send.remote({"event": "audit", "record": {**record, "attempt": self.attempt, "node": self.node}})
+
+
+def _run_on_node(job: dict[str, Any], attempt: int, tracker: Any, runs: str | None) -> dict[str, Any]:
+    """One attempt at one job, on whichever node Ray chose: a fresh sandbox there, the result back."""
+    from pathlib import Path
+
+    from codeward.batch.worker import run_job
+
+    node = ray.get_runtime_context().get_node_id()
+    tracker.send.remote({"event": "started", "id": job["id"], "attempt": attempt, "node": node})
+    audit = _AuditRelay(tracker, attempt, node)
+
+    def announce(block: dict[str, Any] | None) -> None:
+        record = None if block is None else {**block, "attempt": attempt, "node": node}
+        tracker.send.remote({"event": "block", "id": job["id"], "attempt": attempt, "record": record})
+
+    result = run_job(job, audit, announce, Path(runs) if runs else None)
+    result["attempt"], result["node"] = attempt, node
+    ray.get(tracker.flush.remote())
+    return result
+
+
+_run_task = ray.remote(max_retries=0)(_run_on_node)
+
+
+@dataclass
+class _Attempt:
+    """One attempt at a job, handed to the cluster and not finished yet."""
+
+    job: Job
+    number: int
+    ref: Any
+    node: str | None = None
+    started_at: float | None = None
+    deadline: float | None = None
+    cancel_reason: str | None = None
+    kill_at: float | None = None
+    block: dict[str, Any] | None = None
+
+
+class RayBackend:
+    """Runs each job as a Ray task; see the module's docstring for how failures are handled.
+
+    `address`: ``"auto"``, ``"ray://host:10001"``, a GCS address, or None to start a
+    local cluster for the run. `env`: names of the driver's environment variables
+    (model keys) the tasks get, through Ray's runtime environment; nothing else of the
+    driver's environment is sent. `num_cpus` and `memory` (bytes) are what each job
+    asks Ray for.
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        env: Iterable[str] = (),
+        num_cpus: float = 1.0,
+        memory: int | None = None,
+        max_attempts: int = MAX_ATTEMPTS,
+    ) -> None:
+        self.address = address
+        self.env = list(env)
+        self.num_cpus = num_cpus
+        self.memory = memory
+        self.max_attempts = max_attempts
+        self.env_vars: dict[str, str] = {}
+
+    def _env_vars(self) -> dict[str, str]:
+        missing = [name for name in self.env if name not in os.environ]
+        if missing:
+            raise UsageError(
+                f"--env names {', '.join(missing)}, which this shell does not set: set it, or drop the --env"
+            )
+        return {name: os.environ[name] for name in self.env}
+
+    def _connect(self, jobs: list[Job], options: BatchOptions) -> bool:
+        """Join (or start) the cluster; False when the caller had already connected (then it is theirs to end)."""
+        if ray.is_initialized():
+            return False
+        settings: dict[str, Any] = {
+            "log_to_driver": False,  # the jobs' output is in their results, not the user's terminal
+            "logging_level": logging.ERROR,
+            "include_dashboard": False,
+        }
+        if self.address is None:
+            cpus = options.concurrency or os.cpu_count() or 1
+            docker = {DOCKER_RESOURCE: cpus} if any(job.executor == "docker" for job in jobs) else {}
+            settings |= {"num_cpus": cpus, "resources": docker, "object_store_memory": _LOCAL_OBJECT_STORE_BYTES}
+        else:
+            settings["address"] = self.address
+        try:
+            ray.init(**settings)
+        except ConnectionError as error:
+            raise UsageError(f"could not reach the Ray cluster at {self.address}: {error}") from None
+        return True
+
+    def run(self, jobs: list[Job], options: BatchOptions, recorder: Recorder, interrupts: Interrupts) -> None:
+        self.env_vars = self._env_vars()  # a missing name is refused before any cluster starts
+        ours = self._connect(jobs, options)
+        try:
+            interrupts.reclaim()  # ray.init installs its own SIGTERM handler
+            _check_docker_nodes(jobs)
+            _Driver(jobs, options, recorder, self).run(interrupts)
+        finally:
+            if ours:
+                ray.shutdown()
+
+
+def _cluster_resources() -> dict[str, float]:
+    resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
+    return resources
+
+
+def _check_docker_nodes(jobs: list[Job]) -> None:
+    docker_jobs = sum(job.executor == "docker" for job in jobs)
+    if docker_jobs and not _cluster_resources().get(DOCKER_RESOURCE):
+        raise UsageError(
+            f"{docker_jobs} docker job(s), but no node of the Ray cluster advertises the {DOCKER_RESOURCE!r} "
+            "resource: on each node with a Docker engine, run `codeward images build`, then start Ray there with "
+            f"--resources='{{\"{DOCKER_RESOURCE}\": N}}' (N docker jobs at once)"
+        )
+
+
+class _Driver:
+    """The state of one run: jobs waiting, attempts on the cluster, their events and clocks."""
+
+    def __init__(self, jobs: list[Job], options: BatchOptions, recorder: Recorder, backend: RayBackend) -> None:
+        self.pending: deque[tuple[Job, int]] = deque((job, 1) for job in jobs)
+        self.options = options
+        self.recorder = recorder
+        self.backend = backend
+        self.running: dict[Any, _Attempt] = {}
+        self.concurrency = options.concurrency or int(_cluster_resources().get("CPU", 1))
+        here = ray.get_runtime_context().get_node_id()
+        self.tracker = _Tracker.options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True)).remote()  # type: ignore[attr-defined]
+
+    # -- handing out ---------------------------------------------------------------
+
+    def _submit(self, job: Job, number: int) -> None:
+        resources = {DOCKER_RESOURCE: 1} if job.executor == "docker" else {}
+        settings: dict[str, Any] = {"num_cpus": self.backend.num_cpus, "resources": resources}
+        if self.backend.memory:
+            settings["memory"] = self.backend.memory
+        if self.backend.env_vars:  # per task, so a cluster the caller connected to gets them too
+            settings["runtime_env"] = {"env_vars": self.backend.env_vars}
+        runs = str(self.options.runs.resolve()) if self.options.runs is not None else None
+        ref = _run_task.options(**settings).remote(job.to_dict(), number, self.tracker, runs)
+        self.running[ref] = _Attempt(job, number, ref)
+
+    def _hand_out(self) -> None:
+        while self.pending and len(self.running) < self.concurrency:
+            self._submit(*self.pending.popleft())
+
+    # -- events and results ------------------------------------------------------------
+
+    def _attempt(self, job_id: str, number: int) -> _Attempt | None:
+        for attempt in self.running.values():
+            if attempt.job.id == job_id and attempt.number == number:
+                return attempt
+        return None
+
+    def _drain(self) -> None:
+        for event in ray.get(self.tracker.drain.remote()):
+            if event["event"] == "audit":
+                if self.recorder.audit is not None:
+                    self.recorder.audit.append(event["record"])
+                continue
+            attempt = self._attempt(event["id"], event["attempt"])
+            if attempt is None:
+                continue
+            if event["event"] == "started":
+                attempt.node, attempt.started_at = event["node"], time.monotonic()
+                timeout = attempt.job.timeout_seconds
+                attempt.deadline = attempt.started_at + timeout if timeout else None
+            elif event["event"] == "block":
+                attempt.block = event["record"]
+        self._show_nodes()
+
+    def _show_nodes(self) -> None:
+        show = getattr(self.recorder.progress, "running_on", None)
+        if show is not None:
+            show({a.job.id: a.node for a in self.running.values() if a.node is not None})
+
+    def _finish(self, attempt: _Attempt) -> None:
+        del self.running[attempt.ref]
+        try:
+            result = ray.get(attempt.ref)
+        except ray.exceptions.TaskCancelledError:
+            self._stopped(attempt, "")
+        except ray.exceptions.RayTaskError as error:  # the task itself raised: a fault in codeward, not the node
+            self.recorder.record(self._failure(attempt, "error", f"the job's task failed: {error}"))
+        except ray.exceptions.RayError as error:
+            self._lost(attempt, f"{type(error).__name__}: {error}")
+        else:
+            if attempt.cancel_reason == "timeout" and result.get("status") == "cancelled":
+                result["status"], result["error"] = "timeout", timeout_error(attempt.job.timeout_seconds)
+            self.recorder.record(result)
+
+    def _stopped(self, attempt: _Attempt, description: str) -> None:
+        """The attempt ended because the driver cancelled it (a timeout or Ctrl-C)."""
+        if attempt.block is not None:
+            self.recorder.lost_block(attempt.block, description or "cancelled")
+        if attempt.cancel_reason == "timeout":
+            error = timeout_error(attempt.job.timeout_seconds, stopped=attempt.kill_at is not None)
+            self.recorder.record(self._failure(attempt, "timeout", error))
+        else:
+            self.recorder.record(self._failure(attempt, "cancelled", "cancelled by Ctrl-C"))
+
+    def _lost(self, attempt: _Attempt, description: str) -> None:
+        """The node or worker process died under the attempt: try again elsewhere, in a fresh sandbox."""
+        where = f" on node {attempt.node}" if attempt.node else ""
+        if attempt.cancel_reason is not None:
+            self._stopped(attempt, description)
+            return
+        if attempt.block is not None:
+            self.recorder.lost_block(attempt.block, f"attempt {attempt.number} was lost{where}: {description}")
+        if attempt.number < self.backend.max_attempts and not self.recorder.outcome.interrupted:
+            self.pending.appendleft((attempt.job, attempt.number + 1))
+            return
+        error = f"the job was lost {attempt.number} time(s), the last{where}: {description}"
+        self.recorder.record(self._failure(attempt, "error", error))
+
+    def _failure(self, attempt: _Attempt, status: str, error: str) -> dict[str, Any]:
+        job = attempt.job
+        started = attempt.started_at
+        return {
+            "id": job.id,
+            "status": status,
+            "output": None,
+            "error": error,
+            "model": job.model,
+            "sandbox": {"executor": job.executor, "id": None},
+            "attempt": attempt.number,
+            "node": attempt.node,
+            "duration_seconds": round(time.monotonic() - started, 4) if started else 0.0,
+        }
+
+    # -- clocks and cancelling -----------------------------------------------------------
+
+    def _cancel(self, attempt: _Attempt, reason: str) -> None:
+        if attempt.cancel_reason is not None:
+            return
+        attempt.cancel_reason = reason
+        attempt.kill_at = time.monotonic() + self.options.grace_seconds
+        ray.cancel(attempt.ref)
+
+    def _check_clocks(self) -> None:
+        now = time.monotonic()
+        for attempt in list(self.running.values()):
+            if attempt.deadline is not None and now >= attempt.deadline:
+                self._cancel(attempt, "timeout")
+            if attempt.kill_at is not None and now >= attempt.kill_at:
+                attempt.kill_at = float("inf")  # asked once to die: Ray reports the end
+                ray.cancel(attempt.ref, force=True)
+
+    def _stop_starting(self) -> None:
+        outcome = self.recorder.outcome
+        outcome.interrupted = True
+        outcome.not_started = len(self.pending)
+        self.pending.clear()
+        for attempt in list(self.running.values()):
+            self._cancel(attempt, "cancelled")
+
+    def _wait(self) -> list[Any]:
+        refs = list(self.running)
+        if not refs:
+            return []
+        ready, rest = ray.wait(refs, num_returns=1, timeout=0.2)
+        if ready and rest:
+            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+            ready += more
+        return list(ready)
+
+    def run(self, interrupts: Interrupts) -> None:
+        try:
+            while self.pending or self.running:
+                if interrupts.count and not self.recorder.outcome.interrupted:
+                    self._stop_starting()
+                if interrupts.count > 1:
+                    for attempt in self.running.values():
+                        ray.cancel(attempt.ref, force=True)
+                if not self.recorder.outcome.interrupted:
+                    self._hand_out()
+                ready = self._wait()
+                self._drain()
+                for ref in ready:
+                    self._finish(self.running[ref])
+                self._check_clocks()
+        finally:
+            for attempt in self.running.values():
+                ray.cancel(attempt.ref, force=True)
+            self._drain()
+            ray.kill(self.tracker)
