@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codeward.executors.base import (
     FINAL_ANSWER_TOOL,
@@ -30,7 +30,10 @@ from codeward.executors.base import (
 from codeward.json_values import preview
 from codeward.platform.tools import Tool
 
-__all__ = ["AuditingExecutor", "RecordingTool", "code_digest", "iso_time"]
+if TYPE_CHECKING:
+    from codeward.platform.memory import AgentMemory
+
+__all__ = ["AuditingExecutor", "BlockTimes", "RecordingTool", "code_digest", "iso_time"]
 
 
 def iso_time(timestamp: float) -> str:
@@ -78,6 +81,36 @@ class RecordingTool(Tool):
     def __getattr__(self, name: str) -> Any:
         # what a sandbox may ask of the tool beyond the Tool interface (e.g. `source()`)
         return getattr(self.__dict__["inner"], name)
+
+
+class BlockTimes:
+    """Where a job's time went, read off its block records as they are written (and passed on to `then`,
+    the audit file, if any): time in the sandbox, time in host tools, and the rest of its steps, the model's.
+
+    A step is the model's call, parsing its answer and the block; so a step's time outside its
+    block is the model's. What lies outside every step (starting and closing the sandbox, saving
+    the run) is left for the reader to take from the job's whole duration.
+    """
+
+    def __init__(self, then: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.blocks = 0.0
+        self.tools = 0.0
+        self._then = then
+
+    def record(self, record: dict[str, Any]) -> None:
+        self.blocks += record["duration_seconds"]
+        self.tools += sum(call["duration_seconds"] for call in record["tool_calls"])
+        if self._then is not None:
+            self._then(record)
+
+    def split(self, memory: AgentMemory) -> dict[str, float]:
+        """Seconds in the model, the sandbox and tools, given the job's `AgentMemory` (whose steps are timed)."""
+        steps = sum(timing.duration or 0.0 for step in memory.steps if (timing := getattr(step, "timing", None)))
+        return {
+            "model_seconds": round(max(0.0, steps - self.blocks), 4),
+            "sandbox_seconds": round(max(0.0, self.blocks - self.tools), 4),
+            "tools_seconds": round(self.tools, 4),
+        }
 
 
 def _outcome(error: BaseException) -> tuple[str, str]:

@@ -210,7 +210,7 @@ def run_job(
             return run_job(job, audit, announce, runs, pools, own)
         finally:
             own.close()
-    from codeward.batch.audit import AuditingExecutor, iso_time
+    from codeward.batch.audit import AuditingExecutor, BlockTimes, iso_time
     from codeward.json_values import carry
     from codeward.model_ids import resolve_model
     from codeward.platform.code_agent import CodeAgent
@@ -221,6 +221,7 @@ def run_job(
     result: dict[str, Any] = {"id": job["id"], "status": "error", "output": None}
     agent = None
     variables: dict[str, Any] = {}
+    times = BlockTimes(audit.append if audit is not None else None)
     try:
         with _cancellation.interruptible():
             tools = load_tool_specs(job["tools"]) + servers.tools(job.get("mcp") or [])
@@ -237,10 +238,13 @@ def run_job(
                 step_callbacks=[_cancellation.check],
             )
         try:
-            if audit is not None:
-                agent.executor = AuditingExecutor(
-                    agent.executor, job["id"], lambda: agent.step_number, audit.append, announce
-                )
+            agent.executor = AuditingExecutor(
+                agent.executor,
+                job["id"],
+                lambda: agent.step_number,
+                times.record,
+                announce if audit is not None else None,
+            )
             with _cancellation.interruptible():
                 variables = _variables(job)
                 run = agent.run(job["task"], additional_args=variables or None, return_full_result=True)
@@ -268,6 +272,7 @@ def run_job(
         result["token_usage"] = agent.memory.token_usage().to_dict()
         result["sandbox"] = _sandbox(agent)
         result["step_errors"] = sum(step.error is not None for step in agent.memory.action_steps())
+        result["time"] = times.split(agent.memory)
     result["model"] = job["model"]
     result["started_at"] = iso_time(started)
     result["duration_seconds"] = round(time.time() - started, 4)

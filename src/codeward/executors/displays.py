@@ -102,6 +102,27 @@ class Display:
                 "pass a larger max_pixels to decode it anyway"
             )
 
+    def to_dict(self) -> dict[str, str]:
+        """The display as a saved run keeps it: an image's bytes in base64, a text as it came."""
+        if isinstance(self.data, bytes):
+            return {"mime": self.mime, "base64": base64.b64encode(self.data).decode("ascii")}
+        return {"mime": self.mime, "text": self.data}
+
+    @classmethod
+    def from_dict(cls, record: Any) -> Display | None:
+        """A display read back from a saved run, a file anyone may have written: None where malformed."""
+        if not isinstance(record, dict) or not isinstance(record.get("mime"), str):
+            return None
+        if isinstance(record.get("text"), str):
+            return cls(record["mime"], record["text"])
+        encoded = record.get("base64")
+        if not isinstance(encoded, str):
+            return None
+        try:
+            return cls(record["mime"], base64.b64decode(encoded, validate=True))
+        except (binascii.Error, ValueError):
+            return None
+
     def __repr__(self) -> str:
         return f"Display({self.mime!r}, {len(self.data):,} {'bytes' if isinstance(self.data, bytes) else 'characters'})"
 

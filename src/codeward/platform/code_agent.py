@@ -15,6 +15,7 @@ from codeward.executors.base import (
     SandboxError,
     create_executor,
 )
+from codeward.executors.displays import Display
 from codeward.platform import tracing
 from codeward.platform.agents import ActionOutput, MultiStepAgent
 from codeward.platform.errors import AgentError, AgentExecutionError, AgentParsingError, AgentToolCallError
@@ -231,6 +232,7 @@ class CodeAgent(MultiStepAgent):
             kind = AgentToolCallError if error.error_type == "ToolCallError" else AgentExecutionError
             raise kind(f"Code execution failed:\n{detail}") from None
         self.logger.displays(output.displays)
+        action_step.displays = [shown for shown in output.displays if isinstance(shown, Display)]
         observation = f"Execution logs:\n{output.logs}" if output.logs else ""
         if output.is_final_answer:
             self._record_logs(action_step, output.logs)

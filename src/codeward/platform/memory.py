@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codeward.executors.displays import Display
 from codeward.platform.errors import AgentError
 from codeward.platform.models import ChatMessage, TokenUsage, ToolCall
 
@@ -143,6 +144,8 @@ class ActionStep(MemoryStep):
     code_action: str | None = None
     observations: str | None = None
     observations_images: list[Any] | None = None
+    #: What the code showed (plots, images, HTML) as the sandbox sent it: saved, never shown to the model.
+    displays: list[Display] = field(default_factory=list)
     action_output: Any = None
     error: AgentError | None = None
     token_usage: TokenUsage | None = None
@@ -177,6 +180,7 @@ class ActionStep(MemoryStep):
             "tool_calls": [call.to_dict() for call in self.tool_calls or []],
             "code_action": self.code_action,
             "observations": self.observations,
+            "displays": [shown.to_dict() for shown in self.displays],
             "action_output": _describe(self.action_output),
             "error": self.error.to_dict() if self.error else None,
             "token_usage": self.token_usage.to_dict() if self.token_usage else None,
@@ -400,6 +404,7 @@ def _step_from_dict(data: dict[str, Any]) -> MemoryStep:
             or None,
             code_action=data.get("code_action"),
             observations=data.get("observations"),
+            displays=[shown for shown in map(Display.from_dict, data.get("displays") or []) if shown is not None],
             action_output=data.get("action_output"),
             error=AgentError(error["message"]) if error else None,
             token_usage=_usage(data.get("token_usage")),

@@ -1,0 +1,184 @@
+"""A saved run read for its page: the task, each step's texts, code, displays, time and tokens.
+
+The file is one a user was handed (``codeward run --save``, ``agent.memory.save``, a batch's
+runs folder): every field is checked (`codeward.view.values`), a step that is not a record shows
+as malformed, and a display becomes an image on the page only if its bytes are one of a few
+raster formats, checked by their signature. SVG, HTML or anything else a sandbox showed is
+shown as text, never as markup.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from codeward.executors.displays import Display
+from codeward.platform.memory import RUN_RECORD
+from codeward.usage import UsageError
+from codeward.view.values import mapping, number, text, whole
+
+__all__ = ["MAX_IMAGE_BYTES", "Image", "RunView", "StepView", "read_run", "run_view"]
+
+#: The largest image embedded in a page; a larger one is named, not shown.
+MAX_IMAGE_BYTES = 8 * 2**20
+
+_EXPECTED = "a run saved by codeward run --save or agent.memory.save (a JSON object with 'steps')"
+
+
+@dataclass(frozen=True)
+class Image:
+    """A displayed image whose bytes were checked to be the raster format its MIME type names."""
+
+    mime: str
+    data_uri: str
+    size: int
+
+
+@dataclass
+class StepView:
+    """One step as the page shows it; `kind` is action, planning or malformed."""
+
+    kind: str
+    number: int | None = None
+    model_text: str = ""
+    code: str = ""
+    output: str = ""
+    error: str = ""
+    images: list[Image] = field(default_factory=list)
+    #: Displays shown as text: (MIME type, text); HTML and SVG among them, escaped.
+    texts: list[tuple[str, str]] = field(default_factory=list)
+    #: Displays left out, with why.
+    refused: list[str] = field(default_factory=list)
+    duration: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    final_answer: str | None = None
+
+
+@dataclass
+class RunView:
+    name: str
+    task: str = ""
+    executor: str = ""
+    steps: list[StepView] = field(default_factory=list)
+    final_answer: str | None = None
+    duration: float | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+def _is_format(mime: str, data: bytes) -> bool:
+    """Whether the bytes start as the format the MIME type names does (PNG, JPEG, GIF or WebP)."""
+    if mime == "image/png":
+        return data.startswith(b"\x89PNG\r\n\x1a\n")
+    if mime == "image/jpeg":
+        return data.startswith(b"\xff\xd8\xff")
+    if mime == "image/gif":
+        return data.startswith((b"GIF87a", b"GIF89a"))
+    if mime == "image/webp":
+        return data[:4] == b"RIFF" and data[8:12] == b"WEBP"
+    return False
+
+
+def _display(record: Any, step: StepView) -> None:
+    """Add a saved display to the step: as an image if its bytes are the raster format it claims, else as text."""
+    shown = Display.from_dict(record)
+    if shown is None:
+        step.refused.append("a display that is not a record of a MIME type and its data")
+    elif isinstance(shown.data, str):
+        step.texts.append((shown.mime, shown.data))
+    elif not _is_format(shown.mime, shown.data):
+        step.refused.append(
+            f"a {shown.mime} display of {len(shown.data):,} bytes: only PNG, JPEG, GIF and WebP images are shown"
+        )
+    elif len(shown.data) > MAX_IMAGE_BYTES:
+        step.refused.append(
+            f"a {shown.mime} image of {len(shown.data):,} bytes, over the {MAX_IMAGE_BYTES:,} a page embeds"
+        )
+    else:
+        uri = f"data:{shown.mime};base64,{base64.b64encode(shown.data).decode('ascii')}"
+        step.images.append(Image(shown.mime, uri, len(shown.data)))
+
+
+def _tokens(step: dict[str, Any]) -> tuple[int | None, int | None]:
+    usage = mapping(step.get("token_usage"))
+    return whole(usage.get("input_tokens")), whole(usage.get("output_tokens"))
+
+
+def _action(record: dict[str, Any]) -> StepView:
+    step = StepView("action", whole(record.get("step_number")))
+    step.model_text = text(record.get("model_output"))
+    step.code = text(record.get("code_action"))
+    step.output = text(record.get("observations"))
+    step.error = text(mapping(record.get("error")).get("message"))
+    displays = record.get("displays")
+    for shown in displays if isinstance(displays, list) else []:
+        _display(shown, step)
+    if record.get("is_final_answer") is True:
+        step.final_answer = text(record.get("action_output"))
+    return step
+
+
+def _planning(record: dict[str, Any]) -> StepView:
+    return StepView("planning", model_text=text(record.get("plan")))
+
+
+def _step(record: Any) -> StepView | None:
+    """The step as shown; None for the task and final-answer records, which the run shows apart."""
+    if not isinstance(record, dict):
+        return StepView("malformed", output=text(record))
+    kind = record.get("type")
+    if kind in ("task", "final_answer"):
+        return None
+    if kind not in ("action", "planning"):
+        return StepView("malformed", output=text(record))
+    step = _action(record) if kind == "action" else _planning(record)
+    step.duration = number(mapping(record.get("timing")).get("duration"))
+    step.input_tokens, step.output_tokens = _tokens(record)
+    return step
+
+
+def _final_answer(records: list[Any], steps: list[StepView]) -> str | None:
+    for record in records:
+        if isinstance(record, dict) and record.get("type") == "final_answer":
+            return text(record.get("output"))
+    answered = [step.final_answer for step in steps if step.final_answer is not None]
+    return answered[-1] if answered else None
+
+
+def _span(records: list[Any]) -> float | None:
+    """From the first step's start to the last one's end."""
+    timings = [mapping(mapping(record).get("timing")) for record in records]
+    starts = [s for t in timings if (s := number(t.get("start_time"))) is not None and s > 0]
+    ends = [e for t in timings if (e := number(t.get("end_time"))) is not None]
+    return max(ends) - min(starts) if starts and ends else None
+
+
+def run_view(data: Any, name: str) -> RunView:
+    """The page's view of a saved run's JSON; `UsageError` if it is not a saved run at all."""
+    if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
+        raise UsageError(f"{name} is not {_EXPECTED}")
+    records: list[Any] = data["steps"]
+    view = RunView(name, executor=text(mapping(data.get(RUN_RECORD)).get("executor")))
+    view.task = "\n\n".join(text(r.get("task")) for r in records if isinstance(r, dict) and r.get("type") == "task")
+    view.steps = [step for step in map(_step, records) if step is not None]
+    view.final_answer = _final_answer(records, view.steps)
+    view.duration = _span(records)
+    view.input_tokens = sum(step.input_tokens or 0 for step in view.steps)
+    view.output_tokens = sum(step.output_tokens or 0 for step in view.steps)
+    return view
+
+
+def read_run(path: str | Path) -> RunView:
+    """Read a saved run; a missing file, or one that is not a saved run, is a `UsageError` that says what was expected."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"{path} is not a file: expected {_EXPECTED}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        raise UsageError(f"{path} is not JSON ({error}): expected {_EXPECTED}") from None
+    return run_view(data, path.name)
