@@ -157,7 +157,7 @@ def read_batch(folder: str | Path) -> BatchView:
             f"{folder} holds no {RESULTS_FILE}: expected the folder a codeward batch --runs DIR wrote "
             f"(its {RESULTS_FILE}, {AUDIT_FILE} and a run file per job)"
         )
-    view = BatchView(str(folder))
+    view = BatchView(folder.resolve().name or str(folder))
     for record in _lines(results, "id"):
         if isinstance(record, BadLine):
             view.bad_lines.append(record)

@@ -32,8 +32,8 @@ __all__ = ["SHOWN_CHARACTERS", "SHOWN_LINES", "open_view", "render_batch", "rend
 
 #: A long text shows its first `SHOWN_CHARACTERS` characters or `SHOWN_LINES` lines, whichever
 #: ends first; the rest is one click away, in a collapsed ``<details>``.
-SHOWN_CHARACTERS = 3000
-SHOWN_LINES = 40
+SHOWN_CHARACTERS = 2000
+SHOWN_LINES = 20
 
 
 def cut(text: str) -> tuple[str, str]:

@@ -1,0 +1,107 @@
+"""The viewer's pages in a real browser: headless Chromium opens the files, the tests read the DOM.
+
+What a user sees is what the browser made of the page, so the checks go through the DOM: the
+steps and code shown, the image decoded, the filters, the click to a job's run, and the model's
+``<script>`` shown as text and never run. Each test saves a screenshot (the README's, with
+CODEWARD_UPDATE_SCREENSHOTS=1).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from selenium.webdriver.common.by import By
+
+from codeward.view import write_view
+from tests.viewer.conftest import HOSTILE_IMAGE, HOSTILE_PRINT, JOBS, LONG_LINES, screenshot_path
+
+
+def _open(browser: Any, page: Path) -> None:
+    browser.get(page.resolve().as_uri())
+    assert browser.execute_script("return document.readyState") == "complete"
+
+
+def _screenshot(browser: Any, path: Path) -> None:
+    browser.execute_script("window.scrollTo(0, 0)")
+    assert browser.save_screenshot(str(path))
+    data = path.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000, len(data)
+
+
+def _not_run(browser: Any) -> None:
+    """Nothing the model or its code wrote ran: the page's globals are untouched."""
+    assert browser.execute_script("return typeof window.__pwned") == "undefined"
+
+
+def _shown_rows(browser: Any) -> list[str]:
+    rows = browser.find_elements(By.CSS_SELECTOR, "#job-table tbody tr")
+    return sorted(row.find_element(By.TAG_NAME, "a").text for row in rows if row.is_displayed())
+
+
+def test_a_saved_run_in_the_browser(browser, saved_run, tmp_path):
+    _open(browser, write_view(saved_run, tmp_path / "run.html"))
+    _not_run(browser)
+    steps = browser.find_elements(By.CSS_SELECTOR, "article.step")
+    assert [step.find_element(By.TAG_NAME, "h3").text for step in steps] == [f"Step {n}" for n in (1, 2, 3, 4)]
+    assert "failed" in (steps[2].get_attribute("class") or "")
+    assert "ZeroDivisionError" in steps[2].find_element(By.CSS_SELECTOR, "pre.error").text
+    code = steps[1].find_element(By.CSS_SELECTOR, "pre.code").text
+    assert "image = Image.new('RGB', (40, 30), (200, 30, 30))" in code and "display(image)" in code
+
+    output = steps[0].find_element(By.CSS_SELECTOR, "pre.output").text
+    assert HOSTILE_PRINT in output and HOSTILE_IMAGE in output  # shown as the text it is
+    model = steps[0].find_element(By.CSS_SELECTOR, "details.model")
+    assert HOSTILE_IMAGE in model.find_element(By.TAG_NAME, "summary").text  # the model's first line, as text
+    images = browser.find_elements(By.TAG_NAME, "img")
+    assert len(images) == 1, "the model's <img> must not become an element"
+    size = browser.execute_script("return [arguments[0].naturalWidth, arguments[0].naturalHeight]", images[0])
+    assert size == [40, 30]
+
+    _screenshot(browser, screenshot_path(tmp_path, "viewer-run.png"))
+
+    model.find_element(By.TAG_NAME, "summary").click()
+    assert "for i in range(" in model.find_element(By.CSS_SELECTOR, "pre.model").text
+    more = steps[0].find_element(By.CSS_SELECTOR, "pre.output + details.more")
+    rest = more.find_element(By.TAG_NAME, "pre")
+    assert not rest.is_displayed()
+    more.find_element(By.TAG_NAME, "summary").click()
+    assert rest.is_displayed() and f"line {LONG_LINES - 1}" in rest.text
+    final = browser.find_element(By.CSS_SELECTOR, "section.final pre.answer").text
+    assert final == "<b>done</b>"
+    _not_run(browser)
+
+
+def test_a_batch_folder_in_the_browser(browser, batch_folder, tmp_path):
+    results = [json.loads(line) for line in (batch_folder / "results.jsonl").read_text().splitlines()]
+    failed = sorted(r["id"] for r in results if r["status"] != "success")
+    errors = sorted(r["id"] for r in results if r["status"] == "error")
+    assert len(results) == JOBS and failed and errors and len(errors) < len(failed)
+
+    _open(browser, write_view(batch_folder, tmp_path / "index.html", batch=True))
+    _not_run(browser)
+    assert len(_shown_rows(browser)) == JOBS
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#durations rect")) == JOBS
+    parts = browser.find_elements(By.CSS_SELECTOR, ".legend [data-part]")
+    assert [part.get_attribute("data-part") for part in parts] == ["model", "sandbox", "tools", "setup"]
+    _screenshot(browser, screenshot_path(tmp_path, "viewer-batch.png"))
+
+    browser.find_element(By.CSS_SELECTOR, 'button[data-filter="failed"]').click()
+    assert _shown_rows(browser) == failed
+    assert browser.find_element(By.ID, "shown-count").text == f"{len(failed)} of {JOBS} jobs shown"
+    browser.find_element(By.CSS_SELECTOR, 'button[data-filter="error"]').click()
+    assert _shown_rows(browser) == errors
+    browser.find_element(By.CSS_SELECTOR, 'button[data-filter="all"]').click()
+    assert len(_shown_rows(browser)) == JOBS
+
+    browser.find_element(By.LINK_TEXT, "job-04").click()  # a hostile job: it printed a <script>
+    section = browser.find_element(By.ID, browser.current_url.rsplit("#", 1)[1])
+    assert section.get_attribute("data-job") == "job-04" and section.is_displayed()
+    assert not browser.find_element(By.ID, "job-table").is_displayed()
+    assert HOSTILE_PRINT in section.find_element(By.CSS_SELECTOR, "pre.output").text
+    assert HOSTILE_IMAGE in section.find_element(By.CSS_SELECTOR, "section.final pre.answer").text
+    assert "print(" in section.find_element(By.CSS_SELECTOR, "pre.code").text
+    _not_run(browser)
+    section.find_element(By.LINK_TEXT, "← all jobs").click()
+    assert browser.find_element(By.ID, "job-table").is_displayed()
