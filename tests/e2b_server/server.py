@@ -12,7 +12,12 @@ one server. What it serves, as E2B's own server does:
   ``language`` are given, 404 for an unknown context; a client that disconnects
   has its execution interrupted;
 - ``/contexts``: create (POST), list (GET), delete (DELETE ``/contexts/{id}``),
-  restart (POST ``/contexts/{id}/restart``).
+  restart (POST ``/contexts/{id}/restart``);
+- envd's file upload, ``POST /files?path=...`` with an ``application/octet-stream``
+  body: the file is created or overwritten in place (not atomically: a reader may
+  see it part-written), its folders made as needed, a relative path taken from the
+  sandbox's home; the answer lists what was written. It is served while an
+  execution streams, as envd serves it beside the code interpreter.
 
 It plays the cloud's part too: `expire()` makes the sandbox vanish (every
 request then gets the 502 that E2B's edge answers for a sandbox it does not
@@ -23,6 +28,7 @@ as creating a new sandbox would. It listens on the loopback interface only.
 from __future__ import annotations
 
 import json
+import os
 import select
 import socket
 import tempfile
@@ -30,6 +36,7 @@ import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from tests.e2b_server.contexts import Context
 
@@ -152,6 +159,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_text(HTTPStatus.NOT_FOUND, f"no route for GET {self.path}")
 
     def do_POST(self) -> None:
+        if urlsplit(self.path).path == "/files":
+            self._upload()
+            return
         body = self._read_json()
         sandbox = self._sandbox()
         if sandbox is None or body is None:
@@ -247,6 +257,34 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+    # -- envd's files ---------------------------------------------------------------
+
+    def _upload(self) -> None:
+        """Write the body to the file `path` names, as envd's octet-stream upload does."""
+        data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        sandbox = self._sandbox()
+        if sandbox is None:
+            return
+        if self.headers.get_content_type() != "application/octet-stream":
+            self._send_envd_error(HTTPStatus.BAD_REQUEST, "this server takes application/octet-stream uploads only")
+            return
+        paths = parse_qs(urlsplit(self.path).query).get("path", [])
+        if len(paths) != 1 or not paths[0]:
+            self._send_envd_error(HTTPStatus.BAD_REQUEST, "the upload names no path")
+            return
+        path = os.path.join(sandbox.cwd, paths[0])  # an absolute path stays as it is
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as handle:
+                handle.write(data)
+        except OSError as error:
+            self._send_envd_error(HTTPStatus.BAD_REQUEST, f"cannot write {path}: {error}")
+            return
+        self._send_json(HTTPStatus.OK, [{"name": os.path.basename(path), "type": "file", "path": path}])
+
+    def _send_envd_error(self, status: HTTPStatus, message: str) -> None:
+        self._send_json(status, {"code": int(status), "message": message})
 
     # -- plumbing ---------------------------------------------------------------
 

@@ -98,7 +98,7 @@ def test_debug_mode_from_the_environment_needs_no_key(server: E2BServer, monkeyp
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"tools_mode": "host"}, "no channel back to the host"),
+        ({"tools_mode": "remote"}, "tools_mode must be one of 'host', 'inline'"),
         ({"timeout_seconds": 0}, "timeout_seconds must be a positive number"),
         ({"timeout_seconds": 60, "sandbox_timeout": 30}, "sandbox_timeout must be"),
         ({"envs": {"KEY": 1}}, "envs must be a dict of str to str"),
@@ -219,7 +219,7 @@ def test_images_come_back_as_displays_that_decode_to_pil_images(make: Callable[.
 
 
 def test_inline_tools_run_in_the_sandbox_with_its_environment(make: Callable[..., E2BExecutor]) -> None:
-    executor = make(envs={"GREETING": "hey "})
+    executor = make(envs={"GREETING": "hey "}, tools_mode="inline")
     executor.send_tools({"shout": shout, "final_answer": FinalAnswerTool()})
     result = executor.run("import os\nfinal_answer((shout('you'), os.getpid() != __import__('os').getppid()))")
     assert result.is_final_answer and result.output == ("hey YOU", True)
@@ -228,15 +228,15 @@ def test_inline_tools_run_in_the_sandbox_with_its_environment(make: Callable[...
 
 
 def test_a_tool_that_cannot_be_shipped_is_refused_with_why(make: Callable[..., E2BExecutor]) -> None:
-    executor = make()
+    executor = make(tools_mode="inline")
     with pytest.raises(ToolDefinitionError, match="cannot be shipped") as caught:
         executor.send_tools({"counter": Counter()})
     assert "@tool function" in str(caught.value) and "as a variable" in str(caught.value)
-    assert "tools_mode" not in str(caught.value)  # E2B would refuse tools_mode='host'
+    assert "tools_mode='host'" in str(caught.value)  # E2B calls tools on the host too
 
 
 def test_an_inline_tool_carries_its_module_constants_and_imports(make: Callable[..., E2BExecutor]) -> None:
-    executor = make()
+    executor = make(tools_mode="inline")
     executor.send_tools({"quote": inline_tool_module.quote, "quote_one": inline_tool_module.quote_one})
     assert executor.run("quote('apple', 12), quote_one('pear')").output == ("5.25 in 2 boxes", "0.62 in 1 boxes")
 
@@ -248,10 +248,10 @@ def test_an_inline_tool_carries_its_module_constants_and_imports(make: Callable[
 def test_a_tool_using_what_cannot_be_shipped_is_refused_naming_it(
     make: Callable[..., E2BExecutor], name: str, message: str
 ) -> None:
-    executor = make()
+    executor = make(tools_mode="inline")
     with pytest.raises(ToolDefinitionError, match=f"tool {name!r} uses {message}") as caught:
         executor.send_tools({name: getattr(inline_tool_module, name)})
-    assert "define it inside the tool" in str(caught.value) and "tools_mode" not in str(caught.value)
+    assert "define it inside the tool" in str(caught.value) and "tools_mode='host'" in str(caught.value)
 
 
 def test_install_packages_reports_the_modules(make: Callable[..., E2BExecutor]) -> None:

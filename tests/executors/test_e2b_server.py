@@ -166,3 +166,36 @@ def test_an_expired_sandbox_answers_502_and_cuts_a_running_execution() -> None:
         server.replace()
         assert sandbox.is_running() is True
         assert sandbox.run_code("1 + 1").text == "2"
+
+
+def test_files_written_through_envds_api_land_in_the_sandbox_even_while_code_runs(
+    server: E2BServer, sandbox: Sandbox
+) -> None:
+    """The SDK's `files.write` (octet-stream upload): folders made, a relative path under the home."""
+    seen: list[str] = []
+
+    def write_while_running(message: object) -> None:
+        sandbox.files.write("uploads/deep/note.txt", b"written mid-run", use_octet_stream=True)
+        seen.append("written")
+
+    execution = sandbox.run_code(
+        "import os, time\nprint('ready', flush=True)\n"
+        "while not os.path.exists('uploads/deep/note.txt'):\n    time.sleep(0.01)\n"
+        "open('uploads/deep/note.txt').read()",
+        on_stdout=write_while_running,
+        timeout=20,
+    )
+    assert seen == ["written"] and execution.text == "written mid-run"
+    assert server.sandbox is not None
+    absolute = f"{server.sandbox.cwd}/elsewhere/abs.txt"
+    info = sandbox.files.write(absolute, b"again", use_octet_stream=True)
+    assert (info.name, info.path) == ("abs.txt", absolute)
+    with open(absolute, "rb") as handle:
+        assert handle.read() == b"again"
+
+
+def test_an_upload_that_is_not_octet_stream_is_refused_saying_what_is_taken(server: E2BServer) -> None:
+    response = httpx.post(f"{server.url}/files", params={"path": "a.txt"}, files={"file": ("a.txt", b"x")})
+    assert response.status_code == 400 and "application/octet-stream" in response.json()["message"]
+    response = httpx.post(f"{server.url}/files", content=b"x", headers={"Content-Type": "application/octet-stream"})
+    assert response.status_code == 400 and "no path" in response.json()["message"]

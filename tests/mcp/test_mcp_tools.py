@@ -204,7 +204,7 @@ except Exception as error:
 """
 
 
-@pytest.fixture(params=["local", "jupyter", "docker"])
+@pytest.fixture(params=["local", "jupyter", "docker", "e2b-host"])
 def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
     profile = PROFILES[request.param]
     reason = profile.unavailable()
@@ -225,24 +225,26 @@ def test_model_code_calls_mcp_tools_in_every_sandbox(executor: Executor, mcp_too
     assert SECRET not in environment
 
 
-def test_e2b_refuses_mcp_tools_when_they_are_sent(mcp_tools: dict[str, Tool]) -> None:
-    """E2B runs no tool on the host yet, and an MCP tool cannot be shipped into its sandbox as source:
-    the refusal says so, and names the executors that run it, not a rewrite that cannot help."""
-    pytest.importorskip("e2b_code_interpreter")
-    with PROFILES["e2b"].make() as e2b, pytest.raises(ToolDefinitionError) as refused:
-        e2b.send_tools({"add": mcp_tools["add"]})
-    message = str(refused.value)
-    assert "tool 'add' calls an MCP server, which runs on the host" in message
-    assert "use the local, jupyter or docker executor" in message
-    assert "@tool" not in message and "tools_mode" not in message
-
-
-def test_inline_tools_mode_refuses_mcp_tools_naming_the_host_mode(mcp_tools: dict[str, Tool]) -> None:
-    """Where the sandbox can call back, the refusal also offers tools_mode='host'."""
-    with PROFILES["jupyter"].make(tools_mode="inline") as jupyter, pytest.raises(ToolDefinitionError) as refused:
-        jupyter.send_tools({"add": mcp_tools["add"]})
+@pytest.mark.parametrize("sandbox", ["jupyter", "e2b"])
+def test_inline_tools_mode_refuses_mcp_tools_naming_the_host_mode(sandbox: str, mcp_tools: dict[str, Tool]) -> None:
+    """An MCP tool cannot be shipped into a sandbox as source: the refusal offers tools_mode='host'."""
+    with PROFILES[sandbox].make(tools_mode="inline") as inline, pytest.raises(ToolDefinitionError) as refused:
+        inline.send_tools({"add": mcp_tools["add"]})
     assert "calls an MCP server, which runs on the host" in str(refused.value)
-    assert "tools_mode='host'" in str(refused.value)
+    assert "tools_mode='host'" in str(refused.value) and "@tool" not in str(refused.value)
+
+
+def test_a_streamable_http_servers_tools_from_e2b_code(http_server: str) -> None:
+    """Over HTTP too: the server's secret stays with the server, and the bearer token with the host."""
+    with (
+        MCPTools(http_server, headers={"Authorization": f"Bearer {TOKEN}"}) as tools,
+        PROFILES["e2b-host"].make(timeout_seconds=30.0) as e2b,
+    ):
+        e2b.send_tools({tool.name: tool for tool in tools})
+        total, length, caught, environment = e2b.run(SANDBOX_CODE).output
+    assert (total, length) == (5, len(SECRET))
+    assert caught is not None and "the server said no" in caught
+    assert SECRET not in environment and TOKEN not in environment
 
 
 def test_codeward_run_with_an_mcp_server(tmp_path: Path) -> None:

@@ -5,10 +5,14 @@ SDK. The sandbox runs an IPython kernel behind E2B's HTTP server, so codeward's
 sandbox side is the same prelude and value codec as in the kernel sandboxes,
 with three differences forced by a server that only relays outputs:
 
-- there is no channel back to the host, so tools are shipped as source, with the
-  imports and plain constants they use from their module, and run *inside* the
-  sandbox (``tools_mode="inline"``): whatever a tool needs, its secrets included,
-  lives in the sandbox; variables and tool descriptions travel inside the cells
+- the kernel cannot ask the host through its stdin channel, so with
+  ``tools_mode="host"`` a tool call is a marked line the code prints and an
+  answer the host writes into the sandbox through envd's file API (see
+  `e2b_output`): the tool runs on the host, its secrets, state and MCP servers
+  with it, and its arguments are checked there by the same `ToolBridge` as on
+  the other sandboxes. With ``tools_mode="inline"`` tools are shipped as source,
+  with the imports and plain constants they use from their module, and run
+  *inside* the sandbox; variables and tool descriptions travel inside the cells
   that define them;
 - reply payloads do not reach the host, so final answers and last values come
   back as displays of codeward's own type, decoded here without pickle;
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import json
 import logging
+import posixpath
 import re
 import time
 import uuid
@@ -46,7 +51,7 @@ from e2b import (
     SandboxException,
 )
 from e2b import TimeoutException as E2BTimeout
-from e2b_code_interpreter import Context, Execution, OutputMessage, Result, Sandbox
+from e2b_code_interpreter import Context, Execution, Sandbox
 from tenacity import (
     Retrying,
     retry_if_exception_type,
@@ -62,20 +67,15 @@ from codeward.executors.base import (
     ExecutorError,
     SandboxError,
 )
+from codeward.executors.e2b_output import CellReading, HostRequests, OutputFlood
 from codeward.executors.kernel.bridge import bootstrap_code, cell_calling
 from codeward.executors.kernel.cells import (
-    BoundedText,
     CellResult,
-    OutputBudget,
-    bundle_size,
     code_output,
     decoding_within,
-    kept_bundle,
     require_setup_ok,
     strip_ansi,
 )
-from codeward.executors.kernel.inline_tools import InlineToolRefused
-from codeward.executors.kernel.prelude import PAYLOAD_SOURCE, REPORT_MIME
 from codeward.executors.kernel.remembering import RememberingExecutor
 from codeward.executors.settings import (
     DEFAULT_OUTPUT_BUDGET,
@@ -83,7 +83,6 @@ from codeward.executors.settings import (
     checked_packages,
     checked_seconds,
 )
-from codeward.platform.tools import Tool, ToolDefinitionError
 
 __all__ = ["E2BExecutor"]
 
@@ -102,22 +101,10 @@ _BACKSTOP_GRACE = 1.0
 _PROBE_SECONDS = 1.0
 #: Seconds codeward's own cells (setup, variables, tools) may take.
 _SETUP_SECONDS = 120.0
+#: Where answers go when E2B names no working folder for the context.
+_ANSWERS_HOME = "/tmp"
 #: Sandbox lifetimes are renewed once less than this share of `sandbox_timeout` is left.
 _RENEW_SHARE = 0.5
-#: Result fields of the SDK and the MIME types they came from, to rebuild display bundles.
-_FIELD_MIME = {
-    "text": "text/plain",
-    "html": "text/html",
-    "markdown": "text/markdown",
-    "svg": "image/svg+xml",
-    "png": "image/png",
-    "jpeg": "image/jpeg",
-    "pdf": "application/pdf",
-    "latex": "text/latex",
-    "json": "application/json",
-    "javascript": "application/javascript",
-    "data": "e2b/data",
-}
 #: Errors E2B's server reports when the context's kernel died under the execution.
 _KERNEL_LOST = ("ContextRestarting", "UnexpectedEndOfExecution")
 #: The ends of IPython's traceback headers, its rule of dashes and its "Name  Traceback (most recent call
@@ -172,7 +159,7 @@ class E2BExecutor(RememberingExecutor):
         max_output_bytes: int = DEFAULT_OUTPUT_BUDGET,
         max_print_outputs_length: int = DEFAULT_PRINT_OUTPUTS_LENGTH,
     ) -> None:
-        _check_arguments(tools_mode, checked_seconds("timeout_seconds", timeout_seconds), sandbox_timeout, envs)
+        _check_arguments(checked_seconds("timeout_seconds", timeout_seconds), sandbox_timeout, envs)
         super().__init__(
             timeout_seconds=timeout_seconds,
             tools_mode=tools_mode,
@@ -191,6 +178,7 @@ class E2BExecutor(RememberingExecutor):
         self._connect_to = sandbox_id
         self._renewed_at = 0.0
         self._ready = False
+        self._folder = ""  # where the sandbox waits for the answers to its tool requests (host tools)
         try:
             self._ensure_ready()
         except BaseException:
@@ -274,6 +262,9 @@ class E2BExecutor(RememberingExecutor):
             cell_calling("report_by_display"),
             cell_calling("limit_time", self.timeout_seconds),
         ]
+        if self.tools_mode == "host":
+            self._folder = posixpath.join(self._live()[1].cwd or _ANSWERS_HOME, ".codeward", uuid.uuid4().hex)
+            cells.append(cell_calling("ask_by_output", self._folder))
         if self._envs:
             cells.append(f"__import__('os').environ.update({self._envs!r})")
         if self._variables:
@@ -292,12 +283,24 @@ class E2BExecutor(RememberingExecutor):
         self._notes += cell.logs
         return cell
 
+    def _host_requests(self, sandbox: Sandbox, seconds: float) -> HostRequests | None:
+        """With host tools, what answers the cell's tool requests: the bridge, writing through envd."""
+        if self.tools_mode != "host":
+            return None
+
+        def write(path: str, data: bytes) -> None:
+            sandbox.files.write(path, data, use_octet_stream=True)
+
+        return HostRequests(self._bridge, write, self._folder, time.monotonic() + seconds)
+
     # -- one execution -----------------------------------------------------------------
 
     def _execute(self, code: str, seconds: float) -> CellResult:
         """Run a cell in the context and gather what came back; transport failures become executor errors."""
         sandbox, context = self._live()
-        reading = _CellReading(self.max_print_outputs_length, self.max_output_bytes)
+        reading = CellReading(
+            self.max_print_outputs_length, self.max_output_bytes, self._host_requests(sandbox, seconds)
+        )
         started = time.monotonic()
         try:
             execution = sandbox.run_code(
@@ -308,7 +311,7 @@ class E2BExecutor(RememberingExecutor):
                 on_result=reading.shown,
                 timeout=seconds + _BACKSTOP_GRACE,
             )
-        except _OutputFlood as flood:
+        except OutputFlood as flood:
             raise ExecutionError(
                 f"the code sent more than twice its output budget of {self.max_output_bytes:,} bytes, so codeward "
                 "stopped reading and the sandbox interrupted the code (E2B's SDK holds all it reads until the "
@@ -331,7 +334,7 @@ class E2BExecutor(RememberingExecutor):
             raise self._lost(error, reading.logs()) from error
         return self._cell(execution, reading, seconds)
 
-    def _cell(self, execution: Execution, reading: _CellReading, seconds: float) -> CellResult:
+    def _cell(self, execution: Execution, reading: CellReading, seconds: float) -> CellResult:
         error, logs = execution.error, reading.logs()
         if error is not None and error.name == "TimeLimitExceeded":
             raise ExecutionTimeout(
@@ -423,13 +426,6 @@ class E2BExecutor(RememberingExecutor):
         self._ensure_ready()
         self._internal(cell_calling(f"load_{what}", text))
 
-    def send_tools(self, tools: dict[str, Tool]) -> None:
-        """As on every kernel sandbox; a refusal names only the ways out E2B has, which runs no tool on the host."""
-        try:
-            super().send_tools(tools)
-        except InlineToolRefused as refused:
-            raise ToolDefinitionError(refused.sandbox_only) from None
-
     def run(self, code: str) -> CodeOutput:
         self._ensure_ready()
         notes = self._take_notes()
@@ -483,13 +479,7 @@ class E2BExecutor(RememberingExecutor):
                 logger.warning("could not kill E2B sandbox %s (it ends at its timeout): %s", sandbox.sandbox_id, error)
 
 
-def _check_arguments(tools_mode: str, timeout_seconds: float, sandbox_timeout: int, envs: Any) -> None:
-    if tools_mode != "inline":
-        raise ValueError(
-            f"tools_mode={tools_mode!r} is not possible with E2B: its sandboxes have no channel back to the host, "
-            "so tools cannot run there. Use tools_mode='inline': each tool's source runs inside the sandbox "
-            "(with whatever secrets it needs), or use the jupyter or docker executor to keep tools on the host"
-        )
+def _check_arguments(timeout_seconds: float, sandbox_timeout: int, envs: Any) -> None:
     if isinstance(sandbox_timeout, bool) or not isinstance(sandbox_timeout, int) or sandbox_timeout <= timeout_seconds:
         raise ValueError(
             f"sandbox_timeout must be a whole number of seconds longer than timeout_seconds ({timeout_seconds!r}), "
@@ -513,68 +503,6 @@ def _connection_options(api_key: str | None, connection: dict[str, Any] | None) 
     if not config.debug and not config.api_key:
         raise ValueError(MISSING_KEY)
     return options
-
-
-class _OutputFlood(Exception):
-    """Raised from the SDK's callbacks to stop reading a cell that sent more than twice its budget."""
-
-
-class _CellReading:
-    """What one cell sends, kept within its output budget as E2B's SDK hands it over.
-
-    The SDK keeps every result and printed line it reads until the call returns, so each result's
-    data is taken out of the SDK's object as it arrives, and a cell that sends more than twice its
-    budget is stopped by raising `_OutputFlood`, which closes the stream (and E2B then interrupts it).
-    """
-
-    def __init__(self, max_log_chars: int, max_output_bytes: int) -> None:
-        self._logs = BoundedText(max_log_chars)
-        self._budget = OutputBudget(max_output_bytes)
-        self._limit = max_output_bytes
-        self.reports: list[dict[str, Any]] = []
-        self.displays: list[dict[str, Any]] = []
-        self.main: dict[str, Any] | None = None
-
-    def printed(self, message: OutputMessage) -> None:
-        if self._budget.spend(len(message.line)):
-            self._logs.add(message.line)
-        self._check_flood()
-
-    def shown(self, result: Result) -> None:
-        bundle = kept_bundle(_bundle(result))
-        _empty(result)
-        size = bundle_size(bundle)
-        if not self._budget.spend(size):
-            if REPORT_MIME in bundle:  # the value or final answer itself: `code_output` says so
-                self.reports.append({"source": PAYLOAD_SOURCE, "cut": size})
-            self._check_flood()
-        elif REPORT_MIME in bundle:
-            self.reports.append({"text": bundle[REPORT_MIME]})
-        elif result.is_main_result:
-            self.main = bundle
-        else:
-            self.displays.append(bundle)
-
-    def logs(self) -> str:
-        return self._budget.noted(self._logs.text())
-
-    def _check_flood(self) -> None:
-        if self._budget.dropped > self._limit:
-            raise _OutputFlood
-
-
-def _empty(result: Result) -> None:
-    """Drop a result's data from the SDK's own copy, which it keeps until the call returns."""
-    for name in _FIELD_MIME:
-        setattr(result, name, None)
-    result.extra = {}
-
-
-def _bundle(result: Result) -> dict[str, Any]:
-    """An SDK result as the display bundle it was made from, so kernel sandboxes' tools read it."""
-    bundle = {mime: getattr(result, field) for field, mime in _FIELD_MIME.items() if getattr(result, field, None)}
-    bundle.update(result.extra or {})
-    return bundle
 
 
 def _traceback_text(traceback: str) -> str:

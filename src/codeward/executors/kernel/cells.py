@@ -28,6 +28,7 @@ __all__ = [
     "decode_sandbox_value",
     "decoding_within",
     "kept_bundle",
+    "over_budget_reply",
     "request_error",
     "require_setup_ok",
     "strip_ansi",
@@ -72,6 +73,16 @@ def request_error(kind: str, error_type: str, message: str, raised: BaseExceptio
         if all(isinstance(arg, (str, int, float, bool, type(None))) for arg in raised.args):
             error["args"] = list(raised.args)
     return codec.dumps({"error": error})
+
+
+def over_budget_reply(size: int) -> str:
+    """The reply to a request that would pass what is left of the cell's output budget: it is not read."""
+    return request_error(
+        "call",
+        "ToolCallError",
+        f"the request is {size:,} bytes, past what is left of the cell's output budget; "
+        "send the tool smaller arguments",
+    )
 
 
 class OutputBudget:

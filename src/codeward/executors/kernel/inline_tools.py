@@ -1,6 +1,6 @@
 """What an inline tool carries into the sandbox: its source, and what that source uses from its module.
 
-With ``tools_mode="inline"`` (and always on E2B) a `@tool` function's source runs
+With ``tools_mode="inline"`` a `@tool` function's source runs
 inside the sandbox, in a namespace of its own. Source alone is not enough when
 the function uses a constant from the top of its file or a module the file
 imports: it would be accepted here and fail there with a `NameError` the model
@@ -39,12 +39,8 @@ from codeward.platform.tools import FunctionTool, Tool, ToolDefinitionError
 
 __all__ = ["InlineToolRefused", "inline_spec"]
 
-#: The way out that exists only where a sandbox can call back to the host (not on E2B).
+#: The way out every sandbox offers: it calls the tool on the host.
 HOST_WAY_OUT = "use tools_mode='host' to run it on the host"
-#: The way out for a tool that runs only on the host, where the executor cannot call back to it.
-HOST_EXECUTOR_WAY_OUT = (
-    "use the local, jupyter or docker executor, which call tools on the host (E2B runs tools inside its sandbox)"
-)
 #: How a tool stops needing a name from its module.
 NAME_WAYS_OUT = (
     "define it inside the tool",
@@ -60,14 +56,9 @@ _SECRET_LENGTH = 8
 
 
 class InlineToolRefused(ToolDefinitionError):
-    """A tool that tools_mode='inline' cannot ship, with the ways out.
-
-    `sandbox_only` says the same without tools_mode='host', for an executor that
-    runs no tool on the host (E2B), so it never suggests what it would refuse.
-    """
+    """A tool that tools_mode='inline' cannot ship, with the ways out, running it on the host the last."""
 
     def __init__(self, tool: str, reason: str, ways_out: Sequence[str]) -> None:
-        self.sandbox_only = f"tool {tool!r} {reason}; {_either(ways_out)}"
         super().__init__(f"tool {tool!r} {reason}; {_either([*ways_out, HOST_WAY_OUT])}")
 
 
@@ -89,7 +80,7 @@ def _shippable(name: str, tool: Tool) -> FunctionTool:
     """The tool, if it is a function that can run from its source alone."""
     host_only = getattr(tool, "host_only", None)
     if isinstance(host_only, str):
-        raise InlineToolRefused(name, host_only, [HOST_EXECUTOR_WAY_OUT])
+        raise InlineToolRefused(name, host_only, [])
     if not isinstance(tool, FunctionTool):
         raise InlineToolRefused(
             name,

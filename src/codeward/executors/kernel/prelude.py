@@ -11,8 +11,9 @@ Everything the sandbox asks of the host goes through the kernel's stdin channel
 as an `input_request` whose prompt starts with `REQUEST`; the host answers only
 those requests, and only for registered tools. A host with no such channel (E2B,
 whose server relays only outputs) passes variables and tools in the cell instead,
-reads codeward's reports from displays (`report_by_display`), and has the time
-limit enforced in here (`limit_time`).
+reads codeward's reports from displays (`report_by_display`), has the time
+limit enforced in here (`limit_time`), and takes tool requests as marked printed
+lines, answering them with files it writes into the sandbox (`ask_by_output`).
 """
 
 from __future__ import annotations
@@ -23,16 +24,22 @@ import glob
 import importlib
 import importlib.metadata
 import inspect
+import itertools
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
+import time
 from types import ModuleType
 from typing import Any, ClassVar
 
 #: Prompt prefix of every request to the host; the host ignores any other prompt.
 REQUEST = "\x1bcodeward:"
+
+#: The file, in the folder `ask_by_output` names, where the host answers a printed request.
+ANSWER_FILE = "{nonce}-{number}"
 
 #: Marks payload entries (in execute replies) that carry codeward's values.
 PAYLOAD_SOURCE = "codeward"
@@ -68,6 +75,7 @@ class _Sandbox:
     by_display = False
     time_limit = 0.0
     timer_hooked = False
+    announcing = False
     ask: Any = None  # how a request reaches the host where it is not the kernel's stdin (the local worker)
     answered: tuple[Any] | None = None  # the cell's final answer, kept until reported (see `make_tool`)
 
@@ -365,6 +373,76 @@ def _disarm_timer(result: Any = None) -> None:
 
 def _time_is_up(signum: int, frame: Any) -> None:
     raise TimeLimitExceeded(f"the code ran past its time limit of {_Sandbox.time_limit:g} s")
+
+
+def ask_by_output(folder: str) -> None:
+    """Ask the host by printing marked lines, and read its answers from files it writes into `folder`:
+    for hosts whose relay carries only outputs but that can write files into the sandbox (E2B).
+
+    Before each cell a fresh nonce is printed as the cell's first output; requests carry it, and
+    the host takes no other, so text the code prints cannot pass for a request. The stream kept
+    is the kernel's own, so code that redirects ``sys.stdout`` still reaches the host.
+    """
+    _Sandbox.ask = _OutputChannel(folder, sys.stdout)
+    if not _Sandbox.announcing:
+        _Sandbox.shell.events.register("pre_run_cell", _announce_cell)
+        _Sandbox.announcing = True
+
+
+def _announce_cell(info: Any = None) -> None:
+    if isinstance(_Sandbox.ask, _OutputChannel):
+        _Sandbox.ask.announce()
+
+
+class _OutputChannel:
+    """Requests as printed lines, answers as files (see `ask_by_output`)."""
+
+    #: Seconds between looks for an answer: short at first, for fast tools, then longer.
+    FIRST_POLL, LONGEST_POLL = 0.0002, 0.01
+
+    def __init__(self, folder: str, stream: Any) -> None:
+        self.folder = folder
+        self.stream = stream
+        self.nonce = ""
+        self.numbers = itertools.count(1)
+
+    def announce(self) -> None:
+        self.nonce = secrets.token_hex(16)
+        self._print(f"{REQUEST}{self.nonce}:cell::\n")
+
+    def __call__(self, kind: str, body: str) -> str:
+        number = next(self.numbers)
+        self._print(f"{REQUEST}{self.nonce}:{kind}:{number}:{body}\n")
+        return self._answer(os.path.join(self.folder, ANSWER_FILE.format(nonce=self.nonce, number=number)))
+
+    def _print(self, line: str) -> None:
+        self.stream.flush()  # what the code printed before goes first, in a message of its own
+        self.stream.write(line)
+        self.stream.flush()
+
+    def _answer(self, path: str) -> str:
+        """Wait for the host's answer; the cell's time limit (`limit_time`) interrupts the wait."""
+        delay = self.FIRST_POLL
+        while True:
+            answer = _whole_answer(path)
+            if answer is not None:
+                return answer
+            time.sleep(delay)
+            delay = min(delay * 2, self.LONGEST_POLL)
+
+
+def _whole_answer(path: str) -> str | None:
+    """The answer in `path` once it is all written (it starts with its length), removed; else None."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return None
+    size, _, body = data.partition(b"\n")
+    if not size.isdigit() or len(body) != int(size):
+        return None
+    os.remove(path)
+    return body.decode("utf-8")
 
 
 # -- packages --------------------------------------------------------------------

@@ -35,7 +35,7 @@ from codeward.executors.kernel.cells import (
     OutputBudget,
     bundle_size,
     kept_bundle,
-    request_error,
+    over_budget_reply,
     strip_ansi,
 )
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET
@@ -514,12 +514,7 @@ class _CellCollector:
         """The reply to a request from the cell's code, which draws from the budget before it is read."""
         if self._budget.spend(len(prompt)):
             return on_input(prompt)
-        return request_error(
-            "call",
-            "ToolCallError",
-            f"the request is {len(prompt):,} bytes, past what is left of the cell's output budget; "
-            "send the tool smaller arguments",
-        )
+        return over_budget_reply(len(prompt))
 
     def logs(self) -> str:
         return self._budget.noted(self._logs.text())

@@ -1,0 +1,163 @@
+"""What one E2B cell sends back, read as E2B's SDK hands it over, and the host tools it asks for.
+
+E2B's code interpreter relays only a cell's outputs, and envd lets the host
+write files into the sandbox; that is the whole channel for host tools
+(``tools_mode="host"``). The prelude's tool stub (`ask_by_output`) prints its
+request as one marked line and waits for a file; the host finds the request in
+the printed text here, hands it to the `ToolBridge` (which checks the arguments
+against the tool's inputs and runs the tool on the host, where its secrets and
+MCP servers stay) and writes the answer through envd's file API to the file the
+stub polls. The answer starts with its length, because envd writes a file in
+place: the stub reads it only once it is whole.
+
+Before each cell the prelude prints a fresh nonce as the cell's first output;
+only requests carrying that nonce are taken, so text the code prints (a page it
+fetched, a file it read) can never pass for a request: it stays text. A request
+draws from the cell's output budget as printed text does.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+from e2b_code_interpreter import OutputMessage, Result
+
+from codeward.executors.kernel.bridge import ToolBridge
+from codeward.executors.kernel.cells import (
+    BoundedText,
+    OutputBudget,
+    bundle_size,
+    kept_bundle,
+    over_budget_reply,
+)
+from codeward.executors.kernel.prelude import ANSWER_FILE, PAYLOAD_SOURCE, REPORT_MIME, REQUEST
+
+__all__ = ["CellReading", "HostRequests", "OutputFlood"]
+
+#: Result fields of the SDK and the MIME types they came from, to rebuild display bundles.
+_FIELD_MIME = {
+    "text": "text/plain",
+    "html": "text/html",
+    "markdown": "text/markdown",
+    "svg": "image/svg+xml",
+    "png": "image/png",
+    "jpeg": "image/jpeg",
+    "pdf": "application/pdf",
+    "latex": "text/latex",
+    "json": "application/json",
+    "javascript": "application/javascript",
+    "data": "e2b/data",
+}
+#: A line the prelude prints for the host: a cell's nonce (``cell``) or a tool request (``tool``).
+_MARK = re.compile(re.escape(REQUEST) + r"([0-9a-f]{32}):(cell|tool):([0-9]{0,18}):([^\n]*)\n")
+
+
+class OutputFlood(Exception):
+    """Raised from the SDK's callbacks to stop reading a cell that sent more than twice its budget."""
+
+
+class HostRequests:
+    """The host's end of the prelude's `ask_by_output` for one cell: its requests, answered.
+
+    `write(path, data)` puts a file into the sandbox (``sandbox.files.write``);
+    `folder` is where the prelude waits for answers. Past `deadline` (``time.monotonic()``)
+    the code is being stopped, so its requests are not served, as on the kernel sandboxes.
+    """
+
+    def __init__(self, bridge: ToolBridge, write: Callable[[str, bytes], object], folder: str, deadline: float) -> None:
+        self._bridge = bridge
+        self._write = write
+        self._folder = folder
+        self._deadline = deadline
+        self._nonce: str | None = None
+        self._first = True
+
+    def take(self, text: str, budget: OutputBudget) -> str:
+        """`text` without the cell's nonce and requests, each request answered; anything else stays text."""
+        first, self._first = self._first, False
+        kept, start = [], 0
+        for mark in _MARK.finditer(text):
+            nonce, kind, number, body = mark.groups()
+            if kind == "cell" and first and mark.start() == 0 and self._nonce is None:
+                self._nonce = nonce  # only the cell's very first output: the code has not run yet
+            elif kind == "tool" and nonce == self._nonce and number:
+                if time.monotonic() < self._deadline:
+                    self._answer(number, body, len(mark.group()), budget)
+            else:
+                continue
+            kept.append(text[start : mark.start()])
+            start = mark.end()
+        kept.append(text[start:])
+        return "".join(kept)
+
+    def _answer(self, number: str, body: str, size: int, budget: OutputBudget) -> None:
+        reply = self._bridge.answer_tool(body) if budget.spend(size) else over_budget_reply(size)
+        data = reply.encode()
+        name = ANSWER_FILE.format(nonce=self._nonce, number=number)
+        self._write(f"{self._folder}/{name}", b"%d\n%s" % (len(data), data))
+
+
+class CellReading:
+    """What one cell sends, kept within its output budget as E2B's SDK hands it over.
+
+    The SDK keeps every result and printed line it reads until the call returns, so each result's
+    data is taken out of the SDK's object as it arrives, and a cell that sends more than twice its
+    budget is stopped by raising `OutputFlood`, which closes the stream (and E2B then interrupts it).
+    With `requests`, the tool requests among printed text are answered as they arrive.
+    """
+
+    def __init__(self, max_log_chars: int, max_output_bytes: int, requests: HostRequests | None = None) -> None:
+        self._logs = BoundedText(max_log_chars)
+        self._budget = OutputBudget(max_output_bytes)
+        self._limit = max_output_bytes
+        self._requests = requests
+        self.reports: list[dict[str, Any]] = []
+        self.displays: list[dict[str, Any]] = []
+        self.main: dict[str, Any] | None = None
+
+    def printed(self, message: OutputMessage) -> None:
+        text = message.line
+        if self._requests is not None and not message.error:  # requests come on stdout only
+            text = self._requests.take(text, self._budget)
+        if text and self._budget.spend(len(text)):
+            self._logs.add(text)
+        self._check_flood()
+
+    def shown(self, result: Result) -> None:
+        bundle = kept_bundle(_bundle(result))
+        _empty(result)
+        size = bundle_size(bundle)
+        if not self._budget.spend(size):
+            if REPORT_MIME in bundle:  # the value or final answer itself: `code_output` says so
+                self.reports.append({"source": PAYLOAD_SOURCE, "cut": size})
+            self._check_flood()
+        elif REPORT_MIME in bundle:
+            self.reports.append({"text": bundle[REPORT_MIME]})
+        elif result.is_main_result:
+            self.main = bundle
+        else:
+            self.displays.append(bundle)
+
+    def logs(self) -> str:
+        return self._budget.noted(self._logs.text())
+
+    def _check_flood(self) -> None:
+        if self._budget.dropped > self._limit:
+            raise OutputFlood
+
+
+def _empty(result: Result) -> None:
+    """Drop a result's data from the SDK's own copy, which it keeps until the call returns."""
+    for name in _FIELD_MIME:
+        setattr(result, name, None)
+    result.extra = {}
+
+
+def _bundle(result: Result) -> dict[str, Any]:
+    """An SDK result as the display bundle it was made from, so kernel sandboxes' tools read it."""
+    bundle = {mime: getattr(result, field) for field, mime in _FIELD_MIME.items() if getattr(result, field, None)}
+    bundle.update(result.extra or {})
+    return bundle
