@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -124,3 +126,27 @@ def test_streaming_runs_give_the_same_tree(memory_exporter, stream):
     [step] = children(spans, only(spans, "invoke_agent CodeAgent"))
     assert [span.name for span in children(spans, step)] == ["chat scripted", "execute_code"]
     assert tuple(only(spans, "chat scripted").attributes[tracing.FINISH_REASONS]) == ("stop",)
+
+
+def _running(sandbox: str, sandbox_id: str) -> bool:
+    """Whether the id names a live sandbox: the local worker process (by its pid), or a running container."""
+    if sandbox == "local":
+        return Path(f"/proc/{sandbox_id.split('-')[1]}").is_dir()
+    import docker
+
+    client = docker.from_env()
+    try:
+        return bool(client.containers.get(sandbox_id).status == "running")
+    finally:
+        client.close()
+
+
+def test_each_code_block_names_the_sandbox_it_ran_in(memory_exporter, sandbox_name):
+    model = ScriptedModel([code("n = 1"), code("final_answer(n)")])
+    with CodeAgent(tools=[], model=model, executor=sandbox_name) as agent:
+        assert agent.run("Go.") == 1
+        sandbox_id = agent.executor.sandbox_id
+        assert sandbox_id and _running(sandbox_name, sandbox_id)
+    assert agent.executor.sandbox_id is None  # closed: no sandbox left to name
+    blocks = [span for span in recorded(memory_exporter) if span.name == "execute_code"]
+    assert [block.attributes[tracing.SANDBOX_ID] for block in blocks] == [sandbox_id, sandbox_id]

@@ -260,6 +260,10 @@ class CodeAgent(MultiStepAgent):
             except Exception:
                 span.set({tracing.CODE_OUTCOME: "error"})
                 raise
+            finally:
+                started = getattr(self.executor, "sandbox_id", None)
+                if not sandbox_id and started:  # a sandbox this block started (the first, or after one died)
+                    span.set({tracing.SANDBOX_ID: str(started)})
             span.set({tracing.CODE_OUTCOME: "final_answer" if output.is_final_answer else "ok"})
             span.value(tracing.CODE_OUTPUT, output.output)
             return output

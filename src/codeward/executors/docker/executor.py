@@ -111,6 +111,11 @@ class DockerExecutor(KernelExecutor):
         """The running sandbox (container, ipc folder), or None before the first start and after close."""
         return self._sandbox
 
+    @property
+    def sandbox_id(self) -> str | None:
+        """The running container's id as ``docker ps`` shows it; None before the first start and after close."""
+        return str(self._sandbox.container.short_id) if self._sandbox is not None else None
+
     # -- the container behind the kernel session ------------------------------------
 
     def _start_session(self) -> KernelSession:

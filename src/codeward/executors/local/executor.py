@@ -128,6 +128,11 @@ class LocalExecutor(Executor):
             self._worker = _start_worker(settings, confinement, env)
 
     @property
+    def sandbox_id(self) -> str | None:
+        """The worker process the code runs in (``local-PID-TAG``); None in process, where there is none."""
+        return None if self._worker is None else self._worker.sandbox_id
+
+    @property
     def missing_layers(self) -> list[str]:
         """The confinement layers the worker could not apply on this machine."""
         return [] if self._worker is None else list(self._worker.missing_layers)

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,11 @@ class WorkerExecutor(RememberingExecutor):
         self._env = worker_environment(env)
         self._worker: _Worker | None = _Worker(settings, self._env)  # starts now, is waited for at first use
         self.missing_layers: list[str] = []
+
+    @property
+    def sandbox_id(self) -> str | None:
+        """The worker process the code runs in, as traces and batch results name it; None between workers."""
+        return self._worker.sandbox_id if self._worker is not None else None
 
     # -- the contract ------------------------------------------------------------
 
@@ -281,6 +287,8 @@ class _Worker:
             ).result()
         finally:
             worker_end.close()
+        #: Its pid, to find it by, and a tag of its own, as a pid is reused once the process is gone.
+        self.sandbox_id = f"local-{self.process.pid}-{uuid.uuid4().hex[:8]}"
         self.channel = Channel(host_end, limit=MESSAGE_LIMIT)
         self.channel.send({"op": "start", "host_pid": os.getpid(), **settings})
         self.ready = False
