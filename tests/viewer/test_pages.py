@@ -6,6 +6,8 @@ import base64
 import json
 import re
 import shutil
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from codeward.executors.displays import Display
 from codeward.platform.memory import AgentMemory
 from codeward.view import SHOWN_CHARACTERS, SHOWN_LINES, read_batch, render_batch, render_run
 from codeward.view.pages import cut
+from tests.cli.conftest import command, command_env
 from tests.viewer.conftest import HOSTILE_IMAGE, HOSTILE_PRINT, JOBS, LONG_LINES, _codeward, expected_state
 
 PNG = base64.b64decode(
@@ -173,3 +176,17 @@ def test_the_command_writes_each_page_where_asked_and_says_what_it_expected(save
     ]:
         done = _codeward(tmp_path, *args)
         assert done.returncode == 2 and expected in " ".join(done.stdout.split()), (args, done.stdout)
+
+
+def test_open_hands_the_written_page_to_the_users_browser(saved_run, tmp_path):
+    browser = f"{sys.executable} -c 'import pathlib, sys; pathlib.Path(\"opened.txt\").write_text(sys.argv[1])' %s"
+    done = subprocess.run(
+        command("view", str(saved_run), "-o", "page.html", "--open"),
+        capture_output=True,
+        text=True,
+        env=command_env(BROWSER=browser),
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "opened.txt").read_text() == (tmp_path / "page.html").resolve().as_uri()

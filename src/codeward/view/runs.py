@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from markupsafe import Markup
+
 from codeward.executors.displays import Display
 from codeward.platform.memory import RUN_RECORD
 from codeward.usage import UsageError
@@ -99,7 +101,8 @@ def _display(record: Any, step: StepView) -> None:
             f"a {shown.mime} image of {len(shown.data):,} bytes, over the {MAX_IMAGE_BYTES:,} a page embeds"
         )
     else:
-        uri = f"data:{shown.mime};base64,{base64.b64encode(shown.data).decode('ascii')}"
+        # a checked MIME type and base64: nothing in it to escape, and megabytes not worth escaping
+        uri = Markup(f"data:{shown.mime};base64,{base64.b64encode(shown.data).decode('ascii')}")
         step.images.append(Image(shown.mime, uri, len(shown.data)))
 
 
