@@ -13,14 +13,21 @@ numbered, so the audit file says which attempt ran each block, and a job that
 was lost mid-block gets that block's ``worker_lost`` line as with the pool.
 What a task does while it runs (started, on which node; each code block) reaches
 the driver through one small actor, `_Tracker`, which the driver drains.
-Timeouts and Ctrl-C use `ray.cancel`: a KeyboardInterrupt in the task, which
-closes its sandbox; after the grace period the task's worker is killed.
+A job's timeout is kept on its node, by the task itself; Ctrl-C marks the running
+attempts cancelled at the tracker, which each task asks twice a second. Either way
+the task stops its job as a pool worker does (a signal that interrupts even a
+blocking call, then its sandbox closes), and a task that has not ended a grace
+period later is killed with its worker (``ray.cancel(force=True)``).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import os
+import signal
+import threading
 import time
 from collections import deque
 from collections.abc import Iterable
@@ -28,7 +35,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from codeward.batch.jobs import Job
 from codeward.batch.runner import BatchOptions, Interrupts, Recorder, timeout_error
@@ -41,6 +47,9 @@ DOCKER_RESOURCE = "codeward_docker"
 #: How many times a job is tried when its node or worker is lost under it.
 MAX_ATTEMPTS = 3
 _LOCAL_OBJECT_STORE_BYTES = 200 * 1024 * 1024
+_CANCEL_POLL_SECONDS = 0.5
+#: The resource only a Ray cluster's head node has.
+_HEAD_RESOURCE = "node:__internal_head__"
 
 
 @ray.remote(num_cpus=0)
@@ -49,6 +58,7 @@ class _Tracker:
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
+        self.cancelled: set[str] = set()
 
     def send(self, event: dict[str, Any]) -> None:
         self.events.append(event)
@@ -59,6 +69,12 @@ class _Tracker:
     def drain(self) -> list[dict[str, Any]]:
         events, self.events = self.events, []
         return events
+
+    def cancel(self, key: str) -> None:
+        self.cancelled.add(key)
+
+    def is_cancelled(self, key: str) -> bool:
+        return key in self.cancelled
 
 
 class _AuditRelay:
@@ -71,11 +87,29 @@ class _AuditRelay:
         self.tracker.send.remote({"event": "audit", "record": {**record, "attempt": self.attempt, "node": self.node}})
 
 
+def _watch(job: dict[str, Any], key: str, tracker: Any, done: threading.Event, timed_out: threading.Event) -> None:
+    """Stop the job at its timeout, or when the driver cancels it (`ray.cancel` alone cannot wake a blocked call)."""
+    from codeward.batch.worker import _cancellation
+
+    timeout = job.get("timeout_seconds")
+    deadline = time.monotonic() + timeout if timeout else math.inf
+    while not done.wait(min(_CANCEL_POLL_SECONDS, max(0.0, deadline - time.monotonic()))):
+        if time.monotonic() >= deadline:
+            timed_out.set()
+            break
+        if ray.get(tracker.is_cancelled.remote(key)):
+            break
+    else:
+        return
+    _cancellation.request(job["id"])
+
+
 def _run_on_node(job: dict[str, Any], attempt: int, tracker: Any, runs: str | None) -> dict[str, Any]:
     """One attempt at one job, on whichever node Ray chose: a fresh sandbox there, the result back."""
     from pathlib import Path
 
-    from codeward.batch.worker import run_job
+    from codeward.batch.runner import timeout_error
+    from codeward.batch.worker import _cancellation, run_job
 
     node = ray.get_runtime_context().get_node_id()
     tracker.send.remote({"event": "started", "id": job["id"], "attempt": attempt, "node": node})
@@ -85,10 +119,25 @@ def _run_on_node(job: dict[str, Any], attempt: int, tracker: Any, runs: str | No
         record = None if block is None else {**block, "attempt": attempt, "node": node}
         tracker.send.remote({"event": "block", "id": job["id"], "attempt": attempt, "record": record})
 
-    result = run_job(job, audit, announce, Path(runs) if runs else None)
+    if threading.current_thread() is threading.main_thread():  # Ray runs a task on its worker's main thread
+        signal.signal(signal.SIGUSR1, _cancellation.on_signal)
+    done, timed_out = threading.Event(), threading.Event()
+    _cancellation.current = job["id"]
+    threading.Thread(target=_watch, args=(job, _key(job["id"], attempt), tracker, done, timed_out), daemon=True).start()
+    try:
+        result = run_job(job, audit, announce, Path(runs) if runs else None)
+    finally:  # cancelled too: the closing line of the block it stopped reaches the driver first
+        done.set()
+        _cancellation.current = None
+        ray.get(tracker.flush.remote())
+    if timed_out.is_set() and result["status"] == "cancelled":
+        result["status"], result["error"] = "timeout", timeout_error(job["timeout_seconds"])
     result["attempt"], result["node"] = attempt, node
-    ray.get(tracker.flush.remote())
     return result
+
+
+def _key(job_id: str, attempt: int) -> str:
+    return json.dumps([job_id, attempt])
 
 
 _run_task = ray.remote(max_retries=0)(_run_on_node)
@@ -106,6 +155,7 @@ class _Attempt:
     deadline: float | None = None
     cancel_reason: str | None = None
     kill_at: float | None = None
+    killed: bool = False
     block: dict[str, Any] | None = None
 
 
@@ -132,7 +182,7 @@ class RayBackend:
         self.num_cpus = num_cpus
         self.memory = memory
         self.max_attempts = max_attempts
-        self.env_vars: dict[str, str] = {}
+        self.env_vars = self._env_vars()  # a name this shell does not set is refused before anything starts
 
     def _env_vars(self) -> dict[str, str]:
         missing = [name for name in self.env if name not in os.environ]
@@ -164,7 +214,6 @@ class RayBackend:
         return True
 
     def run(self, jobs: list[Job], options: BatchOptions, recorder: Recorder, interrupts: Interrupts) -> None:
-        self.env_vars = self._env_vars()  # a missing name is refused before any cluster starts
         ours = self._connect(jobs, options)
         try:
             interrupts.reclaim()  # ray.init installs its own SIGTERM handler
@@ -200,8 +249,8 @@ class _Driver:
         self.backend = backend
         self.running: dict[Any, _Attempt] = {}
         self.concurrency = options.concurrency or int(_cluster_resources().get("CPU", 1))
-        here = ray.get_runtime_context().get_node_id()
-        self.tracker = _Tracker.options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True)).remote()  # type: ignore[attr-defined]
+        # on the head node, which lives as long as the cluster: any other node may leave mid-run
+        self.tracker = _Tracker.options(resources={_HEAD_RESOURCE: 0.001}).remote()  # type: ignore[attr-defined]
 
     # -- handing out ---------------------------------------------------------------
 
@@ -239,8 +288,8 @@ class _Driver:
                 continue
             if event["event"] == "started":
                 attempt.node, attempt.started_at = event["node"], time.monotonic()
-                timeout = attempt.job.timeout_seconds
-                attempt.deadline = attempt.started_at + timeout if timeout else None
+                timeout = attempt.job.timeout_seconds  # kept by the task; this is the backstop
+                attempt.deadline = attempt.started_at + timeout + self.options.grace_seconds if timeout else None
             elif event["event"] == "block":
                 attempt.block = event["record"]
         self._show_nodes()
@@ -261,16 +310,14 @@ class _Driver:
         except ray.exceptions.RayError as error:
             self._lost(attempt, f"{type(error).__name__}: {error}")
         else:
-            if attempt.cancel_reason == "timeout" and result.get("status") == "cancelled":
-                result["status"], result["error"] = "timeout", timeout_error(attempt.job.timeout_seconds)
             self.recorder.record(result)
 
     def _stopped(self, attempt: _Attempt, description: str) -> None:
         """The attempt ended because the driver cancelled it (a timeout or Ctrl-C)."""
         if attempt.block is not None:
-            self.recorder.lost_block(attempt.block, description or "cancelled")
+            self.recorder.lost_block(attempt.block, description or "the task was killed with its block running")
         if attempt.cancel_reason == "timeout":
-            error = timeout_error(attempt.job.timeout_seconds, stopped=attempt.kill_at is not None)
+            error = timeout_error(attempt.job.timeout_seconds, stopped=False)
             self.recorder.record(self._failure(attempt, "timeout", error))
         else:
             self.recorder.record(self._failure(attempt, "cancelled", "cancelled by Ctrl-C"))
@@ -307,20 +354,28 @@ class _Driver:
     # -- clocks and cancelling -----------------------------------------------------------
 
     def _cancel(self, attempt: _Attempt, reason: str) -> None:
+        """Ask the attempt to stop (Ctrl-C); it is killed if it has not within the grace period."""
         if attempt.cancel_reason is not None:
             return
         attempt.cancel_reason = reason
         attempt.kill_at = time.monotonic() + self.options.grace_seconds
-        ray.cancel(attempt.ref)
+        self.tracker.cancel.remote(_key(attempt.job.id, attempt.number))
+        ray.cancel(attempt.ref, recursive=False)  # one not started yet never starts
+
+    def _kill(self, attempt: _Attempt, reason: str) -> None:
+        if attempt.killed:
+            return
+        attempt.cancel_reason = attempt.cancel_reason or reason
+        attempt.killed = True
+        ray.cancel(attempt.ref, force=True, recursive=False)
 
     def _check_clocks(self) -> None:
         now = time.monotonic()
         for attempt in list(self.running.values()):
-            if attempt.deadline is not None and now >= attempt.deadline:
-                self._cancel(attempt, "timeout")
+            if attempt.deadline is not None and now >= attempt.deadline:  # its own timeout did not stop it
+                self._kill(attempt, "timeout")
             if attempt.kill_at is not None and now >= attempt.kill_at:
-                attempt.kill_at = float("inf")  # asked once to die: Ray reports the end
-                ray.cancel(attempt.ref, force=True)
+                self._kill(attempt, "cancelled")
 
     def _stop_starting(self) -> None:
         outcome = self.recorder.outcome
@@ -347,7 +402,7 @@ class _Driver:
                     self._stop_starting()
                 if interrupts.count > 1:
                     for attempt in self.running.values():
-                        ray.cancel(attempt.ref, force=True)
+                        self._kill(attempt, "cancelled")
                 if not self.recorder.outcome.interrupted:
                     self._hand_out()
                 ready = self._wait()
@@ -357,6 +412,6 @@ class _Driver:
                 self._check_clocks()
         finally:
             for attempt in self.running.values():
-                ray.cancel(attempt.ref, force=True)
+                ray.cancel(attempt.ref, force=True, recursive=False)
             self._drain()
             ray.kill(self.tracker)

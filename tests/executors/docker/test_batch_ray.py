@@ -1,0 +1,289 @@
+"""`codeward batch --ray` on a real Ray cluster of several nodes on this machine (Ray's `Cluster`).
+
+The head node runs local jobs only; two more nodes advertise the `codeward_docker` resource, so
+docker jobs land on them alone. Nodes are removed and the driver SIGKILLed midway: every job
+must still be in the results exactly once, and nothing (container, Ray process) may be left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+import ray
+import yaml
+from ray.cluster_utils import Cluster
+
+import codeward
+from codeward.batch.jobs import JobDefaults, load_jobs
+from codeward.batch.ray_backend import DOCKER_RESOURCE
+from codeward.batch.runner import BatchOptions, run_batch
+from codeward.executors.docker.sandbox import list_sandboxes, owner_alive, reap_orphans
+from tests.cli.conftest import children
+
+SRC = str(Path(codeward.__file__).parents[1])
+_STORE = 100 * 1024 * 1024
+
+
+def _ray_processes() -> list[int]:
+    """This process's descendants that are Ray's (raylets, GCS, workers)."""
+    found = []
+    for pid in children(os.getpid()):
+        try:
+            line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if b"ray" in line:
+            found.append(pid)
+    return found
+
+
+@pytest.fixture(scope="module")
+def cluster(docker_client: docker.DockerClient, sandbox_image: str) -> Iterator[Cluster]:
+    before = {container.id for container in list_sandboxes(docker_client)}
+    started = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "object_store_memory": _STORE, "include_dashboard": False},
+    )
+    for _ in range(2):
+        started.add_node(num_cpus=1, resources={DOCKER_RESOURCE: 1}, object_store_memory=_STORE)
+    started.wait_for_nodes()
+    yield started
+    if ray.is_initialized():
+        ray.shutdown()
+    started.shutdown()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and _ray_processes():
+        time.sleep(0.2)
+    assert not _ray_processes(), "a Ray node or worker outlived the cluster"
+    reap_orphans(docker_client)  # what the workers killed with their node left behind
+    # every Ray process of ours is gone, so a container of ours would be one whose owner is dead
+    left = [c.name for c in list_sandboxes(docker_client) if c.id not in before and not owner_alive(c.labels)]
+    assert not left
+
+
+ENV_TOOL = '''
+import os
+
+from codeward import tool
+
+
+@tool
+def env_value(name: str) -> str | None:
+    """The value of an environment variable in the process running the job.
+
+    Args:
+        name: The variable.
+    """
+    return os.environ.get(name)
+'''
+
+
+def _docker_nodes(cluster: Cluster) -> set[str]:
+    return {node.node_id for node in cluster.list_all_nodes() if not node.head}
+
+
+def write_jobs(folder: Path, local: int, docker_jobs: int = 0, sleep: float = 0.2) -> list[str]:
+    (folder / "local.yaml").write_text(
+        yaml.safe_dump(
+            [
+                f"Thought: work.\n<code>\nimport time\ntime.sleep({sleep})\nn = 21 * 2\n</code>",
+                "Thought: answer.\n<code>\nfinal_answer(n)\n</code>",
+            ]
+        )
+    )
+    (folder / "docker.yaml").write_text(
+        yaml.safe_dump(["<code>\nimport socket\nfinal_answer([n * 2, socket.gethostname()])\n</code>"])
+    )
+    jobs: list[dict[str, Any]] = [
+        {"id": f"local-{n:02d}", "task": "Answer.", "model": "script:local.yaml"} for n in range(local)
+    ]
+    jobs += [
+        {
+            "id": f"docker-{n:02d}",
+            "task": "Double n.",
+            "additional_args": {"n": n},
+            "model": "script:docker.yaml",
+            "executor": "docker",
+        }
+        for n in range(docker_jobs)
+    ]
+    (folder / "jobs.jsonl").write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    return [job["id"] for job in jobs]
+
+
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    text = path.read_text()
+    assert text == "" or text.endswith("\n"), "a torn last line"
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def batch_command(cluster: Cluster, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "codeward.cli", "batch", "jobs.jsonl", "--ray", cluster.address, *extra]
+
+
+def start_batch(cluster: Cluster, folder: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        batch_command(cluster, *extra),
+        cwd=folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SRC, "COLUMNS": "160"},
+    )
+
+
+def wait_for_results(path: Path, count: int, process: subprocess.Popen[str], seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and (not path.exists() or path.read_text().count("\n") < count):
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.05)
+    assert path.read_text().count("\n") >= count, "the batch made no progress"
+
+
+def test_an_unset_env_name_is_refused_before_anything_runs(cluster: Cluster, tmp_path: Path) -> None:
+    write_jobs(tmp_path, local=1)
+    done = subprocess.run(
+        batch_command(cluster, "--env", "CODEWARD_NO_SUCH_KEY"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": SRC},
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "CODEWARD_NO_SUCH_KEY" in done.stdout and "which this shell does not set" in done.stdout
+    assert not (tmp_path / "results.jsonl").exists()
+
+
+def test_python_api_with_a_timeout_and_a_named_key(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from codeward.batch.ray_backend import RayBackend
+
+    (tmp_path / "env_tools.py").write_text(ENV_TOOL)
+    (tmp_path / "key.yaml").write_text(
+        yaml.safe_dump(
+            ["<code>\nfinal_answer([env_value('CODEWARD_TEST_KEY'), env_value('CODEWARD_NOT_NAMED')])\n</code>"]
+        )
+    )
+    (tmp_path / "hang.yaml").write_text(yaml.safe_dump(["<code>\nimport time\ntime.sleep(60)\n</code>"]))
+    (tmp_path / "jobs.yaml").write_text(
+        yaml.safe_dump(
+            [
+                {"id": "hangs", "task": "Hang.", "model": "script:hang.yaml", "timeout_seconds": 2},
+                *({"id": f"key-{n}", "task": "Key.", "model": "script:key.yaml"} for n in range(4)),
+            ]
+        )
+    )
+    monkeypatch.setenv("CODEWARD_TEST_KEY", "sk-test")
+    monkeypatch.setenv("CODEWARD_NOT_NAMED", "secret")
+    jobs = load_jobs(tmp_path / "jobs.yaml", JobDefaults(executor="local", tools=[str(tmp_path / "env_tools.py")]))
+    options = BatchOptions(tmp_path / "results.jsonl", tmp_path / "audit.jsonl", concurrency=0)
+    started = time.monotonic()
+    backend = RayBackend(cluster.address, env=["CODEWARD_TEST_KEY"])
+    outcome = run_batch(jobs, options, backend=backend)
+    assert time.monotonic() - started < 60, "the hanging job held the batch past its timeout"
+    assert outcome.counts == {"success": 4, "timeout": 1}
+    results = {r["id"]: r for r in read_lines(tmp_path / "results.jsonl")}
+    assert "timeout of 2 s" in results["hangs"]["error"]
+    assert all(results[f"key-{n}"]["output"] == ["sk-test", None] for n in range(4))  # the named key only
+    hang_blocks = [line for line in read_lines(tmp_path / "audit.jsonl") if line["job_id"] == "hangs"]
+    assert [line["outcome"] for line in hang_blocks] == ["cancelled"] and hang_blocks[0]["attempt"] == 1
+    assert not ray.is_initialized()  # the run connected, and it disconnected
+
+    again = run_batch(jobs, options, backend="ray", address=cluster.address)  # resume: nothing to do
+    assert sum(again.counts.values()) == 0 and sum(again.earlier.values()) == 5
+
+
+def test_local_and_docker_jobs_over_the_nodes_one_removed_midway(
+    cluster: Cluster, docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    ids = write_jobs(tmp_path, local=60, docker_jobs=20, sleep=0.5)
+    docker_nodes = _docker_nodes(cluster)
+    batch = start_batch(cluster, tmp_path)
+    wait_for_results(tmp_path / "results.jsonl", 15, batch)
+    doomed = next(node for node in cluster.list_all_nodes() if not node.head)
+    cluster.remove_node(doomed, allow_graceful=False)  # killed, as a crashed machine
+    cluster.add_node(num_cpus=1, resources={DOCKER_RESOURCE: 1}, object_store_memory=_STORE)
+    out, err = batch.communicate(timeout=240)
+    assert batch.returncode == 0, out + err
+
+    results = read_lines(tmp_path / "results.jsonl")
+    assert Counter(r["id"] for r in results) == dict.fromkeys(ids, 1)  # every job, exactly once
+    assert all(r["status"] == "success" for r in results), [r for r in results if r["status"] != "success"]
+    assert len({r["node"] for r in results}) >= 3  # spread over the nodes
+    assert {r["node"] for r in results if r["id"].startswith("docker")} <= _docker_nodes(cluster) | docker_nodes
+    assert sorted(r["output"][0] for r in results if r["id"].startswith("docker")) == [2 * n for n in range(20)]
+    hosts = {r["output"][1] for r in results if r["id"].startswith("docker")}
+    assert len(hosts) == 20  # a container per job
+    assert not [c for c in list_sandboxes(docker_client) if c.id[:12] in hosts]  # each removed by its job
+    retried = [r for r in results if r["attempt"] > 1]
+    assert retried, "a job running on the removed node was not run again"
+    assert all(r["node"] != doomed.node_id for r in retried)
+
+    audit = read_lines(tmp_path / "audit.jsonl")
+    lost = [line for line in audit if line["outcome"] == "worker_lost"]
+    assert lost and all(line["attempt"] == 1 and line["node"] == doomed.node_id for line in lost)
+    for result in retried:  # each attempt numbered, the last one's blocks complete
+        attempts = {line["attempt"] for line in audit if line["job_id"] == result["id"]}
+        assert result["attempt"] in attempts
+
+
+def test_driver_sigkilled_midway_then_resumed_each_job_once(cluster: Cluster, tmp_path: Path) -> None:
+    ids = write_jobs(tmp_path, local=60, sleep=0.1)
+    results = tmp_path / "results.jsonl"
+    batch = start_batch(cluster, tmp_path)
+    wait_for_results(results, 20, batch)
+    batch.send_signal(signal.SIGKILL)
+    batch.communicate()
+    first = read_lines(results)
+    assert 20 <= len(first) < 60
+
+    done = subprocess.run(
+        batch_command(cluster),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "PYTHONPATH": SRC, "COLUMNS": "160"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{len(first)} job(s) already in the results file" in done.stdout
+    final = read_lines(results)
+    assert Counter(r["id"] for r in final) == dict.fromkeys(ids, 1)
+    assert final[: len(first)] == first  # nothing finished was lost or rewritten
+    assert all(r["status"] == "success" and r["output"] == 42 for r in final)
+
+
+def test_ctrl_c_cancels_the_running_jobs_and_the_rerun_finishes(cluster: Cluster, tmp_path: Path) -> None:
+    ids = write_jobs(tmp_path, local=12, sleep=3)
+    results = tmp_path / "results.jsonl"
+    batch = start_batch(cluster, tmp_path)
+    wait_for_results(results, 1, batch)
+    batch.send_signal(signal.SIGINT)
+    out, err = batch.communicate(timeout=60)
+    assert batch.returncode == 130, out + err
+    assert "run the same command again" in out
+    first = read_lines(results)
+    assert all(r["status"] == "success" for r in first) and len(first) < 12  # cancelled jobs are not written
+    done = subprocess.run(
+        batch_command(cluster),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "PYTHONPATH": SRC},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert Counter(r["id"] for r in read_lines(results)) == dict.fromkeys(ids, 1)
