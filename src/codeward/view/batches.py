@@ -76,18 +76,18 @@ def _lines(path: Path, key: str) -> list[dict[str, Any] | BadLine]:
     """Each non-empty line of a JSON-lines file: a record with `key`, or a `BadLine` saying what is wrong."""
     parsed: list[dict[str, Any] | BadLine] = []
     with open(path, encoding="utf-8", errors="replace") as handle:
-        for number_, line in enumerate(handle, 1):
+        for line_number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except (json.JSONDecodeError, RecursionError) as error:
-                parsed.append(BadLine(number_, line.rstrip("\n"), f"not JSON: {error}"))
+                parsed.append(BadLine(line_number, line.rstrip("\n"), f"not JSON: {error}"))
                 continue
             if isinstance(record, dict) and key in record:
                 parsed.append(record)
             else:
-                parsed.append(BadLine(number_, line.rstrip("\n"), f"not a record with {key!r}"))
+                parsed.append(BadLine(line_number, line.rstrip("\n"), f"not a record with {key!r}"))
     return parsed
 
 
