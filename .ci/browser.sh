@@ -13,5 +13,5 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 log "installing chromium and chromium-driver with apt"
 $SUDO apt-get update -q
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends chromium chromium-driver
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q chromium chromium-driver
 command -v chromium >/dev/null && command -v chromedriver >/dev/null || { log "chromium or chromedriver is still missing"; exit 1; }
