@@ -226,9 +226,11 @@ def prepare(executor: Executor) -> Executor:
     return executor
 
 
-def assert_a_hostile_tool_argument_comes_back_as_an_error(executor: Executor, name: str) -> None:
+def assert_a_hostile_tool_argument_comes_back_as_an_error(executor: Executor, name: str, slack: float = 1.0) -> None:
     """The request is refused; one that is refused only for taking past the time limit to decode
-    ends the block as the time limit does, since the block's time is spent by then."""
+    ends the block as the time limit does, since the block's time is spent by then.
+
+    `slack` is how long past the limit the call may return: decoding's half second, then the interrupt."""
     started = time.perf_counter()
     code = (
         f"try:\n    echo(HOSTILE[{name!r}])\n"
@@ -241,7 +243,7 @@ def assert_a_hostile_tool_argument_comes_back_as_an_error(executor: Executor, na
     else:
         said = executor.run(code).output
         assert said.startswith("ToolCallError: ") and REFUSALS[name] in said
-    assert time.perf_counter() - started < TIME_LIMIT + 1
+    assert time.perf_counter() - started < TIME_LIMIT + slack
     assert executor.run("1 + 1").output == 2
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import docker
@@ -31,3 +33,15 @@ def log_bytes(container: Container) -> int:
         return sum(file.stat().st_size for file in [path, *path.parent.glob(f"{path.name}.*")])
     except PermissionError:
         pytest.skip(f"the engine's log files are not readable here ({path.parent})")
+
+
+FORK_BOMB = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+LAUNCH_FORK_BOMB = f"import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', {FORK_BOMB!r}])\nprint('launched')"
+
+
+def host_runs_a_process() -> bool:
+    """Whether the host still starts a process (a fork bomb in a sandbox must leave it able to)."""
+    host = subprocess.run(
+        [sys.executable, "-c", "print('host fine')"], check=False, capture_output=True, text=True, timeout=30
+    )
+    return host.stdout == "host fine\n"

@@ -16,10 +16,13 @@ import yaml
 import codeward
 from codeward.batch.jobs import JobDefaults, JobFileError, load_jobs
 from codeward.doctor import _gvisor
+from codeward.executors.base import SandboxError
 from codeward.executors.docker.executor import DockerExecutor
-from codeward.executors.docker.gvisor import RUNSC_ARGS, RuntimeUnusable, runtime_problem
+from codeward.executors.docker.gvisor import GVISOR_LEAST_PIDS, RUNSC_ARGS, RuntimeUnusable, runtime_problem
+from codeward.executors.docker.hardening import Hardening
 from codeward.executors.docker.pool import SandboxPool
 from tests.executors.docker.conftest import gvisor_unavailable, unavailable
+from tests.executors.docker.containers import LAUNCH_FORK_BOMB, gone, host_runs_a_process
 
 #: Cold starts in a row that must all succeed: one in three failed before the sockets were awaited whole.
 COLD_STARTS = 20
@@ -90,6 +93,40 @@ def test_code_runs_under_gvisors_kernel(gvisor: None) -> None:
         release = executor.run("import platform\nplatform.release()").output
         assert executor.run("x = 6\nx * 7").output == 42
     assert release != os.uname().release  # gVisor reports its own kernel's release, not the host's
+
+
+def test_a_pids_limit_gvisor_cannot_start_under_is_refused_at_once(gvisor: None) -> None:
+    started = time.monotonic()
+    with pytest.raises(RuntimeUnusable, match=f"pids_limit={GVISOR_LEAST_PIDS} or more"):
+        DockerExecutor(runtime="runsc", pids_limit=GVISOR_LEAST_PIDS // 2)
+    assert time.monotonic() - started < 5
+
+
+def test_the_least_pids_limit_gvisor_is_given_starts_its_kernel(gvisor: None) -> None:
+    """The control: the limit the refusal names is one gVisor's kernel starts under."""
+    with DockerExecutor(runtime="runsc", pids_limit=GVISOR_LEAST_PIDS) as executor:
+        assert executor.run("2 + 2").output == 4
+
+
+def test_a_fork_bomb_under_gvisor_ends_its_own_sandbox_and_the_next_block_runs(gvisor: None, docker_client) -> None:  # type: ignore[no-untyped-def]
+    """What gVisor guarantees instead of runc's held count: the sandbox's processes live inside gVisor's
+    kernel, whose own host threads the pids limit counts. A fork bomb exhausts them and gVisor's kernel
+    exits: the sandbox ends, never more than its limit on the host, and the executor starts a fresh one."""
+    with DockerExecutor(runtime="runsc", timeout_seconds=20) as executor:
+        executor.run("kept = 1")
+        sandbox = executor.sandbox
+        assert sandbox is not None
+        assert executor.run(LAUNCH_FORK_BOMB).logs == "launched\n"
+        counts = []
+        with pytest.raises(SandboxError, match="the sandbox died while running the code"):
+            for _ in range(40):
+                counts.append(sandbox.task_count())
+                executor.run("import time\ntime.sleep(0.25)")
+        assert all(count is None or count <= Hardening().pids_limit for count in counts), counts
+        assert host_runs_a_process()
+        assert executor.run("'kept' in globals(), 6 * 7").output == (False, 42)
+        assert executor.sandbox is not sandbox
+    assert gone(docker_client, sandbox.container.id)
 
 
 def test_a_pool_keeps_gvisor_sandboxes_ready(gvisor: None) -> None:

@@ -95,13 +95,19 @@ def e2b_server_elsewhere() -> Iterator[dict[str, object]]:
         server.wait(timeout=30)
 
 
-@pytest.fixture(params=["jupyter", "docker", "e2b"])
-def sandbox(request: pytest.FixtureRequest) -> Iterator[Executor]:
+SANDBOXES = ["jupyter", "docker", "docker-runsc", "e2b"]
+#: The budget of the display-count test: small enough that its cap is reached by displays
+#: that gVisor's kernel sends at about 4 ms each, within the time limit.
+COUNT_BUDGET = 1 * MiB
+
+
+@contextmanager
+def _sandbox(request: pytest.FixtureRequest, budget: int) -> Iterator[Executor]:
     name: str = request.param
-    missing = _module_missing(name) or PROFILES[name].unavailable()
+    missing = _module_missing(name.split("-")[0]) or PROFILES[name].unavailable()
     if missing:
         pytest.skip(missing)
-    settings = {"max_output_bytes": BUDGET, "timeout_seconds": 60}
+    settings = {"max_output_bytes": budget, "timeout_seconds": 60}
     if name == "e2b":
         from codeward.executors.base import create_executor
 
@@ -110,6 +116,18 @@ def sandbox(request: pytest.FixtureRequest) -> Iterator[Executor]:
     else:
         executor = PROFILES[name].make(**settings)
     with executor:
+        yield executor
+
+
+@pytest.fixture(params=SANDBOXES)
+def sandbox(request: pytest.FixtureRequest) -> Iterator[Executor]:
+    with _sandbox(request, BUDGET) as executor:
+        yield executor
+
+
+@pytest.fixture(params=SANDBOXES)
+def small_sandbox(request: pytest.FixtureRequest) -> Iterator[Executor]:
+    with _sandbox(request, COUNT_BUDGET) as executor:
         yield executor
 
 
@@ -148,14 +166,16 @@ def test_e2b_stops_a_flood_past_twice_the_budget(sandbox: Executor, flood: str) 
     assert sandbox.run("kept").output == "before"
 
 
-def test_a_flood_of_tiny_displays_is_cut_by_their_count(sandbox: Executor) -> None:
-    result = sandbox.run(
-        "from IPython.display import publish_display_data\n"
-        "for _ in range(40_000):\n    publish_display_data({'text/plain': 'x'})"
+def test_a_flood_of_tiny_displays_is_cut_by_their_count(small_sandbox: Executor) -> None:
+    """Paced so the host keeps up; if it falls behind anyway, the kernel drops displays, and says so."""
+    result = small_sandbox.run(
+        "import time\nfrom IPython.display import publish_display_data\n"
+        "for n in range(6_000):\n    publish_display_data({'text/plain': 'x'})\n"
+        "    if n % 20 == 0:\n        time.sleep(0.01)"
     )
-    assert 0 < len(result.displays) <= BUDGET // OutputBudget.ITEM_BYTES < 40_000
-    assert "output budget" in result.logs
-    assert sandbox.run("5 + 5").output == 10
+    assert 0 < len(result.displays) <= COUNT_BUDGET // OutputBudget.ITEM_BYTES < 6_000
+    assert "output budget" in result.logs or "its kernel dropped some of it" in result.logs
+    assert small_sandbox.run("5 + 5").output == 10
 
 
 def test_a_print_flood_is_cut_at_the_budget(sandbox: Executor) -> None:
@@ -197,8 +217,6 @@ def measure(text: str) -> int:
 
 
 def test_tool_requests_draw_from_the_budget(sandbox: Executor) -> None:
-    if sandbox.name == "e2b":
-        pytest.skip("e2b runs tools inside the sandbox, so no request of the code reaches the host")
     sandbox.send_tools({"measure": measure})
     said = sandbox.run(
         "text = 't' * (3 * 2**20)\nsaid = []\nfor _ in range(4):\n"

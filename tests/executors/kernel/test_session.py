@@ -114,3 +114,31 @@ def test_the_death_of_a_kernel_names_the_signal() -> None:
             session.execute("1")
     finally:
         session.close()
+
+
+#: Cell code that makes its kernel drop the cell's idle status, as a full iopub queue does in a flood.
+DROP_THE_IDLE_STATUS = """
+kernel = get_ipython().kernel
+publish = kernel._publish_status
+def drop_idle_once(status, *args, **kwargs):
+    if status == "idle":
+        kernel._publish_status = publish
+        return None
+    return publish(status, *args, **kwargs)
+kernel._publish_status = drop_idle_once
+print("sent")
+"""
+
+
+def test_a_cell_whose_idle_status_was_dropped_ends_at_its_reply_with_a_note() -> None:
+    session = KernelSession(LocalKernel(env=clean_environment()))
+    try:
+        started = time.monotonic()
+        result = session.execute(DROP_THE_IDLE_STATUS, timeout=30)
+        took = time.monotonic() - started
+        assert result.status == "ok" and result.logs.startswith("sent\n")
+        assert "its kernel dropped some of it" in result.logs
+        assert took < 10, f"the cell waited {took:.1f} s for a status that will not come"
+        assert session.execute("1 + 1", timeout=30).result == {"text/plain": "2"}
+    finally:
+        session.close()

@@ -23,6 +23,7 @@ from codeward.usage import UsageError
 
 __all__ = [
     "GVISOR",
+    "GVISOR_LEAST_PIDS",
     "RUNSC_ARGS",
     "RuntimeProblem",
     "RuntimeUnusable",
@@ -36,6 +37,9 @@ GVISOR = "runsc"
 #: The least runsc flags under which codeward's kernel starts (see the module's docstring).
 RUNSC_ARGS = ("--network=none", "--host-uds=create")
 _HOST_UDS_ENOUGH = frozenset({"create", "all"})
+#: The least pids limit a gVisor sandbox starts under. The limit counts gVisor's own host threads
+#: (about 70 at rest on a two-core machine), not the sandbox's processes; below this the kernel dies at start.
+GVISOR_LEAST_PIDS = 128
 
 
 class RuntimeProblem(NamedTuple):
@@ -88,11 +92,16 @@ def runtime_problem(runtimes: Mapping[str, Any], name: str, network: str = "none
     )
 
 
-def checked_runtime(runtimes: Mapping[str, Any], name: str, network: str) -> None:
+def checked_runtime(runtimes: Mapping[str, Any], name: str, network: str, pids_limit: int) -> None:
     """Raise `RuntimeUnusable` at once, rather than let a sandbox wait for a kernel that cannot start."""
     problem = runtime_problem(runtimes, name, network)
     if problem:
         raise RuntimeUnusable(str(problem))
+    if _is_gvisor(name, runtimes[name]) and pids_limit < GVISOR_LEAST_PIDS:
+        raise RuntimeUnusable(
+            f"pids_limit={pids_limit} is too low for gVisor: the limit counts gVisor's own threads on the host "
+            f"(about 70 at rest), so its kernel cannot start; give pids_limit={GVISOR_LEAST_PIDS} or more"
+        )
 
 
 def _is_gvisor(name: str, entry: Mapping[str, Any]) -> bool:

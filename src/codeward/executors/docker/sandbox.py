@@ -143,7 +143,7 @@ def sandbox_spec(
         log.warning("docker sandbox settings changed from the strict defaults: %s", hardening.changes())
     client = docker_client or engine_client()
     if hardening.runtime:
-        checked_runtime(_engine_runtimes(client), hardening.runtime, hardening.network)
+        checked_runtime(_engine_runtimes(client), hardening.runtime, hardening.network, hardening.pids_limit)
     reaped = reap_orphans(client)
     if reaped:
         log.info("removed %d sandbox(es) whose owner process is gone: %s", len(reaped), ", ".join(reaped))

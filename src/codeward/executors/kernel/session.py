@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -56,7 +57,13 @@ _STDIN_RETRY = 1.0
 _LAST_WORDS_WAIT = 0.05
 _IOPUB_QUEUE = 4
 _READ_BATCH = 64  # messages read from one socket before the deadline is looked at again
+#: After the reply, how long iopub may stay silent before the cell's idle status is taken as dropped.
+_QUIET_AFTER_REPLY = 0.5
 _TRACEBACK_CHARS = 100_000  # a longer traceback keeps its end, where the error is
+_DROPPED_NOTE = (
+    "\n[codeward: the sandbox sent output faster than it could be read, and its kernel dropped some of it; "
+    "print or show less at a time]"
+)
 
 
 class KernelProcess(Protocol):
@@ -352,13 +359,18 @@ class KernelSession:
         cell = _CellCollector(self.max_log_chars, self.max_output_bytes)
         deadline = None if timeout is None else time.monotonic() + timeout
         interrupted_at: float | None = None
-        next_check = time.monotonic() + _LIVENESS_INTERVAL
+        last_heard = time.monotonic()
+        next_check = last_heard + _LIVENESS_INTERVAL
         try:
             while not cell.done:
                 now = time.monotonic()
+                if cell.replied and now >= last_heard + _QUIET_AFTER_REPLY:
+                    cell.give_up_waiting_for_idle()
+                    break
                 if deadline is not None and now >= deadline and interrupted_at is None:
                     self.process.interrupt(client)
                     interrupted_at = now
+                    cell.interrupted = True
                 if interrupted_at is not None and now >= interrupted_at + self.interrupt_grace:
                     self._restart_after_timeout(timeout, cell.logs())
                 if now >= next_check:
@@ -367,9 +379,13 @@ class KernelSession:
                 wait = next_check - now
                 if deadline is not None and interrupted_at is None:
                     wait = min(wait, deadline - now)
+                if cell.replied:
+                    wait = min(wait, last_heard + _QUIET_AFTER_REPLY - now)
                 for channel, msg in self._poll(wait):
+                    cell.count(msg)
                     if channel != "stdin" and msg["parent_header"].get("msg_id") != msg_id:
                         continue
+                    last_heard = time.monotonic()
                     if channel == "stdin":
                         # Past the time limit the code is being stopped: its requests are not served.
                         reply = ""
@@ -470,6 +486,9 @@ class _CellCollector:
         self._budget = OutputBudget(max_output_bytes)
         self._reply: dict[str, Any] | None = None
         self._idle = False
+        self._dropped = False
+        self._first, self._last, self._counted = sys.maxsize, -1, 0
+        self.interrupted = False
         self._result: dict[str, Any] | None = None
         self._displays: list[dict[str, Any]] = []
         self._traceback = ""
@@ -479,8 +498,38 @@ class _CellCollector:
         return self._reply is not None and self._idle
 
     @property
+    def replied(self) -> bool:
+        return self._reply is not None
+
+    @property
     def reply_status(self) -> str:
         return self._reply["status"] if self._reply else ""
+
+    def give_up_waiting_for_idle(self) -> None:
+        """End a replied cell whose idle status never came: the kernel's iopub queue overflowed
+        (a flood the host read more slowly than it came) and dropped it, with other output."""
+        self._idle = self._dropped = True
+
+    def count(self, msg: dict[str, Any]) -> None:
+        """Note the number the kernel's session gave a message it sent (`<session>_<pid>_<n>`).
+
+        The kernel numbers every message it sends on one counter, and all those made while a
+        cell runs reach this client (iopub in order, then the reply), unless its full iopub
+        queue dropped some: a gap among the numbers read is output lost in the sandbox.
+        """
+        number = str(msg.get("header", {}).get("msg_id", "")).rpartition("_")[2]
+        if number.isdigit() and len(number) < 19:
+            value = int(number)
+            self._first, self._last = min(self._first, value), max(self._last, value)
+            self._counted += 1
+
+    @property
+    def _lost(self) -> bool:
+        if self._dropped:
+            return True
+        if self.interrupted or not self._counted:
+            return False  # an interrupt's reply goes to the control channel, which is not read here
+        return self._last - self._first + 1 > self._counted
 
     def _kept_entry(self, entry: Any) -> dict[str, Any]:
         """A payload entry, or in place of one past the budget a mark `code_output` reports."""
@@ -517,7 +566,8 @@ class _CellCollector:
         return over_budget_reply(len(prompt))
 
     def logs(self) -> str:
-        return self._budget.noted(self._logs.text())
+        text = self._budget.noted(self._logs.text())
+        return text + _DROPPED_NOTE if self._lost else text
 
     def traceback(self) -> str:
         return self._traceback
