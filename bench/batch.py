@@ -16,6 +16,13 @@ and worker processes use every core.
 With ``--executor docker``, each job runs in a container of its own; the rows
 compare `codeward batch` with each worker's warm pool (the next job's container
 starts while a job runs) and without (``--no-warm-pool``).
+
+With ``--ray``, the same jobs also run through `run_batch` in this process on the
+process-pool backend and on the Ray backend (a one-node local cluster of that many
+CPUs, started once before the timing), interleaved; printed: each one's jobs/s,
+Ray's throughput as a ratio of the pool's, and Ray's scheduling overhead per job:
+the extra wall time per job it costs, times the jobs running at once
+((t_ray - t_pool) * concurrency / jobs), beside the round trip of an empty Ray task.
 """
 
 from __future__ import annotations
@@ -144,18 +151,68 @@ def bench_executor(executor: str, count: int, repeats: int, work: int) -> None:
             )
 
 
+def bench_ray(executor: str, count: int, repeats: int, work: int, concurrency: int) -> None:
+    """The pool and Ray backends on the same jobs, in this process, on a local cluster started beforehand."""
+    import ray
+
+    from codeward.batch.ray_backend import RayBackend
+    from codeward.batch.runner import BatchOptions, ProcessPool, run_batch
+
+    def timed(folder: Path, jobs: list, backend: object) -> float:
+        stamp = time.monotonic_ns()
+        options = BatchOptions(folder / f"r-{stamp}.jsonl", folder / f"a-{stamp}.jsonl", concurrency)
+        started = time.perf_counter()
+        outcome = run_batch(jobs, options, backend=backend)
+        elapsed = time.perf_counter() - started
+        assert outcome.counts == {"success": count}, outcome.counts
+        return elapsed
+
+    ray.init(num_cpus=concurrency, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            folder = Path(scratch)
+            jobs = load_jobs(write_jobs(folder, count, work), JobDefaults(executor=executor))
+            timed(folder, jobs, RayBackend())  # warm up: the cluster's workers start and import codeward
+            pool_times, ray_times = [], []
+            for _ in range(repeats):
+                pool_times.append(timed(folder, jobs, ProcessPool()))
+                ray_times.append(timed(folder, jobs, RayBackend()))
+        empty = ray.remote(lambda: None)
+        ray.get(empty.remote())
+        trips = []
+        for _ in range(200):
+            started = time.perf_counter()
+            ray.get(empty.remote())
+            trips.append(time.perf_counter() - started)
+    finally:
+        ray.shutdown()
+    pool, ray_time = statistics.median(pool_times), statistics.median(ray_times)
+    overhead_ms = (ray_time - pool) * concurrency / count * 1000
+    print(
+        f"[{executor}] concurrency {concurrency}: process pool {count / pool:6.1f} jobs/s · "
+        f"Ray, one-node local cluster {count / ray_time:6.1f} jobs/s · pool/Ray throughput {ray_time / pool:.2f}x · "
+        f"Ray's overhead {overhead_ms:.0f} ms per job · empty Ray task round trip "
+        f"{statistics.median(trips) * 1000:.2f} ms (median of 200)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--executor", action="append", default=None)
     parser.add_argument("--work", type=int, default=20_000, help="loop iterations in each job's first block")
+    parser.add_argument("--ray", action="store_true", help="the Ray backend beside the process pool (codeward[ray])")
     args = parser.parse_args()
     print(
         f"{args.jobs} jobs of {args.work:,} iterations, median of {args.repeats} runs, {os.cpu_count()} cores; "
         "jobs/s (ratio to the baseline)"
     )
     for executor in executors_to_measure(args.executor or ["local"]):
+        if args.ray:
+            for concurrency in (1, 2):
+                bench_ray(executor, args.jobs, args.repeats, args.work, concurrency)
+            continue
         bench_executor(executor, args.jobs, args.repeats, args.work)
 
 
