@@ -66,6 +66,19 @@ def test_a_sandbox_with_a_network_does_not_need_runsc_without_one() -> None:
     assert runtime_problem(_runsc("--host-uds=create"), "runsc", network="bridge") is None
 
 
+def test_a_sandbox_with_a_network_is_refused_a_runsc_that_has_none() -> None:
+    problem = runtime_problem(_runsc(*RUNSC_ARGS), "runsc", network="bridge")
+    assert problem is not None and "would get no network at all" in problem.detail
+    assert "without --network=none" in problem.fix
+
+
+def test_a_networked_sandbox_under_the_ci_runsc_fails_at_once_instead_of_running_offline(gvisor: None) -> None:
+    started = time.monotonic()
+    with pytest.raises(RuntimeUnusable, match="would get no network at all"):
+        DockerExecutor(runtime="runsc", network="bridge")
+    assert time.monotonic() - started < 5
+
+
 def test_a_missing_runtime_names_those_the_engine_has() -> None:
     problem = runtime_problem({"runc": {"path": "runc"}}, "runsc")
     assert problem is not None

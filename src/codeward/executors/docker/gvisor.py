@@ -84,6 +84,12 @@ def runtime_problem(runtimes: Mapping[str, Any], name: str, network: str = "none
         missing.append(f"--host-uds=create (it has --host-uds={flags.get('host-uds', 'none')})")
     if network == "none" and flags.get("network") != "none":
         missing.append("--network=none (this runsc refuses Docker's own `--network none` without it)")
+    if network != "none" and flags.get("network") == "none":
+        return RuntimeProblem(
+            f"the engine's runtime {name!r} (gVisor) has --network=none, so a sandbox on network {network!r} "
+            "would get no network at all",
+            f"register gVisor a second time without --network=none (as {name}-net, say) and pass that runtime",
+        )
     if not missing:
         return None
     return RuntimeProblem(
