@@ -204,7 +204,7 @@ except Exception as error:
 """
 
 
-@pytest.fixture(params=["local", "jupyter", "docker", "e2b-host"])
+@pytest.fixture(params=["local", "jupyter", "docker", "e2b"])
 def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
     profile = PROFILES[request.param]
     reason = profile.unavailable()
@@ -238,7 +238,7 @@ def test_a_streamable_http_servers_tools_from_e2b_code(http_server: str) -> None
     """Over HTTP too: the server's secret stays with the server, and the bearer token with the host."""
     with (
         MCPTools(http_server, headers={"Authorization": f"Bearer {TOKEN}"}) as tools,
-        PROFILES["e2b-host"].make(timeout_seconds=30.0) as e2b,
+        PROFILES["e2b"].make(timeout_seconds=30.0) as e2b,
     ):
         e2b.send_tools({tool.name: tool for tool in tools})
         total, length, caught, environment = e2b.run(SANDBOX_CODE).output

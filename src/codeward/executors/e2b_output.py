@@ -10,8 +10,8 @@ MCP servers stay) and writes the answer through envd's file API to the file the
 stub polls. The answer starts with its length, because envd writes a file in
 place: the stub reads it only once it is whole.
 
-Before each cell the prelude prints a fresh nonce as the cell's first output;
-only requests carrying that nonce are taken, so text the code prints (a page it
+While a tool runs on the host, the prelude starts each cell's output with a
+fresh nonce; only requests carrying that nonce are taken, so text the code prints (a page it
 fetched, a file it read) can never pass for a request: it stays text. A request
 draws from the cell's output budget as printed text does.
 """

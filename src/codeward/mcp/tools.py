@@ -281,7 +281,7 @@ def _server(
 class MCPTool(Tool):
     """One tool of an MCP server; calling it asks the server, from the host."""
 
-    #: Why it cannot be shipped into a sandbox as source (``tools_mode="inline"``, E2B), read there.
+    #: Why it cannot be shipped into a sandbox as source (``tools_mode="inline"``), read there.
     host_only = "calls an MCP server, which runs on the host: the tool cannot run inside the sandbox"
 
     def __init__(self, tools: MCPTools, listed: types.Tool, name: str) -> None:

@@ -93,6 +93,8 @@ class ToolBridge:
         specs = [_tool_spec(name, tool, mode, self.tools) for name, tool in self.tools.items()]
         #: The encoded descriptions, checked now so that a tool that cannot be sent fails before anything is.
         self.specs_text = codec.dumps(specs, allow_pickle=allow_pickle)
+        #: Whether the sandbox calls any of them on the host (the identity final_answer runs in there).
+        self.runs_on_host = any(spec["run"] == "host" for spec in specs)
 
     def answer(self, prompt: str) -> str:
         """The reply to one request from the sandbox's code."""

@@ -76,6 +76,7 @@ class _Sandbox:
     time_limit = 0.0
     timer_hooked = False
     announcing = False
+    host_tools = False  # whether a tool runs on the host, so that cells announce their nonce
     ask: Any = None  # how a request reaches the host where it is not the kernel's stdin (the local worker)
     answered: tuple[Any] | None = None  # the cell's final answer, kept until reported (see `make_tool`)
 
@@ -183,6 +184,7 @@ def load_tools(text: str | None = None) -> None:
         if namespace.get(name) is stub:
             del namespace[name]
     _Sandbox.tools = {spec["name"]: make_tool(spec) for spec in specs}
+    _Sandbox.host_tools = any(spec["run"] == "host" for spec in specs)
     namespace.update(_Sandbox.tools)
 
 
@@ -379,9 +381,9 @@ def ask_by_output(folder: str) -> None:
     """Ask the host by printing marked lines, and read its answers from files it writes into `folder`:
     for hosts whose relay carries only outputs but that can write files into the sandbox (E2B).
 
-    Before each cell a fresh nonce is printed as the cell's first output; requests carry it, and
-    the host takes no other, so text the code prints cannot pass for a request. The stream kept
-    is the kernel's own, so code that redirects ``sys.stdout`` still reaches the host.
+    While a tool runs on the host, each cell's output starts with a fresh nonce; requests carry it,
+    and the host takes no other, so text the code prints cannot pass for a request. The stream
+    kept is the kernel's own, so code that redirects ``sys.stdout`` still reaches the host.
     """
     _Sandbox.ask = _OutputChannel(folder, sys.stdout)
     if not _Sandbox.announcing:
@@ -390,7 +392,7 @@ def ask_by_output(folder: str) -> None:
 
 
 def _announce_cell(info: Any = None) -> None:
-    if isinstance(_Sandbox.ask, _OutputChannel):
+    if isinstance(_Sandbox.ask, _OutputChannel) and _Sandbox.host_tools:  # no tool to call, no cost
         _Sandbox.ask.announce()
 
 
@@ -398,7 +400,7 @@ class _OutputChannel:
     """Requests as printed lines, answers as files (see `ask_by_output`)."""
 
     #: Seconds between looks for an answer: short at first, for fast tools, then longer.
-    FIRST_POLL, LONGEST_POLL = 0.0002, 0.01
+    FIRST_POLL, LONGEST_POLL = 0.0002, 0.0005
 
     def __init__(self, folder: str, stream: Any) -> None:
         self.folder = folder
@@ -407,18 +409,15 @@ class _OutputChannel:
         self.numbers = itertools.count(1)
 
     def announce(self) -> None:
+        """Start the cell's output with its nonce; not flushed: it leaves with whatever is printed next."""
         self.nonce = secrets.token_hex(16)
-        self._print(f"{REQUEST}{self.nonce}:cell::\n")
+        self.stream.write(f"{REQUEST}{self.nonce}:cell::\n")
 
     def __call__(self, kind: str, body: str) -> str:
         number = next(self.numbers)
-        self._print(f"{REQUEST}{self.nonce}:{kind}:{number}:{body}\n")
-        return self._answer(os.path.join(self.folder, ANSWER_FILE.format(nonce=self.nonce, number=number)))
-
-    def _print(self, line: str) -> None:
-        self.stream.flush()  # what the code printed before goes first, in a message of its own
-        self.stream.write(line)
+        self.stream.write(f"{REQUEST}{self.nonce}:{kind}:{number}:{body}\n")
         self.stream.flush()
+        return self._answer(os.path.join(self.folder, ANSWER_FILE.format(nonce=self.nonce, number=number)))
 
     def _answer(self, path: str) -> str:
         """Wait for the host's answer; the cell's time limit (`limit_time`) interrupts the wait."""
@@ -428,7 +427,7 @@ class _OutputChannel:
             if answer is not None:
                 return answer
             time.sleep(delay)
-            delay = min(delay * 2, self.LONGEST_POLL)
+            delay = min(delay * 1.5, self.LONGEST_POLL)
 
 
 def _whole_answer(path: str) -> str | None:
