@@ -5,7 +5,7 @@
 block before running it, so that if the worker process dies mid-block the
 parent writes the record instead (outcome ``worker_lost``). It wraps each
 tool so that calls made from inside the block are recorded where they run, on
-the host. Tools a sandbox runs inside itself (e2b ships their source) are not
+the host. Tools a sandbox runs inside itself (shipped as source with tools_mode="inline") are not
 seen by the host, and their calls are not in the record.
 """
 
