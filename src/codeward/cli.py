@@ -111,7 +111,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     with (
         contextlib.ExitStack() as servers,
         _agent(
-            tools=tools + _mcp_tools(args.mcp, servers),
+            tools=tools + _mcp_tools(args.mcp, servers, args.mcp_env),
             model=resolve_model(model_id),
             executor=args.executor,
             additional_authorized_imports=args.imports or None,
@@ -147,19 +147,45 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     return 0 if result.state == "success" else 1
 
 
-def _mcp_tools(commands: list[str], servers: contextlib.ExitStack) -> list[Any]:
-    """The tools of each `--mcp` server, started here (on the host) and stopped when `servers` closes."""
+def _mcp_tools(commands: list[str], servers: contextlib.ExitStack, env_names: list[str]) -> list[Any]:
+    """The tools of each `--mcp` server, started here (on the host) and stopped when `servers` closes;
+    a server started as a command gets the `--mcp-env` variables, and of the host's environment only those."""
+    if env_names and not commands:
+        raise UsageError("--mcp-env passes variables to --mcp servers: name a server with --mcp")
     if not commands:
         return []
     from codeward.mcp import MCPToolError, MCPTools
+    from codeward.mcp.tools import served_over_http  # after the line above, which names the extra if missing
 
+    env = _mcp_env(env_names)
     tools: list[Any] = []
     for command in commands:
         try:
-            tools += servers.enter_context(MCPTools(command))
+            tools += servers.enter_context(MCPTools(command, env=None if served_over_http(command) else env))
         except (MCPToolError, ValueError) as error:
             raise UsageError(f"--mcp {command!r}: {error}") from error
     return tools
+
+
+def _mcp_env(names: list[str]) -> dict[str, str]:
+    """The host's variables `--mcp-env` names, each of which must be set."""
+    missing = [name for name in names if name not in os.environ]
+    if missing:
+        raise UsageError(
+            f"--mcp-env {', '.join(missing)}: not set in this environment; set it before running, or drop the option"
+        )
+    return {name: os.environ[name] for name in names}
+
+
+def _add_mcp_env(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--mcp-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a variable of this environment to pass to the --mcp servers started as commands, which get "
+        "no other (repeatable)",
+    )
 
 
 def _model_failed(error: AgentGenerationError, console: Console) -> int:
@@ -223,6 +249,7 @@ def _add_run(commands: Any) -> None:
         metavar="COMMAND",
         help="an MCP server to start on the host, as a shell line or an http(s) URL; its tools join --tools (repeatable)",
     )
+    _add_mcp_env(run)
     run.add_argument("--json", action="store_true", help="print the run's result as JSON instead of the steps")
     run.add_argument("--save", metavar="RUN.json", help="save the run, for codeward replay or --model replay:RUN.json")
     run.set_defaults(handler=_run)
@@ -388,7 +415,7 @@ def _replay(args: argparse.Namespace, console: Console) -> int:
         report = replay_run(
             args.run,
             executor=args.executor,
-            tools=load_tool_specs(args.tools) + _mcp_tools(args.mcp, servers),
+            tools=load_tool_specs(args.tools) + _mcp_tools(args.mcp, servers, args.mcp_env),
             variables=_variables(args.var),
             authorized_imports=args.imports,
             as_recorded=args.as_recorded,
@@ -425,6 +452,7 @@ def _add_replay(commands: Any) -> None:
         help="an MCP server to start on the host, as a shell line or an http(s) URL; its tools join --tools "
         "(repeatable; never started from the run file, even with --as-recorded)",
     )
+    _add_mcp_env(replay)
     replay.add_argument(
         "--var",
         action="append",

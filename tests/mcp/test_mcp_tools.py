@@ -261,3 +261,31 @@ def test_codeward_run_with_an_mcp_server(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["output"] == 50
+
+
+def test_codeward_run_passes_the_named_variables_to_its_mcp_servers(tmp_path: Path) -> None:
+    """`--mcp-env NAME` hands the server that one variable of the host's environment; a name that is
+    not set is refused before anything starts."""
+    model = write_script(tmp_path / "script.yaml", "final_answer(secret_length())")
+    server = f"env PYTHONPATH={ROOT} {sys.executable} -m tests.mcp_server"
+    run = command("run", "measure the secret", "--mcp", server, "--model", model, "--json")
+    done = subprocess.run(
+        [*run, "--mcp-env", SECRET_VARIABLE],
+        capture_output=True,
+        text=True,
+        env=command_env(**{SECRET_VARIABLE: SECRET}),
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["output"] == len(SECRET)
+    refused = subprocess.run(
+        [*run, "--mcp-env", "CODEWARD_NO_SUCH_VARIABLE"],
+        capture_output=True,
+        text=True,
+        env=command_env(),
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert refused.returncode == 2
+    assert "--mcp-env CODEWARD_NO_SUCH_VARIABLE: not set in this environment" in refused.stderr

@@ -27,7 +27,7 @@ import threading
 from collections.abc import AsyncIterator, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import httpx2
 import mcp_types
@@ -37,7 +37,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from codeward.platform.tools import JSON_TYPES, Tool, ToolDefinitionError
 
-__all__ = ["MCPTool", "MCPToolError", "MCPTools"]
+__all__ = ["MCPTool", "MCPToolError", "MCPTools", "served_over_http"]
 
 _T = TypeVar("_T")
 
@@ -263,10 +263,15 @@ def _reason(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
+def served_over_http(server: str | Sequence[str]) -> TypeGuard[str]:
+    """Whether `server` is an http(s) URL (headers go with it) rather than a command (it takes env)."""
+    return isinstance(server, str) and re.match(r"https?://", server) is not None
+
+
 def _server(
     server: str | Sequence[str], env: dict[str, str] | None, headers: dict[str, str] | None, cwd: str | None
 ) -> _Server:
-    if isinstance(server, str) and re.match(r"https?://", server):
+    if served_over_http(server):
         if env:
             raise ValueError("env is for a server started as a command; an HTTP server takes headers=")
         return _Server(url=server, headers=dict(headers or {}))
