@@ -160,7 +160,8 @@ def bench_ray(executor: str, count: int, repeats: int, work: int, concurrency: i
 
     def timed(folder: Path, jobs: list, backend: object) -> float:
         stamp = time.monotonic_ns()
-        options = BatchOptions(folder / f"r-{stamp}.jsonl", folder / f"a-{stamp}.jsonl", concurrency)
+        at_once = 0 if isinstance(backend, RayBackend) else concurrency  # Ray: as many as the cluster's CPUs
+        options = BatchOptions(folder / f"r-{stamp}.jsonl", folder / f"a-{stamp}.jsonl", at_once)
         started = time.perf_counter()
         outcome = run_batch(jobs, options, backend=backend)
         elapsed = time.perf_counter() - started

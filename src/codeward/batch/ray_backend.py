@@ -248,7 +248,9 @@ class _Driver:
         self.recorder = recorder
         self.backend = backend
         self.running: dict[Any, _Attempt] = {}
-        self.concurrency = options.concurrency or int(_cluster_resources().get("CPU", 1))
+        # Jobs handed to the cluster at once. Left to the cluster (0), twice its CPUs: Ray's resources cap
+        # how many run, and each freed CPU finds its next task already queued instead of waiting for the driver.
+        self.window = options.concurrency or 2 * int(_cluster_resources().get("CPU", 1))
         # on the head node, which lives as long as the cluster: any other node may leave mid-run
         self.tracker = _Tracker.options(resources={_HEAD_RESOURCE: 0.001}).remote()  # type: ignore[attr-defined]
 
@@ -266,7 +268,7 @@ class _Driver:
         self.running[ref] = _Attempt(job, number, ref)
 
     def _hand_out(self) -> None:
-        while self.pending and len(self.running) < self.concurrency:
+        while self.pending and len(self.running) < self.window:
             self._submit(*self.pending.popleft())
 
     # -- events and results ------------------------------------------------------------
