@@ -105,7 +105,9 @@ def test_a_run_file_of_odd_values_renders_them_as_text(tmp_path):
     page = render_run(path)
     page.encode("utf-8")  # a lone surrogate would fail here
     assert "\\u202e override" in page and "\\ud800 surrogate" in page and "\\x1b[31m" in page
-    assert "Step ?" in page and page.count("A malformed step") == 2 and "&quot;not&quot;</span>" in page
+    assert "Step ?" in page and page.count("A malformed step") == 2
+    # The list shows as its JSON text, highlighted (Pygments 2.21 stopped escaping quotes in text).
+    assert re.search(r"(&quot;|\")not(&quot;|\")</span>", page)
 
 
 def test_the_batch_folder_table_counts_and_time_split(batch_folder):
