@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from codeward.batch.runner import BatchOptions, run_batch
-from tests.cli.conftest import command_env
+from tests.cli.conftest import command_env, write_script
 
 
 def test_a_base_import_of_the_batch_never_imports_ray() -> None:
@@ -19,8 +22,8 @@ def test_a_base_import_of_the_batch_never_imports_ray() -> None:
 
 
 def test_env_without_ray_is_refused(codeward, tmp_path) -> None:
-    (tmp_path / "jobs.jsonl").write_text('{"id": "a", "task": "t", "model": "script:m.yaml"}\n')
-    (tmp_path / "m.yaml").write_text("- '<code>\\nfinal_answer(1)\\n</code>'\n")
+    model = write_script(tmp_path / "m.yaml", "final_answer(1)")
+    (tmp_path / "jobs.jsonl").write_text(json.dumps({"id": "a", "task": "t", "model": model}) + "\n")
     done = codeward("batch", "jobs.jsonl", "--env", "OPENAI_API_KEY")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "use it with --ray" in done.stdout + done.stderr
@@ -30,3 +33,33 @@ def test_env_without_ray_is_refused(codeward, tmp_path) -> None:
 def test_an_unknown_backend_is_named_in_the_error(tmp_path) -> None:
     with pytest.raises(ValueError, match=r"unknown batch backend 'spark'.*'ray'"):
         run_batch([], BatchOptions(tmp_path / "results.jsonl", None, 1), backend="spark")
+
+
+def _ray_servers() -> set[int]:
+    """Ray's node processes (raylet, GCS) running on this machine now."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            line = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
+        except OSError:
+            continue
+        if b"/raylet" in line or b"/gcs_server" in line:
+            found.add(int(entry.name))
+    return found
+
+
+def test_ray_without_an_address_starts_a_local_cluster_for_the_run_and_stops_it(codeward, tmp_path) -> None:
+    before = _ray_servers()
+    model = write_script(tmp_path / "m.yaml", "final_answer(6 * 7)")
+    jobs = [{"id": f"j{n}", "task": "t", "model": model} for n in range(3)]
+    (tmp_path / "jobs.jsonl").write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    done = codeward("batch", "jobs.jsonl", "--ray", "--concurrency", "1", timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in results) == ["j0", "j1", "j2"]
+    assert all(r["output"] == 42 and r["node"] and r["attempt"] == 1 for r in results)
+    assert "INFO" not in done.stdout + done.stderr  # Ray's own log lines stay out of the terminal
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _ray_servers() - before:
+        time.sleep(0.2)
+    assert not _ray_servers() - before, "the run's Ray cluster outlived it"

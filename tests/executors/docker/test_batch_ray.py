@@ -43,6 +43,11 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
+def _running_jobs() -> list[int]:
+    """Ray workers of ours running a job now (Ray names a worker's process for its task)."""
+    return [pid for pid in children(os.getpid()) if _cmdline(pid).startswith(b"ray::_run_on_node")]
+
+
 def _ray_processes() -> list[int]:
     """This process's descendants that are Ray's (raylets, GCS, workers)."""
     return [pid for pid in children(os.getpid()) if b"ray" in _cmdline(pid)]
@@ -274,6 +279,10 @@ def test_driver_sigkilled_midway_then_resumed_each_job_once(cluster: Cluster, tm
     batch.communicate()
     first = read_lines(results)
     assert 20 <= len(first) < 60
+    deadline = time.monotonic() + 30  # Ray ends a dead driver's tasks
+    while time.monotonic() < deadline and _running_jobs():
+        time.sleep(0.1)
+    assert not _running_jobs(), "a job of the killed driver still runs"
 
     done = subprocess.run(
         batch_command(cluster),
