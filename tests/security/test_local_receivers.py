@@ -1,8 +1,9 @@
-"""Attacks on the guard-free reads of ``self`` in the methods of the code's plain classes (`receivers`).
+"""Attacks on the guard-free reads of instances of the code's plain classes (`receivers`).
 
 A method reads and writes its receiver's attributes without the guards when, at that call, the
-receiver is an instance of a plain class. These attacks give the method a receiver that is not one,
-or use the unguarded form to build what the size caps stop.
+receiver is an instance of a plain class; elsewhere, a read of a name some class of the code
+defines does so when the object read is one. These attacks give either a receiver that is not
+one, or use the unguarded form to build what the size caps stop.
 """
 
 from __future__ import annotations
@@ -44,6 +45,26 @@ class Tools:
     copy = staticmethod(shutil.copy)
 
 
+#: A class of the code that defines `tool`, the name of the host object's machine function.
+OWNER = "class Owner:\n    def tool(self):\n        return 1\n"
+OWN_NAME_ON_A_FOREIGN_RECEIVER = {
+    "in-the-block": OWNER + "raw = h.tool\n",
+    "in-a-loop-after-an-own-instance": OWNER + "for each in [Owner(), h]:\n    raw = each.tool\n",
+    "in-a-function": OWNER + "def grab(each):\n    return each.tool\nraw = grab(h)\n",
+    "in-a-lambda": OWNER + "raw = (lambda each: each.tool)(h)\n",
+    "class-in-an-earlier-block": "raw = h.tool\n",
+}
+
+
+@pytest.mark.parametrize("code", OWN_NAME_ON_A_FOREIGN_RECEIVER.values(), ids=OWN_NAME_ON_A_FOREIGN_RECEIVER.keys())
+@in_process_only
+def test_a_name_of_the_code_s_class_read_on_a_host_object_goes_through_the_guard(code, attack):
+    """Reads of the names the code's classes define check the receiver's class at each read."""
+    before = OWNER if not code.startswith(OWNER) else None
+    error = attack(code + PAYLOAD, variables=HOST, before=before)
+    assert "belongs to the module 'shutil'" in error.message, error.message
+
+
 HOST_BASES = {
     "host-base": "class Mine(Tools):\n    def leak(self):\n        return self.copy\nraw = Mine().leak()\n",
     "host-base-below-a-plain-one": "class Plain:\n    def leak(self):\n        return self.copy\n"
@@ -63,6 +84,8 @@ GROWTH = {
     "repeat": "class Box:\n    def grow(self):\n        self.text = 'x' * 1000\n        self.text *= 10**12\nBox().grow()",
     "double": "class Box:\n    def grow(self):\n        self.items = [0] * 1000\n        for _ in range(60):\n"
     "            self.items += self.items\nBox().grow()",
+    "double-text": "class Box:\n    def grow(self):\n        self.text = 'x' * 1000\n        for _ in range(60):\n"
+    "            self.text += self.text\nBox().grow()",
     "shift": "class Box:\n    def grow(self):\n        self.n = 1\n        self.n <<= 10**12\nBox().grow()",
     "power": "class Box:\n    def grow(self):\n        self.n = 7\n        self.n **= 10**10\nBox().grow()",
 }

@@ -2199,6 +2199,38 @@ METHODS_ON_SELF = [
         """,
         "dataclasses",
     ),
+    _snippet(
+        "own-receivers-outside-methods",
+        """
+        class Account:
+            kind = 'basic'
+            def __init__(self, owner):
+                self.owner, self.balance = owner, 0
+            def deposit(self, amount):
+                self.balance += amount
+                return self.balance
+            @property
+            def upper(self):
+                return self.owner.upper()
+        def total(accounts):
+            for account in accounts:
+                account.deposit(2)
+            return [account.balance for account in accounts]
+        accounts = [Account(f'u{i}') for i in range(3)]
+        for account in accounts:
+            account.deposit(1)
+        mixed = []
+        for item in [accounts[0], 'text', Account]:
+            mixed.append(item.upper if isinstance(item, Account) else type(item).__name__)
+            mixed.append(None if isinstance(item, str) else item.kind)
+        try:
+            accounts[0].absent
+        except AttributeError as error:
+            mixed.append((type(error).__name__, error.name))
+        f = lambda a: a.deposit(0)
+        (total(accounts), mixed, account.owner, f(account), Account.kind)
+        """,
+    ),
 ]
 
 

@@ -152,3 +152,69 @@ def test_the_size_caps_hold_on_the_plain_form(isolation: str) -> None:
             with pytest.raises(ExecutionError) as info:
                 executor.run(call)
             assert info.value.error_type == "SizeLimitError", call
+
+
+def test_reads_of_the_code_s_class_attributes_outside_methods_take_the_checked_form() -> None:
+    """``x.name``, where a class of the code defines `name`, binds `x` to a local and checks its
+    class (`fast_own_reads`): in the block, in functions and in lambdas; not in comprehensions,
+    and not for names no class defines."""
+    source = textwrap.dedent(
+        """
+        class Account:
+            def deposit(self, amount):
+                return amount
+        def pay(account):
+            return account.deposit(1)
+        def other(text):
+            return text.upper()
+        def in_a_comprehension(accounts):
+            return [account.deposit(1) for account in accounts]
+        double = lambda account: account.deposit(2)
+        account = Account()
+        account.deposit(3)
+        """
+    )
+    block = compile_block(source, "<block>")
+    functions = {code.co_name: code for code in code_objects(block)}
+    for taking in (block, functions["pay"], functions["<lambda>"]):
+        assert "_receiver_" in taking.co_varnames, taking.co_name
+    for keeping in ("other", "in_a_comprehension", "<listcomp>", "deposit"):
+        assert "_receiver_" not in functions[keeping].co_varnames, keeping
+
+
+def test_the_names_of_earlier_blocks_classes_count_and_module_code_keeps_the_guard() -> None:
+    names: set[str] = set()
+    compile_block("class Account:\n    def deposit(self):\n        return 1\n", "<1>", class_attributes=names)
+    assert names == {"deposit"}
+    later = compile_block("def pay(account):\n    return account.deposit()\n", "<2>", class_attributes=names)
+    assert "_receiver_" in next(code for code in code_objects(later) if code.co_name == "pay").co_varnames
+    # A block that stays module code (a module docstring) would bind the receiver as a global.
+    module = compile_block('"""doc"""\naccount.deposit()\n', "<3>", class_attributes=names)
+    assert "_receiver_" not in module.co_names
+
+
+def test_an_own_read_outside_a_method_gives_what_the_guard_gives() -> None:
+    """The same object, the same error for a missing attribute, and the guard's answer for a
+    receiver that is not an instance of a plain class (a str method, a class attribute)."""
+    executor, output = in_process(
+        """
+        class Box:
+            size = 1
+            def upper(self):
+                return 'own'
+            def __init__(self):
+                self.items = []
+        class Wide(Box, dict):
+            pass
+        box, results = Box(), []
+        for receiver in [box, 'text', Wide()]:
+            results.append(receiver.upper())
+        try:
+            box.missing = box.absent
+        except AttributeError as error:
+            results.append((error.name, error.obj is box))
+        results, box.items is box.items, Box.size
+        """
+    )
+    with executor:
+        assert output == (["own", "TEXT", "own", ("absent", True)], True, 1)

@@ -513,6 +513,8 @@ class Guards:
             "_iadd_": limits.iadd,
             "_type_": type,
             "_id_": id,
+            "_int_": int,
+            "_float_": float,
             CLASS_IDS: self.plain_class_ids,
             "_format_": limits.formatted_value,
             MATCH_CLASS: self.match_class,

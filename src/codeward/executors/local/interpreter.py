@@ -111,6 +111,7 @@ class Interpreter:
         self._globals: dict[str, Any] = {}
         self._sources: dict[str, list[str]] = {}
         self._declared_global: set[str] = set()  # names any block's functions declare global
+        self._class_attributes: set[str] = set()  # public names any block's classes define
         self._tools: dict[str, ToolHandle] = {}
         self._logs = BoundedText(self.max_print_outputs_length)
         self._watch: Any = None  # the running block's watch, for time.sleep's deadline
@@ -137,7 +138,9 @@ class Interpreter:
     def run(self, code: str) -> CodeOutput:
         filename = _FILENAME.format(len(self._sources) + 1)
         try:
-            compiled = compile_block(code, filename, frozenset(self._tools), self._declared_global)
+            compiled = compile_block(
+                code, filename, frozenset(self._tools), self._declared_global, self._class_attributes
+            )
         except CodeRefused as refused:
             raise ExecutionError(refused.report, traceback=refused.report, error_type=refused.error_type) from None
         self._sources[filename] = code.splitlines()

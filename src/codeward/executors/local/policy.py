@@ -33,7 +33,7 @@ from codeward.executors.local.instrumenter import (
     transform_children,
 )
 from codeward.executors.local.name_bindings import declared_globals
-from codeward.executors.local.receivers import fast_receivers
+from codeward.executors.local.receivers import fast_own_reads, fast_receivers, own_attribute_names
 from codeward.executors.local.type_inference import (
     PLAIN_TYPES,
     is_plain_expression,
@@ -608,12 +608,14 @@ def compile_block(
     filename: str,
     reserved: frozenset[str] = frozenset(),
     declared_global: set[str] | None = None,
+    class_attributes: set[str] | None = None,
 ) -> CodeType:
     """Compile one block of the model's code, or raise `CodeRefused` with a readable report.
 
     `reserved` names (the tools) cannot be assigned. `declared_global` collects,
     across the blocks of one sandbox, the names any function declares ``global``;
-    pass the same set every time (None: a one-off block).
+    `class_attributes` the public names its classes define (see `receivers`); pass the
+    same sets every time (None: a one-off block).
     """
     try:
         tree = ast.parse(source, filename=filename, mode="exec")
@@ -631,6 +633,9 @@ def compile_block(
     fast_receivers(instrumenter.classes, source, GUARDED_ATTRIBUTES, AUGMENTED["attribute"])
     capture_last_expression(tree)
     wrapped = as_function(tree, source)
+    attributes = class_attributes if class_attributes is not None else set()
+    attributes |= own_attribute_names(instrumenter.classes, GUARDED_ATTRIBUTES)
+    fast_own_reads(tree, source, attributes)
     try:
         code = compile(tree, filename, "exec", dont_inherit=True)  # the block's own future imports, not ours
     except SyntaxError as error:  # what only the compiler sees: 'return' or 'break' outside their place

@@ -17,26 +17,44 @@ This pass changes the instrumented tree in the methods (defs directly in a class
 first parameter is never rebound: the method computes once whether that parameter is an
 instance of a plain class (``_own_self_ = _id_(_type_(self)) in _own_ids_``), and each guarded
 read, write and augmented assignment of ``self.name`` takes the plain form when it is, for the
-public names that the guard does not treat specially. (Elsewhere an inline check of the
-receiver's class was measured: at module level, where agents loop, it saved a tenth of the
-guard's cost on own instances and added as much on every other receiver.)
+public names that the guard does not treat specially; ``self.name += value`` adds numbers
+inline (`_sum`). Outside methods (`fast_own_reads`), a read of a name that some class of the
+code defines checks its receiver's class at that read, the receiver bound to a local first;
+reads of other names keep the guard alone, since the check costs every other receiver (a str,
+a module) a fifth of the read.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import re
 from types import FunctionType
 from typing import Any, TypeGuard
 
 from codeward.executors.local.imports import SandboxViolation
-from codeward.executors.local.instrumenter import call_node, located, name_node
-from codeward.executors.local.name_bindings import bound_here, walk
+from codeward.executors.local.instrumenter import LEAVES, call_node, located, name_node
+from codeward.executors.local.name_bindings import COMPREHENSIONS, bound_here, walk
 
-__all__ = ["CLASS_IDS", "ClassWriter", "fast_receivers", "plain_class", "plain_class_value"]
+__all__ = [
+    "CLASS_IDS",
+    "ClassWriter",
+    "fast_own_reads",
+    "fast_receivers",
+    "own_attribute_names",
+    "plain_class",
+    "plain_class_value",
+]
 
 #: The global holding the ids of the plain classes.
 CLASS_IDS = "_own_ids_"
+#: The local a read outside a method binds its receiver to (see `fast_own_reads`).
+_RECEIVER = "_receiver_"
+#: The locals ``self.name += value`` reads the attribute and its class into (see `_sum`).
+_AUGEND, _KIND = "_augend_", "_kind_"
+#: Nodes that hold no attribute read: most of a tree, passed over by `fast_own_reads`.
+_NOTHING_INSIDE = LEAVES | {ast.Name, ast.Constant}
+_POSITION = ("lineno", "col_offset", "end_lineno", "end_col_offset")
 #: Descriptors whose ``__get__`` returns the value itself or binds it as CPython binds a function.
 _BINDS_PLAINLY: frozenset[type] = frozenset(
     {FunctionType, property, staticmethod, classmethod, functools.cached_property, functools.partialmethod}
@@ -116,6 +134,7 @@ class _Rewrite:
     def __init__(self, guarded_names: frozenset[str], augmented: tuple[str, str, str]) -> None:
         self.guarded_names = guarded_names
         self.whole, self.read, self.store = augmented
+        self.in_class_bodies: set[int] = set()  # ids of the nodes of the method's nested class bodies
 
     def method(self, function: ast.FunctionDef, lines: list[str]) -> None:
         positional = function.args.posonlyargs + function.args.args
@@ -129,6 +148,7 @@ class _Rewrite:
         if _rebinds(nodes, receiver, positional[0]):
             return
         flag = name_node(_flag(receiver))
+        self.in_class_bodies = {id(item) for node in nodes if isinstance(node, ast.ClassDef) for item in walk(node)}
         changed = False
         for node in nodes:
             for field in node._fields:
@@ -172,7 +192,10 @@ class _Rewrite:
                 return None
             operator, name, value = parts
             current = _read(receiver, name)
-            if operator == "+=":
+            result: ast.expr
+            if operator == "+=" and id(node) not in self.in_class_bodies:  # where the walrus binds a local
+                result = _sum(current, value)
+            elif operator == "+=":
                 result = call_node("_iadd_", current, value)
             else:
                 result = call_node("_inplacevar_", ast.Constant(operator), current, value)
@@ -214,6 +237,24 @@ class _Rewrite:
         return None
 
 
+def _sum(current: ast.expr, value: ast.expr) -> ast.IfExp:
+    """``current + value`` when `current` is an int or a float, whose sum with anything is
+    the operator's own (or its right operand's ``__radd__``); ``_iadd_`` otherwise. The sum of
+    numbers settled inline, as `Limits.iadd` settles it first: a call of it is most of the cost
+    of ``self.total += x``. `current` is read once, into a local."""
+    augend = ast.NamedExpr(target=ast.Name(id=_AUGEND, ctx=ast.Store()), value=current)
+    kind = ast.NamedExpr(target=ast.Name(id=_KIND, ctx=ast.Store()), value=call_node("_type_", augend))
+    number = ast.BoolOp(
+        op=ast.Or(),
+        values=[
+            ast.Compare(left=kind, ops=[ast.Is()], comparators=[name_node("_int_")]),
+            ast.Compare(left=name_node(_KIND), ops=[ast.Is()], comparators=[name_node("_float_")]),
+        ],
+    )
+    plain = ast.BinOp(left=name_node(_AUGEND), op=ast.Add(), right=value)
+    return ast.IfExp(test=number, body=plain, orelse=call_node("_iadd_", name_node(_AUGEND), value))
+
+
 def _is_call(node: ast.AST, function: str, arguments: int) -> TypeGuard[ast.Call]:
     return (
         isinstance(node, ast.Call)
@@ -240,3 +281,98 @@ def _rebinds(nodes: list[ast.AST], name: str, parameter: ast.arg) -> bool:
         elif name in bound_here(node):
             return True
     return False
+
+
+def own_attribute_names(classes: list[ast.ClassDef], guarded_names: frozenset[str]) -> set[str]:
+    """The public names `classes` define: their methods and class attributes, and the
+    attributes their code stores on any object (``self.balance = 0``). What `fast_own_reads`
+    looks for; the guarded names and those starting with ``_`` are left out."""
+    names: set[str] = set()
+    for node in classes:
+        for statement in node.body:
+            if isinstance(statement, (ast.FunctionDef, ast.ClassDef)):
+                names.add(statement.name)
+            elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
+                targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+                names.update(target.id for target in targets if isinstance(target, ast.Name))
+        stored = (item for item in walk(node) if isinstance(item, ast.Attribute) and isinstance(item.ctx, ast.Store))
+        names.update(item.attr for item in stored)
+    return {name for name in names if not name.startswith("_") and name not in guarded_names}
+
+
+def fast_own_reads(tree: ast.Module, source: str, names: set[str] | frozenset[str]) -> None:
+    """Give each guarded read ``_getattr_(x, 'name')`` of one of `names` (the public attributes
+    of the code's classes, see `own_attribute_names`) a plain form for when `x` is an instance
+    of a plain class, in place: ``(_receiver_.name if _id_(_type_(_receiver_ := x)) in
+    _own_ids_ else _getattr_(_receiver_, 'name'))``. The receiver is bound once, to a local of
+    the function the read is in, so that the check and the read see the same object whatever
+    else runs (a thread of the code cannot rebind another frame's local). Reads elsewhere
+    (module code that is not the block function, comprehensions, annotations) keep the guard
+    alone, and so do those in class bodies and methods, which are not walked: a method reads
+    its receiver through `fast_receivers`, and walking every method cost more compile time
+    than the other reads there save. Other names keep it too: the check costs a receiver that is not an
+    instance of a plain class (a str, a module) a fifth of the read, and most reads of a
+    class's names are of its instances. Statements whose lines read none of `names` are not
+    walked: the walk would cost more than the reads it speeds up save in most blocks."""
+    if not names:
+        return
+    pattern = re.compile(r"\.\s*(?:" + "|".join(sorted(names)) + r")\b")
+    seen = [0]  # seen[n]: how many of the first n lines read one of the names
+    for line in source.splitlines():
+        seen.append(seen[-1] + (pattern.search(line) is not None))
+    if seen[-1]:
+        _OwnReads(names, seen).fields(tree, ("body",), in_function=False)
+
+
+class _OwnReads:
+    """The rewriting of `fast_own_reads`: each node's children, knowing whether the expressions
+    among them run directly in a function's frame (where the walrus binds a local)."""
+
+    def __init__(self, names: set[str] | frozenset[str], seen: list[int]) -> None:
+        self.names = names
+        self.seen = seen
+
+    def fields(self, node: ast.AST, fields: tuple[str, ...], in_function: bool) -> None:
+        for field in fields:
+            child = getattr(node, field, None)
+            if type(child) is list:
+                for index, item in enumerate(child):
+                    if isinstance(item, ast.AST):
+                        child[index] = self.child(item, field, in_function)
+            elif isinstance(child, ast.AST):
+                setattr(node, field, self.child(child, field, in_function))
+
+    def child(self, node: ast.AST, field: str, in_function: bool) -> ast.AST:
+        if type(node) in _NOTHING_INSIDE:
+            return node
+        if in_function and _is_call(node, "_getattr_", 2):
+            receiver, name = node.args
+            attribute = name.value if isinstance(name, ast.Constant) else None
+            if isinstance(receiver, ast.Name) and isinstance(attribute, str) and attribute in self.names:
+                return _own_read(node, receiver, attribute)
+        if isinstance(node, ast.stmt) and not isinstance(node, ast.FunctionDef):
+            seen = self.seen  # a def's lines may be those of its first statement (the block function)
+            if seen[min(node.end_lineno or node.lineno, len(seen) - 1)] == seen[node.lineno - 1]:
+                return node
+        if isinstance(node, (ast.FunctionDef, ast.Lambda)):
+            self.fields(node, ("body",), in_function=True)  # decorators and defaults keep the guard
+        elif not isinstance(node, (ast.ClassDef, *COMPREHENSIONS)) and field != "annotation":
+            self.fields(node, node._fields, in_function)
+        return node
+
+
+def _own_read(read: ast.Call, receiver: ast.Name, name: str) -> ast.IfExp:
+    """The form of `read` that `fast_own_reads` gives, at its place (set on each new node here:
+    `located` would walk them)."""
+    where = {field: getattr(read, field) for field in _POSITION}
+    load, store = ast.Load(), ast.Store()
+
+    def call(function: str, *arguments: ast.expr) -> ast.Call:
+        return ast.Call(func=ast.Name(id=function, ctx=load, **where), args=list(arguments), keywords=[], **where)
+
+    bound = ast.NamedExpr(target=ast.Name(id=_RECEIVER, ctx=store, **where), value=receiver, **where)
+    classes = ast.Name(id=CLASS_IDS, ctx=load, **where)
+    check = ast.Compare(left=call("_id_", call("_type_", bound)), ops=[ast.In()], comparators=[classes], **where)
+    plain = ast.Attribute(value=ast.Name(id=_RECEIVER, ctx=load, **where), attr=name, ctx=load, **where)
+    guarded = call("_getattr_", ast.Name(id=_RECEIVER, ctx=load, **where), ast.Constant(name, **where))
+    return ast.IfExp(test=check, body=plain, orelse=guarded, **where)
