@@ -309,6 +309,7 @@ def test_ctrl_c_cancels_the_running_jobs_and_the_rerun_finishes(cluster: Cluster
     out, err = batch.communicate(timeout=60)
     assert batch.returncode == 130, out + err
     assert "run the same command again" in out
+    assert not _running_jobs(), "a cancelled job still runs on its node"
     first = read_lines(results)
     assert all(r["status"] == "success" for r in first) and len(first) < 12  # cancelled jobs are not written
     done = subprocess.run(
