@@ -114,6 +114,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             tools=tools + _mcp_tools(args.mcp, servers, args.mcp_env),
             model=resolve_model(model_id),
             executor=args.executor,
+            executor_kwargs=_host_tools_on_e2b(args),
             additional_authorized_imports=args.imports or None,
             max_steps=args.max_steps,
             logger=logger,
@@ -165,6 +166,12 @@ def _mcp_tools(commands: list[str], servers: contextlib.ExitStack, env_names: li
         except (MCPToolError, ValueError) as error:
             raise UsageError(f"--mcp {command!r}: {error}") from error
     return tools
+
+
+def _host_tools_on_e2b(args: argparse.Namespace) -> dict[str, Any] | None:
+    """`--mcp` servers run on the host, so on e2b (whose default ships tools into the sandbox) their
+    tools are called there: the one setting under which they can work at all."""
+    return {"tools_mode": "host"} if args.mcp and args.executor == "e2b" else None
 
 
 def _mcp_env(names: list[str]) -> dict[str, str]:

@@ -204,7 +204,7 @@ except Exception as error:
 """
 
 
-@pytest.fixture(params=["local", "jupyter", "docker", "e2b"])
+@pytest.fixture(params=["local", "jupyter", "docker", "e2b-host"])
 def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
     profile = PROFILES[request.param]
     reason = profile.unavailable()
@@ -238,7 +238,7 @@ def test_a_streamable_http_servers_tools_from_e2b_code(http_server: str) -> None
     """Over HTTP too: the server's secret stays with the server, and the bearer token with the host."""
     with (
         MCPTools(http_server, headers={"Authorization": f"Bearer {TOKEN}"}) as tools,
-        PROFILES["e2b"].make(timeout_seconds=30.0) as e2b,
+        PROFILES["e2b-host"].make(timeout_seconds=30.0) as e2b,
     ):
         e2b.send_tools({tool.name: tool for tool in tools})
         total, length, caught, environment = e2b.run(SANDBOX_CODE).output
@@ -256,6 +256,24 @@ def test_codeward_run_with_an_mcp_server(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         env=command_env(),
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["output"] == 50
+
+
+def test_codeward_run_on_e2b_calls_its_mcp_servers_tools_on_the_host(tmp_path: Path) -> None:
+    from tests.e2b_server import shared_server
+
+    model = write_script(tmp_path / "script.yaml", "final_answer(add(2, 3) * 10)")
+    server = f"env PYTHONPATH={ROOT} {sys.executable} -m tests.mcp_server"
+    e2b = {"E2B_DEBUG": "true", "E2B_SANDBOX_URL": str(shared_server().connection["sandbox_url"])}
+    done = subprocess.run(
+        command("run", "add two numbers", "--executor", "e2b", "--mcp", server, "--model", model, "--json"),
+        capture_output=True,
+        text=True,
+        env=command_env(**e2b),
         cwd=tmp_path,
         timeout=120,
     )

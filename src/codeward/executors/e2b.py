@@ -152,7 +152,7 @@ class E2BExecutor(RememberingExecutor):
         sandbox_id: str | None = None,
         envs: dict[str, str] | None = None,
         allow_internet_access: bool = False,
-        tools_mode: str = "host",
+        tools_mode: str = "inline",
         *,
         allow_pickle: bool = False,
         connection: dict[str, Any] | None = None,

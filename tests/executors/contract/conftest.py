@@ -103,8 +103,8 @@ PROFILES: dict[str, Profile] = {
     ),
     "jupyter": Profile(make=lambda **settings: create_executor("jupyter", **{"timeout_seconds": TIMEOUT, **settings})),
     "e2b": Profile(make=_local_e2b),
-    # Tools shipped into the sandbox as source, rather than called on the host (e2b's default).
-    "e2b-inline": Profile(make=lambda **settings: _local_e2b(**{"tools_mode": "inline", **settings})),
+    # Tools called on the host, rather than shipped into the sandbox as source (e2b's default).
+    "e2b-host": Profile(make=lambda **settings: _local_e2b(**{"tools_mode": "host", **settings})),
     "docker": Profile(
         make=lambda **settings: create_executor("docker", **{"timeout_seconds": TIMEOUT, **settings}),
         host_pids=False,
@@ -133,7 +133,7 @@ def _module_missing(name: str) -> str | None:
 
 
 #: Every registered executor, and the settings that make another kind of sandbox of one of them.
-SUITE = sorted({*available_executors(), "local-in-process", "docker-runsc", "e2b-inline"})
+SUITE = sorted({*available_executors(), "local-in-process", "docker-runsc", "e2b-host"})
 
 
 @pytest.fixture(params=SUITE)
