@@ -634,7 +634,7 @@ def compile_block(
     capture_last_expression(tree)
     wrapped = as_function(tree, source)
     attributes = class_attributes if class_attributes is not None else set()
-    attributes |= own_attribute_names(instrumenter.classes, GUARDED_ATTRIBUTES)
+    attributes |= own_attribute_names(source, GUARDED_ATTRIBUTES)
     fast_own_reads(tree, source, attributes)
     try:
         code = compile(tree, filename, "exec", dont_inherit=True)  # the block's own future imports, not ours

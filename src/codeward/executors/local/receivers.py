@@ -55,6 +55,8 @@ _AUGEND, _KIND = "_augend_", "_kind_"
 #: Nodes that hold no attribute read: most of a tree, passed over by `fast_own_reads`.
 _NOTHING_INSIDE = LEAVES | {ast.Name, ast.Constant}
 _POSITION = ("lineno", "col_offset", "end_lineno", "end_col_offset")
+#: An indented def's name, or the name of an attribute stored (``=`` or an augmented operator).
+_DEFINED = re.compile(r"^[ \t]+def[ \t]+(\w+)|\.[ \t]*(\w+)[ \t]*(?:[-+*/%@&|^]|//|\*\*|<<|>>)?=(?!=)", re.MULTILINE)
 #: Descriptors whose ``__get__`` returns the value itself or binds it as CPython binds a function.
 _BINDS_PLAINLY: frozenset[type] = frozenset(
     {FunctionType, property, staticmethod, classmethod, functools.cached_property, functools.partialmethod}
@@ -283,20 +285,15 @@ def _rebinds(nodes: list[ast.AST], name: str, parameter: ast.arg) -> bool:
     return False
 
 
-def own_attribute_names(classes: list[ast.ClassDef], guarded_names: frozenset[str]) -> set[str]:
-    """The public names `classes` define: their methods and class attributes, and the
-    attributes their code stores on any object (``self.balance = 0``). What `fast_own_reads`
-    looks for; the guarded names and those starting with ``_`` are left out."""
-    names: set[str] = set()
-    for node in classes:
-        for statement in node.body:
-            if isinstance(statement, (ast.FunctionDef, ast.ClassDef)):
-                names.add(statement.name)
-            elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
-                targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-                names.update(target.id for target in targets if isinstance(target, ast.Name))
-        stored = (item for item in walk(node) if isinstance(item, ast.Attribute) and isinstance(item.ctx, ast.Store))
-        names.update(item.attr for item in stored)
+def own_attribute_names(source: str, guarded_names: frozenset[str]) -> set[str]:
+    """The public names the classes of the block `source` likely define: its indented defs
+    (methods), and the attributes it stores (``self.balance = 0``, ``self.n += 1``). What
+    `fast_own_reads` looks for. Read from the text, which costs a tenth of walking the classes:
+    a name caught wrongly only puts the check where it does not pay, a name missed only keeps
+    the guard alone; the guarded names and those starting with ``_`` are left out."""
+    if "class" not in source:
+        return set()
+    names = {method or stored for method, stored in _DEFINED.findall(source)}
     return {name for name in names if not name.startswith("_") and name not in guarded_names}
 
 
