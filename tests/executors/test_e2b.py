@@ -26,6 +26,8 @@ from tests.e2b_server import E2BServer
 from tests.executors import inline_tool_module
 
 LIMIT = 2.0
+#: What `make` builds with; a module that imports the fixture sets its own.
+E2B_SETTINGS: dict[str, Any] = {"timeout_seconds": LIMIT}
 
 
 @tool
@@ -61,12 +63,12 @@ def server() -> Iterator[E2BServer]:
 
 
 @pytest.fixture
-def make(server: E2BServer) -> Iterator[Callable[..., E2BExecutor]]:
+def make(server: E2BServer, request: pytest.FixtureRequest) -> Iterator[Callable[..., E2BExecutor]]:
     made: list[E2BExecutor] = []
+    settings = getattr(request.module, "E2B_SETTINGS", E2B_SETTINGS)
 
     def build(**kwargs: Any) -> E2BExecutor:
-        kwargs.setdefault("timeout_seconds", LIMIT)
-        made.append(E2BExecutor(connection=server.connection, **kwargs))
+        made.append(E2BExecutor(connection=server.connection, **{**settings, **kwargs}))
         return made[-1]
 
     yield build

@@ -19,11 +19,16 @@ import pytest
 from codeward import tool
 from codeward.executors.base import ExecutionError, ExecutionTimeout, Executor
 from codeward.executors.e2b import E2BExecutor
-from codeward.platform.tools import FinalAnswerTool, Tool
-from tests.e2b_server import E2BServer
+from codeward.platform.tools import FinalAnswerTool
+from tests.executors import test_e2b
 from tests.executors.contract.conftest import PROFILES
+from tests.executors.test_e2b import Counter
 
 LIMIT = 3.0
+E2B_SETTINGS: dict[str, Any] = {"timeout_seconds": LIMIT, "tools_mode": "host"}
+# The E2B tests' fixtures: one protocol server for the module, and executors built with E2B_SETTINGS.
+server = test_e2b.server
+make = test_e2b.make
 SECRET_VARIABLE = "CODEWARD_E2B_TEST_SECRET"
 SECRET = "s3cret-value-that-stays-on-the-host"
 
@@ -79,40 +84,6 @@ def spend(amount: int) -> int:
     if amount > 10:
         raise QuotaExceeded(f"{amount} is over the quota of 10")
     return 10 - amount
-
-
-class Counter(Tool):
-    name = "counter"
-    description = "Counts calls; its state lives in this object, on the host."
-    inputs: dict[str, dict[str, Any]] = {}
-    output_type = "integer"
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def forward(self) -> int:
-        self.calls += 1
-        return self.calls
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[E2BServer]:
-    with E2BServer() as running:
-        yield running
-
-
-@pytest.fixture
-def make(server: E2BServer) -> Iterator[Callable[..., E2BExecutor]]:
-    made: list[E2BExecutor] = []
-
-    def build(**kwargs: Any) -> E2BExecutor:
-        kwargs.setdefault("timeout_seconds", LIMIT)
-        made.append(E2BExecutor(connection=server.connection, tools_mode="host", **kwargs))
-        return made[-1]
-
-    yield build
-    for executor in made:
-        executor.close()
 
 
 @pytest.fixture(scope="module")
