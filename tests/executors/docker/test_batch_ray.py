@@ -162,6 +162,10 @@ def batch_command(cluster: Cluster, *extra: str) -> list[str]:
     return [sys.executable, "-m", "codeward.cli", "batch", "jobs.jsonl", "--ray", cluster.address, *extra]
 
 
+#: The command's environment: this codeward, and a wide terminal so its lines are not wrapped.
+COMMAND_ENV = {**os.environ, "PYTHONPATH": SRC, "COLUMNS": "160"}
+
+
 def start_batch(cluster: Cluster, folder: Path, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         batch_command(cluster, *extra),
@@ -169,7 +173,13 @@ def start_batch(cluster: Cluster, folder: Path, *extra: str) -> subprocess.Popen
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": SRC, "COLUMNS": "160"},
+        env=COMMAND_ENV,
+    )
+
+
+def run_batch_command(cluster: Cluster, folder: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        batch_command(cluster, *extra), cwd=folder, capture_output=True, text=True, timeout=240, env=COMMAND_ENV
     )
 
 
@@ -183,14 +193,7 @@ def wait_for_results(path: Path, count: int, process: subprocess.Popen[str], sec
 
 def test_an_unset_env_name_is_refused_before_anything_runs(cluster: Cluster, tmp_path: Path) -> None:
     write_jobs(tmp_path, local=1)
-    done = subprocess.run(
-        batch_command(cluster, "--env", "CODEWARD_NO_SUCH_KEY"),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": SRC},
-    )
+    done = run_batch_command(cluster, tmp_path, "--env", "CODEWARD_NO_SUCH_KEY")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "CODEWARD_NO_SUCH_KEY" in done.stdout and "which this shell does not set" in done.stdout
     assert not (tmp_path / "results.jsonl").exists()
@@ -284,14 +287,7 @@ def test_driver_sigkilled_midway_then_resumed_each_job_once(cluster: Cluster, tm
         time.sleep(0.1)
     assert not _running_jobs(), "a job of the killed driver still runs"
 
-    done = subprocess.run(
-        batch_command(cluster),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env={**os.environ, "PYTHONPATH": SRC, "COLUMNS": "160"},
-    )
+    done = run_batch_command(cluster, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"{len(first)} job(s) already in the results file" in done.stdout
     final = read_lines(results)
@@ -312,13 +308,6 @@ def test_ctrl_c_cancels_the_running_jobs_and_the_rerun_finishes(cluster: Cluster
     assert not _running_jobs(), "a cancelled job still runs on its node"
     first = read_lines(results)
     assert all(r["status"] == "success" for r in first) and len(first) < 12  # cancelled jobs are not written
-    done = subprocess.run(
-        batch_command(cluster),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env={**os.environ, "PYTHONPATH": SRC},
-    )
+    done = run_batch_command(cluster, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert Counter(r["id"] for r in read_lines(results)) == dict.fromkeys(ids, 1)
