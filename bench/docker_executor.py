@@ -4,7 +4,8 @@ Prints, in one run (medians):
 - raw `docker run --rm IMAGE python3 -c pass`: the floor for any container;
 - a hardened sandbox from `docker run` to its kernel answering (the sandbox layer alone);
 - `DockerExecutor` construction to the first result (cold);
-- `DockerExecutor(pool=...)` construction to the first result, with the pool full (warm);
+- `DockerExecutor(pool=...)` construction to the first result, with the pool full (warm), and
+  the same with the agent's tools sent first (the pool readied codeward's side in advance);
 - the round trip of a trivial cell in `DockerExecutor`, against the same cell in the local
   `JupyterExecutor` (same session code, kernel on the host);
 - smolagents' DockerExecutor (when installed) with its kernel-gateway image built on ours, offline;
@@ -33,6 +34,7 @@ from codeward.executors.docker.gvisor import GVISOR, runtime_problem
 from codeward.executors.docker.images import build_image, content_label, engine_client, find_image, require_image
 from codeward.executors.docker.sandbox import start_kernel_container
 from codeward.executors.jupyter import JupyterExecutor
+from codeward.platform.tools import FinalAnswerTool
 
 
 def seconds(action: Callable[[], object]) -> float:
@@ -65,6 +67,17 @@ def first_result(make: Callable[[], DockerExecutor]) -> float:
 def warm_first_result(pool: SandboxPool) -> float:
     pool.wait_until_full()
     return first_result(lambda: DockerExecutor(pool=pool))
+
+
+def with_tools(executor: DockerExecutor) -> DockerExecutor:
+    """An agent's executor as it starts: the tools are sent before the first cell."""
+    executor.send_tools({"final_answer": FinalAnswerTool()})
+    return executor
+
+
+def warm_first_result_with_tools(pool: SandboxPool) -> float:
+    pool.wait_until_full()
+    return first_result(lambda: with_tools(DockerExecutor(pool=pool)))
 
 
 def round_trips(executor: JupyterExecutor, cells: int) -> list[float]:
@@ -177,6 +190,10 @@ def main() -> None:
             "DockerExecutor(pool=...): construction to first result",
             [warm_first_result(pool) for _ in range(args.starts)],
         )
+        warm_tools = report(
+            "DockerExecutor(pool=...) + send_tools: construction to first result",
+            [warm_first_result_with_tools(pool) for _ in range(args.starts)],
+        )
     with DockerExecutor(image=image) as executor:
         docker_trip = report("DockerExecutor: trivial cell round trip", round_trips(executor, args.cells))
     with JupyterExecutor() as executor:
@@ -212,6 +229,10 @@ def main() -> None:
         )
     print("absolute targets")
     print(f"  warm-pool first result {warm:7.1f} ms   (target: under 50 ms: {'met' if warm < 50 else 'missed'})")
+    print(
+        f"  warm-pool first result with tools {warm_tools:7.1f} ms   "
+        f"(target: under 50 ms: {'met' if warm_tools < 50 else 'missed'})"
+    )
     print(
         f"  trivial cell round trip {docker_trip:6.1f} ms   (target: under 5 ms: {'met' if docker_trip < 5 else 'missed'})"
     )

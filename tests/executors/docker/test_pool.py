@@ -9,6 +9,7 @@ import pytest
 
 from codeward.executors import DockerExecutor, SandboxPool
 from codeward.executors.base import ExecutorError
+from codeward.platform.tools import FinalAnswerTool
 from tests.executors.docker.containers import gone
 
 
@@ -80,3 +81,39 @@ def test_a_pooled_sandbox_comes_set_up_and_its_hooks_are_installed_once(pool: Sa
         assert hooks.output == 2  # one refusal of input() before a cell, one report of its value after
         assert executor.run("41 + 1").output == 42
         assert executor.run("__import__('sys').modules['_codeward']._Sandbox.allow_pickle").output is True
+
+
+def _bootstrap_cells(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The bootstrap cells executors run from now on (each one ships the codec and prelude again)."""
+    from codeward.executors.kernel.executor import KernelExecutor
+
+    ran: list[str] = []
+    internal = KernelExecutor._internal
+
+    def counting(self, session, code, answers=None):  # type: ignore[no-untyped-def]
+        if code.startswith("exec("):
+            ran.append(code)
+        return internal(self, session, code, answers)
+
+    monkeypatch.setattr(KernelExecutor, "_internal", counting)
+    return ran
+
+
+def test_a_warm_pools_sandbox_is_not_bootstrapped_twice(pool: SandboxPool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool ran codeward's side while the sandbox waited: the executor sends its tools and runs."""
+    ran = _bootstrap_cells(monkeypatch)
+    with DockerExecutor(pool=pool) as executor:
+        executor.send_tools({"final_answer": FinalAnswerTool()})
+        result = executor.run("final_answer(6 * 7)")
+        assert result.is_final_answer and result.output == 42
+        assert executor.sandbox is not None and executor.sandbox.prepared == ""  # the credit is spent
+    assert ran == []
+
+
+def test_a_sandbox_warmed_for_other_settings_is_bootstrapped_for_its_own(
+    pool: SandboxPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran = _bootstrap_cells(monkeypatch)
+    with DockerExecutor(pool=pool, allow_pickle=True) as executor:
+        assert executor.run("__import__('sys').modules['_codeward']._Sandbox.allow_pickle").output is True
+    assert len(ran) == 1

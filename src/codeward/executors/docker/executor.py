@@ -134,6 +134,14 @@ class DockerExecutor(KernelExecutor):
         self._leftovers = [sandbox for sandbox in self._leftovers if not sandbox.remove()]
         return self._sandbox
 
+    def _ran_in_advance(self, bootstrap: str) -> bool:
+        """A pooled sandbox ran codeward's side while it waited; once taken, the credit is spent."""
+        sandbox = self._sandbox
+        if sandbox is None or not sandbox.prepared:
+            return False
+        prepared, sandbox.prepared = sandbox.prepared, ""
+        return prepared == bootstrap
+
     def _container_running(self) -> bool:
         return self._sandbox is not None and self._sandbox.is_running()
 

@@ -130,16 +130,20 @@ class SandboxPool:
             with self._changed:
                 self._changed.wait_for(lambda: self._closed, _POOL_RETRY)
             return None
-        _run_quietly(sandbox, bootstrap_code())  # codeward's sandbox side, ready before an executor comes
+        bootstrap = bootstrap_code()
+        if _run_quietly(sandbox, bootstrap):  # codeward's sandbox side, ready before an executor comes
+            sandbox.prepared = bootstrap
         return sandbox
 
 
-def _run_quietly(sandbox: KernelContainer, code: str) -> None:
+def _run_quietly(sandbox: KernelContainer, code: str) -> bool:
     """Run codeward's own cell in a sandbox that no executor holds yet; a failure only costs speed."""
     client = sandbox.client()
     try:
-        client.execute_interactive(code, store_history=False, output_hook=lambda message: None, timeout=60)
+        reply = client.execute_interactive(code, store_history=False, output_hook=lambda message: None, timeout=60)
     except (TimeoutError, RuntimeError) as error:
         log.warning("warming a pooled sandbox failed (it still serves, a little slower): %s", error)
+        return False
     finally:
         sandbox.release(client)
+    return bool(reply["content"].get("status") == "ok")

@@ -185,6 +185,8 @@ class KernelContainer:
     ipc_dir: Path
     connection_info: KernelConnectionInfo
     session: str
+    #: The bootstrap cell its kernel ran before any executor took it (a pool's warm-up), or "".
+    prepared: str = field(default="", repr=False)
     _clients: list[BlockingKernelClient] = field(default_factory=list, repr=False)
 
     def client(self) -> BlockingKernelClient:

@@ -74,6 +74,10 @@ class KernelExecutor(RememberingExecutor):
     def _start_session(self) -> KernelSession:
         """Start a sandbox and return a session connected to its kernel (see `_session_for`)."""
 
+    def _ran_in_advance(self, bootstrap: str) -> bool:
+        """Whether the kernel just connected to already ran `bootstrap` (a warm pool's sandbox did)."""
+        return False
+
     def _session_for(self, process: KernelProcess) -> KernelSession:
         """A session on `process` that keeps this executor's output limits."""
         return KernelSession(
@@ -87,7 +91,9 @@ class KernelExecutor(RememberingExecutor):
             self._session = self._start_session()
         session = self._session
         if self._ready_generation != session.generation:
-            self._internal(session, bootstrap_code(allow_pickle=self.allow_pickle))
+            bootstrap = bootstrap_code(allow_pickle=self.allow_pickle)
+            if not self._ran_in_advance(bootstrap):
+                self._internal(session, bootstrap)
             self._ready_generation = session.generation
             for packages in self._installed:
                 self._install(session, packages)
