@@ -28,6 +28,8 @@ pytestmark = pytest.mark.timeout(60)
         "s = b'x' * 1_000_000\nwhile True:\n    s += s",
         "x = [0] * 1_000_000\nwhile True:\n    x += x",
         "t = (0,) * 1_000_000\nwhile True:\n    t = t + t",
+        "def grow(s):\n    while True:\n        s = s + s\ngrow('x' * 1_000_000)",
+        "def same(v):\n    return v\ndef grow(x):\n    while True:\n        x = x + same(x)\ngrow([0] * 1_000_000)",
         "b'ab' * 10**11",
         "'a'.ljust(10**11)",
         "'%2000000000d' % 1",

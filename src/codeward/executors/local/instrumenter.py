@@ -26,6 +26,7 @@ __all__ = [
     "dispatched_visit",
     "located",
     "name_node",
+    "number_sum",
     "transform_children",
 ]
 
@@ -46,6 +47,8 @@ _SIZED_OPERATORS = {ast.Add: "_add_", ast.Mult: "_mul_", ast.Pow: "_pow_", ast.L
 _Node = TypeVar("_Node", bound=ast.AST)
 _SPEC_NUMBERS = re.compile(r"(\d+)")
 _POSITION = ("lineno", "col_offset", "end_lineno", "end_col_offset")
+#: The locals `number_sum` reads its left operand and its class into.
+_AUGEND, _KIND = "_augend_", "_kind_"
 
 
 def transform_children(transformer: ast.NodeTransformer, node: _Node, leaves: frozenset[type]) -> _Node:
@@ -100,6 +103,7 @@ class Instrumenter(ast.NodeTransformer):
         self.declared_global = declared_global
         self.ints: list[frozenset[str]] = [frozenset()]  # names certainly ints, per scope
         self.suspends: list[bool] = [False]  # per scope: a generator, whose loops may pause between blocks
+        self.frames: list[bool] = [False]  # per scope: a def's body, where a walrus binds a local
         self.module_candidates: frozenset[str] = frozenset()  # module-level range loop variables
         self.infer_ints = "range" in source  # certain ints come only from range loops
         self.classes: list[ast.ClassDef] = []  # the class statements met, for `receivers`
@@ -115,14 +119,24 @@ class Instrumenter(ast.NodeTransformer):
     def generic_visit(self, node: ast.AST) -> ast.AST:
         return transform_children(self, node, LEAVES)
 
-    def _in_scope(self, node: ast.AST, ints: frozenset[str], suspends: bool = False) -> None:
+    def _in_scope(self, node: ast.AST, ints: frozenset[str], suspends: bool = False, frame: bool = False) -> None:
         self.ints.append(ints)
         self.suspends.append(suspends)
+        self.frames.append(frame)
         try:
             self.generic_visit(node)
         finally:
             self.ints.pop()
             self.suspends.pop()
+            self.frames.pop()
+
+    def visit_arguments(self, node: ast.arguments) -> ast.AST:
+        """Defaults and annotations, evaluated around the def or lambda: not in its frame."""
+        self.frames.append(False)
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.frames.pop()
 
     def visit_Module(self, node: ast.Module) -> ast.AST:
         if self.infer_ints:
@@ -166,7 +180,9 @@ class Instrumenter(ast.NodeTransformer):
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
         ints = function_ints(node) if self._mentions(node, "range") else frozenset()
-        self._in_scope(node, ints, self._mentions(node, "yield") and _is_generator(node))
+        decorators, node.decorator_list = node.decorator_list, []  # evaluated around the def
+        self._in_scope(node, ints, self._mentions(node, "yield") and _is_generator(node), frame=True)
+        node.decorator_list = [self.visit(decorator) for decorator in decorators]
         has_docstring = (
             node.body
             and isinstance(node.body[0], ast.Expr)
@@ -179,6 +195,7 @@ class Instrumenter(ast.NodeTransformer):
         return node
 
     def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
+        # Not a frame for `number_sum`: a lambda can sit in a comprehension's iterable, where no walrus may.
         self._in_scope(node, frozenset(), self._mentions(node, "yield") and _is_generator(node))
         node.body = located(ast.BoolOp(op=ast.And(), values=[call_node("_tick_"), node.body]), node.body)
         return node
@@ -201,6 +218,8 @@ class Instrumenter(ast.NodeTransformer):
         guard = _SIZED_OPERATORS.get(type(node.op))
         if guard is None or _cannot_grow(node, self.ints[-1]):
             return node
+        if guard == "_add_" and self.frames[-1] and _small(node.right):
+            return located(number_sum(node.left, node.right, guard), node)
         return located(call_node(guard, node.left, node.right), node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
@@ -240,6 +259,44 @@ def name_node(identifier: str) -> ast.Name:
 
 def call_node(function: str, *args: ast.expr) -> ast.Call:
     return ast.Call(func=name_node(function), args=list(args), keywords=[])
+
+
+def number_sum(left: ast.expr, right: ast.expr, guard: str) -> ast.IfExp:
+    """``left + right`` settled inline when `left` is an int or a float, as the guard settles
+    it first (the operator's own sum, or `right`'s ``__radd__``); ``guard(left, right)``
+    otherwise. A call of the guard is most of the cost of a sum in a function. `left` is read
+    once, into a local (``_augend_``), so only where a walrus binds one: a def's body. It is on the stack before `right` runs, so a sum nested in `right` that rebinds
+    the local changes nothing. `right` is written in both branches (one runs): callers keep
+    it `_small`, so that nested sums cannot double the tree at each level."""
+    augend = ast.NamedExpr(target=ast.Name(id=_AUGEND, ctx=ast.Store()), value=left)
+    kind = ast.NamedExpr(target=ast.Name(id=_KIND, ctx=ast.Store()), value=call_node("_type_", augend))
+    number = ast.BoolOp(
+        op=ast.Or(),
+        values=[
+            ast.Compare(left=kind, ops=[ast.Is()], comparators=[name_node("_int_")]),
+            ast.Compare(left=name_node(_KIND), ops=[ast.Is()], comparators=[name_node("_float_")]),
+        ],
+    )
+    plain = ast.BinOp(left=name_node(_AUGEND), op=ast.Add(), right=right)
+    return ast.IfExp(test=number, body=plain, orelse=call_node(guard, name_node(_AUGEND), right))
+
+
+def _small(node: ast.expr) -> bool:
+    """Names, constants, and attribute reads, calls and operators on those (``fib(n - 2)``):
+    what `number_sum` may write twice. Never a sum it made, so that the copies do not nest."""
+    kind = type(node)
+    if kind is ast.Name or kind is ast.Constant:
+        return True
+    if kind is ast.Attribute:
+        return _small(node.value)  # type: ignore[attr-defined]
+    if kind is ast.UnaryOp:
+        return _small(node.operand)  # type: ignore[attr-defined]
+    if kind is ast.BinOp:
+        return _small(node.left) and _small(node.right)  # type: ignore[attr-defined]
+    if kind is ast.Call:
+        call: ast.Call = node  # type: ignore[assignment]
+        return type(call.func) is ast.Name and not call.keywords and all(_small(item) for item in call.args)
+    return False
 
 
 def tick_statement() -> ast.Expr:

@@ -18,7 +18,7 @@ first parameter is never rebound: the method computes once whether that paramete
 instance of a plain class (``_own_self_ = _id_(_type_(self)) in _own_ids_``), and each guarded
 read, write and augmented assignment of ``self.name`` takes the plain form when it is, for the
 public names that the guard does not treat specially; ``self.name += value`` adds numbers
-inline (`_sum`). Outside methods (`fast_own_reads`), a read of a name that some class of the
+inline (`number_sum`). Outside methods (`fast_own_reads`), a read of a name that some class of the
 code defines checks its receiver's class at that read, the receiver bound to a local first;
 reads of other names keep the guard alone, since the check costs every other receiver (a str,
 a module) a fifth of the read.
@@ -33,7 +33,7 @@ from types import FunctionType
 from typing import Any, TypeGuard
 
 from codeward.executors.local.imports import SandboxViolation
-from codeward.executors.local.instrumenter import LEAVES, call_node, located, name_node
+from codeward.executors.local.instrumenter import LEAVES, call_node, located, name_node, number_sum
 from codeward.executors.local.name_bindings import COMPREHENSIONS, bound_here, walk
 
 __all__ = [
@@ -50,8 +50,6 @@ __all__ = [
 CLASS_IDS = "_own_ids_"
 #: The local a read outside a method binds its receiver to (see `fast_own_reads`).
 _RECEIVER = "_receiver_"
-#: The locals ``self.name += value`` reads the attribute and its class into (see `_sum`).
-_AUGEND, _KIND = "_augend_", "_kind_"
 #: Nodes that hold no attribute read: most of a tree, passed over by `fast_own_reads`.
 _NOTHING_INSIDE = LEAVES | {ast.Name, ast.Constant}
 _POSITION = ("lineno", "col_offset", "end_lineno", "end_col_offset")
@@ -196,7 +194,7 @@ class _Rewrite:
             current = _read(receiver, name)
             result: ast.expr
             if operator == "+=" and id(node) not in self.in_class_bodies:  # where the walrus binds a local
-                result = _sum(current, value)
+                result = number_sum(current, value, "_iadd_")
             elif operator == "+=":
                 result = call_node("_iadd_", current, value)
             else:
@@ -237,24 +235,6 @@ class _Rewrite:
         ):
             return operator.value, name.value, value
         return None
-
-
-def _sum(current: ast.expr, value: ast.expr) -> ast.IfExp:
-    """``current + value`` when `current` is an int or a float, whose sum with anything is
-    the operator's own (or its right operand's ``__radd__``); ``_iadd_`` otherwise. The sum of
-    numbers settled inline, as `Limits.iadd` settles it first: a call of it is most of the cost
-    of ``self.total += x``. `current` is read once, into a local."""
-    augend = ast.NamedExpr(target=ast.Name(id=_AUGEND, ctx=ast.Store()), value=current)
-    kind = ast.NamedExpr(target=ast.Name(id=_KIND, ctx=ast.Store()), value=call_node("_type_", augend))
-    number = ast.BoolOp(
-        op=ast.Or(),
-        values=[
-            ast.Compare(left=kind, ops=[ast.Is()], comparators=[name_node("_int_")]),
-            ast.Compare(left=name_node(_KIND), ops=[ast.Is()], comparators=[name_node("_float_")]),
-        ],
-    )
-    plain = ast.BinOp(left=name_node(_AUGEND), op=ast.Add(), right=value)
-    return ast.IfExp(test=number, body=plain, orelse=call_node("_iadd_", name_node(_AUGEND), value))
 
 
 def _is_call(node: ast.AST, function: str, arguments: int) -> TypeGuard[ast.Call]:

@@ -1,0 +1,82 @@
+"""Sums in a def's body settle numbers inline (`instrumenter.number_sum`) and call the size
+guard for anything else; elsewhere they call it. The attacks on the inline form (sequences
+doubled in a function) are in tests/security/test_local_resources.py; what sums compute is
+compared with CPython by the differential corpus.
+"""
+
+from __future__ import annotations
+
+import time
+from types import CodeType
+
+import pytest
+
+from codeward.executors import LocalExecutor
+from codeward.executors.local.policy import compile_block
+
+
+def code_objects(code: CodeType) -> dict[str, CodeType]:
+    found, pending = {"<block>": code}, [code]
+    while pending:
+        for item in pending.pop().co_consts:
+            if isinstance(item, CodeType):
+                found[item.co_name] = item
+                pending.append(item)
+    return found
+
+
+def test_a_sum_in_a_def_is_inline_and_elsewhere_calls_the_guard() -> None:
+    source = (
+        "def total(a, b):\n    return a + b\n"
+        "double = lambda a: a + a\n"
+        "def listed(items, w):\n    return [item + w for item in items]\n"
+        "x, y = 1, 2\nz = x + y\n"
+    )
+    codes = code_objects(compile_block(source, "<block>"))
+    assert "_augend_" in codes["total"].co_varnames
+    for name in ("<lambda>", "<listcomp>", "<block>"):
+        assert "_augend_" not in codes[name].co_varnames, name
+        assert "_add_" in codes[name].co_names, name
+
+
+def test_a_sum_whose_right_side_holds_more_than_names_and_calls_calls_the_guard() -> None:
+    codes = code_objects(compile_block("def f(a, b):\n    return a + [x for x in b]\n", "<block>"))
+    assert "_augend_" not in codes["f"].co_varnames and "_add_" in codes["f"].co_names
+
+
+def test_nested_sums_do_not_double_the_code_at_each_level() -> None:
+    """The right side is written twice only when small, never when it holds a sum made inline."""
+    nested = "x"
+    for _ in range(40):
+        nested = f"x + same({nested})"
+    started = time.perf_counter()
+    compile_block(f"def same(v):\n    return v\ndef f(x):\n    return {nested}\n", "<block>")
+    assert time.perf_counter() - started < 2
+
+
+@pytest.mark.parametrize("isolation", ["process", "in_process"])
+def test_inline_sums_give_what_the_operator_gives(isolation: str) -> None:
+    code = (
+        "class Right:\n    def __radd__(self, other):\n        return ('radd', other)\n"
+        "class Number(int):\n    def __add__(self, other):\n        return 'own add'\n"
+        "def add(a, b):\n    return a + b\n"
+        "def nested(a, b):\n    return a + (b + (a + b))\n"
+        "errors = []\n"
+        "try:\n    add(1, 'a')\nexcept TypeError as error:\n    errors.append(str(error))\n"
+        "(add(1, 2), add(1.5, 2), add(True, 1), add(1, Right()), add(Number(1), 2), add('a', 'b'),"
+        " add([1], [2]), nested(1, 2), nested('a', 'b'), errors)"
+    )
+    with LocalExecutor(isolation=isolation) as executor:
+        output = executor.run(code).output
+    assert output == (
+        3,
+        3.5,
+        2,
+        ("radd", 1),
+        "own add",
+        "ab",
+        [1, 2],
+        6,
+        "abab",
+        ["unsupported operand type(s) for +: 'int' and 'str'"],
+    )
