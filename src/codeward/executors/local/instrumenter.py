@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from codeward.executors.local.int_inference import comprehension_ints, function_ints, is_range_call, module_loop_ints
-from codeward.executors.local.name_bindings import SCOPES, child_nodes
+from codeward.executors.local.name_bindings import SCOPES, child_nodes, may_bind_inside
 
 __all__ = [
     "LEAVES",
@@ -27,6 +27,7 @@ __all__ = [
     "located",
     "name_node",
     "number_sum",
+    "position",
     "transform_children",
 ]
 
@@ -40,6 +41,10 @@ MAX_FORMAT_WIDTH = 100_000
 LEAVES = frozenset(
     kind for kind in vars(ast).values() if isinstance(kind, type) and issubclass(kind, ast.AST) and not kind._fields
 )
+
+# Names and constants: a third of what is left, with no node inside them to instrument or place.
+_NAMES_AND_CONSTANTS = frozenset({ast.Name, ast.Constant})
+_INSTRUMENTED_LEAVES = LEAVES | _NAMES_AND_CONSTANTS
 
 # Operators that can build a huge value in one C-level step, and their guards.
 _VISITORS: dict[tuple[type, type], Callable[[Any, Any], Any]] = {}  # see dispatched_visit
@@ -106,6 +111,7 @@ class Instrumenter(ast.NodeTransformer):
         self.frames: list[bool] = [False]  # per scope: a def's body, where a walrus binds a local
         self.module_candidates: frozenset[str] = frozenset()  # module-level range loop variables
         self.infer_ints = "range" in source  # certain ints come only from range loops
+        self.inner_binders = may_bind_inside(source)  # a walrus or nonlocal: nested scopes are walked
         self.classes: list[ast.ClassDef] = []  # the class statements met, for `receivers`
 
     def _mentions(self, node: ast.AST, word: str) -> bool:
@@ -117,7 +123,7 @@ class Instrumenter(ast.NodeTransformer):
     visit = dispatched_visit
 
     def generic_visit(self, node: ast.AST) -> ast.AST:
-        return transform_children(self, node, LEAVES)
+        return transform_children(self, node, _INSTRUMENTED_LEAVES)  # no visitor of its own looks at those
 
     def _in_scope(self, node: ast.AST, ints: frozenset[str], suspends: bool = False, frame: bool = False) -> None:
         self.ints.append(ints)
@@ -140,7 +146,7 @@ class Instrumenter(ast.NodeTransformer):
 
     def visit_Module(self, node: ast.Module) -> ast.AST:
         if self.infer_ints:
-            self.module_candidates = module_loop_ints(node, self.declared_global)
+            self.module_candidates = module_loop_ints(node, self.declared_global, self.inner_binders)
         return self.generic_visit(node)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
@@ -179,7 +185,7 @@ class Instrumenter(ast.NodeTransformer):
         return node
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
-        ints = function_ints(node) if self._mentions(node, "range") else frozenset()
+        ints = function_ints(node, self.inner_binders) if self._mentions(node, "range") else frozenset()
         decorators, node.decorator_list = node.decorator_list, []  # evaluated around the def
         self._in_scope(node, ints, self._mentions(node, "yield") and _is_generator(node), frame=True)
         node.decorator_list = [self.visit(decorator) for decorator in decorators]
@@ -219,7 +225,7 @@ class Instrumenter(ast.NodeTransformer):
         if guard is None or _cannot_grow(node, self.ints[-1]):
             return node
         if guard == "_add_" and self.frames[-1] and _small(node.right):
-            return located(number_sum(node.left, node.right, guard), node)
+            return number_sum(node.left, node.right, guard, position(node))  # placed as `located` would
         return located(call_node(guard, node.left, node.right), node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
@@ -261,24 +267,41 @@ def call_node(function: str, *args: ast.expr) -> ast.Call:
     return ast.Call(func=name_node(function), args=list(args), keywords=[])
 
 
-def number_sum(left: ast.expr, right: ast.expr, guard: str) -> ast.IfExp:
+def number_sum(left: ast.expr, right: ast.expr, guard: str, where: dict[str, Any] | None = None) -> ast.IfExp:
     """``left + right`` settled inline when `left` is an int or a float, as the guard settles
     it first (the operator's own sum, or `right`'s ``__radd__``); ``guard(left, right)``
     otherwise. A call of the guard is most of the cost of a sum in a function. `left` is read
     once, into a local (``_augend_``), so only where a walrus binds one: a def's body. It is on the stack before `right` runs, so a sum nested in `right` that rebinds
     the local changes nothing. `right` is written in both branches (one runs): callers keep
-    it `_small`, so that nested sums cannot double the tree at each level."""
-    augend = ast.NamedExpr(target=ast.Name(id=_AUGEND, ctx=ast.Store()), value=left)
-    kind = ast.NamedExpr(target=ast.Name(id=_KIND, ctx=ast.Store()), value=call_node("_type_", augend))
+    it `_small`, so that nested sums cannot double the tree at each level.
+
+    `where`: the position (`position`) to give the nodes made here, and `left` and `right`
+    when they have none: what `located` would give them, without walking them."""
+    at = where or {}
+    load, store = ast.Load(), ast.Store()
+
+    def name(identifier: str, ctx: ast.expr_context = load) -> ast.Name:
+        return ast.Name(id=identifier, ctx=ctx, **at)
+
+    def call(function: str, *args: ast.expr) -> ast.Call:
+        return ast.Call(func=name(function), args=list(args), keywords=[], **at)
+
+    if where is not None:
+        for operand in (left, right):
+            if "lineno" not in operand.__dict__:
+                _place(operand, where)
+    augend = ast.NamedExpr(target=name(_AUGEND, store), value=left, **at)
+    kind = ast.NamedExpr(target=name(_KIND, store), value=call("_type_", augend), **at)
     number = ast.BoolOp(
         op=ast.Or(),
         values=[
-            ast.Compare(left=kind, ops=[ast.Is()], comparators=[name_node("_int_")]),
-            ast.Compare(left=name_node(_KIND), ops=[ast.Is()], comparators=[name_node("_float_")]),
+            ast.Compare(left=kind, ops=[ast.Is()], comparators=[name("_int_")], **at),
+            ast.Compare(left=name(_KIND), ops=[ast.Is()], comparators=[name("_float_")], **at),
         ],
+        **at,
     )
-    plain = ast.BinOp(left=name_node(_AUGEND), op=ast.Add(), right=right)
-    return ast.IfExp(test=number, body=plain, orelse=call_node(guard, name_node(_AUGEND), right))
+    plain = ast.BinOp(left=name(_AUGEND), op=ast.Add(), right=right, **at)
+    return ast.IfExp(test=number, body=plain, orelse=call(guard, name(_AUGEND), right), **at)
 
 
 def _small(node: ast.expr) -> bool:
@@ -321,14 +344,26 @@ def located(new: _Node, old: ast.AST) -> _Node:
     Nodes that came from the parsed code keep theirs, which spares a pass over
     the whole tree (`ast.fix_missing_locations`) for every block.
     """
-    where = {name: getattr(old, name, None) for name in _POSITION}
-    if where["lineno"] is None:
+    where = position(old)
+    if where is None:
         return new
+    return _place(new, where)
+
+
+def position(node: ast.AST) -> dict[str, Any] | None:
+    """`node`'s position, as `located` gives it; None when it has none."""
+    where = {name: getattr(node, name, None) for name in _POSITION}
+    return None if where["lineno"] is None else where
+
+
+def _place(new: _Node, where: dict[str, Any]) -> _Node:
+    """`located`'s work with the position given: `new` and the nodes in it that have none."""
     pending: list[ast.AST] = [new]
     while pending:
         node = pending.pop()
         node.__dict__.update(where)  # ast.copy_location's work, without its per-attribute checks
-        pending.extend(child for child in child_nodes(node) if "lineno" not in child.__dict__)
+        if type(node) not in _NAMES_AND_CONSTANTS:  # most new nodes, and nothing inside them to place
+            pending.extend(child for child in child_nodes(node) if "lineno" not in child.__dict__)
     return new
 
 

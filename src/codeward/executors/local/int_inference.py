@@ -36,28 +36,29 @@ def is_range_call(node: ast.expr) -> bool:
     )
 
 
-def function_ints(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
-    """Locals of `function` bound only by ``for name in range(...)``."""
-    return _range_only(function.body, parameters(function))
+def function_ints(function: ast.FunctionDef | ast.AsyncFunctionDef, inner_binders: bool = True) -> frozenset[str]:
+    """Locals of `function` bound only by ``for name in range(...)``. `inner_binders`: as for
+    `enclosing_bindings`."""
+    return _range_only(function.body, parameters(function), inner_binders)
 
 
-def module_loop_ints(module: ast.Module, declared_global: set[str]) -> frozenset[str]:
+def module_loop_ints(module: ast.Module, declared_global: set[str], inner_binders: bool = True) -> frozenset[str]:
     """Module-level names bound in this block only by ``for name in range(...)``, and never
     declared ``global`` by any function or class of any block (`declared_global`), so that
     nothing but this block's own loop can rebind them while it runs. They are certain ints
     only inside the body of such a loop: before it, or after an empty one, the name may
     hold a value from an earlier block."""
-    return _range_only(module.body, set()) - declared_global
+    return _range_only(module.body, set(), inner_binders) - declared_global
 
 
-def _range_only(body: list[ast.stmt], other: set[str]) -> frozenset[str]:
+def _range_only(body: list[ast.stmt], other: set[str], inner_binders: bool) -> frozenset[str]:
     range_targets: set[str] = set()
     other = set(other)
     pending: list[ast.AST] = list(body)
     while pending:
         node = pending.pop()
         if isinstance(node, _NESTED):
-            other.update(enclosing_bindings(node))
+            other.update(enclosing_bindings(node, inner_binders))
             continue
         if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and is_range_call(node.iter):
             range_targets.add(node.target.id)

@@ -10,12 +10,14 @@ from __future__ import annotations
 import ast
 
 __all__ = [
+    "BINDERS",
     "COMPREHENSIONS",
     "SCOPES",
     "bound_here",
     "child_nodes",
     "declared_globals",
     "enclosing_bindings",
+    "may_bind_inside",
     "parameters",
     "walk",
 ]
@@ -23,7 +25,8 @@ __all__ = [
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _AST = ast.AST
-_BINDERS = frozenset(
+#: The node types that may bind a name besides `ast.Name` (see `bound_here`).
+BINDERS = frozenset(
     {ast.Global, ast.Nonlocal, ast.ExceptHandler, ast.alias, ast.MatchAs, ast.MatchStar, ast.MatchMapping}
 )
 
@@ -63,15 +66,19 @@ def parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     return {arg.arg for arg in walk(function.args) if isinstance(arg, ast.arg)}
 
 
-def enclosing_bindings(node: ast.AST) -> set[str]:
+def enclosing_bindings(node: ast.AST, inner_binders: bool = True) -> set[str]:
     """Names a nested scope or comprehension may bind in the scope around it.
 
     A def or class binds its own name; an inner function may declare a name
     ``nonlocal``; a walrus binds around it when it sits in a comprehension, a
     default value, a decorator or a base class (and in the scope's own body,
     counted here too: over-counting only loses a guard-free fast path).
+    `inner_binders` False says the code holds neither ``nonlocal`` nor a walrus (see
+    `may_bind_inside`), so `node` is not walked.
     """
     names = {node.name} if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else set()
+    if not inner_binders:
+        return names
     for inner in walk(node):
         if isinstance(inner, ast.Nonlocal):
             names.update(inner.names)
@@ -80,12 +87,19 @@ def enclosing_bindings(node: ast.AST) -> set[str]:
     return names
 
 
+def may_bind_inside(source: str) -> bool:
+    """Whether the code `source` may hold a ``nonlocal`` statement or a walrus: without the
+    keyword or the ``:=`` token in its text it holds neither (both are spelled in ASCII and
+    written whole), and `enclosing_bindings` need not walk its scopes."""
+    return ":=" in source or "nonlocal" in source
+
+
 def bound_here(node: ast.AST) -> list[str]:
     """Names this one node binds (not counting its children)."""
     kind = type(node)
     if kind is ast.Name:
         return [] if type(node.ctx) is ast.Load else [node.id]  # type: ignore[attr-defined]
-    if kind not in _BINDERS:  # most nodes: one set lookup
+    if kind not in BINDERS:  # most nodes: one set lookup
         return []
     if kind in (ast.Global, ast.Nonlocal):
         return list(node.names)  # type: ignore[attr-defined]

@@ -33,8 +33,8 @@ from types import FunctionType
 from typing import Any, TypeGuard
 
 from codeward.executors.local.imports import SandboxViolation
-from codeward.executors.local.instrumenter import LEAVES, call_node, located, name_node, number_sum
-from codeward.executors.local.name_bindings import COMPREHENSIONS, bound_here, walk
+from codeward.executors.local.instrumenter import LEAVES, call_node, located, name_node, number_sum, position
+from codeward.executors.local.name_bindings import BINDERS, COMPREHENSIONS, bound_here, walk
 
 __all__ = [
     "CLASS_IDS",
@@ -53,6 +53,8 @@ _RECEIVER = "_receiver_"
 #: Nodes that hold no attribute read: most of a tree, passed over by `fast_own_reads`.
 _NOTHING_INSIDE = LEAVES | {ast.Name, ast.Constant}
 _POSITION = ("lineno", "col_offset", "end_lineno", "end_col_offset")
+#: What `_Rewrite.replace` may replace: a guarded read, a write's target, an augmented assignment.
+_REPLACEABLE = frozenset({ast.Call, ast.Attribute, ast.Expr})
 #: An indented def's name, or the name of an attribute stored (``=`` or an augmented operator).
 _DEFINED = re.compile(r"^[ \t]+def[ \t]+(\w+)|\.[ \t]*(\w+)[ \t]*(?:[-+*/%@&|^]|//|\*\*|<<|>>)?=(?!=)", re.MULTILINE)
 #: Descriptors whose ``__get__`` returns the value itself or binds it as CPython binds a function.
@@ -119,6 +121,12 @@ def fast_receivers(
                 rewrite.method(method, lines)
 
 
+def _placed(replacement: ast.AST, old: ast.AST) -> ast.AST:
+    """`replacement` at the position of `old`: as `located` places it, which it need not walk
+    when `replace` placed it already (a guarded read's plain form, a write changed in place)."""
+    return replacement if "lineno" in replacement.__dict__ else located(replacement, old)
+
+
 def _flag(parameter: str) -> str:
     return f"_own_{parameter}_"
 
@@ -144,25 +152,25 @@ class _Rewrite:
         text = lines[function.lineno - 1 : function.end_lineno]
         if not any(receiver + "." in line for line in text):
             return
-        nodes = walk(function)
+        nodes, slots = _walk_with_slots(function)
         if _rebinds(nodes, receiver, positional[0]):
             return
         flag = name_node(_flag(receiver))
         self.in_class_bodies = {id(item) for node in nodes if isinstance(node, ast.ClassDef) for item in walk(node)}
         changed = False
-        for node in nodes:
-            for field in node._fields:
-                child = getattr(node, field, None)
-                if type(child) is list:
-                    for index, item in enumerate(child):
-                        replacement = self.replace(item, receiver, flag)
-                        if replacement is not None:
-                            child[index] = located(replacement, item)
-                            changed = True
-                elif isinstance(child, ast.AST):
+        for container, key in slots:  # in the order of the walk; each read as it is now
+            if type(container) is list:
+                item = container[key]  # type: ignore[index]
+                replacement = self.replace(item, receiver, flag)
+                if replacement is not None:
+                    container[key] = _placed(replacement, item)  # type: ignore[index]
+                    changed = True
+            else:
+                child = getattr(container, key)  # type: ignore[arg-type]
+                if type(child) in _REPLACEABLE:
                     replacement = self.replace(child, receiver, flag)
                     if replacement is not None:
-                        setattr(node, field, located(replacement, child))
+                        setattr(container, key, _placed(replacement, child))  # type: ignore[arg-type]
                         changed = True
         if changed:
             first = function.body[0]
@@ -179,7 +187,17 @@ class _Rewrite:
         """The plain form of a guarded access on `receiver`, behind `flag`; None if `node` is none."""
         if isinstance(node, ast.Call):
             read = self.guarded_read(node, receiver)
-            return None if read is None else ast.IfExp(test=flag, body=_read(receiver, read), orelse=node)
+            if read is None:
+                return None
+            where = position(node)  # the new nodes placed here, where `located` would put them, unwalked
+            if where is None:
+                return ast.IfExp(test=flag, body=_read(receiver, read), orelse=node)
+            if "lineno" not in flag.__dict__:
+                flag.__dict__.update(where)
+            plain = ast.Attribute(
+                value=ast.Name(id=receiver, ctx=ast.Load(), **where), attr=read, ctx=ast.Load(), **where
+            )
+            return ast.IfExp(test=flag, body=plain, orelse=node, **where)
         if isinstance(node, ast.Attribute):
             target = node.value
             if _is_call(target, "_write_", 1) and _is_name(target.args[0], receiver):
@@ -191,6 +209,9 @@ class _Rewrite:
             if parts is None:
                 return None
             operator, name, value = parts
+            at = position(node)
+            if operator == "+=" and id(node) not in self.in_class_bodies and at is not None:
+                return self.number_sum(node, receiver, flag, name, value, at)
             current = _read(receiver, name)
             result: ast.expr
             if operator == "+=" and id(node) not in self.in_class_bodies:  # where the walrus binds a local
@@ -202,6 +223,20 @@ class _Rewrite:
             store = ast.Attribute(value=name_node(receiver), attr=name, ctx=ast.Store())
             return ast.If(test=flag, body=[ast.Assign(targets=[store], value=result)], orelse=[node])
         return None
+
+    def number_sum(
+        self, node: ast.Expr, receiver: str, flag: ast.Name, name: str, value: ast.expr, where: dict[str, Any]
+    ) -> ast.If:
+        """``receiver.name += value`` in its plain form, in a method's own frame, each node made
+        at the position of `node`, the augmented assignment it stands for: where `located`
+        would put them, without walking them (see `replace`)."""
+        load = ast.Load()
+        current = ast.Attribute(value=ast.Name(id=receiver, ctx=load, **where), attr=name, ctx=load, **where)
+        result = number_sum(current, value, "_iadd_", where)
+        store = ast.Attribute(value=ast.Name(id=receiver, ctx=load, **where), attr=name, ctx=ast.Store(), **where)
+        if "lineno" not in flag.__dict__:
+            flag.__dict__.update(where)
+        return ast.If(test=flag, body=[ast.Assign(targets=[store], value=result, **where)], orelse=[node], **where)
 
     def public(self, name: object) -> TypeGuard[str]:
         return isinstance(name, str) and not name.startswith("_") and name not in self.guarded_names
@@ -250,17 +285,46 @@ def _is_name(node: ast.AST, name: str) -> bool:
     return isinstance(node, ast.Name) and node.id == name
 
 
+def _walk_with_slots(function: ast.FunctionDef) -> tuple[list[ast.AST], list[tuple[object, int | str]]]:
+    """`walk(function)`, and where in it `_Rewrite.replace` may put a node: each (list, index)
+    or (node, field) holding one of the `_REPLACEABLE` kinds, in the order of the walk. One
+    pass over the method's fields for both."""
+    found: list[ast.AST] = [function]
+    slots: list[tuple[object, int | str]] = []
+    index = 0
+    while index < len(found):
+        node = found[index]
+        index += 1
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if type(value) is list:
+                for position, item in enumerate(value):
+                    if isinstance(item, ast.AST) and item._fields:
+                        found.append(item)
+                        if type(item) in _REPLACEABLE:
+                            slots.append((value, position))
+            elif isinstance(value, ast.AST) and value._fields:
+                found.append(value)
+                if type(value) in _REPLACEABLE:
+                    slots.append((node, field))
+    return found, slots
+
+
 def _rebinds(nodes: list[ast.AST], name: str, parameter: ast.arg) -> bool:
     """Whether anything among `nodes` (a method and all it holds) but the method's own
     parameter binds `name`: in the method or in a scope nested in it."""
     for node in nodes:
-        if isinstance(node, ast.arg):
-            if node.arg == name and node is not parameter:
+        kind = type(node)
+        if kind is ast.Name:
+            if node.id == name and type(node.ctx) is not ast.Load:  # type: ignore[attr-defined]
                 return True
-        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            if node.name == name:
+        elif kind is ast.arg:
+            if node.arg == name and node is not parameter:  # type: ignore[attr-defined]
                 return True
-        elif name in bound_here(node):
+        elif kind is ast.FunctionDef or kind is ast.ClassDef:
+            if node.name == name:  # type: ignore[attr-defined]
+                return True
+        elif kind in BINDERS and name in bound_here(node):
             return True
     return False
 

@@ -41,6 +41,7 @@ from codeward.executors.local.name_bindings import (
     bound_here,
     child_nodes,
     enclosing_bindings,
+    may_bind_inside,
     parameters,
     walk,
 )
@@ -55,6 +56,8 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _EAGER_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp)
 _DOTTED = re.compile(r"(\w+)\s*\.")  # a word and the dot after it: what may be a read of an attribute
 _DEFERRED = (*SCOPES, ast.GeneratorExp)  # code that may run after a later block rebound the name
+#: The fields that hold statements (an except handler's and a match case's bodies included).
+_STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
 def is_plain_expression(node: ast.AST) -> bool:
@@ -74,14 +77,30 @@ def plain_names(module: ast.Module, declared_global: set[str], source: str) -> f
     """
     found: set[ast.Name] = set()
     dotted = frozenset(_DOTTED.findall(source))
-    _scan_body(module.body, set(declared_global), found, dotted)
-    for node in walk(module):
-        if isinstance(node, _FUNCTIONS):
-            _scan_body(node.body, parameters(node), found, dotted)
+    inner_binders = may_bind_inside(source)
+    _scan_body(module.body, set(declared_global), found, dotted, inner_binders)
+    for node in _functions(module.body):
+        _scan_body(node.body, parameters(node), found, dotted, inner_binders)
     return frozenset(found)
 
 
-def _scan_body(body: list[ast.stmt], disqualified: set[str], found: set[ast.Name], dotted: frozenset[str]) -> None:
+def _functions(body: list[ast.stmt]) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The defs among `body` and the statements nested in it, at any depth. A def is a
+    statement, so only the fields that hold statements are followed, not expressions."""
+    found: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    pending: list[ast.AST] = list(body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, _FUNCTIONS):
+            found.append(node)
+        for field in _STATEMENT_LISTS:
+            pending.extend(getattr(node, field, ()))
+    return found
+
+
+def _scan_body(
+    body: list[ast.stmt], disqualified: set[str], found: set[ast.Name], dotted: frozenset[str], inner_binders: bool
+) -> None:
     """Add to `found` the plain uses of names bound in `body`, one scope's statements."""
     first_binding: dict[str, int] = {}
     for index, statement in enumerate(body):
@@ -95,13 +114,15 @@ def _scan_body(body: list[ast.stmt], disqualified: set[str], found: set[ast.Name
         return
     uses: list[tuple[int, ast.Name]] = []
     for index, statement in enumerate(body):  # all of them: an earlier def may rebind the name later
-        _scan_statement(statement, index, disqualified, uses)
+        _scan_statement(statement, index, disqualified, uses, inner_binders)
     for index, name in uses:
         if name.id not in disqualified and first_binding.get(name.id, index) < index:
             found.add(name)
 
 
-def _scan_statement(statement: ast.stmt, index: int, disqualified: set[str], uses: list[tuple[int, ast.Name]]) -> None:
+def _scan_statement(
+    statement: ast.stmt, index: int, disqualified: set[str], uses: list[tuple[int, ast.Name]], inner_binders: bool
+) -> None:
     """Collect the names `statement` binds other than plainly, and its candidate uses."""
     pending: list[tuple[ast.AST, frozenset[str] | None]] = [(statement, None)]  # None: not in a comprehension
     while pending:
@@ -114,10 +135,10 @@ def _scan_statement(statement: ast.stmt, index: int, disqualified: set[str], use
                 disqualified.add(node.id)
             continue
         if isinstance(node, _DEFERRED):
-            disqualified.update(enclosing_bindings(node))
+            disqualified.update(enclosing_bindings(node, inner_binders))
             continue
         if isinstance(node, _EAGER_COMPREHENSIONS) and shadowed is None:
-            disqualified.update(enclosing_bindings(node))
+            disqualified.update(enclosing_bindings(node, inner_binders))
             own = frozenset(n.id for n in walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load))
             pending.extend((child, own) for child in child_nodes(node))
             continue
