@@ -6,7 +6,7 @@ import io
 import json
 
 from codeward.batch.jsonl import JsonlAppender, repair_and_read
-from codeward.batch.runner import BatchOptions, _Batch
+from codeward.batch.runner import BatchOptions, Recorder
 from codeward.batch.worker import _send_result
 from codeward.platform.memory import AgentMemory
 from tests.cli.conftest import write_script
@@ -23,11 +23,11 @@ def test_a_lone_surrogate_is_appended_and_read_back_exactly(tmp_path):
 
 
 def test_a_result_json_cannot_hold_is_recorded_as_that_jobs_error(tmp_path):
-    batch = _Batch([], BatchOptions(tmp_path / "results.jsonl", None, 1), progress=None)
+    recorder = Recorder(BatchOptions(tmp_path / "results.jsonl", None, 1), progress=None)
     try:
-        written = batch._write_result({"id": "a", "status": "success", "output": {(1, 2): "tuple key"}})
+        written = recorder._write_result({"id": "a", "status": "success", "output": {(1, 2): "tuple key"}})
     finally:
-        batch.results.close()
+        recorder.close()
     assert written["status"] == "error" and "could not be recorded" in written["error"]
     assert repair_and_read(tmp_path / "results.jsonl")[0] == [written]
 

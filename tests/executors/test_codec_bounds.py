@@ -238,8 +238,13 @@ def assert_a_hostile_tool_argument_comes_back_as_an_error(executor: Executor, na
         "said"
     )
     if name == "slow":
-        with pytest.raises(ExecutionTimeout):
-            executor.run(code)
+        # Either the refusal reached the code before the cell's own interrupt did, or the interrupt won.
+        try:
+            said = executor.run(code).output
+        except ExecutionTimeout:
+            pass
+        else:
+            assert said.startswith("ToolCallError: ") and REFUSALS[name] in said
     else:
         said = executor.run(code).output
         assert said.startswith("ToolCallError: ") and REFUSALS[name] in said

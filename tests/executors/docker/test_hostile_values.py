@@ -20,9 +20,10 @@ from tests.executors.test_codec_bounds import (
     prepare,
 )
 
-#: How long past the time limit a refused tool call may return: gVisor's kernel passes the
-#: interrupt and the kernel's reply more slowly (4.06 s against runc's 3.90 s here, for a 3 s limit).
-SLACK = {None: 1.0, "runsc": 1.5}
+#: How long past the time limit a refused tool call may return, on a machine busy with other
+#: suites: gVisor's kernel passes the interrupt and the kernel's reply more slowly (on a quiet
+#: machine 4.06 s against runc's 3.90 s, for a 3 s limit; under load runc took 4.02 s).
+SLACK = {None: 2.0, "runsc": 2.5}
 
 
 @pytest.fixture(scope="module")

@@ -112,7 +112,8 @@ def _sandbox(request: pytest.FixtureRequest, budget: int) -> Iterator[Executor]:
         from codeward.executors.base import create_executor
 
         connection = request.getfixturevalue("e2b_server_elsewhere")
-        executor = create_executor("e2b", connection=connection, **settings)
+        # Host tools, whose requests draw from the budget as on the kernel sandboxes.
+        executor = create_executor("e2b", connection=connection, tools_mode="host", **settings)
     else:
         executor = PROFILES[name].make(**settings)
     with executor:
