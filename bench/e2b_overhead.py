@@ -38,22 +38,12 @@ from e2b_code_interpreter import Sandbox
 
 from codeward.executors.base import ExecutionTimeout
 from codeward.executors.e2b import E2BExecutor
-from codeward.platform.tools import tool
+from tests.cli.sample_tools import double
 from tests.e2b_server import E2BServer
 
 CELL = "1 + 1"
 SLEEPER = "import time\ntime.sleep(60)"
 CALL = "double(21)"
-
-
-@tool
-def double(x: int) -> int:
-    """Doubles a number.
-
-    Args:
-        x: the number to double
-    """
-    return 2 * x
 
 
 def timed(action: Callable[[], object]) -> float:

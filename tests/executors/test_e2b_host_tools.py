@@ -20,6 +20,7 @@ from codeward import tool
 from codeward.executors.base import ExecutionError, ExecutionTimeout, Executor
 from codeward.executors.e2b import E2BExecutor
 from codeward.platform.tools import FinalAnswerTool
+from tests.cli.sample_tools import double
 from tests.executors import test_e2b
 from tests.executors.contract.conftest import PROFILES
 from tests.executors.test_e2b import Counter
@@ -31,16 +32,6 @@ server = test_e2b.server
 make = test_e2b.make
 SECRET_VARIABLE = "CODEWARD_E2B_TEST_SECRET"
 SECRET = "s3cret-value-that-stays-on-the-host"
-
-
-@tool
-def double(x: int) -> int:
-    """Doubles a number.
-
-    Args:
-        x: the number to double
-    """
-    return 2 * x
 
 
 @tool
