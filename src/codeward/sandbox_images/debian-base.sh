@@ -38,6 +38,9 @@ host_mirror() {
 command -v debootstrap >/dev/null || { log "debootstrap is not installed: apt-get install -y debootstrap"; exit 1; }
 
 ROOT=$(mktemp -d "${TMPDIR:-/tmp}/codeward-rootfs.XXXXXX")
+# mktemp makes the folder 0700, and the tar's "." entry gives the image's / that mode: with
+# the vfs storage driver a non-root user then cannot reach anything in the sandbox.
+chmod 755 "$ROOT"
 trap 'rm -rf "$ROOT"' EXIT
 mkdir -p "$CACHE_DIR"
 

@@ -46,6 +46,14 @@ def test_the_current_image_is_found_by_its_label(docker_client: docker.DockerCli
     assert require_image(docker_client).id == sandbox_image
 
 
+def test_the_sandbox_user_can_reach_the_whole_tree(docker_client: docker.DockerClient, sandbox_image: str) -> None:
+    """A debootstrap base made in a 0700 temporary folder had a 0700 root: under vfs no sandbox could start."""
+    probe = "import os, stat; print(oct(stat.S_IMODE(os.stat('/').st_mode)), os.getuid())"
+    output = docker_client.containers.run(sandbox_image, ["python3", "-c", probe], network_mode="none", remove=True)
+    mode, uid = output.decode().split()
+    assert (mode, uid != "0") == ("0o755", True)
+
+
 def test_the_image_holds_the_pinned_packages_and_runs_as_non_root(
     docker_client: docker.DockerClient, sandbox_image: str
 ) -> None:

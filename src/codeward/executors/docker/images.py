@@ -52,7 +52,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: Bump when the build logic below changes what ends up in an image.
-BUILD_LOGIC_VERSION = 1
+BUILD_LOGIC_VERSION = 2
 IMAGE_REPOSITORY = "codeward-sandbox"
 BASE_REPOSITORY = "codeward-debian-base"
 CONTENT_LABEL = "codeward.content"
