@@ -14,13 +14,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from codeward.executors.local.int_inference import comprehension_ints, function_ints, is_range_call, module_loop_ints
-from codeward.executors.local.name_bindings import SCOPES, child_nodes, may_bind_inside
+from codeward.executors.local.name_bindings import CHILD_FIELDS, SCOPES, child_nodes, may_bind_inside
 
 __all__ = [
     "LEAVES",
     "MAX_FORMAT_WIDTH",
     "RESULT_NAME",
     "Instrumenter",
+    "call_at",
     "call_node",
     "capture_last_expression",
     "dispatched_visit",
@@ -28,6 +29,7 @@ __all__ = [
     "name_node",
     "number_sum",
     "position",
+    "tick_at",
     "transform_children",
 ]
 
@@ -47,27 +49,59 @@ _NAMES_AND_CONSTANTS = frozenset({ast.Name, ast.Constant})
 _INSTRUMENTED_LEAVES = LEAVES | _NAMES_AND_CONSTANTS
 
 # Operators that can build a huge value in one C-level step, and their guards.
-_VISITORS: dict[tuple[type, type], Callable[[Any, Any], Any]] = {}  # see dispatched_visit
 _SIZED_OPERATORS = {ast.Add: "_add_", ast.Mult: "_mul_", ast.Pow: "_pow_", ast.LShift: "_lshift_", ast.Mod: "_mod_"}
+#: How those operators are written (``**`` holds ``*``; ``+=`` holds ``+``).
+_SIZED_TEXT = ("+", "*", "%", "<<")
+#: The fields of statements that hold statements.
+_STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
 _Node = TypeVar("_Node", bound=ast.AST)
 _SPEC_NUMBERS = re.compile(r"(\d+)")
-_POSITION = ("lineno", "col_offset", "end_lineno", "end_col_offset")
 #: The locals `number_sum` reads its left operand and its class into.
 _AUGEND, _KIND = "_augend_", "_kind_"
 
 
+class _Visitors(dict[type, Callable[[Any, Any], Any]]):
+    """The visitor of each node class (``visit_<class>`` or ``generic_visit``) for one
+    transformer class, looked up once per class: a visit is then one dict access."""
+
+    def __init__(self, transformer: type[ast.NodeVisitor]) -> None:
+        super().__init__()
+        self.transformer = transformer
+
+    def __missing__(self, kind: type) -> Callable[[Any, Any], Any]:
+        generic: Callable[[Any, Any], Any] = self.transformer.generic_visit
+        found: Callable[[Any, Any], Any] = getattr(self.transformer, f"visit_{kind.__name__}", generic)
+        self[kind] = found
+        return found
+
+
+class _TransformerVisitors(dict[type[ast.NodeVisitor], _Visitors]):
+    """``_VISITORS[transformer class]``: its `_Visitors`, made when the class is first met."""
+
+    def __missing__(self, transformer: type[ast.NodeVisitor]) -> _Visitors:
+        table = self[transformer] = _Visitors(transformer)
+        return table
+
+
+_VISITORS = _TransformerVisitors()  # see dispatched_visit
+
+
 def transform_children(transformer: ast.NodeTransformer, node: _Node, leaves: frozenset[type]) -> _Node:
     """`ast.NodeTransformer.generic_visit` without visiting nodes of the `leaves` types,
-    which every block has many of (every visit is a Python call), and changing a list
-    of children only where a visitor replaced one."""
-    for field in node._fields:
+    which every block has many of (every visit is a Python call), nor reading the fields that
+    hold no node (`CHILD_FIELDS`); each child's visitor is called directly, as
+    `dispatched_visit` would call it, and a list of children is changed only where a visitor
+    replaced one."""
+    visitors = _VISITORS[type(transformer)]
+    for field in CHILD_FIELDS[type(node)]:
         old = getattr(node, field, None)
         if type(old) is list:
             index = 0
             while index < len(old):
                 item = old[index]
                 if isinstance(item, ast.AST) and type(item) not in leaves:
-                    result = transformer.visit(item)
+                    visit = visitors[type(item)]
+                    result = visit(transformer, item)
                     if result is None:
                         del old[index]
                         continue
@@ -78,7 +112,8 @@ def transform_children(transformer: ast.NodeTransformer, node: _Node, leaves: fr
                     old[index] = result
                 index += 1
         elif isinstance(old, ast.AST) and type(old) not in leaves:
-            replacement = transformer.visit(old)
+            visit = visitors[type(old)]
+            replacement = visit(transformer, old)
             if replacement is None:
                 delattr(node, field)
             elif replacement is not old:
@@ -89,14 +124,7 @@ def transform_children(transformer: ast.NodeTransformer, node: _Node, leaves: fr
 def dispatched_visit(transformer: ast.NodeVisitor, node: ast.AST) -> Any:
     """`ast.NodeVisitor.visit` with the visitor of each node class looked up once per
     transformer class, not by building its name at every node."""
-    key = (type(transformer), type(node))
-    visitor = _VISITORS.get(key)
-    if visitor is None:
-        found: Callable[[Any, Any], Any] = getattr(
-            type(transformer), f"visit_{type(node).__name__}", type(transformer).generic_visit
-        )
-        visitor = _VISITORS[key] = found
-    return visitor(transformer, node)
+    return _VISITORS[type(transformer)][type(node)](transformer, node)
 
 
 class Instrumenter(ast.NodeTransformer):
@@ -145,9 +173,26 @@ class Instrumenter(ast.NodeTransformer):
             self.frames.pop()
 
     def visit_Module(self, node: ast.Module) -> ast.AST:
-        if self.infer_ints:
+        if self.infer_ints and self._sized_range_loop(node.body):
             self.module_candidates = module_loop_ints(node, self.declared_global, self.inner_binders)
         return self.generic_visit(node)
+
+    def _sized_range_loop(self, body: list[ast.stmt]) -> bool:
+        """Whether a module-level ``for name in range(...)`` loop has in its text an operator that
+        a certain int spares a guard (``+ * % <<``). In a loop without one, which names are
+        certain ints changes nothing, so without such a loop `module_loop_ints` need not walk
+        the block. Only statements are followed: a loop is one, and a def or class is a scope."""
+        pending: list[ast.AST] = list(body)
+        while pending:
+            node = pending.pop()
+            if isinstance(node, SCOPES):
+                continue
+            range_loop = isinstance(node, ast.For) and isinstance(node.target, ast.Name) and is_range_call(node.iter)
+            if range_loop and any(self._mentions(node, operator) for operator in _SIZED_TEXT):
+                return True
+            for field in _STATEMENT_LISTS:
+                pending.extend(getattr(node, field, ()))
+        return False
 
     def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
         self.classes.append(node)
@@ -174,14 +219,14 @@ class Instrumenter(ast.NodeTransformer):
         else:
             self.generic_visit(node)
         if self.suspends[-1]:
-            node.body.insert(0, located(tick_statement(), node))
+            node.body.insert(0, tick_at(position(node)))
         else:
             node.iter = ticking(node.iter)
         return node
 
     def visit_While(self, node: ast.While) -> ast.AST:
         self.generic_visit(node)
-        node.body.insert(0, located(tick_statement(), node))
+        node.body.insert(0, tick_at(position(node)))
         return node
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
@@ -195,7 +240,7 @@ class Instrumenter(ast.NodeTransformer):
             and isinstance(node.body[0].value, ast.Constant)
             and isinstance(node.body[0].value.value, str)
         )
-        node.body.insert(1 if has_docstring else 0, located(tick_statement(), node))
+        node.body.insert(1 if has_docstring else 0, tick_at(position(node)))
         if node.name == "__exit__":
             node.body.insert(0, located(ast.Expr(call_node("_handled_")), node))
         return node
@@ -209,7 +254,7 @@ class Instrumenter(ast.NodeTransformer):
     def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
         self.generic_visit(node)
         if self.suspends[-1]:
-            node.ifs.insert(0, located(call_node("_tick_"), node.iter))
+            node.ifs.insert(0, call_at("_tick_", [], position(node.iter)))
         else:
             node.iter = ticking(node.iter)
         return node
@@ -226,7 +271,7 @@ class Instrumenter(ast.NodeTransformer):
             return node
         if guard == "_add_" and self.frames[-1] and _small(node.right):
             return number_sum(node.left, node.right, guard, position(node))  # placed as `located` would
-        return located(call_node(guard, node.left, node.right), node)
+        return call_at(guard, [node.left, node.right], position(node))
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
         """``x += y`` on a name: concatenation can double a value in one C call, so it is sized.
@@ -334,8 +379,13 @@ def ticking(iterable: ast.expr) -> ast.Call:
     The loop keeps the budget it started with, so a loop that can pause (in a
     generator) calls ``_tick_()`` instead: resumed later, it must count against the
     budget of that time, or stop at once when the host resumes it between blocks."""
-    budget = ast.Attribute(value=name_node("_tick_"), attr="__self__", ctx=ast.Load())
-    return located(call_node("_each_", iterable, budget), iterable)
+    where = position(iterable)
+    if where is None:
+        budget = ast.Attribute(value=name_node("_tick_"), attr="__self__", ctx=ast.Load())
+    else:
+        load = ast.Load()
+        budget = ast.Attribute(value=ast.Name(id="_tick_", ctx=load, **where), attr="__self__", ctx=load, **where)
+    return call_at("_each_", [iterable, budget], where)
 
 
 def located(new: _Node, old: ast.AST) -> _Node:
@@ -350,10 +400,37 @@ def located(new: _Node, old: ast.AST) -> _Node:
     return _place(new, where)
 
 
+def call_at(function: str, args: list[ast.expr], where: dict[str, Any] | None) -> ast.Call:
+    """``located(call_node(function, *args), old)`` for `where` = ``position(old)``, its nodes
+    made at their place: only the arguments that have no position are walked to place them."""
+    if where is None:
+        return ast.Call(func=name_node(function), args=args, keywords=[])
+    for arg in args:
+        if "lineno" not in arg.__dict__:
+            _place(arg, where)
+    return ast.Call(func=ast.Name(id=function, ctx=ast.Load(), **where), args=args, keywords=[], **where)
+
+
+def tick_at(where: dict[str, Any] | None) -> ast.Expr:
+    """``located(tick_statement(), old)`` for `where` = ``position(old)``, made at its place."""
+    if where is None:
+        return tick_statement()
+    return ast.Expr(value=call_at("_tick_", [], where), **where)
+
+
 def position(node: ast.AST) -> dict[str, Any] | None:
-    """`node`'s position, as `located` gives it; None when it has none."""
-    where = {name: getattr(node, name, None) for name in _POSITION}
-    return None if where["lineno"] is None else where
+    """`node`'s position, as `located` gives it; None when it has none. Read from the node's
+    own attributes: the node classes default the end of a position to None, and no more."""
+    own = node.__dict__
+    lineno = own.get("lineno")
+    if lineno is None:
+        return None
+    return {
+        "lineno": lineno,
+        "col_offset": own.get("col_offset"),
+        "end_lineno": own.get("end_lineno"),
+        "end_col_offset": own.get("end_col_offset"),
+    }
 
 
 def _place(new: _Node, where: dict[str, Any]) -> _Node:

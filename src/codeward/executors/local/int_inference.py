@@ -24,6 +24,8 @@ from codeward.executors.local.name_bindings import (
 __all__ = ["comprehension_ints", "function_ints", "is_range_call", "module_loop_ints"]
 
 _NESTED = (*SCOPES, *COMPREHENSIONS)
+#: The contexts of an expression that is read (None: one that has no context, a call or an operator).
+_READS = (type(None), ast.Load)
 
 
 def is_range_call(node: ast.expr) -> bool:
@@ -57,6 +59,8 @@ def _range_only(body: list[ast.stmt], other: set[str], inner_binders: bool) -> f
     pending: list[ast.AST] = list(body)
     while pending:
         node = pending.pop()
+        if not inner_binders and isinstance(node, ast.expr) and type(getattr(node, "ctx", None)) in _READS:
+            continue  # with no walrus, what is read binds nothing, nor do the lambdas and comprehensions in it
         if isinstance(node, _NESTED):
             other.update(enclosing_bindings(node, inner_binders))
             continue

@@ -11,6 +11,7 @@ import ast
 
 __all__ = [
     "BINDERS",
+    "CHILD_FIELDS",
     "COMPREHENSIONS",
     "SCOPES",
     "bound_here",
@@ -31,11 +32,32 @@ BINDERS = frozenset(
 )
 
 
+#: Fields that never hold a node with fields of its own: names, numbers and flags, and the
+#: operators and contexts (field-less nodes).
+_NO_CHILD = frozenset(
+    {"ctx", "op", "ops", "id", "attr", "arg", "type_comment", "kind", "conversion", "simple", "is_async", "level"}
+    | {"module"}
+)
+
+
+class _ChildFields(dict[type[ast.AST], tuple[str, ...]]):
+    """``CHILD_FIELDS[kind]``: the fields of a node of class `kind` that may hold a node with
+    fields; the others are not read by the walks here, nor by the passes that change the tree
+    (a getattr each). Filled as classes are met, so that a lookup is one dict access."""
+
+    def __missing__(self, kind: type[ast.AST]) -> tuple[str, ...]:
+        fields = self[kind] = tuple(field for field in kind._fields if field not in _NO_CHILD)
+        return fields
+
+
+CHILD_FIELDS = _ChildFields()
+
+
 def child_nodes(node: ast.AST) -> list[ast.AST]:
     """`ast.iter_child_nodes` as a list, less the field-less context and operator
     nodes (``Load``, ``Add``): a third of a tree, and they bind nothing."""
     children: list[ast.AST] = []
-    for field in node._fields:
+    for field in CHILD_FIELDS[type(node)]:
         value = getattr(node, field, None)
         if type(value) is list:
             for item in value:

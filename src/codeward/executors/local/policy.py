@@ -15,7 +15,6 @@ runs; `compile_block` runs both.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from types import CodeType
 from typing import TypeVar
 
@@ -25,15 +24,18 @@ from codeward.executors.local.block_function import as_function, function_code
 from codeward.executors.local.data_policy import DataPolicy
 from codeward.executors.local.instrumenter import (
     Instrumenter,
+    call_at,
     call_node,
     capture_last_expression,
     dispatched_visit,
     located,
     name_node,
+    position,
     transform_children,
 )
 from codeward.executors.local.name_bindings import declared_globals
 from codeward.executors.local.receivers import fast_own_reads, fast_receivers, own_attribute_names
+from codeward.executors.local.refusals import CodeRefused, Problem, policy_report, syntax_report
 from codeward.executors.local.type_inference import (
     PLAIN_TYPES,
     is_plain_expression,
@@ -255,6 +257,22 @@ _ALLOWED_LEAVES = frozenset(
     and not kind._fields
     and hasattr(RestrictingNodeTransformer, f"visit_{kind.__name__}")
 )
+#: The code of a RestrictedPython visitor that only visits the node's children.
+_DELEGATION = (lambda self, node: self.node_contents_visit(node)).__code__
+
+
+def _delegates(name: str) -> bool:
+    """Whether RestrictedPython's visitor `name` only visits the node's children (its code is
+    ``return self.node_contents_visit(node)``): calling `node_contents_visit` in its place is the
+    same, a Python call fewer per node. Read from its bytecode, so a visitor that checks
+    anything keeps its own code."""
+    code = getattr(RestrictingNodeTransformer, name).__code__
+    return bool(code.co_code == _DELEGATION.co_code and code.co_names == _DELEGATION.co_names)
+
+
+#: What the policy passes over: the leaves it allows, and constants when their visitor only
+#: visits their children (a constant holds no node).
+_POLICY_LEAVES = _ALLOWED_LEAVES | ({ast.Constant} if _delegates("visit_Constant") else set())
 #: Guards a ``match`` statement's class patterns and dotted value patterns call (see
 #: `SandboxPolicy.visit_Match`).
 MATCH_CLASS = "_match_class_"
@@ -283,29 +301,12 @@ _AUGMENTED = {
 AUGMENTED = {kind: (f"_aug_{kind}_", f"_aug_read_{kind}_", f"_aug_store_{kind}_") for kind in ("item", "attribute")}
 
 
-class CodeRefused(Exception):
-    """The code does not compile or breaks the policy; `report` is what the model reads."""
-
-    def __init__(self, report: str, error_type: str) -> None:
-        super().__init__(report)
-        self.report = report
-        self.error_type = error_type
-
-
-@dataclass
-class _Problem:
-    line: int
-    col: int
-    end_col: int | None
-    message: str
-
-
 class SandboxPolicy(RestrictingNodeTransformer):
     """RestrictedPython's policy, adapted to the Python agents write."""
 
     def __init__(self, reserved: frozenset[str], plain: frozenset[ast.Name] = frozenset()) -> None:
         super().__init__(errors=[], warnings=[], used_names={})
-        self.problems: list[_Problem] = []
+        self.problems: list[Problem] = []
         self.reserved = reserved
         self.plain = plain  # name loads that certainly hold a plain value
         self.class_depth: list[bool] = []  # True while directly inside a class body
@@ -316,15 +317,16 @@ class SandboxPolicy(RestrictingNodeTransformer):
 
     def node_contents_visit(self, node: _T) -> _T:
         """Visit the children, but not the field-less nodes that RestrictedPython allows
-        as they are (contexts, operators, pass): a field-less node it has not
-        reviewed is still visited, and refused."""
-        return transform_children(self, node, _ALLOWED_LEAVES)
+        as they are (contexts, operators, pass), nor constants when it allows them as they
+        are (`_POLICY_LEAVES`): a field-less node it has not reviewed is still visited, and
+        refused."""
+        return transform_children(self, node, _POLICY_LEAVES)
 
     # Reporting -----------------------------------------------------------
     def error(self, node: ast.AST, info: str) -> None:
         self.errors.append(info)
         self.problems.append(
-            _Problem(
+            Problem(
                 getattr(node, "lineno", 1) or 1,
                 getattr(node, "col_offset", 0) or 0,
                 getattr(node, "end_col_offset", None),
@@ -369,20 +371,21 @@ class SandboxPolicy(RestrictingNodeTransformer):
         if isinstance(node.ctx, ast.Load):
             if plain_method:  # a plain value's method: what the guard would return (and a fast method call)
                 return node
-            return located(call_node("_getattr_", node.value, ast.Constant(node.attr)), node)
-        node.value = located(call_node("_write_", node.value), node.value)
+            where = position(node)
+            return call_at("_getattr_", [node.value, ast.Constant(node.attr, **where or {})], where)
+        node.value = call_at("_write_", [node.value], position(node.value))
         return node
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
         node = self.node_contents_visit(node)
         if isinstance(node.ctx, ast.Load):
-            return located(call_node("_getitem_", node.value, node.slice), node)
+            return call_at("_getitem_", [node.value, node.slice], position(node))
         return node
 
     def visit_Slice(self, node: ast.Slice) -> ast.AST:
         node = self.node_contents_visit(node)
         parts = [part or ast.Constant(None) for part in (node.lower, node.upper, node.step)]
-        return located(call_node("_slice_", *parts), node)
+        return call_at("_slice_", parts, position(node))
 
     # Statements RestrictedPython handles differently from what agents need ----
     def allow(self, node: ast.AST) -> ast.AST:
@@ -603,6 +606,13 @@ class SandboxPolicy(RestrictingNodeTransformer):
         return node
 
 
+# RestrictedPython's visitors that only visit the children, and that the policy keeps: the
+# children visited directly (see `_delegates`).
+for _name in [name for name in vars(RestrictingNodeTransformer) if name.startswith("visit_")]:
+    if _name not in vars(SandboxPolicy) and _delegates(_name):
+        setattr(SandboxPolicy, _name, SandboxPolicy.node_contents_visit)
+
+
 def compile_block(
     source: str,
     filename: str,
@@ -620,13 +630,13 @@ def compile_block(
     try:
         tree = ast.parse(source, filename=filename, mode="exec")
     except SyntaxError as error:
-        raise CodeRefused(_syntax_report(source, error), "SyntaxError") from None
+        raise CodeRefused(syntax_report(source, error), "SyntaxError") from None
     declared = declared_global if declared_global is not None else set()
     block_globals = declared_globals(tree) if "global" in source else set()  # no keyword, no declaration
     policy = SandboxPolicy(reserved, plain_names(tree, declared | block_globals, source))
     tree = policy.visit(tree)
     if policy.problems:
-        raise CodeRefused(_policy_report(source, policy.problems), "CodeRefused")
+        raise CodeRefused(policy_report(source, policy.problems), "CodeRefused")
     declared |= block_globals
     instrumenter = Instrumenter(source, declared)
     tree = instrumenter.visit(tree)
@@ -639,7 +649,7 @@ def compile_block(
     try:
         code = compile(tree, filename, "exec", dont_inherit=True)  # the block's own future imports, not ours
     except SyntaxError as error:  # what only the compiler sees: 'return' or 'break' outside their place
-        raise CodeRefused(_syntax_report(source, error), "SyntaxError") from None
+        raise CodeRefused(syntax_report(source, error), "SyntaxError") from None
     return function_code(code) if wrapped else code
 
 
@@ -655,29 +665,3 @@ def _finally_escape(statement: ast.stmt) -> ast.stmt | None:
         loop = in_loop or isinstance(node, (ast.For, ast.While))
         pending.extend((child, loop) for child in ast.iter_child_nodes(node))
     return None
-
-
-def _source_line(source: str, line: int) -> str:
-    lines = source.splitlines()
-    return lines[line - 1] if 0 < line <= len(lines) else ""
-
-
-def _caret(text: str, col: int, end_col: int | None) -> str:
-    width = max(1, (end_col - col) if end_col and end_col > col else 1)
-    return f"    {text}\n    {' ' * col}{'^' * width}"
-
-
-def _syntax_report(source: str, error: SyntaxError) -> str:
-    line = error.lineno or 1
-    col = max(0, (error.offset or 1) - 1)
-    end = (error.end_offset - 1) if error.end_offset and error.end_lineno == error.lineno else None
-    text = error.text.rstrip("\n") if error.text else _source_line(source, line)
-    return f"SyntaxError on line {line}: {error.msg}\n{_caret(text, col, end)}"
-
-
-def _policy_report(source: str, problems: list[_Problem]) -> str:
-    parts = ["The code was not run; fix these and send it again:"]
-    for problem in sorted(problems, key=lambda p: (p.line, p.col)):
-        text = _source_line(source, problem.line)
-        parts.append(f"Line {problem.line}: {problem.message}\n{_caret(text, problem.col, problem.end_col)}")
-    return "\n".join(parts)

@@ -34,7 +34,7 @@ from typing import Any, TypeGuard
 
 from codeward.executors.local.imports import SandboxViolation
 from codeward.executors.local.instrumenter import LEAVES, call_node, located, name_node, number_sum, position
-from codeward.executors.local.name_bindings import BINDERS, COMPREHENSIONS, bound_here, walk
+from codeward.executors.local.name_bindings import BINDERS, CHILD_FIELDS, COMPREHENSIONS, bound_here, walk
 
 __all__ = [
     "CLASS_IDS",
@@ -127,6 +127,30 @@ def _placed(replacement: ast.AST, old: ast.AST) -> ast.AST:
     return replacement if "lineno" in replacement.__dict__ else located(replacement, old)
 
 
+def _flag_assignment(flag: str, receiver: str, where: dict[str, Any] | None) -> ast.Assign:
+    """``flag = _id_(_type_(receiver)) in _own_ids_``, each node made at `where` (the method's
+    position, as `located` would place them, without walking them)."""
+    at = where or {}
+    load = ast.Load()
+    receiver_class = ast.Call(
+        func=ast.Name(id="_type_", ctx=load, **at), args=[ast.Name(id=receiver, ctx=load, **at)], keywords=[], **at
+    )
+    class_id = ast.Call(func=ast.Name(id="_id_", ctx=load, **at), args=[receiver_class], keywords=[], **at)
+    check = ast.Compare(left=class_id, ops=[ast.In()], comparators=[ast.Name(id=CLASS_IDS, ctx=load, **at)], **at)
+    return ast.Assign(targets=[ast.Name(id=flag, ctx=ast.Store(), **at)], value=check, **at)
+
+
+def _either(flag: ast.Name, receiver: str, target: ast.expr) -> ast.IfExp:
+    """``receiver if flag else target`` at the position of `target` (the write guard's call), as
+    `located` would place it: the new nodes made there, `flag` placed at its first use."""
+    where = position(target)
+    if where is None:
+        return ast.IfExp(test=flag, body=name_node(receiver), orelse=target)
+    if "lineno" not in flag.__dict__:
+        flag.__dict__.update(where)
+    return ast.IfExp(test=flag, body=ast.Name(id=receiver, ctx=ast.Load(), **where), orelse=target, **where)
+
+
 def _flag(parameter: str) -> str:
     return f"_own_{parameter}_"
 
@@ -175,13 +199,7 @@ class _Rewrite:
         if changed:
             first = function.body[0]
             docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
-            check = ast.Compare(
-                left=call_node("_id_", call_node("_type_", name_node(receiver))),
-                ops=[ast.In()],
-                comparators=[name_node(CLASS_IDS)],
-            )
-            assign = ast.Assign(targets=[ast.Name(id=flag.id, ctx=ast.Store())], value=check)
-            function.body.insert(1 if docstring else 0, located(assign, function))
+            function.body.insert(1 if docstring else 0, _flag_assignment(flag.id, receiver, position(function)))
 
     def replace(self, node: ast.AST, receiver: str, flag: ast.Name) -> ast.AST | None:
         """The plain form of a guarded access on `receiver`, behind `flag`; None if `node` is none."""
@@ -201,7 +219,7 @@ class _Rewrite:
         if isinstance(node, ast.Attribute):
             target = node.value
             if _is_call(target, "_write_", 1) and _is_name(target.args[0], receiver):
-                node.value = located(ast.IfExp(test=flag, body=name_node(receiver), orelse=target), target)
+                node.value = _either(flag, receiver, target)
                 return node  # changed in place
             return None
         if isinstance(node, ast.Expr):
@@ -287,27 +305,38 @@ def _is_name(node: ast.AST, name: str) -> bool:
 
 def _walk_with_slots(function: ast.FunctionDef) -> tuple[list[ast.AST], list[tuple[object, int | str]]]:
     """`walk(function)`, and where in it `_Rewrite.replace` may put a node: each (list, index)
-    or (node, field) holding one of the `_REPLACEABLE` kinds, in the order of the walk. One
-    pass over the method's fields for both."""
+    or (node, field) holding one of the `_REPLACEABLE` kinds that it may replace (`_may_replace`),
+    in the order of the walk. One pass over the method's fields for both."""
     found: list[ast.AST] = [function]
     slots: list[tuple[object, int | str]] = []
     index = 0
     while index < len(found):
         node = found[index]
         index += 1
-        for field in node._fields:
+        for field in CHILD_FIELDS[type(node)]:
             value = getattr(node, field, None)
             if type(value) is list:
                 for position, item in enumerate(value):
                     if isinstance(item, ast.AST) and item._fields:
                         found.append(item)
-                        if type(item) in _REPLACEABLE:
+                        if type(item) in _REPLACEABLE and _may_replace(item):
                             slots.append((value, position))
             elif isinstance(value, ast.AST) and value._fields:
                 found.append(value)
-                if type(value) in _REPLACEABLE:
+                if type(value) in _REPLACEABLE and _may_replace(value):
                     slots.append((node, field))
     return found, slots
+
+
+def _may_replace(node: ast.AST) -> bool:
+    """Whether `_Rewrite.replace` may replace `node`, one of the `_REPLACEABLE` kinds: a call of
+    ``_getattr_``, or an attribute or expression statement whose value is a call of a guard (a
+    write's target, an augmented assignment). What a slot holds changes before `replace` reads
+    it only where a replacement put a node it does not replace, so the others need no slot."""
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, ast.Name) and node.func.id == "_getattr_"
+    value = node.value  # type: ignore[attr-defined]
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
 
 
 def _rebinds(nodes: list[ast.AST], name: str, parameter: ast.arg) -> bool:
@@ -374,13 +403,15 @@ class _OwnReads:
         self.seen = seen
 
     def fields(self, node: ast.AST, fields: tuple[str, ...], in_function: bool) -> None:
+        """Rewrite the children in `fields` of `node`; names, constants and leaves, which `child`
+        gives back as they are, are passed over here."""
         for field in fields:
             child = getattr(node, field, None)
             if type(child) is list:
                 for index, item in enumerate(child):
-                    if isinstance(item, ast.AST):
+                    if isinstance(item, ast.AST) and type(item) not in _NOTHING_INSIDE:
                         child[index] = self.child(item, field, in_function)
-            elif isinstance(child, ast.AST):
+            elif isinstance(child, ast.AST) and type(child) not in _NOTHING_INSIDE:
                 setattr(node, field, self.child(child, field, in_function))
 
     def child(self, node: ast.AST, field: str, in_function: bool) -> ast.AST:
@@ -398,7 +429,7 @@ class _OwnReads:
         if isinstance(node, (ast.FunctionDef, ast.Lambda)):
             self.fields(node, ("body",), in_function=True)  # decorators and defaults keep the guard
         elif not isinstance(node, (ast.ClassDef, *COMPREHENSIONS)) and field != "annotation":
-            self.fields(node, node._fields, in_function)
+            self.fields(node, CHILD_FIELDS[type(node)], in_function)
         return node
 
 

@@ -34,7 +34,9 @@ no route for another value to reach it:
 from __future__ import annotations
 
 import ast
+import functools
 import re
+from collections.abc import Callable
 
 from codeward.executors.local.name_bindings import (
     SCOPES,
@@ -54,7 +56,9 @@ PLAIN_TYPES = (str, bytes, list, dict, set, frozenset, tuple)
 _PLAIN_DISPLAYS = (ast.JoinedStr, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.ListComp, ast.SetComp, ast.DictComp)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _EAGER_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp)
-_DOTTED = re.compile(r"(\w+)\s*\.")  # a word and the dot after it: what may be a read of an attribute
+#: A word and the dot after it: what may be a read of an attribute. Possessive, from a word's
+#: start: the words are those ``(\w+)\s*\.`` finds, without retrying each from every letter.
+_DOTTED = re.compile(r"\b(\w++)\s*+\.")
 _DEFERRED = (*SCOPES, ast.GeneratorExp)  # code that may run after a later block rebound the name
 #: The fields that hold statements (an except handler's and a match case's bodies included).
 _STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
@@ -78,9 +82,9 @@ def plain_names(module: ast.Module, declared_global: set[str], source: str) -> f
     found: set[ast.Name] = set()
     dotted = frozenset(_DOTTED.findall(source))
     inner_binders = may_bind_inside(source)
-    _scan_body(module.body, set(declared_global), found, dotted, inner_binders)
+    _scan_body(module.body, lambda: set(declared_global), found, dotted, inner_binders)
     for node in _functions(module.body):
-        _scan_body(node.body, parameters(node), found, dotted, inner_binders)
+        _scan_body(node.body, functools.partial(parameters, node), found, dotted, inner_binders)
     return frozenset(found)
 
 
@@ -99,9 +103,15 @@ def _functions(body: list[ast.stmt]) -> list[ast.FunctionDef | ast.AsyncFunction
 
 
 def _scan_body(
-    body: list[ast.stmt], disqualified: set[str], found: set[ast.Name], dotted: frozenset[str], inner_binders: bool
+    body: list[ast.stmt],
+    disqualifying: Callable[[], set[str]],
+    found: set[ast.Name],
+    dotted: frozenset[str],
+    inner_binders: bool,
 ) -> None:
-    """Add to `found` the plain uses of names bound in `body`, one scope's statements."""
+    """Add to `found` the plain uses of names bound in `body`, one scope's statements.
+    `disqualifying` gives the names the scope's start leaves uncertain (its parameters),
+    asked only for a body that has a plain binding of a name read with a dot."""
     first_binding: dict[str, int] = {}
     for index, statement in enumerate(body):
         if isinstance(statement, (ast.Assign, ast.AnnAssign)) and _plain_binding_value(statement) is not None:
@@ -113,6 +123,7 @@ def _scan_body(
     if dotted.isdisjoint(first_binding):
         return
     uses: list[tuple[int, ast.Name]] = []
+    disqualified = disqualifying()
     for index, statement in enumerate(body):  # all of them: an earlier def may rebind the name later
         _scan_statement(statement, index, disqualified, uses, inner_binders)
     for index, name in uses:
