@@ -23,6 +23,8 @@ CPUs, started once before the timing), interleaved; printed: each one's jobs/s,
 Ray's throughput as a ratio of the pool's, and Ray's scheduling overhead per job:
 the extra wall time per job it costs, times the jobs running at once
 ((t_ray - t_pool) * concurrency / jobs), beside the round trip of an empty Ray task.
+With ``--ray --executor docker``, the pool's workers each keep a warm sandbox and the
+Ray node's actor keeps its pool (`codeward.batch.ray_nodes`): the two warm paths compared.
 """
 
 from __future__ import annotations
@@ -168,7 +170,12 @@ def bench_ray(executor: str, count: int, repeats: int, work: int, concurrency: i
         assert outcome.counts == {"success": count}, outcome.counts
         return elapsed
 
-    ray.init(num_cpus=concurrency, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    from codeward.batch.ray_nodes import DOCKER_RESOURCE
+
+    docker = {DOCKER_RESOURCE: concurrency} if executor == "docker" else {}
+    ray.init(
+        num_cpus=concurrency, resources=docker, include_dashboard=False, log_to_driver=False, logging_level="ERROR"
+    )
     try:
         with tempfile.TemporaryDirectory() as scratch:
             folder = Path(scratch)

@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -275,6 +276,8 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
         raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
     if args.env and args.ray is None:
         raise UsageError("--env sends variables to the tasks of a Ray cluster: use it with --ray")
+    if (args.job_cpus is not None or args.job_memory is not None) and args.ray is None:
+        raise UsageError("--job-cpus and --job-memory are what each job asks of a Ray cluster: use them with --ray")
     defaults = JobDefaults(
         model=args.model or default_model_id(),
         executor=args.executor,
@@ -321,10 +324,25 @@ def _batch_backend(args: argparse.Namespace) -> Any:
         from codeward.batch.ray_backend import RayBackend
     except ImportError as error:
         raise UsageError(f"--ray needs Ray ({error}): pip install 'codeward[ray]'") from None
-    return RayBackend(None if args.ray == _LOCAL_RAY else args.ray, env=args.env)
+    cpus = 1.0 if args.job_cpus is None else args.job_cpus
+    if not cpus > 0:
+        raise UsageError(f"--job-cpus must be a positive number of CPUs, got {args.job_cpus}")
+    memory = None if args.job_memory is None else _size_in_bytes(args.job_memory, "--job-memory")
+    address = None if args.ray == _LOCAL_RAY else args.ray
+    return RayBackend(address, env=args.env, num_cpus=cpus, memory=memory)
 
 
 _LOCAL_RAY = "local"
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def _size_in_bytes(text: str, option: str) -> int:
+    """``2g``, ``512m``, ``1.5GiB`` or a number of bytes, as Docker's limits are written."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", text, re.IGNORECASE)
+    size = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]) if match else 0
+    if size <= 0:
+        raise UsageError(f"{option} must be a size such as 2g or 512m, got {text!r}")
+    return size
 
 
 def _batch_file(given: str | None, runs: Path | None, name: str) -> Path:
@@ -357,6 +375,17 @@ def _add_batch(commands: Any) -> None:
         metavar="NAME",
         help="with --ray: send this environment variable (a model key) to the tasks (repeatable); "
         "nothing else of this shell's environment is sent",
+    )
+    batch.add_argument(
+        "--job-cpus",
+        type=float,
+        metavar="N",
+        help="with --ray: the CPUs each job asks the cluster for (default 1)",
+    )
+    batch.add_argument(
+        "--job-memory",
+        metavar="SIZE",
+        help="with --ray: the memory each job asks the cluster for, such as 2g (default: none asked)",
     )
     batch.add_argument(
         "--out", help="results, one JSON line per finished job (default results.jsonl, in --runs DIR if given)"

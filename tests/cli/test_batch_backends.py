@@ -63,3 +63,21 @@ def test_ray_without_an_address_starts_a_local_cluster_for_the_run_and_stops_it(
     while time.monotonic() < deadline and _ray_servers() - before:
         time.sleep(0.2)
     assert not _ray_servers() - before, "the run's Ray cluster outlived it"
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (["--job-memory", "2g"], "use them with --ray"),
+        (["--ray", "--job-memory", "lots"], "--job-memory must be a size such as 2g or 512m, got 'lots'"),
+        (["--ray", "--job-memory", "0"], "--job-memory must be a size such as 2g or 512m, got '0'"),
+        (["--ray", "--job-cpus", "0"], "--job-cpus must be a positive number of CPUs, got 0.0"),
+    ],
+)
+def test_what_a_job_asks_of_ray_is_checked_before_anything_runs(codeward, tmp_path, options, said) -> None:
+    model = write_script(tmp_path / "m.yaml", "final_answer(1)")
+    (tmp_path / "jobs.jsonl").write_text(json.dumps({"id": "a", "task": "t", "model": model}) + "\n")
+    done = codeward("batch", "jobs.jsonl", *options)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert said in done.stdout + done.stderr
+    assert not (tmp_path / "results.jsonl").exists()

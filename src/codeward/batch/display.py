@@ -72,6 +72,10 @@ class BatchProgress:
         self.counts[status] += 1
         self._progress.update(self._task, advance=1, counts=_counts_text(self.counts))
 
+    def note(self, text: str) -> None:
+        """A line for the user above the bar: something about the run, not one job (a node skipped)."""
+        self._progress.console.print(escape(visible(text)))
+
     def running_on(self, nodes: dict[str, str]) -> None:
         """Where the running jobs are (job id -> node id), for backends that spread them over machines."""
         if self._task is not None:

@@ -12,7 +12,9 @@ attempt lost with its node or worker process is run again in a fresh sandbox,
 numbered, so the audit file says which attempt ran each block, and a job that
 was lost mid-block gets that block's ``worker_lost`` line as with the pool.
 What a task does while it runs (started, on which node; each code block) reaches
-the driver through one small actor, `_Tracker`, which the driver drains.
+the driver through one small actor, `_Tracker`, which the driver drains. Docker
+jobs take a warm sandbox from their node's actor (`ray_nodes`), which also checks
+the node once and has it skipped when it cannot run them.
 A job's timeout is kept on its node, by the task itself; Ctrl-C marks the running
 attempts cancelled at the tracker, which each task asks twice a second. Either way
 the task stops its job as a pool worker does (a signal that interrupts even a
@@ -37,17 +39,23 @@ from typing import Any
 import ray
 
 from codeward.batch.jobs import Job
+from codeward.batch.ray_nodes import DOCKER_RESOURCE, DockerNodes, NodePools, SentBack
 from codeward.batch.runner import BatchOptions, Interrupts, Recorder, timeout_error
+from codeward.batch.worker import pool_settings
 from codeward.usage import UsageError
 
 __all__ = ["DOCKER_RESOURCE", "RayBackend"]
 
-#: The custom resource a node advertises when it can run docker jobs (engine up, sandbox image built).
-DOCKER_RESOURCE = "codeward_docker"
+log = logging.getLogger(__name__)
+
 #: How many times a job is tried when its node or worker is lost under it.
 MAX_ATTEMPTS = 3
 _LOCAL_OBJECT_STORE_BYTES = 200 * 1024 * 1024
 _CANCEL_POLL_SECONDS = 0.5
+#: How many different sandbox settings each node's pool warms before the first job asks.
+_WARMED_SETTINGS = 4
+#: An attempt's cancel reason when no node of the cluster can run docker jobs.
+_NO_DOCKER_NODE = "no docker node"
 #: The resource only a Ray cluster's head node has.
 _HEAD_RESOURCE = "node:__internal_head__"
 
@@ -104,8 +112,10 @@ def _watch(job: dict[str, Any], key: str, tracker: Any, done: threading.Event, t
     _cancellation.request(job["id"])
 
 
-def _run_on_node(job: dict[str, Any], attempt: int, tracker: Any, runs: str | None) -> dict[str, Any]:
-    """One attempt at one job, on whichever node Ray chose: a fresh sandbox there, the result back."""
+def _run_on_node(
+    job: dict[str, Any], attempt: int, tracker: Any, runs: str | None, run: str, warm: bool
+) -> dict[str, Any]:
+    """One attempt at one job, on whichever node Ray chose: a sandbox there (warm, for docker), the result back."""
     from pathlib import Path
 
     from codeward.batch.runner import timeout_error
@@ -114,6 +124,11 @@ def _run_on_node(job: dict[str, Any], attempt: int, tracker: Any, runs: str | No
     node = ray.get_runtime_context().get_node_id()
     tracker.send.remote({"event": "started", "id": job["id"], "attempt": attempt, "node": node})
     audit = _AuditRelay(tracker, attempt, node)
+    pools = NodePools(run, node, _key(job["id"], attempt), warm)
+    try:
+        pools.check(job)
+    except SentBack as error:
+        return {"id": job["id"], "sent_back": str(error), "attempt": attempt, "node": node}
 
     def announce(block: dict[str, Any] | None) -> None:
         record = None if block is None else {**block, "attempt": attempt, "node": node}
@@ -125,7 +140,7 @@ def _run_on_node(job: dict[str, Any], attempt: int, tracker: Any, runs: str | No
     _cancellation.current = job["id"]
     threading.Thread(target=_watch, args=(job, _key(job["id"], attempt), tracker, done, timed_out), daemon=True).start()
     try:
-        result = run_job(job, audit, announce, Path(runs) if runs else None)
+        result = run_job(job, audit, announce, Path(runs) if runs else None, pools)
     finally:  # cancelled too: the closing line of the block it stopped reaches the driver first
         done.set()
         _cancellation.current = None
@@ -134,6 +149,15 @@ def _run_on_node(job: dict[str, Any], attempt: int, tracker: Any, runs: str | No
         result["status"], result["error"] = "timeout", timeout_error(job["timeout_seconds"])
     result["attempt"], result["node"] = attempt, node
     return result
+
+
+def _warmed_settings(docker_jobs: list[Job]) -> list[dict[str, Any]]:
+    """The different sandbox settings of the docker jobs, the first few: what each node's pool starts warming."""
+    settings: dict[str, dict[str, Any]] = {}
+    for job in docker_jobs:
+        key, each, _ = pool_settings(job.executor_kwargs or {})
+        settings.setdefault(key, each)
+    return list(settings.values())[:_WARMED_SETTINGS]
 
 
 def _key(job_id: str, attempt: int) -> str:
@@ -205,6 +229,7 @@ class RayBackend:
             cpus = options.concurrency or os.cpu_count() or 1
             docker = {DOCKER_RESOURCE: cpus} if any(job.executor == "docker" for job in jobs) else {}
             settings |= {"num_cpus": cpus, "resources": docker, "object_store_memory": _LOCAL_OBJECT_STORE_BYTES}
+            settings["address"] = "local"  # a new cluster, never one that RAY_ADDRESS or an earlier `ray start` left
         else:
             settings["address"] = self.address
         try:
@@ -218,10 +243,24 @@ class RayBackend:
         try:
             interrupts.reclaim()  # ray.init installs its own SIGTERM handler
             _check_docker_nodes(jobs)
+            self._check_fits()
             _Driver(jobs, options, recorder, self).run(interrupts)
         finally:
             if ours:
                 ray.shutdown()
+
+    def _check_fits(self) -> None:
+        """A job that asks more than any node has would wait for ever: refuse the run instead."""
+        nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]  # type: ignore[no-untyped-call]
+        asked = {"CPU": self.num_cpus, "memory": self.memory or 0}
+        for name, amount in asked.items():
+            largest = max((node.get(name, 0) for node in nodes), default=0)
+            if amount > largest:
+                unit = "CPUs" if name == "CPU" else "bytes of memory"
+                raise UsageError(
+                    f"each job asks Ray for {amount:g} {unit}, but the largest node of the cluster has {largest:g}: "
+                    "ask for less (--job-cpus, --job-memory), or add a larger node"
+                )
 
 
 def _cluster_resources() -> dict[str, float]:
@@ -253,6 +292,15 @@ class _Driver:
         self.window = options.concurrency or 2 * int(_cluster_resources().get("CPU", 1))
         # on the head node, which lives as long as the cluster: any other node may leave mid-run
         self.tracker = _Tracker.options(resources={_HEAD_RESOURCE: 0.001}).remote()  # type: ignore[attr-defined]
+        docker_jobs = [job for job in jobs if job.executor == "docker"]
+        warmed = _warmed_settings(docker_jobs) if options.warm_pool else []
+        self.docker_nodes = DockerNodes(warmed, self._note) if docker_jobs else None
+        if self.docker_nodes is not None:
+            self.docker_nodes.scan()
+
+    def _note(self, text: str) -> None:
+        show = getattr(self.recorder.progress, "note", None)
+        (show or log.warning)(text)
 
     # -- handing out ---------------------------------------------------------------
 
@@ -264,7 +312,9 @@ class _Driver:
         if self.backend.env_vars:  # per task, so a cluster the caller connected to gets them too
             settings["runtime_env"] = {"env_vars": self.backend.env_vars}
         runs = str(self.options.runs.resolve()) if self.options.runs is not None else None
-        ref = _run_task.options(**settings).remote(job.to_dict(), number, self.tracker, runs)
+        run = self.docker_nodes.run if self.docker_nodes is not None else ""
+        warm = self.options.warm_pool
+        ref = _run_task.options(**settings).remote(job.to_dict(), number, self.tracker, runs, run, warm)
         self.running[ref] = _Attempt(job, number, ref)
 
     def _hand_out(self) -> None:
@@ -312,7 +362,32 @@ class _Driver:
         except ray.exceptions.RayError as error:
             self._lost(attempt, f"{type(error).__name__}: {error}")
         else:
-            self.recorder.record(result)
+            attempt.node = result["node"]
+            if "sent_back" in result:
+                self._sent_back(attempt, result["sent_back"])
+            else:
+                self.recorder.record(result)
+        if self.docker_nodes is not None and attempt.job.executor == "docker":
+            self.docker_nodes.ended(attempt.node, _key(attempt.job.id, attempt.number))
+
+    def _sent_back(self, attempt: _Attempt, reason: str) -> None:
+        """The attempt landed on a node that cannot run docker jobs: the job waits for another, same attempt."""
+        assert self.docker_nodes is not None and attempt.node is not None
+        self.docker_nodes.sent_back(attempt.node, reason)
+        self.pending.appendleft((attempt.job, attempt.number))
+
+    def _give_up_docker_jobs(self) -> None:
+        """Every docker node was skipped: the docker jobs end as errors instead of waiting for ever."""
+        reason = self.docker_nodes.none_usable() if self.docker_nodes is not None else None
+        if reason is None:
+            return
+        error = f"no node of the Ray cluster can run docker jobs ({reason})"
+        for job, number in [item for item in self.pending if item[0].executor == "docker"]:
+            self.pending.remove((job, number))
+            self.recorder.record(self._failure(_Attempt(job, number, None), "error", error))
+        for attempt in self.running.values():
+            if attempt.job.executor == "docker" and attempt.node is None:
+                self._cancel(attempt, _NO_DOCKER_NODE)
 
     def _stopped(self, attempt: _Attempt, description: str) -> None:
         """The attempt ended because the driver cancelled it (a timeout or Ctrl-C)."""
@@ -321,6 +396,11 @@ class _Driver:
         if attempt.cancel_reason == "timeout":
             error = timeout_error(attempt.job.timeout_seconds, stopped=False)
             self.recorder.record(self._failure(attempt, "timeout", error))
+        elif attempt.cancel_reason == _NO_DOCKER_NODE:
+            reason = self.docker_nodes.none_usable() if self.docker_nodes is not None else None
+            self.recorder.record(
+                self._failure(attempt, "error", f"no node of the Ray cluster can run docker jobs ({reason})")
+            )
         else:
             self.recorder.record(self._failure(attempt, "cancelled", "cancelled by Ctrl-C"))
 
@@ -405,6 +485,9 @@ class _Driver:
                 if interrupts.count > 1:
                     for attempt in self.running.values():
                         self._kill(attempt, "cancelled")
+                if self.docker_nodes is not None:
+                    self.docker_nodes.poll()
+                    self._give_up_docker_jobs()
                 if not self.recorder.outcome.interrupted:
                     self._hand_out()
                 ready = self._wait()
@@ -416,4 +499,6 @@ class _Driver:
             for attempt in self.running.values():
                 ray.cancel(attempt.ref, force=True, recursive=False)
             self._drain()
+            if self.docker_nodes is not None:
+                self.docker_nodes.close()
             ray.kill(self.tracker)

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from codeward.batch.jobs import file_reference
 from codeward.platform import tracing
@@ -121,6 +121,21 @@ def _sandbox(agent: Any) -> dict[str, Any]:
     return {"executor": executor.name, "id": getattr(executor, "sandbox_id", None), "worker_pid": os.getpid()}
 
 
+class JobPools(Protocol):
+    """Where a job's docker sandbox comes from: a worker's `WarmPools`, or a Ray node's (`ray_nodes.NodePools`)."""
+
+    def executor_kwargs(self, executor: str, kwargs: dict[str, Any]) -> dict[str, Any]: ...
+
+
+def pool_settings(kwargs: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """A docker job's sandbox settings (what its pool's sandboxes must be like), as a key and a dict, and the rest."""
+    from codeward.executors.docker.pool import SandboxPool
+
+    settings = {key: kwargs[key] for key in SandboxPool.SANDBOX_SETTINGS if key in kwargs}
+    rest = {name: value for name, value in kwargs.items() if name not in settings}
+    return json.dumps(settings, sort_keys=True, default=str), settings, rest
+
+
 class WarmPools:
     """A worker's sandboxes started ahead of its next job, for executors that can (docker).
 
@@ -137,11 +152,9 @@ class WarmPools:
             return kwargs
         from codeward.executors import SandboxPool
 
-        settings = {key: kwargs[key] for key in SandboxPool.SANDBOX_SETTINGS if key in kwargs}
-        key = json.dumps(settings, sort_keys=True, default=str)
+        key, settings, rest = pool_settings(kwargs)
         if key not in self._pools:
             self._pools[key] = SandboxPool(size=1, **settings)
-        rest = {name: value for name, value in kwargs.items() if name not in settings}
         return {**rest, "pool": self._pools[key]}
 
     def close(self) -> None:
@@ -195,7 +208,7 @@ def run_job(
     audit: Any | None,
     announce: Callable[[dict[str, Any] | None], None] | None = None,
     runs: Path | None = None,
-    pools: WarmPools | None = None,
+    pools: JobPools | None = None,
     servers: MCPServers | None = None,
 ) -> dict[str, Any]:
     """Run one job to its result record: failures and cancellation are statuses, not exceptions.

@@ -239,11 +239,20 @@ def test_python_api_with_a_timeout_and_a_named_key(
     assert sum(again.counts.values()) == 0 and sum(again.earlier.values()) == 5
 
 
+def creators(docker_client: docker.DockerClient, since: float) -> dict[str, int]:
+    """Each container created since then (short id) and the pid of the process that started it."""
+    events = docker_client.events(
+        since=int(since), until=int(time.time()) + 1, filters={"type": "container", "event": "create"}, decode=True
+    )
+    return {e["id"][:12]: int(e["Actor"]["Attributes"]["codeward.owner.pid"]) for e in events}
+
+
 def test_local_and_docker_jobs_over_the_nodes_one_removed_midway(
     cluster: Cluster, docker_client: docker.DockerClient, tmp_path: Path
 ) -> None:
     ids = write_jobs(tmp_path, local=60, docker_jobs=20, sleep=0.5)
     docker_nodes = _docker_nodes(cluster)
+    began = time.time() - 1
     batch = start_batch(cluster, tmp_path)
     wait_for_results(tmp_path / "results.jsonl", 15, batch)
     doomed = busy_node(cluster)
@@ -261,6 +270,10 @@ def test_local_and_docker_jobs_over_the_nodes_one_removed_midway(
     hosts = {r["output"][1] for r in results if r["id"].startswith("docker")}
     assert len(hosts) == 20  # a container per job
     assert not [c for c in list_sandboxes(docker_client) if c.id[:12] in hosts]  # each removed by its job
+    started_by = creators(docker_client, began)
+    for result in results:  # each docker job's container came warm from its node's pool, not from its task
+        if result["id"].startswith("docker"):
+            assert started_by[result["output"][1]] != result["sandbox"]["worker_pid"]
     retried = [r for r in results if r["attempt"] > 1]
     assert retried, "a job running on the removed node was not run again"
     assert all(r["node"] != doomed.node_id for r in retried)
@@ -311,3 +324,70 @@ def test_ctrl_c_cancels_the_running_jobs_and_the_rerun_finishes(cluster: Cluster
     done = run_batch_command(cluster, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert Counter(r["id"] for r in read_lines(results)) == dict.fromkeys(ids, 1)
+
+
+def test_a_docker_node_without_an_engine_is_skipped_with_a_line_and_its_jobs_run_elsewhere(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    ids = write_jobs(tmp_path, local=4, docker_jobs=8)
+    broken = cluster.add_node(
+        num_cpus=1,
+        resources={DOCKER_RESOURCE: 1},
+        object_store_memory=_STORE,
+        env_vars={"DOCKER_HOST": "unix:///nonexistent/docker.sock"},  # this node's engine does not answer
+    )
+    cluster.wait_for_nodes()
+    try:
+        done = run_batch_command(cluster, tmp_path)
+    finally:
+        cluster.remove_node(broken)
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = " ".join(done.stdout.split())  # the terminal's width may have wrapped the line
+    assert f"node {broken.node_id[:8]} skipped for docker jobs" in said
+    assert "engine at unix:///nonexistent/docker.sock (DOCKER_HOST) does not answer" in said  # and why
+    results = read_lines(tmp_path / "results.jsonl")
+    assert Counter(r["id"] for r in results) == dict.fromkeys(ids, 1)
+    assert all(r["status"] == "success" for r in results), [r for r in results if r["status"] != "success"]
+    assert all(r["attempt"] == 1 for r in results)  # a job sent back from the node is not a lost attempt
+    assert not [r for r in results if r["id"].startswith("docker") and r["node"] == broken.node_id]
+
+
+def test_docker_jobs_end_as_errors_when_no_node_can_run_them(cluster: Cluster, tmp_path: Path) -> None:
+    """A local cluster whose every node has no engine: docker jobs fail with the reason, local jobs run.
+
+    `--ray` alone starts a cluster of its own, though `cluster` runs on this machine (joining it, as Ray
+    does by default, would run the docker jobs there, on nodes whose engine answers).
+    """
+    write_jobs(tmp_path, local=2, docker_jobs=2)
+    command = [sys.executable, "-m", "codeward.cli", "batch", "jobs.jsonl", "--ray", "--concurrency", "2"]
+    env = {**COMMAND_ENV, "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=180, env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    results = {r["id"]: r for r in read_lines(tmp_path / "results.jsonl")}
+    assert [results[f"local-{n:02d}"]["status"] for n in range(2)] == ["success", "success"]
+    for n in range(2):
+        assert results[f"docker-{n:02d}"]["status"] == "error"
+        assert "no node of the Ray cluster can run docker jobs" in results[f"docker-{n:02d}"]["error"]
+        assert "nonexistent/docker.sock" in results[f"docker-{n:02d}"]["error"]
+
+
+def test_a_job_asking_more_than_any_node_has_is_refused_before_anything_runs(cluster: Cluster, tmp_path: Path) -> None:
+    write_jobs(tmp_path, local=2)
+    done = run_batch_command(cluster, tmp_path, "--job-cpus", "4")
+    assert done.returncode == 2, done.stdout + done.stderr
+    said = " ".join(done.stdout.split())
+    assert "each job asks Ray for 4 CPUs, but the largest node of the cluster has 1" in said
+    assert read_lines(tmp_path / "results.jsonl") == []
+
+
+def test_docker_jobs_without_warm_pools_start_their_own_sandboxes(
+    cluster: Cluster, docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    ids = write_jobs(tmp_path, local=0, docker_jobs=4)
+    began = time.time() - 1
+    done = run_batch_command(cluster, tmp_path, "--no-warm-pool", "--job-cpus", "0.5", "--job-memory", "200m")
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = read_lines(tmp_path / "results.jsonl")
+    assert Counter(r["id"] for r in results) == dict.fromkeys(ids, 1)
+    started_by = creators(docker_client, began)
+    assert all(started_by[r["output"][1]] == r["sandbox"]["worker_pid"] for r in results)  # the task's own

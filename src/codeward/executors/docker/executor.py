@@ -32,7 +32,7 @@ from codeward.executors.kernel.session import ConnectedKernel, KernelSession
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, DEFAULT_PRINT_OUTPUTS_LENGTH, checked_packages
 
 if TYPE_CHECKING:
-    from codeward.executors.docker.pool import SandboxPool
+    from codeward.executors.docker.pool import SandboxSource
 
 __all__ = ["DockerExecutor"]
 
@@ -66,7 +66,7 @@ class DockerExecutor(KernelExecutor):
         runtime: str | None = None,
         timeout_seconds: float = 30,
         tools_mode: str = "host",
-        pool: SandboxPool | None = None,
+        pool: SandboxSource | None = None,
         docker_client: docker.DockerClient | None = None,
         extra_run_kwargs: dict[str, Any] | None = None,
         *,

@@ -125,8 +125,9 @@ def engine_client() -> docker.DockerClient:
         client = docker.from_env()
         client.ping()
     except ENGINE_ERRORS as error:
+        where = f" at {os.environ['DOCKER_HOST']} (DOCKER_HOST)" if os.environ.get("DOCKER_HOST") else ""
         raise EngineUnavailable(
-            f"the Docker engine does not answer ({error}); start it (on Debian: "
+            f"the Docker engine{where} does not answer ({error}); start it (on Debian: "
             "apt-get install -y docker.io && dockerd &) or point DOCKER_HOST at a running one",
             state_lost=False,
         ) from error

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from codeward.executors.base import ExecutorError, import_with_extra
 from codeward.executors.docker.hardening import Hardening
@@ -22,12 +22,20 @@ if TYPE_CHECKING:
 
     from codeward.executors.docker.sandbox import KernelContainer, SandboxSpec
 
-__all__ = ["SandboxPool"]
+__all__ = ["SandboxPool", "SandboxSource"]
 
 log = logging.getLogger(__name__)
 
 #: Seconds a pool waits before trying again after it could not start a sandbox.
 _POOL_RETRY = 1.0
+
+
+class SandboxSource(Protocol):
+    """What a DockerExecutor needs of a pool: `SandboxPool`, or a batch's per-node pool on a Ray cluster."""
+
+    spec: SandboxSpec
+
+    def take(self) -> KernelContainer: ...
 
 
 class SandboxPool:
