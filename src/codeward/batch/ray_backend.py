@@ -97,7 +97,7 @@ class _AuditRelay:
 
 def _watch(job: dict[str, Any], key: str, tracker: Any, done: threading.Event, timed_out: threading.Event) -> None:
     """Stop the job at its timeout, or when the driver cancels it (`ray.cancel` alone cannot wake a blocked call)."""
-    from codeward.batch.worker import _cancellation
+    from codeward.batch.worker import cancellation
 
     timeout = job.get("timeout_seconds")
     deadline = time.monotonic() + timeout if timeout else math.inf
@@ -109,7 +109,7 @@ def _watch(job: dict[str, Any], key: str, tracker: Any, done: threading.Event, t
             break
     else:
         return
-    _cancellation.request(job["id"])
+    cancellation.request(job["id"])
 
 
 def _run_on_node(
@@ -119,7 +119,7 @@ def _run_on_node(
     from pathlib import Path
 
     from codeward.batch.runner import timeout_error
-    from codeward.batch.worker import _cancellation, run_job
+    from codeward.batch.worker import cancellation, run_job
 
     node = ray.get_runtime_context().get_node_id()
     tracker.send.remote({"event": "started", "id": job["id"], "attempt": attempt, "node": node})
@@ -135,15 +135,15 @@ def _run_on_node(
         tracker.send.remote({"event": "block", "id": job["id"], "attempt": attempt, "record": record})
 
     if threading.current_thread() is threading.main_thread():  # Ray runs a task on its worker's main thread
-        signal.signal(signal.SIGUSR1, _cancellation.on_signal)
+        signal.signal(signal.SIGUSR1, cancellation.on_signal)
     done, timed_out = threading.Event(), threading.Event()
-    _cancellation.current = job["id"]
+    cancellation.current = job["id"]
     threading.Thread(target=_watch, args=(job, _key(job["id"], attempt), tracker, done, timed_out), daemon=True).start()
     try:
         result = run_job(job, audit, announce, Path(runs) if runs else None, pools)
     finally:  # cancelled too: the closing line of the block it stopped reaches the driver first
         done.set()
-        _cancellation.current = None
+        cancellation.current = None
         ray.get(tracker.flush.remote())
     if timed_out.is_set() and result["status"] == "cancelled":
         result["status"], result["error"] = "timeout", timeout_error(job["timeout_seconds"])

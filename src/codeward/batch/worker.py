@@ -35,7 +35,7 @@ from typing import Any, Protocol, TextIO
 from codeward.batch.jobs import file_reference
 from codeward.platform import tracing
 
-__all__ = ["JobCancelled", "MCPServers", "main", "run_job", "unrecordable"]
+__all__ = ["JobCancelled", "MCPServers", "cancellation", "main", "run_job", "unrecordable"]
 
 
 class JobCancelled(KeyboardInterrupt):
@@ -93,7 +93,8 @@ class _Cancellation:
             self.enabled = False
 
 
-_cancellation = _Cancellation()
+#: This process's job cancelling: what a pool worker's stdin or a Ray task's watcher asks for.
+cancellation = _Cancellation()
 
 
 def _variables(job: dict[str, Any]) -> dict[str, Any]:
@@ -236,7 +237,7 @@ def run_job(
     variables: dict[str, Any] = {}
     times = BlockTimes(audit.append if audit is not None else None)
     try:
-        with _cancellation.interruptible():
+        with cancellation.interruptible():
             tools = load_tool_specs(job["tools"]) + servers.tools(job.get("mcp") or [])
             agent = CodeAgent(
                 tools=_selected_tools(tools, job.get("tool_names") or []),
@@ -248,7 +249,7 @@ def run_job(
                 additional_authorized_imports=job["authorized_imports"] or None,
                 max_steps=job["max_steps"],
                 verbosity_level=-1,
-                step_callbacks=[_cancellation.check],
+                step_callbacks=[cancellation.check],
             )
         try:
             agent.executor = AuditingExecutor(
@@ -258,7 +259,7 @@ def run_job(
                 times.record,
                 announce if audit is not None else None,
             )
-            with _cancellation.interruptible():
+            with cancellation.interruptible():
                 variables = _variables(job)
                 run = agent.run(job["task"], additional_args=variables or None, return_full_result=True)
         finally:
@@ -301,11 +302,11 @@ def _read_stdin(jobs: queue.Queue[dict[str, Any] | None]) -> None:
             continue
         message = loads(line)
         if "cancel" in message:
-            _cancellation.request(str(message["cancel"]))
+            cancellation.request(str(message["cancel"]))
         else:
             jobs.put(message)
     jobs.put(None)
-    _cancellation.request(None)
+    cancellation.request(None)
 
 
 def unrecordable(result: dict[str, Any], error: Exception) -> dict[str, Any]:
@@ -343,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         from codeward.telemetry import instrument
 
         instrument()
-    signal.signal(signal.SIGUSR1, _cancellation.on_signal)
+    signal.signal(signal.SIGUSR1, cancellation.on_signal)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to decide on
     channel = os.fdopen(args.channel, "w", encoding="utf-8")
     audit = None
@@ -357,14 +358,14 @@ def main(argv: list[str] | None = None) -> int:
     servers = MCPServers()
     try:
         while (job := jobs.get()) is not None:
-            _cancellation.current = job["id"]
+            cancellation.current = job["id"]
             _send(channel, {"event": "started", "id": job["id"]})
             announce = lambda block: _send(channel, {"event": "block", "record": block})  # noqa: E731
             with tracing.span("codeward.job", {tracing.JOB_ID: str(job["id"])}) as span:
                 result = run_job(job, audit, announce, args.runs, pools, servers)
                 span.set({"codeward.job.status": str(result["status"])})
             tracing.flush()  # a worker may be killed after any job: its finished jobs' spans are sent by then
-            _cancellation.current = None
+            cancellation.current = None
             _send_result(channel, job["id"], result)
     finally:
         pools.close()
