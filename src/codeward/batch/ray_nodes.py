@@ -17,7 +17,6 @@ cancelled) when the driver says the attempt ended, and all of them at the end.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -29,7 +28,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from codeward.batch.worker import pool_settings
+from codeward.batch.worker import WarmPools, pool_settings
 
 __all__ = ["DOCKER_RESOURCE", "DockerNodes", "NodePools", "SentBack"]
 
@@ -62,15 +61,14 @@ class _NodeSandboxes:
     def __init__(self, size: int, settings: list[dict[str, Any]]) -> None:
         from codeward.executors.docker.images import engine_client, ensure_image
 
-        self.size = size
-        self.pools: dict[str, Any] = {}
+        self.pools = WarmPools(enabled=True, size=size)
         self.lock = threading.Lock()  # calls run on up to four threads at once
         self.handed: dict[str, list[Any]] = {}  # attempt -> the containers it took
         self.unready: str | None = None
         try:
             ensure_image(engine_client())
             for each in settings:
-                self._pool(each)
+                self.pools.pool(each)
         except Exception as error:  # whatever the reason, the node is skipped with it in the log
             self.unready = f"{type(error).__name__}: {error}"
 
@@ -78,20 +76,10 @@ class _NodeSandboxes:
         """Why this node cannot run docker jobs, or None."""
         return self.unready
 
-    def _pool(self, settings: dict[str, Any]) -> Any:
-        from codeward.executors.docker.pool import SandboxPool
-
-        key = json.dumps(settings, sort_keys=True, default=str)
-        with self.lock:
-            if key not in self.pools:
-                self.pools[key] = SandboxPool(size=self.size, **settings)
-            return self.pools[key]
-
     def take(self, settings: dict[str, Any], attempt: str) -> dict[str, Any]:
         """A started sandbox for one attempt, as what the task needs to connect to it."""
         try:
-            pool = self._pool(settings)
-            sandbox = pool.take()
+            pool, sandbox = self._take(settings)
         except Exception as error:  # the job's own failure (bad settings, engine gone), told to its task
             return {"error": f"{type(error).__name__}: {error}"}
         with self.lock:
@@ -106,6 +94,16 @@ class _NodeSandboxes:
             "spec": (spec.image, spec.hardening, spec.extra_run_kwargs),
         }
 
+    def _take(self, settings: dict[str, Any]) -> tuple[Any, Any]:
+        from codeward.executors.base import ExecutorError
+
+        try:
+            pool = self.pools.pool(settings)
+            return pool, pool.take()
+        except ExecutorError:  # closed under this call, as the least recently used: once more, a pool anew
+            pool = self.pools.pool(settings)
+            return pool, pool.take()
+
     def ended(self, attempt: str) -> None:
         """The attempt is over: remove what of its containers is left (nothing, when its executor closed)."""
         with self.lock:
@@ -116,9 +114,7 @@ class _NodeSandboxes:
     def close(self) -> None:
         for attempt in list(self.handed):
             self.ended(attempt)
-        for pool in self.pools.values():
-            pool.close()
-        self.pools.clear()
+        self.pools.close()
 
 
 @ray.remote(num_cpus=0)

@@ -27,6 +27,7 @@ import signal
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -137,31 +138,51 @@ def pool_settings(kwargs: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str
     return json.dumps(settings, sort_keys=True, default=str), settings, rest
 
 
-class WarmPools:
-    """A worker's sandboxes started ahead of its next job, for executors that can (docker).
+#: Different sandbox settings kept warm at once: past this, the least recently used pool is closed,
+#: so a job file of many settings cannot fill a machine with idle sandboxes.
+MAX_WARM_SETTINGS = 4
 
-    One pool of one sandbox per set of sandbox settings: while a job runs, the
-    next job's container starts. A used container is removed, never reused.
+
+class WarmPools:
+    """Sandboxes started ahead of the next job, for executors that can (docker).
+
+    One `SandboxPool` of `size` sandboxes per set of sandbox settings, for the last
+    `MAX_WARM_SETTINGS` sets used: while a job runs, the next job's container starts.
+    A worker keeps one sandbox per pool; a Ray node's actor as many as its docker slots.
+    A used container is removed, never reused.
     """
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, size: int = 1) -> None:
         self.enabled = enabled
-        self._pools: dict[str, Any] = {}
+        self.size = size
+        self._pools: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()  # a node's actor serves several tasks at once
+
+    def pool(self, settings: dict[str, Any]) -> Any:
+        """The pool for these settings, started on first use; the least recently used past the limit is closed."""
+        from codeward.executors import SandboxPool
+
+        key = json.dumps(settings, sort_keys=True, default=str)
+        with self._lock:
+            pool = self._pools.pop(key, None) or SandboxPool(size=self.size, **settings)
+            self._pools[key] = pool
+            evicted = self._pools.popitem(last=False)[1] if len(self._pools) > MAX_WARM_SETTINGS else None
+        if evicted is not None:
+            evicted.close()
+        return pool
 
     def executor_kwargs(self, executor: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         if not self.enabled or executor != "docker" or "pool" in kwargs:
             return kwargs
-        from codeward.executors import SandboxPool
-
-        key, settings, rest = pool_settings(kwargs)
-        if key not in self._pools:
-            self._pools[key] = SandboxPool(size=1, **settings)
-        return {**rest, "pool": self._pools[key]}
+        _, settings, rest = pool_settings(kwargs)
+        return {**rest, "pool": self.pool(settings)}
 
     def close(self) -> None:
-        for pool in self._pools.values():
+        with self._lock:
+            pools = list(self._pools.values())
+            self._pools.clear()
+        for pool in pools:
             pool.close()
-        self._pools.clear()
 
 
 class MCPServers:

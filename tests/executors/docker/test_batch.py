@@ -66,3 +66,26 @@ def test_each_job_gets_a_container_of_its_own_and_none_is_left(
     assert len({r["output"][1] for r in results}) == 4  # four containers, one per job
     assert {r["output"][0]: r["output"][2] for r in results} == {0: 128, 2: 64, 4: 128, 6: 64}
     assert {container.id for container in list_sandboxes(docker_client)} <= before
+
+
+def test_warm_pools_keep_only_the_last_settings_used(docker_client: docker.DockerClient, sandbox_image: str) -> None:
+    """A job file of many sandbox settings cannot fill the machine with idle sandboxes, one pool each."""
+    from codeward.batch.worker import MAX_WARM_SETTINGS, WarmPools
+
+    pools = WarmPools(enabled=True)
+    try:
+        made = [pools.pool({"pids_limit": 200 + n}) for n in range(MAX_WARM_SETTINGS + 2)]
+        for pool in made:
+            pool.wait_until_full(timeout=60)
+        assert pools.pool({"pids_limit": 200 + MAX_WARM_SETTINGS + 1}) is made[-1]  # the same settings, the same pool
+        assert [pool.idle for pool in made[:2]] == [(), ()]  # the least recently used two were closed
+        assert all(len(pool.idle) == 1 for pool in made[2:])
+        waiting = {
+            c.id for c in list_sandboxes(docker_client) for pool in made[2:] if pool.idle[0].container.id == c.id
+        }
+        assert len(waiting) == MAX_WARM_SETTINGS
+        with pytest.raises(Exception, match="closed"):
+            made[0].take()
+    finally:
+        pools.close()
+    assert all(pool.idle == () for pool in made)
