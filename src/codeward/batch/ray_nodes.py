@@ -227,6 +227,8 @@ class DockerNodes:
     run: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     nodes: dict[str, _Node] = field(default_factory=dict)
     _scanned: float = 0.0
+    #: Calls whose answers do not matter; read anyway, as Ray prints the error of a call never read.
+    _unread: list[Any] = field(default_factory=list)
 
     def scan(self) -> None:
         """Start an actor on each docker node not seen yet; forget nodes that left."""
@@ -261,6 +263,18 @@ class DockerNodes:
                 self._skip(node_id, node, reason)
         if time.monotonic() - self._scanned >= _NODE_SCAN_SECONDS:
             self.scan()
+        self._read_answers(timeout=0)
+
+    def _read_answers(self, timeout: float) -> None:
+        """Read what the calls whose answers do not matter returned: an actor gone with its node, for one."""
+        if not self._unread:
+            return
+        ready, self._unread = ray.wait(self._unread, num_returns=len(self._unread), timeout=timeout)
+        for ref in ready:
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayError:
+                pass
 
     def sent_back(self, node_id: str, reason: str) -> None:
         node = self.nodes.get(node_id)
@@ -285,11 +299,11 @@ class DockerNodes:
         """An attempt on the node ended: its actor removes the attempt's containers still there."""
         node = self.nodes.get(node_id) if node_id is not None else None
         if node is not None and node.skipped is None:
-            node.actor.ended.remote(attempt)
+            self._unread.append(node.actor.ended.remote(attempt))
 
     def close(self) -> None:
-        closing = [node.actor.close.remote() for node in self.nodes.values()]
-        ray.wait(closing, num_returns=len(closing), timeout=60)
+        self._unread += [node.actor.close.remote() for node in self.nodes.values()]
+        self._read_answers(timeout=60)
         for node in self.nodes.values():
             ray.kill(node.actor)
             if node.holder is not None:
