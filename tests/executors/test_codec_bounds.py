@@ -226,11 +226,12 @@ def prepare(executor: Executor) -> Executor:
     return executor
 
 
-def assert_a_hostile_tool_argument_comes_back_as_an_error(executor: Executor, name: str, slack: float = 1.0) -> None:
+def assert_a_hostile_tool_argument_comes_back_as_an_error(executor: Executor, name: str, slack: float = 2.0) -> None:
     """The request is refused; one that is refused only for taking past the time limit to decode
     ends the block as the time limit does, since the block's time is spent by then.
 
-    `slack` is how long past the limit the call may return: decoding's half second, then the interrupt."""
+    `slack` is how long past the limit the call may return: decoding's half second, then the interrupt,
+    on a machine busy with other suites (a kernel's slow case once took 1.05 s past the limit)."""
     started = time.perf_counter()
     code = (
         f"try:\n    echo(HOSTILE[{name!r}])\n"
