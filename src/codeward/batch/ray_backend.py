@@ -41,7 +41,7 @@ import ray
 from codeward.batch.jobs import Job
 from codeward.batch.ray_nodes import DOCKER_RESOURCE, DockerNodes, NodePools, SentBack
 from codeward.batch.runner import BatchOptions, Interrupts, Recorder, timeout_error
-from codeward.batch.worker import pool_settings
+from codeward.batch.worker import MAX_WARM_SETTINGS, pool_settings
 from codeward.usage import UsageError
 
 __all__ = ["DOCKER_RESOURCE", "RayBackend"]
@@ -52,8 +52,6 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
 _LOCAL_OBJECT_STORE_BYTES = 200 * 1024 * 1024
 _CANCEL_POLL_SECONDS = 0.5
-#: How many different sandbox settings each node's pool warms before the first job asks.
-_WARMED_SETTINGS = 4
 #: An attempt's cancel reason when no node of the cluster can run docker jobs.
 _NO_DOCKER_NODE = "no docker node"
 #: The resource only a Ray cluster's head node has.
@@ -157,7 +155,7 @@ def _warmed_settings(docker_jobs: list[Job]) -> list[dict[str, Any]]:
     for job in docker_jobs:
         key, each, _ = pool_settings(job.executor_kwargs or {})
         settings.setdefault(key, each)
-    return list(settings.values())[:_WARMED_SETTINGS]
+    return list(settings.values())[:MAX_WARM_SETTINGS]
 
 
 def _key(job_id: str, attempt: int) -> str:
@@ -376,12 +374,15 @@ class _Driver:
         self.docker_nodes.sent_back(attempt.node, reason)
         self.pending.appendleft((attempt.job, attempt.number))
 
+    def _no_docker_node(self) -> str:
+        reason = self.docker_nodes.none_usable() if self.docker_nodes is not None else None
+        return f"no node of the Ray cluster can run docker jobs ({reason})"
+
     def _give_up_docker_jobs(self) -> None:
         """Every docker node was skipped: the docker jobs end as errors instead of waiting for ever."""
-        reason = self.docker_nodes.none_usable() if self.docker_nodes is not None else None
-        if reason is None:
+        if self.docker_nodes is None or self.docker_nodes.none_usable() is None:
             return
-        error = f"no node of the Ray cluster can run docker jobs ({reason})"
+        error = self._no_docker_node()
         for job, number in [item for item in self.pending if item[0].executor == "docker"]:
             self.pending.remove((job, number))
             self.recorder.record(self._failure(_Attempt(job, number, None), "error", error))
@@ -397,10 +398,7 @@ class _Driver:
             error = timeout_error(attempt.job.timeout_seconds, stopped=False)
             self.recorder.record(self._failure(attempt, "timeout", error))
         elif attempt.cancel_reason == _NO_DOCKER_NODE:
-            reason = self.docker_nodes.none_usable() if self.docker_nodes is not None else None
-            self.recorder.record(
-                self._failure(attempt, "error", f"no node of the Ray cluster can run docker jobs ({reason})")
-            )
+            self.recorder.record(self._failure(attempt, "error", self._no_docker_node()))
         else:
             self.recorder.record(self._failure(attempt, "cancelled", "cancelled by Ctrl-C"))
 

@@ -17,7 +17,6 @@ cancelled) when the driver says the attempt ended, and all of them at the end.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 import uuid
@@ -31,8 +30,6 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from codeward.batch.worker import WarmPools, pool_settings
 
 __all__ = ["DOCKER_RESOURCE", "DockerNodes", "NodePools", "SentBack"]
-
-log = logging.getLogger(__name__)
 
 #: The custom resource a node advertises when it can run docker jobs (engine up, sandbox image built).
 DOCKER_RESOURCE = "codeward_docker"
@@ -120,9 +117,6 @@ class _NodeSandboxes:
 @ray.remote(num_cpus=0)
 class _Holder:
     """Holds a skipped node's docker resource, so no docker job is placed there again."""
-
-    def ready(self) -> bool:
-        return True
 
 
 class _NodePool:
