@@ -80,6 +80,52 @@ def test_a_class_with_a_host_base_is_not_plain(code, attack):
     assert "belongs to the module 'shutil'" in error.message, error.message
 
 
+#: A class of the code and an instance of it. A call statement on the instance
+#: (``mine.touch()``) hands it on to the method it calls (`receivers`).
+TOUCHED = (
+    "class Reader:\n    def leak(self):\n        return self.tool\n    def touch(self):\n        self.tool = 1\n"
+    "    def relay(self, other):\n        self.touch()\n        return Reader.leak(other)\n"
+    "    def each(self):\n        yield self.tool\nmine = Reader()\n"
+)
+HANDED_ON = {
+    "after-a-handed-on-call": TOUCHED + "mine.touch()\nraw = Reader.leak(h)\n" + PAYLOAD,
+    "alternating-in-a-loop": TOUCHED
+    + "for each in [mine, h]:\n    mine.touch()\n    raw = Reader.leak(each)\n"
+    + PAYLOAD,
+    "relayed-by-a-method": TOUCHED + "raw = mine.relay(h)\n" + PAYLOAD,
+    "generator-started-on-a-host-object": TOUCHED
+    + "leaks = Reader.each(h)\nmine.touch()\nraw = next(leaks)\n"
+    + PAYLOAD,
+    "in-a-later-block": "raw = Reader.leak(h)\n" + PAYLOAD,
+    "host-object-whose-method-has-the-name": "class Owner:\n    def tool(self, source, target):\n        pass\n"
+    f"source, target = {__file__!r}, 'CANARY'\nfor each in [Owner(), h]:\n    each.tool(source, target)\n",
+}
+
+
+@pytest.mark.parametrize("code", HANDED_ON.values(), ids=HANDED_ON.keys())
+@in_process_only
+def test_a_method_trusts_only_the_receiver_a_call_statement_checked(code, attack):
+    """A call statement on an instance of a plain class hands it on to the method; whatever
+    receiver came last, a host object given to a method still goes through the guard."""
+    before = TOUCHED + "mine.touch()\n" if code.startswith("raw = Reader") else None
+    error = attack(code, variables=HOST, before=before)
+    assert "belongs to the module 'shutil'" in error.message, error.message
+
+
+NAMES_OF_THE_HAND_ON = {
+    "read": "_plain_receiver_[0]",
+    "written": "_plain_receiver_[0] = h",
+    "as-a-global": "def put():\n    global _plain_receiver_\n    _plain_receiver_ = [h, type(h)]\nput()",
+}
+
+
+@pytest.mark.parametrize("code", NAMES_OF_THE_HAND_ON.values(), ids=NAMES_OF_THE_HAND_ON.keys())
+@in_process_only
+def test_the_code_cannot_name_the_receiver_handed_on(code, attack):
+    error = attack(code + "\n" + PAYLOAD, variables=HOST, control=lambda: True)
+    assert "_plain_receiver_" in error.message, error.message
+
+
 GROWTH = {
     "repeat": "class Box:\n    def grow(self):\n        self.text = 'x' * 1000\n        self.text *= 10**12\nBox().grow()",
     "double": "class Box:\n    def grow(self):\n        self.items = [0] * 1000\n        for _ in range(60):\n"

@@ -16,6 +16,7 @@ import pytest
 from codeward.executors import LocalExecutor
 from codeward.executors.base import ExecutionError
 from codeward.executors.local.policy import compile_block
+from codeward.executors.local.receivers import PLAIN_RECEIVER
 
 
 def in_process(code: str, **options: Any) -> tuple[LocalExecutor, Any]:
@@ -88,6 +89,33 @@ def test_a_method_takes_the_plain_form_only_where_its_receiver_is_never_rebound(
     assert "_own_self_" in methods["plain"].co_varnames
     for name in ("rebinds", "shadows_in_a_lambda", "no_attribute"):
         assert "_own_self_" not in methods[name].co_varnames, name
+
+
+def test_call_statements_on_a_plain_instance_hand_it_on_and_the_block_lets_it_go() -> None:
+    """A call statement with plain arguments, in a function or a method, puts its receiver where the
+    method's check finds it; after the block the code's object is not held, as in CPython."""
+    source = textwrap.dedent(
+        """
+        class Counter:
+            def bump(self, by):
+                self.n += by
+            def twice(self, by):
+                self.bump(by)
+                self.bump(by)
+        counter = Counter()
+        counter.n = 0
+        for step in range(3):
+            counter.twice(step)
+        """
+    )
+    block = compile_block(source, "<block>")
+    codes = {code.co_name: code for code in [block, *code_objects(block)]}
+    for name in (block.co_name, "twice"):
+        assert PLAIN_RECEIVER in codes[name].co_names, name
+    executor = LocalExecutor(isolation="in_process", authorized_imports=["weakref"])
+    with executor:
+        executor.run(source + "import weakref\nwatch = weakref.ref(counter)\nmoved = counter.n\ndel counter")
+        assert executor.run("moved, watch() is None").output == (6, True)
 
 
 def test_a_plain_method_called_on_a_foreign_receiver_keeps_the_guard() -> None:

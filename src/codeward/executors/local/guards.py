@@ -47,7 +47,7 @@ from codeward.executors.local.policy import (
     SIZE_ANSWER,
     SIZING_METHODS,
 )
-from codeward.executors.local.receivers import CLASS_IDS, ClassWriter, plain_class
+from codeward.executors.local.receivers import CLASS_IDS, PLAIN_RECEIVER, ClassWriter, plain_class
 
 __all__ = ["SANDBOX_MODULE", "Guards"]
 
@@ -516,6 +516,7 @@ class Guards:
             "_int_": int,
             "_float_": float,
             CLASS_IDS: self.plain_class_ids,
+            PLAIN_RECEIVER: [None, None],
             "_format_": limits.formatted_value,
             MATCH_CLASS: self.match_class,
             MATCH_VALUE: self.match_value,

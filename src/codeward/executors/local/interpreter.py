@@ -38,6 +38,7 @@ from codeward.executors.local.limits import (
 )
 from codeward.executors.local.output import capture_output
 from codeward.executors.local.policy import CodeRefused, compile_block
+from codeward.executors.local.receivers import PLAIN_RECEIVER
 from codeward.executors.local.watchdog import WATCHDOG, AlarmWatchdog, Watchdog
 
 __all__ = ["Interpreter", "ToolHandle", "interrupted"]
@@ -156,6 +157,7 @@ class Interpreter:
             # Code the host triggers between blocks (a repr, a callback) keeps a budget.
             self._globals["_tick_"] = make_tick(self.max_operations, BudgetSpentOutsideRun)
             self._globals.update(self._tools)
+            self._globals[PLAIN_RECEIVER][0] = None  # the code's object goes when the code lets it go
         logs = self._logs.text()
         if error is None:
             return CodeOutput(self._globals.pop(RESULT_NAME, None), logs, False)

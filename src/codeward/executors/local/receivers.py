@@ -22,6 +22,11 @@ inline (`number_sum`). Outside methods (`fast_own_reads`), a read of a name that
 code defines checks its receiver's class at that read, the receiver bound to a local first;
 reads of other names keep the guard alone, since the check costs every other receiver (a str,
 a module) a fifth of the read.
+
+A call statement ``x.name(arguments)`` on such a receiver hands it on to the method it calls:
+it puts the receiver in a list of the sandbox's (``_plain_receiver_``) just before the call,
+and a method's check passes at once when its receiver is the object there. The list only ever
+holds an instance of a plain class, so the method trusts only what some check found.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from codeward.executors.local.name_bindings import BINDERS, CHILD_FIELDS, COMPRE
 
 __all__ = [
     "CLASS_IDS",
+    "PLAIN_RECEIVER",
     "ClassWriter",
     "fast_own_reads",
     "fast_receivers",
@@ -48,11 +54,19 @@ __all__ = [
 
 #: The global holding the ids of the plain classes.
 CLASS_IDS = "_own_ids_"
+#: The global two-item list holding the receiver a call statement last found to be an
+#: instance of a plain class, just before calling a method on it, and the plain class last
+#: found so (see `_own_call`). Only the instrumented code sets it, never to anything else.
+PLAIN_RECEIVER = "_plain_receiver_"
 #: The local a read outside a method binds its receiver to (see `fast_own_reads`).
 _RECEIVER = "_receiver_"
+#: The local a call statement binds its receiver's class to (see `_own_call`).
+_RECEIVER_CLASS = "_receiver_class_"
 #: Nodes that hold no attribute read: most of a tree, passed over by `fast_own_reads`.
 _NOTHING_INSIDE = LEAVES | {ast.Name, ast.Constant}
 _POSITION = ("lineno", "col_offset", "end_lineno", "end_col_offset")
+#: The arguments a call statement's plain form may repeat (see `_own_call`).
+_SIMPLE = frozenset({ast.Name, ast.Constant})
 #: What `_Rewrite.replace` may replace: a guarded read, a write's target, an augmented assignment.
 _REPLACEABLE = frozenset({ast.Call, ast.Attribute, ast.Expr})
 #: An indented def's name, or the name of an attribute stored (``=`` or an augmented operator).
@@ -128,16 +142,23 @@ def _placed(replacement: ast.AST, old: ast.AST) -> ast.AST:
 
 
 def _flag_assignment(flag: str, receiver: str, where: dict[str, Any] | None) -> ast.Assign:
-    """``flag = _id_(_type_(receiver)) in _own_ids_``, each node made at `where` (the method's
-    position, as `located` would place them, without walking them)."""
+    """``flag = receiver is _plain_receiver_[0] or _id_(_type_(receiver)) in _own_ids_``, each
+    node made at `where` (the method's position, as `located` would place them, without
+    walking them). The first test is the caller's check handed on (see `fast_own_reads`):
+    the list only ever holds instances of plain classes, and an instance stays one."""
     at = where or {}
     load = ast.Load()
-    receiver_class = ast.Call(
-        func=ast.Name(id="_type_", ctx=load, **at), args=[ast.Name(id=receiver, ctx=load, **at)], keywords=[], **at
-    )
-    class_id = ast.Call(func=ast.Name(id="_id_", ctx=load, **at), args=[receiver_class], keywords=[], **at)
-    check = ast.Compare(left=class_id, ops=[ast.In()], comparators=[ast.Name(id=CLASS_IDS, ctx=load, **at)], **at)
-    return ast.Assign(targets=[ast.Name(id=flag, ctx=ast.Store(), **at)], value=check, **at)
+
+    def name(identifier: str) -> ast.Name:
+        return ast.Name(id=identifier, ctx=load, **at)
+
+    handed = ast.Subscript(value=name(PLAIN_RECEIVER), slice=ast.Constant(0, **at), ctx=load, **at)
+    handed_on = ast.Compare(left=name(receiver), ops=[ast.Is()], comparators=[handed], **at)
+    receiver_class = ast.Call(func=name("_type_"), args=[name(receiver)], keywords=[], **at)
+    class_id = ast.Call(func=name("_id_"), args=[receiver_class], keywords=[], **at)
+    check = ast.Compare(left=class_id, ops=[ast.In()], comparators=[name(CLASS_IDS)], **at)
+    either = ast.BoolOp(op=ast.Or(), values=[handed_on, check], **at)
+    return ast.Assign(targets=[ast.Name(id=flag, ctx=ast.Store(), **at)], value=either, **at)
 
 
 def _either(flag: ast.Name, receiver: str, target: ast.expr) -> ast.IfExp:
@@ -223,6 +244,8 @@ class _Rewrite:
                 return node  # changed in place
             return None
         if isinstance(node, ast.Expr):
+            if _is_method_call(node.value):
+                return self.method_call(node, receiver, flag)
             parts = self.augmented_attribute(node.value, receiver)
             if parts is None:
                 return None
@@ -241,6 +264,29 @@ class _Rewrite:
             store = ast.Attribute(value=name_node(receiver), attr=name, ctx=ast.Store())
             return ast.If(test=flag, body=[ast.Assign(targets=[store], value=result)], orelse=[node])
         return None
+
+    def method_call(self, node: ast.Expr, receiver: str, flag: ast.Name) -> ast.If | None:
+        """The call statement ``receiver.name(arguments)``, when public and its arguments
+        `_SIMPLE`, in the form that hands the receiver on to the method it calls, as
+        `_own_call` does outside methods: ``if flag: _plain_receiver_[0] = receiver;
+        receiver.name(arguments)`` and the guarded call otherwise. The class item keeps the
+        plain class it holds."""
+        call: ast.Call = node.value  # type: ignore[assignment]
+        read: ast.Call = call.func  # type: ignore[assignment]
+        name = self.guarded_read(read, receiver)
+        if name is None or not all(type(argument) in _SIMPLE for argument in _arguments(call)):
+            return None
+        at = position(node) or {}
+        load = ast.Load()
+        handed = ast.Subscript(
+            value=ast.Name(id=PLAIN_RECEIVER, ctx=load, **at), slice=ast.Constant(0, **at), ctx=ast.Store(), **at
+        )
+        hand_on = ast.Assign(targets=[handed], value=ast.Name(id=receiver, ctx=load, **at), **at)
+        guarded = ast.Call(func=read, args=call.args, keywords=call.keywords, **at)
+        call.func = ast.Attribute(value=ast.Name(id=receiver, ctx=load, **at), attr=name, ctx=load, **at)
+        if at and "lineno" not in flag.__dict__:
+            flag.__dict__.update(at)
+        return ast.If(test=flag, body=[hand_on, node], orelse=[ast.Expr(value=guarded, **at)], **at)
 
     def number_sum(
         self, node: ast.Expr, receiver: str, flag: ast.Name, name: str, value: ast.expr, where: dict[str, Any]
@@ -336,7 +382,16 @@ def _may_replace(node: ast.AST) -> bool:
     if isinstance(node, ast.Call):
         return isinstance(node.func, ast.Name) and node.func.id == "_getattr_"
     value = node.value  # type: ignore[attr-defined]
-    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+    return isinstance(value, ast.Call) and (isinstance(value.func, ast.Name) or _is_method_call(value))
+
+
+def _is_method_call(value: ast.expr) -> bool:
+    """Whether `value` is a call of what a guarded read gives: ``_getattr_(x, 'name')(...)``."""
+    return type(value) is ast.Call and _is_call(value.func, "_getattr_", 2)
+
+
+def _arguments(call: ast.Call) -> list[ast.expr]:
+    return [*call.args, *(keyword.value for keyword in call.keywords)]
 
 
 def _rebinds(nodes: list[ast.AST], name: str, parameter: ast.arg) -> bool:
@@ -426,11 +481,71 @@ class _OwnReads:
             seen = self.seen  # a def's lines may be those of its first statement (the block function)
             if seen[min(node.end_lineno or node.lineno, len(seen) - 1)] == seen[node.lineno - 1]:
                 return node
+            if in_function and type(node) is ast.Expr:
+                method_call = self.method_call(node.value)
+                if method_call is not None:
+                    return _own_call(node, *method_call)
         if isinstance(node, (ast.FunctionDef, ast.Lambda)):
             self.fields(node, ("body",), in_function=True)  # decorators and defaults keep the guard
         elif not isinstance(node, (ast.ClassDef, *COMPREHENSIONS)) and field != "annotation":
             self.fields(node, CHILD_FIELDS[type(node)], in_function)
         return node
+
+    def method_call(self, value: ast.expr) -> tuple[ast.Call, ast.Name, str] | None:
+        """(call, receiver, name) of ``_getattr_(receiver, 'name')(arguments)`` where `name` is
+        one of the names, the receiver a name and each argument a name or a constant: what
+        `_own_call` may write twice without doubling anything costly."""
+        if type(value) is not ast.Call or not _is_call(value.func, "_getattr_", 2):
+            return None
+        receiver, name = value.func.args
+        attribute = name.value if type(name) is ast.Constant else None
+        if type(receiver) is not ast.Name or not isinstance(attribute, str) or attribute not in self.names:
+            return None
+        if not all(type(argument) in _SIMPLE for argument in _arguments(value)):
+            return None
+        return value, receiver, attribute
+
+
+def _own_call(statement: ast.Expr, call: ast.Call, receiver: ast.Name, name: str) -> ast.If:
+    """The call statement ``receiver.name(arguments)`` in the form that hands the receiver on
+    to the method it calls (whose ``_own_self_`` then needs no check of its own)::
+
+        if (_receiver_class_ := _type_(_receiver_ := receiver)) is _plain_receiver_[1] \
+                or _id_(_receiver_class_) in _own_ids_:
+            _plain_receiver_[0] = _receiver_
+            _plain_receiver_[1] = _receiver_class_
+            _receiver_.name(arguments)
+        else:
+            _getattr_(_receiver_, 'name')(arguments)
+
+    The list holds only a plain class and an instance of one (an instance keeps its class), so
+    the class of the last receiver found plain passes without the look-up in the ids; a loop
+    calling a method on many instances of one class looks up once. Each new node is set at the
+    statement's place (`located` would walk them)."""
+    where = position(statement) or {}
+    load, store = ast.Load(), ast.Store()
+
+    def local(identifier: str, context: ast.expr_context = load) -> ast.Name:
+        return ast.Name(id=identifier, ctx=context, **where)
+
+    def handed(index: int, context: ast.expr_context = load) -> ast.Subscript:
+        return ast.Subscript(value=local(PLAIN_RECEIVER), slice=ast.Constant(index, **where), ctx=context, **where)
+
+    bound = ast.NamedExpr(target=local(_RECEIVER, store), value=receiver, **where)
+    kind = ast.Call(func=local("_type_"), args=[bound], keywords=[], **where)
+    named_kind = ast.NamedExpr(target=local(_RECEIVER_CLASS, store), value=kind, **where)
+    last = ast.Compare(left=named_kind, ops=[ast.Is()], comparators=[handed(1)], **where)
+    class_id = ast.Call(func=local("_id_"), args=[local(_RECEIVER_CLASS)], keywords=[], **where)
+    looked_up = ast.Compare(left=class_id, ops=[ast.In()], comparators=[local(CLASS_IDS)], **where)
+    check = ast.BoolOp(op=ast.Or(), values=[last, looked_up], **where)
+    hand_on = [
+        ast.Assign(targets=[handed(0, store)], value=local(_RECEIVER), **where),
+        ast.Assign(targets=[handed(1, store)], value=local(_RECEIVER_CLASS), **where),
+    ]
+    method = ast.Attribute(value=local(_RECEIVER), attr=name, ctx=load, **where)
+    plain = ast.Expr(value=ast.Call(func=method, args=call.args, keywords=call.keywords, **where), **where)
+    call.func.args[0] = local(_RECEIVER)  # type: ignore[attr-defined]
+    return ast.If(test=check, body=[*hand_on, plain], orelse=[statement], **where)
 
 
 def _own_read(read: ast.Call, receiver: ast.Name, name: str) -> ast.IfExp:
