@@ -84,8 +84,12 @@ def test_a_class_with_a_host_base_is_not_plain(code, attack):
 #: (``mine.touch()``) hands it on to the method it calls (`receivers`).
 TOUCHED = (
     "class Reader:\n    def leak(self):\n        return self.tool\n    def touch(self):\n        self.tool = 1\n"
-    "    def relay(self, other):\n        self.touch()\n        return Reader.leak(other)\n"
+    "    def relay(self, other):\n        self.touch()\n        touched = self.touch()\n        return Reader.leak(other)\n"
     "    def each(self):\n        yield self.tool\nmine = Reader()\n"
+)
+#: A class of the code with a method named as the host object's machine function.
+OWNS_TOOL = (
+    f"class Owner:\n    def tool(self, source, target):\n        pass\nsource, target = {__file__!r}, 'CANARY'\n"
 )
 HANDED_ON = {
     "after-a-handed-on-call": TOUCHED + "mine.touch()\nraw = Reader.leak(h)\n" + PAYLOAD,
@@ -97,8 +101,11 @@ HANDED_ON = {
     + "leaks = Reader.each(h)\nmine.touch()\nraw = next(leaks)\n"
     + PAYLOAD,
     "in-a-later-block": "raw = Reader.leak(h)\n" + PAYLOAD,
-    "host-object-whose-method-has-the-name": "class Owner:\n    def tool(self, source, target):\n        pass\n"
-    f"source, target = {__file__!r}, 'CANARY'\nfor each in [Owner(), h]:\n    each.tool(source, target)\n",
+    "host-object-whose-method-has-the-name": OWNS_TOOL + "for each in [Owner(), h]:\n    each.tool(source, target)\n",
+    "host-object-whose-method-has-the-name-assigned": OWNS_TOOL
+    + "for each in [Owner(), h]:\n    got = each.tool(source, target)\n",
+    "host-object-whose-method-has-the-name-returned": OWNS_TOOL
+    + "def call(each):\n    return each.tool(source, target)\ncall(Owner())\ncall(h)\n",
 }
 
 

@@ -92,20 +92,22 @@ def test_a_method_takes_the_plain_form_only_where_its_receiver_is_never_rebound(
 
 
 def test_call_statements_on_a_plain_instance_hand_it_on_and_the_block_lets_it_go() -> None:
-    """A call statement with plain arguments, in a function or a method, puts its receiver where the
-    method's check finds it; after the block the code's object is not held, as in CPython."""
+    """A call statement with plain arguments (``x.m(a)``, ``y = x.m(a)``, ``return x.m(a)``), in a
+    function or a method, puts its receiver where the method's check finds it; after the block
+    the code's object is not held, as in CPython."""
     source = textwrap.dedent(
         """
         class Counter:
             def bump(self, by):
                 self.n += by
+                return self.n
             def twice(self, by):
                 self.bump(by)
-                self.bump(by)
+                return self.bump(by)
         counter = Counter()
         counter.n = 0
         for step in range(3):
-            counter.twice(step)
+            last = counter.twice(step)
         """
     )
     block = compile_block(source, "<block>")
@@ -115,7 +117,7 @@ def test_call_statements_on_a_plain_instance_hand_it_on_and_the_block_lets_it_go
     executor = LocalExecutor(isolation="in_process", authorized_imports=["weakref"])
     with executor:
         executor.run(source + "import weakref\nwatch = weakref.ref(counter)\nmoved = counter.n\ndel counter")
-        assert executor.run("moved, watch() is None").output == (6, True)
+        assert executor.run("moved, last, watch() is None").output == (6, 6, True)
 
 
 def test_a_plain_method_called_on_a_foreign_receiver_keeps_the_guard() -> None:

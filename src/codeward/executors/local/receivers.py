@@ -68,7 +68,9 @@ _POSITION = ("lineno", "col_offset", "end_lineno", "end_col_offset")
 #: The arguments a call statement's plain form may repeat (see `_own_call`).
 _SIMPLE = frozenset({ast.Name, ast.Constant})
 #: What `_Rewrite.replace` may replace: a guarded read, a write's target, an augmented assignment.
-_REPLACEABLE = frozenset({ast.Call, ast.Attribute, ast.Expr})
+_REPLACEABLE = frozenset({ast.Call, ast.Attribute, ast.Expr, ast.Assign, ast.Return})
+#: The statements whose value may be a method call that hands its receiver on (see `_own_call`).
+_CALL_STATEMENTS = (ast.Expr, ast.Assign, ast.Return)
 #: An indented def's name, or the name of an attribute stored (``=`` or an augmented operator).
 _DEFINED = re.compile(r"^[ \t]+def[ \t]+(\w+)|\.[ \t]*(\w+)[ \t]*(?:[-+*/%@&|^]|//|\*\*|<<|>>)?=(?!=)", re.MULTILINE)
 #: Descriptors whose ``__get__`` returns the value itself or binds it as CPython binds a function.
@@ -243,9 +245,9 @@ class _Rewrite:
                 node.value = _either(flag, receiver, target)
                 return node  # changed in place
             return None
+        if type(node) in _CALL_STATEMENTS and _is_method_call(node.value):  # type: ignore[attr-defined]
+            return self.method_call(node, receiver, flag)  # type: ignore[arg-type]
         if isinstance(node, ast.Expr):
-            if _is_method_call(node.value):
-                return self.method_call(node, receiver, flag)
             parts = self.augmented_attribute(node.value, receiver)
             if parts is None:
                 return None
@@ -265,12 +267,12 @@ class _Rewrite:
             return ast.If(test=flag, body=[ast.Assign(targets=[store], value=result)], orelse=[node])
         return None
 
-    def method_call(self, node: ast.Expr, receiver: str, flag: ast.Name) -> ast.If | None:
-        """The call statement ``receiver.name(arguments)``, when public and its arguments
-        `_SIMPLE`, in the form that hands the receiver on to the method it calls, as
-        `_own_call` does outside methods: ``if flag: _plain_receiver_[0] = receiver;
-        receiver.name(arguments)`` and the guarded call otherwise. The class item keeps the
-        plain class it holds."""
+    def method_call(self, node: ast.Expr | ast.Assign | ast.Return, receiver: str, flag: ast.Name) -> ast.If | None:
+        """The statement ``receiver.name(arguments)`` (or ``x = ...``, ``return ...``), when
+        public and its arguments `_SIMPLE`, in the form that hands the receiver on to the
+        method it calls, as `_own_call` does outside methods: ``if flag: _plain_receiver_[0] =
+        receiver; receiver.name(arguments)`` and the guarded call otherwise. The class item
+        keeps the plain class it holds."""
         call: ast.Call = node.value  # type: ignore[assignment]
         read: ast.Call = call.func  # type: ignore[assignment]
         name = self.guarded_read(read, receiver)
@@ -286,7 +288,7 @@ class _Rewrite:
         call.func = ast.Attribute(value=ast.Name(id=receiver, ctx=load, **at), attr=name, ctx=load, **at)
         if at and "lineno" not in flag.__dict__:
             flag.__dict__.update(at)
-        return ast.If(test=flag, body=[hand_on, node], orelse=[ast.Expr(value=guarded, **at)], **at)
+        return ast.If(test=flag, body=[hand_on, node], orelse=[_with_value(node, guarded)], **at)
 
     def number_sum(
         self, node: ast.Expr, receiver: str, flag: ast.Name, name: str, value: ast.expr, where: dict[str, Any]
@@ -382,10 +384,20 @@ def _may_replace(node: ast.AST) -> bool:
     if isinstance(node, ast.Call):
         return isinstance(node.func, ast.Name) and node.func.id == "_getattr_"
     value = node.value  # type: ignore[attr-defined]
+    if type(node) is ast.Assign or type(node) is ast.Return:
+        return _is_method_call(value)
     return isinstance(value, ast.Call) and (isinstance(value.func, ast.Name) or _is_method_call(value))
 
 
-def _is_method_call(value: ast.expr) -> bool:
+def _with_value(statement: ast.Expr | ast.Assign | ast.Return, value: ast.expr) -> ast.stmt:
+    """A statement like `statement` (its targets, its place) with another value."""
+    where = position(statement) or {}
+    if type(statement) is ast.Assign:
+        return ast.Assign(targets=statement.targets, value=value, **where)
+    return type(statement)(value=value, **where)
+
+
+def _is_method_call(value: ast.expr | None) -> bool:
     """Whether `value` is a call of what a guarded read gives: ``_getattr_(x, 'name')(...)``."""
     return type(value) is ast.Call and _is_call(value.func, "_getattr_", 2)
 
@@ -481,7 +493,7 @@ class _OwnReads:
             seen = self.seen  # a def's lines may be those of its first statement (the block function)
             if seen[min(node.end_lineno or node.lineno, len(seen) - 1)] == seen[node.lineno - 1]:
                 return node
-            if in_function and type(node) is ast.Expr:
+            if in_function and isinstance(node, _CALL_STATEMENTS):
                 method_call = self.method_call(node.value)
                 if method_call is not None:
                     return _own_call(node, *method_call)
@@ -491,7 +503,7 @@ class _OwnReads:
             self.fields(node, CHILD_FIELDS[type(node)], in_function)
         return node
 
-    def method_call(self, value: ast.expr) -> tuple[ast.Call, ast.Name, str] | None:
+    def method_call(self, value: ast.expr | None) -> tuple[ast.Call, ast.Name, str] | None:
         """(call, receiver, name) of ``_getattr_(receiver, 'name')(arguments)`` where `name` is
         one of the names, the receiver a name and each argument a name or a constant: what
         `_own_call` may write twice without doubling anything costly."""
@@ -506,9 +518,10 @@ class _OwnReads:
         return value, receiver, attribute
 
 
-def _own_call(statement: ast.Expr, call: ast.Call, receiver: ast.Name, name: str) -> ast.If:
-    """The call statement ``receiver.name(arguments)`` in the form that hands the receiver on
-    to the method it calls (whose ``_own_self_`` then needs no check of its own)::
+def _own_call(statement: ast.Expr | ast.Assign | ast.Return, call: ast.Call, receiver: ast.Name, name: str) -> ast.If:
+    """The call statement ``receiver.name(arguments)`` (or ``x = ...``, ``return ...``) in the
+    form that hands the receiver on to the method it calls (whose ``_own_self_`` then needs no
+    check of its own)::
 
         if (_receiver_class_ := _type_(_receiver_ := receiver)) is _plain_receiver_[1] \
                 or _id_(_receiver_class_) in _own_ids_:
@@ -543,7 +556,7 @@ def _own_call(statement: ast.Expr, call: ast.Call, receiver: ast.Name, name: str
         ast.Assign(targets=[handed(1, store)], value=local(_RECEIVER_CLASS), **where),
     ]
     method = ast.Attribute(value=local(_RECEIVER), attr=name, ctx=load, **where)
-    plain = ast.Expr(value=ast.Call(func=method, args=call.args, keywords=call.keywords, **where), **where)
+    plain = _with_value(statement, ast.Call(func=method, args=call.args, keywords=call.keywords, **where))
     call.func.args[0] = local(_RECEIVER)  # type: ignore[attr-defined]
     return ast.If(test=check, body=[*hand_on, plain], orelse=[statement], **where)
 
