@@ -119,6 +119,27 @@ def test_a_method_trusts_only_the_receiver_a_call_statement_checked(code, attack
     assert "belongs to the module 'shutil'" in error.message, error.message
 
 
+#: Reads of the name some class of the code defines, on a comprehension's variable that is a host
+#: object in the end: each read checks the object it reads.
+IN_COMPREHENSIONS = {
+    "generator": "raw = next(each.tool for each in [h])\n",
+    "list-after-an-own-instance": "raw = next(iter([each.tool for each in [Owner(), h]][::-1]))\n",
+    "condition": "raw = next(found for each in [h] if (found := each.tool))\n",
+    "dict": "raw = next(iter({each.tool: 1 for each in [h]}))\n",
+    "second-for": "raw = next(inner.tool for outer in [[h]] for inner in outer)\n",
+    "nested-iterable": "raw = next(next(x for x in [each.tool]) for each in [h])\n",
+    "outer-variable-in-a-nested-one": "raw = next(next(each.tool for x in [1]) for each in [h])\n",
+    "lambda-in-a-comprehension": "raw = next((lambda: each.tool)() for each in [h])\n",
+}
+
+
+@pytest.mark.parametrize("code", IN_COMPREHENSIONS.values(), ids=IN_COMPREHENSIONS.keys())
+@in_process_only
+def test_a_comprehension_reading_a_name_of_the_code_s_class_on_a_host_object_goes_through_the_guard(code, attack):
+    error = attack(OWNER + code + PAYLOAD, variables=HOST)
+    assert "belongs to the module 'shutil'" in error.message, error.message
+
+
 NAMES_OF_THE_HAND_ON = {
     "read": "_plain_receiver_[0]",
     "written": "_plain_receiver_[0] = h",

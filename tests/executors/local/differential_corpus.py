@@ -2231,6 +2231,72 @@ METHODS_ON_SELF = [
         (total(accounts), mixed, account.owner, f(account), Account.kind)
         """,
     ),
+    _snippet(
+        "method-call-statements-hand-the-receiver-on",
+        """
+        class Node:
+            def __init__(self, name):
+                self.name, self.seen, self.children = name, [], []
+            def add(self, child):
+                self.children.append(child)
+                return child
+            def visit(self, depth):
+                self.seen.append(depth)
+                for child in self.children:
+                    child.visit(depth + 1)
+            def rename(self, name):
+                old = self.name
+                self.name = name
+                return old
+            def relabel(self, prefix):
+                self.rename(prefix)
+                last = self.rename(prefix + self.name)
+                return self.rename(last)
+        class Other:
+            def visit(self, depth):
+                log.append(('other', depth))
+        log = []
+        root = Node('root')
+        child = root.add(Node('child'))
+        root.add(Other())
+        root.visit(0)
+        kept = child.relabel('x')
+        def walk(node, depth):
+            return node.visit(depth)
+        for each in [root, Other(), child]:
+            walk(each, 5)
+        try:
+            absent = root.missing(1)
+        except AttributeError as error:
+            log.append(type(error).__name__)
+        try:
+            root.rename()
+        except TypeError as error:
+            log.append('TypeError')
+        (root.seen, child.seen, child.name, kept, log)
+        """,
+    ),
+    _snippet(
+        "comprehensions-over-the-code-s-instances",
+        """
+        class Item:
+            def __init__(self, name, price, tags):
+                self.name, self.price, self.tags = name, price, tags
+        items = [Item('a', 3, ['x']), Item('b', 5, []), Item('c', 1, ['x', 'y'])]
+        names = [item.name for item in items]
+        prices = {item.name: item.price for item in items if item.tags}
+        tags = sorted({tag for item in items for tag in item.tags})
+        nested = [[tag + item.name for tag in item.tags] for item in items]
+        later = [(lambda: item.price)() for item in items]
+        total = sum(item.price for item in items)
+        mixed = [getattr(value, 'name', None) for value in [items[0], 'text', 3]]
+        try:
+            [value.price for value in [items[0], 'text']]
+        except AttributeError as error:
+            mixed.append((type(error).__name__, error.name))
+        (names, prices, tags, nested, later, total, mixed)
+        """,
+    ),
 ]
 
 

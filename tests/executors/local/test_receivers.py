@@ -186,8 +186,9 @@ def test_the_size_caps_hold_on_the_plain_form(isolation: str) -> None:
 
 def test_reads_of_the_code_s_class_attributes_outside_methods_take_the_checked_form() -> None:
     """``x.name``, where a class of the code defines `name`, binds `x` to a local and checks its
-    class (`fast_own_reads`): in the block, in functions and in lambdas; not in comprehensions,
-    and not for names no class defines."""
+    class (`fast_own_reads`): in the block, in functions and in lambdas; in a comprehension, whose
+    own variables nothing else rebinds, it checks the variable without binding it; not for names
+    no class defines."""
     source = textwrap.dedent(
         """
         class Account:
@@ -209,8 +210,11 @@ def test_reads_of_the_code_s_class_attributes_outside_methods_take_the_checked_f
     for taking in (block, functions["pay"], functions["<lambda>"]):
         assert "_receiver_" in taking.co_varnames, taking.co_name
     # On 3.12 and later the comprehension is inlined in its function (PEP 709): no <listcomp> of its own.
+    comprehension = functions.get("<listcomp>", functions["in_a_comprehension"])
+    assert "_own_ids_" in comprehension.co_names
     for keeping in ("other", "in_a_comprehension", "deposit", *({"<listcomp>"} & functions.keys())):
         assert "_receiver_" not in functions[keeping].co_varnames, keeping
+    assert "_own_ids_" not in functions["other"].co_names
 
 
 def test_the_names_of_earlier_blocks_classes_count_and_module_code_keeps_the_guard() -> None:

@@ -499,7 +499,9 @@ class _OwnReads:
                     return _own_call(node, *method_call)
         if isinstance(node, (ast.FunctionDef, ast.Lambda)):
             self.fields(node, ("body",), in_function=True)  # decorators and defaults keep the guard
-        elif not isinstance(node, (ast.ClassDef, *COMPREHENSIONS)) and field != "annotation":
+        elif isinstance(node, COMPREHENSIONS):
+            _iteration_reads(node, frozenset(), self.names)
+        elif not isinstance(node, ast.ClassDef) and field != "annotation":
             self.fields(node, CHILD_FIELDS[type(node)], in_function)
         return node
 
@@ -561,18 +563,67 @@ def _own_call(statement: ast.Expr | ast.Assign | ast.Return, call: ast.Call, rec
     return ast.If(test=check, body=[*hand_on, plain], orelse=[statement], **where)
 
 
-def _own_read(read: ast.Call, receiver: ast.Name, name: str) -> ast.IfExp:
+def _iteration_reads(node: ast.AST, variables: frozenset[str], names: set[str] | frozenset[str]) -> None:
+    """Give each guarded read of one of `names` on one of `variables` (the iteration variables of
+    the comprehension `node` is in), among `node`'s descendants, the checked form without binding
+    a local: the comprehension's own ``for`` alone can rebind them (a walrus cannot), nothing of
+    its runs between the check and the read, and no other frame or thread reaches them. A
+    comprehension reads its own variables so, and its first iterable, which runs in the scope
+    around it, the variables of that scope; a lambda's body runs later, when a variable of the
+    comprehension around it may have moved on, and reads none so."""
+    if isinstance(node, COMPREHENSIONS):
+        first, *rest = node.generators
+        _rewrite(first, "iter", variables, names)
+        own = frozenset(item.id for each in node.generators for item in walk(each.target) if type(item) is ast.Name)
+        _rewrite(first, "ifs", own, names)
+        for generator in rest:
+            _rewrite(generator, "iter", own, names)
+            _rewrite(generator, "ifs", own, names)
+        for field in ("key", "value") if isinstance(node, ast.DictComp) else ("elt",):
+            _rewrite(node, field, own, names)
+        return
+    inner = frozenset() if isinstance(node, ast.Lambda) else variables
+    for field in CHILD_FIELDS[type(node)]:
+        _rewrite(node, field, inner, names)
+
+
+def _rewrite(holder: ast.AST, field: str, variables: frozenset[str], names: set[str] | frozenset[str]) -> None:
+    """`_iteration_reads` on what `holder`'s `field` holds (a node or a list of them), each read
+    replaced where it is."""
+    value = getattr(holder, field, None)
+    items = value if type(value) is list else [value]
+    for index, item in enumerate(items):
+        if not isinstance(item, ast.AST) or type(item) in _NOTHING_INSIDE:
+            continue
+        if variables and _is_call(item, "_getattr_", 2):
+            receiver, name = item.args
+            attribute = name.value if type(name) is ast.Constant else None
+            if type(receiver) is ast.Name and receiver.id in variables and attribute in names:
+                replacement = _own_read(item, receiver, attribute, bind=False)  # type: ignore[arg-type]
+                if type(value) is list:
+                    value[index] = replacement
+                else:
+                    setattr(holder, field, replacement)
+                continue
+        _iteration_reads(item, variables, names)
+
+
+def _own_read(read: ast.Call, receiver: ast.Name, name: str, *, bind: bool = True) -> ast.IfExp:
     """The form of `read` that `fast_own_reads` gives, at its place (set on each new node here:
-    `located` would walk them)."""
+    `located` would walk them). `bind`: the receiver is bound to a local first; without it, the
+    receiver is a name that nothing can rebind between the check and the read."""
     where = {field: getattr(read, field) for field in _POSITION}
     load, store = ast.Load(), ast.Store()
+    local = _RECEIVER if bind else receiver.id
 
     def call(function: str, *arguments: ast.expr) -> ast.Call:
         return ast.Call(func=ast.Name(id=function, ctx=load, **where), args=list(arguments), keywords=[], **where)
 
-    bound = ast.NamedExpr(target=ast.Name(id=_RECEIVER, ctx=store, **where), value=receiver, **where)
+    checked: ast.expr = ast.Name(id=local, ctx=load, **where)
+    if bind:
+        checked = ast.NamedExpr(target=ast.Name(id=local, ctx=store, **where), value=receiver, **where)
     classes = ast.Name(id=CLASS_IDS, ctx=load, **where)
-    check = ast.Compare(left=call("_id_", call("_type_", bound)), ops=[ast.In()], comparators=[classes], **where)
-    plain = ast.Attribute(value=ast.Name(id=_RECEIVER, ctx=load, **where), attr=name, ctx=load, **where)
-    guarded = call("_getattr_", ast.Name(id=_RECEIVER, ctx=load, **where), ast.Constant(name, **where))
+    check = ast.Compare(left=call("_id_", call("_type_", checked)), ops=[ast.In()], comparators=[classes], **where)
+    plain = ast.Attribute(value=ast.Name(id=local, ctx=load, **where), attr=name, ctx=load, **where)
+    guarded = call("_getattr_", ast.Name(id=local, ctx=load, **where), ast.Constant(name, **where))
     return ast.IfExp(test=check, body=plain, orelse=guarded, **where)
