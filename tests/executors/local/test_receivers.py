@@ -217,6 +217,36 @@ def test_reads_of_the_code_s_class_attributes_outside_methods_take_the_checked_f
     assert "_own_ids_" not in functions["other"].co_names
 
 
+def test_a_comprehension_checks_only_the_variables_its_targets_bind() -> None:
+    """A name an attribute or item target reads (``for box.item in ...``) is not the comprehension's:
+    another thread could rebind it between the check and the read, so its reads keep the guard."""
+    source = textwrap.dedent(
+        """
+        class Box:
+            def __init__(self):
+                self.item = 0
+        def by_attribute(box, values):
+            return [box.item for box.item in values]
+        def by_item(box, slots, values):
+            return [box.item for slots[box] in values]
+        def bound(boxes):
+            return [box.item for box in boxes]
+        """
+    )
+    codes = code_objects(compile_block(source, "<block>"))
+    functions = {code.co_name: code for code in codes}
+    comprehensions = sorted(
+        (code for code in codes if code.co_name == "<listcomp>"), key=lambda code: code.co_firstlineno
+    )
+    if comprehensions:  # 3.11: each comprehension is a code object of its own, in the order written
+        by_attribute, by_item, bound = comprehensions
+    else:  # 3.12 and later: inlined in its function (PEP 709)
+        by_attribute, by_item, bound = (functions[name] for name in ("by_attribute", "by_item", "bound"))
+    assert "_own_ids_" not in by_attribute.co_names
+    assert "_own_ids_" not in by_item.co_names
+    assert "_own_ids_" in bound.co_names
+
+
 def test_the_names_of_earlier_blocks_classes_count_and_module_code_keeps_the_guard() -> None:
     names: set[str] = set()
     compile_block("class Account:\n    def deposit(self):\n        return 1\n", "<1>", class_attributes=names)

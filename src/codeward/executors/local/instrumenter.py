@@ -326,27 +326,22 @@ def number_sum(left: ast.expr, right: ast.expr, guard: str, where: dict[str, Any
     load, store = ast.Load(), ast.Store()
 
     def name(identifier: str, ctx: ast.expr_context = load) -> ast.Name:
-        return ast.Name(id=identifier, ctx=ctx, **at)
+        return ast.Name(identifier, ctx, **at)
 
     def call(function: str, *args: ast.expr) -> ast.Call:
-        return ast.Call(func=name(function), args=list(args), keywords=[], **at)
+        return ast.Call(name(function), list(args), [], **at)
 
     if where is not None:
         for operand in (left, right):
             if "lineno" not in operand.__dict__:
                 _place(operand, where)
-    augend = ast.NamedExpr(target=name(_AUGEND, store), value=left, **at)
-    kind = ast.NamedExpr(target=name(_KIND, store), value=call("_type_", augend), **at)
-    number = ast.BoolOp(
-        op=ast.Or(),
-        values=[
-            ast.Compare(left=kind, ops=[ast.Is()], comparators=[name("_int_")], **at),
-            ast.Compare(left=name(_KIND), ops=[ast.Is()], comparators=[name("_float_")], **at),
-        ],
-        **at,
-    )
-    plain = ast.BinOp(left=name(_AUGEND), op=ast.Add(), right=right, **at)
-    return ast.IfExp(test=number, body=plain, orelse=call(guard, name(_AUGEND), right), **at)
+    # Fields by position: a node is made in two thirds of the time it takes by keyword.
+    augend = ast.NamedExpr(name(_AUGEND, store), left, **at)
+    kind = ast.NamedExpr(name(_KIND, store), call("_type_", augend), **at)
+    is_int = ast.Compare(kind, [ast.Is()], [name("_int_")], **at)
+    is_float = ast.Compare(name(_KIND), [ast.Is()], [name("_float_")], **at)
+    plain = ast.BinOp(name(_AUGEND), ast.Add(), right, **at)
+    return ast.IfExp(ast.BoolOp(ast.Or(), [is_int, is_float], **at), plain, call(guard, name(_AUGEND), right), **at)
 
 
 def _small(node: ast.expr) -> bool:

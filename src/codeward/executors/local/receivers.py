@@ -152,15 +152,16 @@ def _flag_assignment(flag: str, receiver: str, where: dict[str, Any] | None) -> 
     load = ast.Load()
 
     def name(identifier: str) -> ast.Name:
-        return ast.Name(id=identifier, ctx=load, **at)
+        return ast.Name(identifier, load, **at)
 
-    handed = ast.Subscript(value=name(PLAIN_RECEIVER), slice=ast.Constant(0, **at), ctx=load, **at)
-    handed_on = ast.Compare(left=name(receiver), ops=[ast.Is()], comparators=[handed], **at)
-    receiver_class = ast.Call(func=name("_type_"), args=[name(receiver)], keywords=[], **at)
-    class_id = ast.Call(func=name("_id_"), args=[receiver_class], keywords=[], **at)
-    check = ast.Compare(left=class_id, ops=[ast.In()], comparators=[name(CLASS_IDS)], **at)
-    either = ast.BoolOp(op=ast.Or(), values=[handed_on, check], **at)
-    return ast.Assign(targets=[ast.Name(id=flag, ctx=ast.Store(), **at)], value=either, **at)
+    # Fields by position: a node is made in two thirds of the time it takes by keyword.
+    handed = ast.Subscript(name(PLAIN_RECEIVER), ast.Constant(0, **at), load, **at)
+    handed_on = ast.Compare(name(receiver), [ast.Is()], [handed], **at)
+    receiver_class = ast.Call(name("_type_"), [name(receiver)], [], **at)
+    class_id = ast.Call(name("_id_"), [receiver_class], [], **at)
+    check = ast.Compare(class_id, [ast.In()], [name(CLASS_IDS)], **at)
+    either = ast.BoolOp(ast.Or(), [handed_on, check], **at)
+    return ast.Assign([ast.Name(flag, ast.Store(), **at)], either, **at)
 
 
 def _either(flag: ast.Name, receiver: str, target: ast.expr) -> ast.IfExp:
@@ -541,26 +542,26 @@ def _own_call(statement: ast.Expr | ast.Assign | ast.Return, call: ast.Call, rec
     load, store = ast.Load(), ast.Store()
 
     def local(identifier: str, context: ast.expr_context = load) -> ast.Name:
-        return ast.Name(id=identifier, ctx=context, **where)
+        return ast.Name(identifier, context, **where)
 
     def handed(index: int, context: ast.expr_context = load) -> ast.Subscript:
-        return ast.Subscript(value=local(PLAIN_RECEIVER), slice=ast.Constant(index, **where), ctx=context, **where)
+        return ast.Subscript(local(PLAIN_RECEIVER), ast.Constant(index, **where), context, **where)
 
-    bound = ast.NamedExpr(target=local(_RECEIVER, store), value=receiver, **where)
-    kind = ast.Call(func=local("_type_"), args=[bound], keywords=[], **where)
-    named_kind = ast.NamedExpr(target=local(_RECEIVER_CLASS, store), value=kind, **where)
-    last = ast.Compare(left=named_kind, ops=[ast.Is()], comparators=[handed(1)], **where)
-    class_id = ast.Call(func=local("_id_"), args=[local(_RECEIVER_CLASS)], keywords=[], **where)
-    looked_up = ast.Compare(left=class_id, ops=[ast.In()], comparators=[local(CLASS_IDS)], **where)
-    check = ast.BoolOp(op=ast.Or(), values=[last, looked_up], **where)
+    # Fields by position, as in `_flag_assignment`.
+    bound = ast.NamedExpr(local(_RECEIVER, store), receiver, **where)
+    named_kind = ast.NamedExpr(local(_RECEIVER_CLASS, store), ast.Call(local("_type_"), [bound], [], **where), **where)
+    last = ast.Compare(named_kind, [ast.Is()], [handed(1)], **where)
+    class_id = ast.Call(local("_id_"), [local(_RECEIVER_CLASS)], [], **where)
+    looked_up = ast.Compare(class_id, [ast.In()], [local(CLASS_IDS)], **where)
+    check = ast.BoolOp(ast.Or(), [last, looked_up], **where)
     hand_on = [
-        ast.Assign(targets=[handed(0, store)], value=local(_RECEIVER), **where),
-        ast.Assign(targets=[handed(1, store)], value=local(_RECEIVER_CLASS), **where),
+        ast.Assign([handed(0, store)], local(_RECEIVER), **where),
+        ast.Assign([handed(1, store)], local(_RECEIVER_CLASS), **where),
     ]
-    method = ast.Attribute(value=local(_RECEIVER), attr=name, ctx=load, **where)
-    plain = _with_value(statement, ast.Call(func=method, args=call.args, keywords=call.keywords, **where))
+    method = ast.Attribute(local(_RECEIVER), name, load, **where)
+    plain = _with_value(statement, ast.Call(method, call.args, call.keywords, **where))
     call.func.args[0] = local(_RECEIVER)  # type: ignore[attr-defined]
-    return ast.If(test=check, body=[*hand_on, plain], orelse=[statement], **where)
+    return ast.If(check, [*hand_on, plain], [statement], **where)
 
 
 def _iteration_reads(node: ast.AST, variables: frozenset[str], names: set[str] | frozenset[str]) -> None:
@@ -574,7 +575,12 @@ def _iteration_reads(node: ast.AST, variables: frozenset[str], names: set[str] |
     if isinstance(node, COMPREHENSIONS):
         first, *rest = node.generators
         _rewrite(first, "iter", variables, names)
-        own = frozenset(item.id for each in node.generators for item in walk(each.target) if type(item) is ast.Name)
+        own = frozenset(  # names bound by the targets, not those an attribute or item target reads
+            item.id
+            for each in node.generators
+            for item in walk(each.target)
+            if type(item) is ast.Name and type(item.ctx) is ast.Store
+        )
         _rewrite(first, "ifs", own, names)
         for generator in rest:
             _rewrite(generator, "iter", own, names)
@@ -617,13 +623,14 @@ def _own_read(read: ast.Call, receiver: ast.Name, name: str, *, bind: bool = Tru
     local = _RECEIVER if bind else receiver.id
 
     def call(function: str, *arguments: ast.expr) -> ast.Call:
-        return ast.Call(func=ast.Name(id=function, ctx=load, **where), args=list(arguments), keywords=[], **where)
+        return ast.Call(ast.Name(function, load, **where), list(arguments), [], **where)
 
-    checked: ast.expr = ast.Name(id=local, ctx=load, **where)
+    # Fields by position, as in `_flag_assignment`.
+    checked: ast.expr = ast.Name(local, load, **where)
     if bind:
-        checked = ast.NamedExpr(target=ast.Name(id=local, ctx=store, **where), value=receiver, **where)
-    classes = ast.Name(id=CLASS_IDS, ctx=load, **where)
-    check = ast.Compare(left=call("_id_", call("_type_", checked)), ops=[ast.In()], comparators=[classes], **where)
-    plain = ast.Attribute(value=ast.Name(id=local, ctx=load, **where), attr=name, ctx=load, **where)
-    guarded = call("_getattr_", ast.Name(id=local, ctx=load, **where), ast.Constant(name, **where))
-    return ast.IfExp(test=check, body=plain, orelse=guarded, **where)
+        checked = ast.NamedExpr(ast.Name(local, store, **where), receiver, **where)
+    classes = ast.Name(CLASS_IDS, load, **where)
+    check = ast.Compare(call("_id_", call("_type_", checked)), [ast.In()], [classes], **where)
+    plain = ast.Attribute(ast.Name(local, load, **where), name, load, **where)
+    guarded = call("_getattr_", ast.Name(local, load, **where), ast.Constant(name, **where))
+    return ast.IfExp(check, plain, guarded, **where)
