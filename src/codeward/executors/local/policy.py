@@ -34,7 +34,8 @@ from codeward.executors.local.instrumenter import (
     transform_children,
 )
 from codeward.executors.local.name_bindings import declared_globals
-from codeward.executors.local.receivers import fast_own_reads, fast_receivers, own_attribute_names
+from codeward.executors.local.own_reads import fast_own_reads, own_attribute_names
+from codeward.executors.local.receivers import fast_receivers
 from codeward.executors.local.refusals import CodeRefused, Problem, policy_report, syntax_report
 from codeward.executors.local.type_inference import (
     PLAIN_TYPES,

@@ -18,61 +18,52 @@ first parameter is never rebound: the method computes once whether that paramete
 instance of a plain class (``_own_self_ = _id_(_type_(self)) in _own_ids_``), and each guarded
 read, write and augmented assignment of ``self.name`` takes the plain form when it is, for the
 public names that the guard does not treat specially; ``self.name += value`` adds numbers
-inline (`number_sum`). Outside methods (`fast_own_reads`), a read of a name that some class of the
-code defines checks its receiver's class at that read, the receiver bound to a local first;
-reads of other names keep the guard alone, since the check costs every other receiver (a str,
-a module) a fifth of the read.
+inline (`number_sum`). Reads outside methods are in `own_reads`.
 
-A call statement ``x.name(arguments)`` on such a receiver hands it on to the method it calls:
-it puts the receiver in a list of the sandbox's (``_plain_receiver_``) just before the call,
-and a method's check passes at once when its receiver is the object there. The list only ever
-holds an instance of a plain class, so the method trusts only what some check found.
+A call statement ``x.name(arguments)`` on such a receiver (``self.helper(a)`` in a method, and
+outside methods see `own_reads`) hands it on to the method it calls: it puts the receiver in a
+list of the sandbox's (``_plain_receiver_``) just before the call, and a method's check passes
+at once when its receiver is the object there (``_own_self_ = self is _plain_receiver_[0] or
+...``). The list only ever holds an instance of a plain class, so the method trusts only what
+some check found.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
-import re
 from types import FunctionType
 from typing import Any, TypeGuard
 
 from codeward.executors.local.imports import SandboxViolation
-from codeward.executors.local.instrumenter import LEAVES, call_node, located, name_node, number_sum, position
-from codeward.executors.local.name_bindings import BINDERS, CHILD_FIELDS, COMPREHENSIONS, bound_here, walk
+from codeward.executors.local.instrumenter import call_node, located, name_node, number_sum, position
+from codeward.executors.local.name_bindings import BINDERS, CHILD_FIELDS, bound_here, walk
 
 __all__ = [
+    "CALL_STATEMENTS",
     "CLASS_IDS",
     "PLAIN_RECEIVER",
     "ClassWriter",
-    "fast_own_reads",
     "fast_receivers",
-    "own_attribute_names",
+    "is_call",
+    "plain_arguments",
     "plain_class",
     "plain_class_value",
+    "with_value",
 ]
 
 #: The global holding the ids of the plain classes.
 CLASS_IDS = "_own_ids_"
 #: The global two-item list holding the receiver a call statement last found to be an
 #: instance of a plain class, just before calling a method on it, and the plain class last
-#: found so (see `_own_call`). Only the instrumented code sets it, never to anything else.
+#: found so (see `own_reads`). Only the instrumented code sets it, never to anything else.
 PLAIN_RECEIVER = "_plain_receiver_"
-#: The local a read outside a method binds its receiver to (see `fast_own_reads`).
-_RECEIVER = "_receiver_"
-#: The local a call statement binds its receiver's class to (see `_own_call`).
-_RECEIVER_CLASS = "_receiver_class_"
-#: Nodes that hold no attribute read: most of a tree, passed over by `fast_own_reads`.
-_NOTHING_INSIDE = LEAVES | {ast.Name, ast.Constant}
-_POSITION = ("lineno", "col_offset", "end_lineno", "end_col_offset")
-#: The arguments a call statement's plain form may repeat (see `_own_call`).
+#: The arguments a call statement's plain form may repeat (see `plain_arguments`).
 _SIMPLE = frozenset({ast.Name, ast.Constant})
 #: What `_Rewrite.replace` may replace: a guarded read, a write's target, an augmented assignment.
 _REPLACEABLE = frozenset({ast.Call, ast.Attribute, ast.Expr, ast.Assign, ast.Return})
-#: The statements whose value may be a method call that hands its receiver on (see `_own_call`).
-_CALL_STATEMENTS = (ast.Expr, ast.Assign, ast.Return)
-#: An indented def's name, or the name of an attribute stored (``=`` or an augmented operator).
-_DEFINED = re.compile(r"^[ \t]+def[ \t]+(\w+)|\.[ \t]*(\w+)[ \t]*(?:[-+*/%@&|^]|//|\*\*|<<|>>)?=(?!=)", re.MULTILINE)
+#: The statements whose value may be a method call that hands its receiver on.
+CALL_STATEMENTS = (ast.Expr, ast.Assign, ast.Return)
 #: Descriptors whose ``__get__`` returns the value itself or binds it as CPython binds a function.
 _BINDS_PLAINLY: frozenset[type] = frozenset(
     {FunctionType, property, staticmethod, classmethod, functools.cached_property, functools.partialmethod}
@@ -146,7 +137,7 @@ def _placed(replacement: ast.AST, old: ast.AST) -> ast.AST:
 def _flag_assignment(flag: str, receiver: str, where: dict[str, Any] | None) -> ast.Assign:
     """``flag = receiver is _plain_receiver_[0] or _id_(_type_(receiver)) in _own_ids_``, each
     node made at `where` (the method's position, as `located` would place them, without
-    walking them). The first test is the caller's check handed on (see `fast_own_reads`):
+    walking them). The first test is the caller's check handed on (see the module):
     the list only ever holds instances of plain classes, and an instance stays one."""
     at = where or {}
     load = ast.Load()
@@ -242,11 +233,11 @@ class _Rewrite:
             return ast.IfExp(test=flag, body=plain, orelse=node, **where)
         if isinstance(node, ast.Attribute):
             target = node.value
-            if _is_call(target, "_write_", 1) and _is_name(target.args[0], receiver):
+            if is_call(target, "_write_", 1) and _is_name(target.args[0], receiver):
                 node.value = _either(flag, receiver, target)
                 return node  # changed in place
             return None
-        if type(node) in _CALL_STATEMENTS and _is_method_call(node.value):  # type: ignore[attr-defined]
+        if type(node) in CALL_STATEMENTS and _is_method_call(node.value):  # type: ignore[attr-defined]
             return self.method_call(node, receiver, flag)  # type: ignore[arg-type]
         if isinstance(node, ast.Expr):
             parts = self.augmented_attribute(node.value, receiver)
@@ -270,14 +261,14 @@ class _Rewrite:
 
     def method_call(self, node: ast.Expr | ast.Assign | ast.Return, receiver: str, flag: ast.Name) -> ast.If | None:
         """The statement ``receiver.name(arguments)`` (or ``x = ...``, ``return ...``), when
-        public and its arguments `_SIMPLE`, in the form that hands the receiver on to the
-        method it calls, as `_own_call` does outside methods: ``if flag: _plain_receiver_[0] =
+        public and its arguments `plain_arguments`, in the form that hands the receiver on to the
+        method it calls, as `own_reads` does outside methods: ``if flag: _plain_receiver_[0] =
         receiver; receiver.name(arguments)`` and the guarded call otherwise. The class item
         keeps the plain class it holds."""
         call: ast.Call = node.value  # type: ignore[assignment]
         read: ast.Call = call.func  # type: ignore[assignment]
         name = self.guarded_read(read, receiver)
-        if name is None or not all(type(argument) in _SIMPLE for argument in _arguments(call)):
+        if name is None or not plain_arguments(call):
             return None
         at = position(node) or {}
         load = ast.Load()
@@ -289,7 +280,7 @@ class _Rewrite:
         call.func = ast.Attribute(value=ast.Name(id=receiver, ctx=load, **at), attr=name, ctx=load, **at)
         if at and "lineno" not in flag.__dict__:
             flag.__dict__.update(at)
-        return ast.If(test=flag, body=[hand_on, node], orelse=[_with_value(node, guarded)], **at)
+        return ast.If(test=flag, body=[hand_on, node], orelse=[with_value(node, guarded)], **at)
 
     def number_sum(
         self, node: ast.Expr, receiver: str, flag: ast.Name, name: str, value: ast.expr, where: dict[str, Any]
@@ -310,7 +301,7 @@ class _Rewrite:
 
     def guarded_read(self, node: ast.Call, receiver: str) -> str | None:
         """The name of ``_getattr_(receiver, 'name')``, when public."""
-        if _is_call(node, "_getattr_", 2) and _is_name(node.args[0], receiver):
+        if is_call(node, "_getattr_", 2) and _is_name(node.args[0], receiver):
             name = node.args[1]
             if isinstance(name, ast.Constant) and self.public(name.value):
                 return name.value
@@ -318,11 +309,11 @@ class _Rewrite:
 
     def augmented_attribute(self, call: ast.expr, receiver: str) -> tuple[str, str, ast.expr] | None:
         """(operator, name, value) of ``receiver.name op= value`` as `policy` wrote it, when public."""
-        if _is_call(call, self.whole, 4):
+        if is_call(call, self.whole, 4):
             operator, target, name, value = call.args
-        elif _is_call(call, self.store, 3) and isinstance(call.args[1], ast.Starred):
+        elif is_call(call, self.store, 3) and isinstance(call.args[1], ast.Starred):
             read = call.args[1].value
-            if not _is_call(read, self.read, 2):
+            if not is_call(read, self.read, 2):
                 return None
             operator, value = call.args[0], call.args[2]
             target, name = read.args
@@ -339,7 +330,7 @@ class _Rewrite:
         return None
 
 
-def _is_call(node: ast.AST, function: str, arguments: int) -> TypeGuard[ast.Call]:
+def is_call(node: ast.AST, function: str, arguments: int) -> TypeGuard[ast.Call]:
     return (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
@@ -390,7 +381,7 @@ def _may_replace(node: ast.AST) -> bool:
     return isinstance(value, ast.Call) and (isinstance(value.func, ast.Name) or _is_method_call(value))
 
 
-def _with_value(statement: ast.Expr | ast.Assign | ast.Return, value: ast.expr) -> ast.stmt:
+def with_value(statement: ast.Expr | ast.Assign | ast.Return, value: ast.expr) -> ast.stmt:
     """A statement like `statement` (its targets, its place) with another value."""
     where = position(statement) or {}
     if type(statement) is ast.Assign:
@@ -400,11 +391,15 @@ def _with_value(statement: ast.Expr | ast.Assign | ast.Return, value: ast.expr) 
 
 def _is_method_call(value: ast.expr | None) -> bool:
     """Whether `value` is a call of what a guarded read gives: ``_getattr_(x, 'name')(...)``."""
-    return type(value) is ast.Call and _is_call(value.func, "_getattr_", 2)
+    return type(value) is ast.Call and is_call(value.func, "_getattr_", 2)
 
 
-def _arguments(call: ast.Call) -> list[ast.expr]:
-    return [*call.args, *(keyword.value for keyword in call.keywords)]
+def plain_arguments(call: ast.Call) -> bool:
+    """Whether each argument of `call` is a name or a constant: what a call statement's plain
+    form may write twice without doubling anything costly."""
+    return all(type(argument) in _SIMPLE for argument in call.args) and all(
+        type(keyword.value) in _SIMPLE for keyword in call.keywords
+    )
 
 
 def _rebinds(nodes: list[ast.AST], name: str, parameter: ast.arg) -> bool:
@@ -424,213 +419,3 @@ def _rebinds(nodes: list[ast.AST], name: str, parameter: ast.arg) -> bool:
         elif kind in BINDERS and name in bound_here(node):
             return True
     return False
-
-
-def own_attribute_names(source: str, guarded_names: frozenset[str]) -> set[str]:
-    """The public names the classes of the block `source` likely define: its indented defs
-    (methods), and the attributes it stores (``self.balance = 0``, ``self.n += 1``). What
-    `fast_own_reads` looks for. Read from the text, which costs a tenth of walking the classes:
-    a name caught wrongly only puts the check where it does not pay, a name missed only keeps
-    the guard alone; the guarded names and those starting with ``_`` are left out."""
-    if "class" not in source:
-        return set()
-    names = {method or stored for method, stored in _DEFINED.findall(source)}
-    return {name for name in names if not name.startswith("_") and name not in guarded_names}
-
-
-def fast_own_reads(tree: ast.Module, source: str, names: set[str] | frozenset[str]) -> None:
-    """Give each guarded read ``_getattr_(x, 'name')`` of one of `names` (the public attributes
-    of the code's classes, see `own_attribute_names`) a plain form for when `x` is an instance
-    of a plain class, in place: ``(_receiver_.name if _id_(_type_(_receiver_ := x)) in
-    _own_ids_ else _getattr_(_receiver_, 'name'))``. The receiver is bound once, to a local of
-    the function the read is in, so that the check and the read see the same object whatever
-    else runs (a thread of the code cannot rebind another frame's local). Reads elsewhere
-    (module code that is not the block function, comprehensions, annotations) keep the guard
-    alone, and so do those in class bodies and methods, which are not walked: a method reads
-    its receiver through `fast_receivers`, and walking every method cost more compile time
-    than the other reads there save. Other names keep it too: the check costs a receiver that is not an
-    instance of a plain class (a str, a module) a fifth of the read, and most reads of a
-    class's names are of its instances. Statements whose lines read none of `names` are not
-    walked: the walk would cost more than the reads it speeds up save in most blocks."""
-    if not names:
-        return
-    pattern = re.compile(r"\.\s*(?:" + "|".join(sorted(names)) + r")\b")
-    seen = [0]  # seen[n]: how many of the first n lines read one of the names
-    for line in source.splitlines():
-        seen.append(seen[-1] + (pattern.search(line) is not None))
-    if seen[-1]:
-        _OwnReads(names, seen).fields(tree, ("body",), in_function=False)
-
-
-class _OwnReads:
-    """The rewriting of `fast_own_reads`: each node's children, knowing whether the expressions
-    among them run directly in a function's frame (where the walrus binds a local)."""
-
-    def __init__(self, names: set[str] | frozenset[str], seen: list[int]) -> None:
-        self.names = names
-        self.seen = seen
-
-    def fields(self, node: ast.AST, fields: tuple[str, ...], in_function: bool) -> None:
-        """Rewrite the children in `fields` of `node`; names, constants and leaves, which `child`
-        gives back as they are, are passed over here."""
-        for field in fields:
-            child = getattr(node, field, None)
-            if type(child) is list:
-                for index, item in enumerate(child):
-                    if isinstance(item, ast.AST) and type(item) not in _NOTHING_INSIDE:
-                        child[index] = self.child(item, field, in_function)
-            elif isinstance(child, ast.AST) and type(child) not in _NOTHING_INSIDE:
-                setattr(node, field, self.child(child, field, in_function))
-
-    def child(self, node: ast.AST, field: str, in_function: bool) -> ast.AST:
-        if type(node) in _NOTHING_INSIDE:
-            return node
-        if in_function and _is_call(node, "_getattr_", 2):
-            receiver, name = node.args
-            attribute = name.value if isinstance(name, ast.Constant) else None
-            if isinstance(receiver, ast.Name) and isinstance(attribute, str) and attribute in self.names:
-                return _own_read(node, receiver, attribute)
-        if isinstance(node, ast.stmt) and not isinstance(node, ast.FunctionDef):
-            seen = self.seen  # a def's lines may be those of its first statement (the block function)
-            if seen[min(node.end_lineno or node.lineno, len(seen) - 1)] == seen[node.lineno - 1]:
-                return node
-            if in_function and isinstance(node, _CALL_STATEMENTS):
-                method_call = self.method_call(node.value)
-                if method_call is not None:
-                    return _own_call(node, *method_call)
-        if isinstance(node, (ast.FunctionDef, ast.Lambda)):
-            self.fields(node, ("body",), in_function=True)  # decorators and defaults keep the guard
-        elif isinstance(node, COMPREHENSIONS):
-            _iteration_reads(node, frozenset(), self.names)
-        elif not isinstance(node, ast.ClassDef) and field != "annotation":
-            self.fields(node, CHILD_FIELDS[type(node)], in_function)
-        return node
-
-    def method_call(self, value: ast.expr | None) -> tuple[ast.Call, ast.Name, str] | None:
-        """(call, receiver, name) of ``_getattr_(receiver, 'name')(arguments)`` where `name` is
-        one of the names, the receiver a name and each argument a name or a constant: what
-        `_own_call` may write twice without doubling anything costly."""
-        if type(value) is not ast.Call or not _is_call(value.func, "_getattr_", 2):
-            return None
-        receiver, name = value.func.args
-        attribute = name.value if type(name) is ast.Constant else None
-        if type(receiver) is not ast.Name or not isinstance(attribute, str) or attribute not in self.names:
-            return None
-        if not all(type(argument) in _SIMPLE for argument in _arguments(value)):
-            return None
-        return value, receiver, attribute
-
-
-def _own_call(statement: ast.Expr | ast.Assign | ast.Return, call: ast.Call, receiver: ast.Name, name: str) -> ast.If:
-    """The call statement ``receiver.name(arguments)`` (or ``x = ...``, ``return ...``) in the
-    form that hands the receiver on to the method it calls (whose ``_own_self_`` then needs no
-    check of its own)::
-
-        if (_receiver_class_ := _type_(_receiver_ := receiver)) is _plain_receiver_[1] \
-                or _id_(_receiver_class_) in _own_ids_:
-            _plain_receiver_[0] = _receiver_
-            _plain_receiver_[1] = _receiver_class_
-            _receiver_.name(arguments)
-        else:
-            _getattr_(_receiver_, 'name')(arguments)
-
-    The list holds only a plain class and an instance of one (an instance keeps its class), so
-    the class of the last receiver found plain passes without the look-up in the ids; a loop
-    calling a method on many instances of one class looks up once. Each new node is set at the
-    statement's place (`located` would walk them)."""
-    where = position(statement) or {}
-    load, store = ast.Load(), ast.Store()
-
-    def local(identifier: str, context: ast.expr_context = load) -> ast.Name:
-        return ast.Name(identifier, context, **where)
-
-    def handed(index: int, context: ast.expr_context = load) -> ast.Subscript:
-        return ast.Subscript(local(PLAIN_RECEIVER), ast.Constant(index, **where), context, **where)
-
-    # Fields by position, as in `_flag_assignment`.
-    bound = ast.NamedExpr(local(_RECEIVER, store), receiver, **where)
-    named_kind = ast.NamedExpr(local(_RECEIVER_CLASS, store), ast.Call(local("_type_"), [bound], [], **where), **where)
-    last = ast.Compare(named_kind, [ast.Is()], [handed(1)], **where)
-    class_id = ast.Call(local("_id_"), [local(_RECEIVER_CLASS)], [], **where)
-    looked_up = ast.Compare(class_id, [ast.In()], [local(CLASS_IDS)], **where)
-    check = ast.BoolOp(ast.Or(), [last, looked_up], **where)
-    hand_on = [
-        ast.Assign([handed(0, store)], local(_RECEIVER), **where),
-        ast.Assign([handed(1, store)], local(_RECEIVER_CLASS), **where),
-    ]
-    method = ast.Attribute(local(_RECEIVER), name, load, **where)
-    plain = _with_value(statement, ast.Call(method, call.args, call.keywords, **where))
-    call.func.args[0] = local(_RECEIVER)  # type: ignore[attr-defined]
-    return ast.If(check, [*hand_on, plain], [statement], **where)
-
-
-def _iteration_reads(node: ast.AST, variables: frozenset[str], names: set[str] | frozenset[str]) -> None:
-    """Give each guarded read of one of `names` on one of `variables` (the iteration variables of
-    the comprehension `node` is in), among `node`'s descendants, the checked form without binding
-    a local: the comprehension's own ``for`` alone can rebind them (a walrus cannot), nothing of
-    its runs between the check and the read, and no other frame or thread reaches them. A
-    comprehension reads its own variables so, and its first iterable, which runs in the scope
-    around it, the variables of that scope; a lambda's body runs later, when a variable of the
-    comprehension around it may have moved on, and reads none so."""
-    if isinstance(node, COMPREHENSIONS):
-        first, *rest = node.generators
-        _rewrite(first, "iter", variables, names)
-        own = frozenset(  # names bound by the targets, not those an attribute or item target reads
-            item.id
-            for each in node.generators
-            for item in walk(each.target)
-            if type(item) is ast.Name and type(item.ctx) is ast.Store
-        )
-        _rewrite(first, "ifs", own, names)
-        for generator in rest:
-            _rewrite(generator, "iter", own, names)
-            _rewrite(generator, "ifs", own, names)
-        for field in ("key", "value") if isinstance(node, ast.DictComp) else ("elt",):
-            _rewrite(node, field, own, names)
-        return
-    inner = frozenset() if isinstance(node, ast.Lambda) else variables
-    for field in CHILD_FIELDS[type(node)]:
-        _rewrite(node, field, inner, names)
-
-
-def _rewrite(holder: ast.AST, field: str, variables: frozenset[str], names: set[str] | frozenset[str]) -> None:
-    """`_iteration_reads` on what `holder`'s `field` holds (a node or a list of them), each read
-    replaced where it is."""
-    value = getattr(holder, field, None)
-    items = value if type(value) is list else [value]
-    for index, item in enumerate(items):
-        if not isinstance(item, ast.AST) or type(item) in _NOTHING_INSIDE:
-            continue
-        if variables and _is_call(item, "_getattr_", 2):
-            receiver, name = item.args
-            attribute = name.value if type(name) is ast.Constant else None
-            if type(receiver) is ast.Name and receiver.id in variables and attribute in names:
-                replacement = _own_read(item, receiver, attribute, bind=False)  # type: ignore[arg-type]
-                if type(value) is list:
-                    value[index] = replacement
-                else:
-                    setattr(holder, field, replacement)
-                continue
-        _iteration_reads(item, variables, names)
-
-
-def _own_read(read: ast.Call, receiver: ast.Name, name: str, *, bind: bool = True) -> ast.IfExp:
-    """The form of `read` that `fast_own_reads` gives, at its place (set on each new node here:
-    `located` would walk them). `bind`: the receiver is bound to a local first; without it, the
-    receiver is a name that nothing can rebind between the check and the read."""
-    where = {field: getattr(read, field) for field in _POSITION}
-    load, store = ast.Load(), ast.Store()
-    local = _RECEIVER if bind else receiver.id
-
-    def call(function: str, *arguments: ast.expr) -> ast.Call:
-        return ast.Call(ast.Name(function, load, **where), list(arguments), [], **where)
-
-    # Fields by position, as in `_flag_assignment`.
-    checked: ast.expr = ast.Name(local, load, **where)
-    if bind:
-        checked = ast.NamedExpr(ast.Name(local, store, **where), receiver, **where)
-    classes = ast.Name(CLASS_IDS, load, **where)
-    check = ast.Compare(call("_id_", call("_type_", checked)), [ast.In()], [classes], **where)
-    plain = ast.Attribute(ast.Name(local, load, **where), name, load, **where)
-    guarded = call("_getattr_", ast.Name(local, load, **where), ast.Constant(name, **where))
-    return ast.IfExp(check, plain, guarded, **where)
