@@ -19,9 +19,10 @@ from codeward.executors.local.name_bindings import CHILD_FIELDS, COMPREHENSIONS,
 from codeward.executors.local.receivers import (
     CALL_STATEMENTS,
     CLASS_IDS,
-    PLAIN_RECEIVER,
     is_call,
+    is_method_call,
     plain_arguments,
+    plain_receiver_item,
     with_value,
 )
 
@@ -98,11 +99,10 @@ class _OwnReads:
     def child(self, node: ast.AST, field: str, in_function: bool) -> ast.AST:
         if type(node) in _NOTHING_INSIDE:
             return node
-        if in_function and is_call(node, "_getattr_", 2):
-            receiver, name = node.args
-            attribute = name.value if isinstance(name, ast.Constant) else None
-            if isinstance(receiver, ast.Name) and isinstance(attribute, str) and attribute in self.names:
-                return _own_read(node, receiver, attribute)
+        if in_function:
+            read = _read_of(node, self.names)
+            if read is not None:
+                return _own_read(node, *read)
         if isinstance(node, ast.stmt) and not isinstance(node, ast.FunctionDef):
             seen = self.seen  # a def's lines may be those of its first statement (the block function)
             if seen[min(node.end_lineno or node.lineno, len(seen) - 1)] == seen[node.lineno - 1]:
@@ -123,15 +123,22 @@ class _OwnReads:
         """(call, receiver, name) of ``_getattr_(receiver, 'name')(arguments)`` where `name` is
         one of the names, the receiver a name and each argument a name or a constant: what
         `_own_call` may write twice without doubling anything costly."""
-        if type(value) is not ast.Call or not is_call(value.func, "_getattr_", 2):
+        if not is_method_call(value) or not plain_arguments(value):
             return None
-        receiver, name = value.func.args
-        attribute = name.value if type(name) is ast.Constant else None
-        if type(receiver) is not ast.Name or not isinstance(attribute, str) or attribute not in self.names:
-            return None
-        if not plain_arguments(value):
-            return None
-        return value, receiver, attribute
+        read = _read_of(value.func, self.names)
+        return None if read is None else (value, *read)
+
+
+def _read_of(node: ast.AST, names: set[str] | frozenset[str]) -> tuple[ast.Name, str] | None:
+    """(receiver, name) of the guarded read ``_getattr_(receiver, 'name')`` of one of `names`,
+    on a name; None for anything else."""
+    if not is_call(node, "_getattr_", 2):
+        return None
+    receiver, name = node.args
+    attribute = name.value if type(name) is ast.Constant else None
+    if type(receiver) is not ast.Name or not isinstance(attribute, str) or attribute not in names:
+        return None
+    return receiver, attribute
 
 
 def _own_call(statement: ast.Expr | ast.Assign | ast.Return, call: ast.Call, receiver: ast.Name, name: str) -> ast.If:
@@ -157,19 +164,16 @@ def _own_call(statement: ast.Expr | ast.Assign | ast.Return, call: ast.Call, rec
     def local(identifier: str, context: ast.expr_context = load) -> ast.Name:
         return ast.Name(identifier, context, **where)
 
-    def handed(index: int, context: ast.expr_context = load) -> ast.Subscript:
-        return ast.Subscript(local(PLAIN_RECEIVER), ast.Constant(index, **where), context, **where)
-
-    # Fields by position, as in `_flag_assignment`.
+    # Fields by position, as in `receivers`.
     bound = ast.NamedExpr(local(_RECEIVER, store), receiver, **where)
     named_kind = ast.NamedExpr(local(_RECEIVER_CLASS, store), ast.Call(local("_type_"), [bound], [], **where), **where)
-    last = ast.Compare(named_kind, [ast.Is()], [handed(1)], **where)
+    last = ast.Compare(named_kind, [ast.Is()], [plain_receiver_item(1, load, where)], **where)
     class_id = ast.Call(local("_id_"), [local(_RECEIVER_CLASS)], [], **where)
     looked_up = ast.Compare(class_id, [ast.In()], [local(CLASS_IDS)], **where)
     check = ast.BoolOp(ast.Or(), [last, looked_up], **where)
     hand_on = [
-        ast.Assign([handed(0, store)], local(_RECEIVER), **where),
-        ast.Assign([handed(1, store)], local(_RECEIVER_CLASS), **where),
+        ast.Assign([plain_receiver_item(0, store, where)], local(_RECEIVER), **where),
+        ast.Assign([plain_receiver_item(1, store, where)], local(_RECEIVER_CLASS), **where),
     ]
     method = ast.Attribute(local(_RECEIVER), name, load, **where)
     plain = with_value(statement, ast.Call(method, call.args, call.keywords, **where))
@@ -216,20 +220,18 @@ def _iteration_reads_in(
     for index, item in enumerate(items):
         if not isinstance(item, ast.AST) or type(item) in _NOTHING_INSIDE:
             continue
-        if variables and is_call(item, "_getattr_", 2):
-            receiver, name = item.args
-            attribute = name.value if type(name) is ast.Constant else None
-            if type(receiver) is ast.Name and receiver.id in variables and attribute in names:
-                replacement = _own_read(item, receiver, attribute, bind=False)  # type: ignore[arg-type]
-                if type(value) is list:
-                    value[index] = replacement
-                else:
-                    setattr(holder, field, replacement)
-                continue
+        read = _read_of(item, names) if variables else None
+        if read is not None and read[0].id in variables:
+            replacement = _own_read(item, *read, bind=False)
+            if type(value) is list:
+                value[index] = replacement
+            else:
+                setattr(holder, field, replacement)
+            continue
         _iteration_reads(item, variables, names)
 
 
-def _own_read(read: ast.Call, receiver: ast.Name, name: str, *, bind: bool = True) -> ast.IfExp:
+def _own_read(read: ast.AST, receiver: ast.Name, name: str, *, bind: bool = True) -> ast.IfExp:
     """The form of `read` that `fast_own_reads` gives, at its place (set on each new node here:
     `located` would walk them). `bind`: the receiver is bound to a local first; without it, the
     receiver is a name that nothing can rebind between the check and the read."""
@@ -240,7 +242,7 @@ def _own_read(read: ast.Call, receiver: ast.Name, name: str, *, bind: bool = Tru
     def call(function: str, *arguments: ast.expr) -> ast.Call:
         return ast.Call(ast.Name(function, load, **where), list(arguments), [], **where)
 
-    # Fields by position, as in `_flag_assignment`.
+    # Fields by position, as in `receivers`.
     checked: ast.expr = ast.Name(local, load, **where)
     if bind:
         checked = ast.NamedExpr(ast.Name(local, store, **where), receiver, **where)
