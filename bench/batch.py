@@ -157,8 +157,9 @@ def bench_ray(executor: str, count: int, repeats: int, work: int, concurrency: i
     """The pool and Ray backends on the same jobs, in this process, on a local cluster started beforehand."""
     import ray
 
+    from codeward.batch.process_pool import ProcessPool
     from codeward.batch.ray_backend import RayBackend
-    from codeward.batch.runner import BatchOptions, ProcessPool, run_batch
+    from codeward.batch.runner import BatchOptions, run_batch
 
     def timed(folder: Path, jobs: list, backend: object) -> float:
         stamp = time.monotonic_ns()

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
         ToolCall,
     )
     from codeward.platform.toolcalling_agent import PythonInterpreterTool, ToolCallingAgent
-    from codeward.platform.tools import FinalAnswerTool, Tool, ToolCallError, ToolDefinitionError, tool
+    from codeward.tools import FinalAnswerTool, Tool, ToolCallError, ToolDefinitionError, tool
 
 __version__ = "0.1.0"
 
@@ -61,7 +61,7 @@ _LAZY = {
     "ChatMessage": "codeward.platform.models",
     "CodeAgent": "codeward.platform.code_agent",
     "FinalAnswerStep": "codeward.platform.memory",
-    "FinalAnswerTool": "codeward.platform.tools",
+    "FinalAnswerTool": "codeward.tools",
     "LiteLLMModel": "codeward.platform.models",
     "LogLevel": "codeward.platform.display",
     "Model": "codeward.platform.models",
@@ -75,13 +75,13 @@ _LAZY = {
     "SystemPromptStep": "codeward.platform.memory",
     "TaskStep": "codeward.platform.memory",
     "TokenUsage": "codeward.platform.models",
-    "Tool": "codeward.platform.tools",
+    "Tool": "codeward.tools",
     "ToolCall": "codeward.platform.models",
-    "ToolCallError": "codeward.platform.tools",
+    "ToolCallError": "codeward.tools",
     "ToolCallingAgent": "codeward.platform.toolcalling_agent",
-    "ToolDefinitionError": "codeward.platform.tools",
+    "ToolDefinitionError": "codeward.tools",
     "ToolOutput": "codeward.platform.agents",
-    "tool": "codeward.platform.tools",
+    "tool": "codeward.tools",
 }
 
 

@@ -317,7 +317,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
 def _batch_backend(args: argparse.Namespace) -> Any:
     """Worker processes here, or tasks on a Ray cluster (``--ray [ADDRESS]``; imported only then)."""
     if args.ray is None:
-        from codeward.batch.runner import ProcessPool
+        from codeward.batch.process_pool import ProcessPool
 
         return ProcessPool()
     try:

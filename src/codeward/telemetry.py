@@ -27,7 +27,7 @@ try:
 except ImportError as missing:  # pragma: no cover - the message is the point
     raise ImportError(f"codeward's traces need OpenTelemetry: pip install 'codeward[otel]' ({missing})") from missing
 
-from codeward.platform import tracing
+from codeward import tracing
 
 __all__ = ["CODE_LIMIT", "VALUE_LIMIT", "instrument", "uninstrument"]
 

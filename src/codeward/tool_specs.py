@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from codeward.platform.tools import Tool
+from codeward.tools import Tool
 from codeward.usage import UsageError
 
 __all__ = ["ToolSpecError", "load_tool_specs", "load_tools", "spec_relative_to", "spec_under"]

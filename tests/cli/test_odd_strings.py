@@ -6,7 +6,7 @@ import io
 import json
 
 from codeward.batch.jsonl import JsonlAppender, repair_and_read
-from codeward.batch.runner import BatchOptions, Recorder
+from codeward.batch.recording import BatchOptions, Recorder
 from codeward.batch.worker import _send_result
 from codeward.platform.memory import AgentMemory
 from tests.cli.conftest import write_script

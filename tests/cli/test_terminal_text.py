@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from codeward.batch.display import summary_table
-from codeward.batch.runner import BatchOutcome
+from codeward.batch.recording import BatchOutcome
 from codeward.executors.base import SandboxError
 from tests.cli.conftest import command, command_env, write_script
 

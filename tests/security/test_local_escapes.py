@@ -276,7 +276,7 @@ def test_sandbox_helpers_the_code_holds_expose_nothing(make, private, attack):
 
 def test_guarded_builtin_types_hold_their_guard_out_of_reach(attack):
     """bytes, bytearray, range and type are stand-ins holding the real type and the guarded call."""
-    from codeward.executors.local.guards import BuiltinType, type_of
+    from codeward.executors.local.builtin_types import BuiltinType, type_of
 
     held = BuiltinType(type, type_of)
     attack("getattr(type, '_call')('X', (), {'__del__': print})", control=lambda: held._call is type_of)

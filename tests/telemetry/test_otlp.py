@@ -8,8 +8,7 @@ from pathlib import Path
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-from codeward import CodeAgent, ScriptedModel, telemetry
-from codeward.platform import tracing
+from codeward import CodeAgent, ScriptedModel, telemetry, tracing
 from tests.cli.conftest import SAMPLE_TOOLS, write_script
 from tests.telemetry.conftest import Receiver, children, only
 from tests.telemetry.test_spans import code, double

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from codeward import CodeAgent, ScriptedModel, telemetry, tool
-from codeward.platform import tracing
+from codeward import CodeAgent, ScriptedModel, telemetry, tool, tracing
 from tests.cli.sample_tools import double
 from tests.telemetry.conftest import Span, children, from_sdk, only
 

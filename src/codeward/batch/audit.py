@@ -28,7 +28,7 @@ from codeward.executors.base import (
     SandboxError,
 )
 from codeward.json_values import preview
-from codeward.platform.tools import Tool
+from codeward.tools import Tool
 
 if TYPE_CHECKING:
     from codeward.platform.memory import AgentMemory

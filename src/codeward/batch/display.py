@@ -17,7 +17,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from codeward.batch.runner import STATUSES, BatchOutcome
+from codeward.batch.recording import STATUSES, BatchOutcome
 from codeward.terminal_text import visible, visible_text
 
 __all__ = ["BatchProgress", "summary_table"]

@@ -40,7 +40,7 @@ import ray
 
 from codeward.batch.jobs import Job
 from codeward.batch.ray_nodes import DOCKER_RESOURCE, DockerNodes, NodePools, SentBack
-from codeward.batch.runner import BatchOptions, Interrupts, Recorder, timeout_error
+from codeward.batch.recording import BatchOptions, Interrupts, Recorder, timeout_error
 from codeward.batch.worker import MAX_WARM_SETTINGS, pool_settings
 from codeward.usage import UsageError
 
@@ -116,7 +116,7 @@ def _run_on_node(
     """One attempt at one job, on whichever node Ray chose: a sandbox there (warm, for docker), the result back."""
     from pathlib import Path
 
-    from codeward.batch.runner import timeout_error
+    from codeward.batch.recording import timeout_error
     from codeward.batch.worker import cancellation, run_job
 
     node = ray.get_runtime_context().get_node_id()

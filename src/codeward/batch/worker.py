@@ -33,8 +33,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+from codeward import tracing
 from codeward.batch.jobs import file_reference
-from codeward.platform import tracing
 
 __all__ = ["JobCancelled", "MCPServers", "cancellation", "main", "run_job", "unrecordable"]
 

@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from codeward.platform.tools import tool
+from codeward.tools import tool
 
 __all__ = ["DEMO_TASK", "DEMO_VARIABLES", "forecast", "recording_path"]
 

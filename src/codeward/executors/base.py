@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from codeward.executors.settings import checked_packages
 
 if TYPE_CHECKING:
-    from codeward.platform.tools import Tool
+    from codeward.tools import Tool
 
 __all__ = [
     "FINAL_ANSWER_TOOL",

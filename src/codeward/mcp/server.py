@@ -34,7 +34,7 @@ from codeward.executors.base import ExecutorError
 from codeward.platform.code_agent import CodeAgent
 from codeward.platform.display import AgentLogger, LogLevel
 from codeward.platform.models import Model
-from codeward.platform.tools import Tool
+from codeward.tools import Tool
 
 __all__ = ["ServeOptions", "serve_http", "serve_stdio"]
 

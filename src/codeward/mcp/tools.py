@@ -35,7 +35,7 @@ from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client, ty
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from codeward.platform.tools import JSON_TYPES, Tool, ToolDefinitionError
+from codeward.tools import JSON_TYPES, Tool, ToolDefinitionError
 
 __all__ = ["MCPTool", "MCPToolError", "MCPTools", "served_over_http"]
 

@@ -14,8 +14,8 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
+from codeward import tracing
 from codeward.executors.base import ExecutorError
-from codeward.platform import tracing
 from codeward.platform.display import AgentLogger, LogLevel
 from codeward.platform.errors import AgentError, AgentGenerationError, AgentMaxStepsError
 from codeward.platform.memory import (
@@ -32,7 +32,7 @@ from codeward.platform.memory import (
 )
 from codeward.platform.models import ChatMessage, ChatMessageStreamDelta, Model, TokenUsage, ToolCall
 from codeward.platform.prompts import render, validate_prompt_templates
-from codeward.platform.tools import FinalAnswerTool, Tool
+from codeward.tools import FinalAnswerTool, Tool
 
 __all__ = ["ActionOutput", "ManagedAgentTool", "MultiStepAgent", "RunResult", "ToolOutput", "describe_variables"]
 

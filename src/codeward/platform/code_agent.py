@@ -7,6 +7,7 @@ from collections.abc import Callable, Generator, Iterable
 from dataclasses import replace
 from typing import Any
 
+from codeward import tracing
 from codeward.executors.base import (
     CodeOutput,
     ExecutionError,
@@ -16,13 +17,12 @@ from codeward.executors.base import (
     create_executor,
 )
 from codeward.executors.displays import Display
-from codeward.platform import tracing
 from codeward.platform.agents import ActionOutput, MultiStepAgent
 from codeward.platform.errors import AgentError, AgentExecutionError, AgentParsingError, AgentToolCallError
 from codeward.platform.memory import ActionStep, RunSetup, plain_settings
 from codeward.platform.models import Model, ToolCall
 from codeward.platform.parsing import extract_code
-from codeward.platform.tools import Tool
+from codeward.tools import Tool
 
 __all__ = ["CodeAgent"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from codeward.platform.tools import JSON_TYPES, Tool
+from codeward.tools import JSON_TYPES, Tool
 
 __all__ = ["LangChainTool", "SmolagentsTool", "as_codeward_tool", "foreign_tool", "library_of"]
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from codeward.platform.tools import Tool
+    from codeward.tools import Tool
 
 __all__ = [
     "ChatMessage",

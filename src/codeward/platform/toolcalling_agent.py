@@ -15,7 +15,7 @@ from codeward.platform.errors import AgentParsingError, AgentToolCallError, Agen
 from codeward.platform.memory import ActionStep
 from codeward.platform.models import ToolCall
 from codeward.platform.parsing import extract_tool_call
-from codeward.platform.tools import Tool, ToolCallError
+from codeward.tools import Tool, ToolCallError
 
 __all__ = ["PythonInterpreterTool", "ToolCallingAgent"]
 

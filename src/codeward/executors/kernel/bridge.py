@@ -22,7 +22,7 @@ from codeward.executors.base import FINAL_ANSWER_TOOL
 from codeward.executors.kernel import prelude
 from codeward.executors.kernel.cells import request_error
 from codeward.executors.kernel.inline_tools import inline_spec
-from codeward.platform.tools import FinalAnswerTool, Tool, ToolCallError
+from codeward.tools import FinalAnswerTool, Tool, ToolCallError
 
 __all__ = [
     "TOOL_MODES",

@@ -35,7 +35,7 @@ from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from codeward.executors import codec
-from codeward.platform.tools import FunctionTool, Tool, ToolDefinitionError
+from codeward.tools import FunctionTool, Tool, ToolDefinitionError
 
 __all__ = ["InlineToolRefused", "inline_spec"]
 

@@ -23,7 +23,7 @@ from codeward.executors.settings import (
     checked_tool_names,
     checked_variable_names,
 )
-from codeward.platform.tools import Tool
+from codeward.tools import Tool
 
 __all__ = ["RememberingExecutor"]
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from types import FunctionType, MethodType
 from typing import Any
 
+from codeward.executors.local.forbidden import FORBIDDEN_ATTRIBUTES
 from codeward.executors.local.imports import SandboxViolation
 
 __all__ = ["DataPolicy"]
@@ -337,8 +338,6 @@ class DataPolicy:
 
     def check_function_name(self, label: str, name: str, target: Any) -> None:
         """Refuse a name pandas would look up that the attribute guard would not give the code."""
-        from codeward.executors.local.policy import FORBIDDEN_ATTRIBUTES
-
         if name.startswith("_") or name in FORBIDDEN_ATTRIBUTES:
             raise SandboxViolation(f"{label}({name!r}): the attribute {name!r} is not available in the sandbox")
         if name in _ALWAYS_REFUSED_METHODS or name in _ALWAYS_REFUSED:

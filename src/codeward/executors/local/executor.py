@@ -28,7 +28,7 @@ from codeward.executors.settings import (
 
 if TYPE_CHECKING:
     from codeward.executors.local.process import WorkerExecutor
-    from codeward.platform.tools import Tool
+    from codeward.tools import Tool
 
 __all__ = ["CONFINEMENTS", "ISOLATIONS", "LocalExecutor"]
 

@@ -18,10 +18,11 @@ import ast
 from types import CodeType
 from typing import TypeVar
 
-from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
+from RestrictedPython.transformer import RestrictingNodeTransformer
 
 from codeward.executors.local.block_function import as_function, function_code
 from codeward.executors.local.data_policy import DataPolicy
+from codeward.executors.local.forbidden import FORBIDDEN_ATTRIBUTES
 from codeward.executors.local.instrumenter import (
     Instrumenter,
     call_at,
@@ -45,7 +46,6 @@ from codeward.executors.local.type_inference import (
 
 __all__ = [
     "AUGMENTED",
-    "FORBIDDEN_ATTRIBUTES",
     "FORMAT_METHODS",
     "MATCH_CLASS",
     "MATCH_VALUE",
@@ -58,33 +58,6 @@ __all__ = [
     "CodeRefused",
     "compile_block",
 ]
-
-#: Attributes that lead to frames, code objects or interpreter internals even
-#: though they do not start with ``_``; refused at compile time and by `getattr`.
-FORBIDDEN_ATTRIBUTES = frozenset(INSPECT_ATTRIBUTES) | {
-    "f_back",
-    "f_builtins",
-    "f_code",
-    "f_globals",
-    "f_locals",
-    "f_trace",
-    "gi_frame",
-    "gi_code",
-    "gi_yieldfrom",
-    "cr_frame",
-    "cr_code",
-    "cr_await",
-    "ag_frame",
-    "ag_code",
-    "ag_await",
-    "tb_frame",
-    "tb_next",
-    "func_globals",
-    "func_code",
-    "im_func",
-    "im_self",
-    "mro",
-}
 
 #: Special methods the model may define on its own classes: the operator and
 #: container protocols whole. Each is compiled like any method, so it runs as model

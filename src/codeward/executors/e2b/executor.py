@@ -8,7 +8,7 @@ with three differences forced by a server that only relays outputs:
 - the kernel cannot ask the host through its stdin channel, so with
   ``tools_mode="host"`` a tool call is a marked line the code prints and an
   answer the host writes into the sandbox through envd's file API (see
-  `e2b_output`): the tool runs on the host, its secrets, state and MCP servers
+  `output`): the tool runs on the host, its secrets, state and MCP servers
   with it, and its arguments are checked there by the same `ToolBridge` as on
   the other sandboxes. With ``tools_mode="inline"`` tools are shipped as source,
   with the imports and plain constants they use from their module, and run
@@ -67,7 +67,7 @@ from codeward.executors.base import (
     ExecutorError,
     SandboxError,
 )
-from codeward.executors.e2b_output import CellReading, HostRequests, OutputFlood
+from codeward.executors.e2b.output import CellReading, HostRequests, OutputFlood
 from codeward.executors.kernel.bridge import bootstrap_code, cell_calling
 from codeward.executors.kernel.cells import (
     CellResult,

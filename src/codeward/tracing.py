@@ -5,7 +5,8 @@ open a span here unconditionally. Until `codeward.telemetry.instrument()`
 installs a tracer, `span()` hands back one shared object whose methods do
 nothing, so a base install imports no OpenTelemetry and pays a function call per
 hook. The attribute names are those of OpenTelemetry's GenAI semantic
-conventions where one exists, and ``codeward.*`` otherwise.
+conventions where one exists, and ``codeward.*`` otherwise. It sits below the platform
+and the sandboxes, since the tool contract (`codeward.tools`) opens a span for every call.
 """
 
 from __future__ import annotations
