@@ -195,13 +195,24 @@ def test_all_installs_every_extra() -> None:
     assert named == set(extras) - {"all", "test", "lint", "bench"}
 
 
-def test_the_readme_layout_names_every_package() -> None:
+def _readme_layout() -> str:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    layout = readme[readme.index("### Layout") :]
-    packages = sorted(
-        str(path.parent.relative_to(PACKAGE))
-        for path in PACKAGE.rglob("__init__.py")
-        if path.parent != PACKAGE and "sandbox_images" not in path.parts
-    )
-    missing = [name for name in packages if f"{name.rsplit('/', 1)[-1]}/" not in layout]
+    return readme[readme.index("### Layout") :]
+
+
+def test_the_readme_layout_names_every_package_and_module() -> None:
+    layout = _readme_layout()
+    packages = sorted(path.name for path in PACKAGE.rglob("*") if (path / "__init__.py").is_file())
+    missing = [name for name in packages if f"{name}/" not in layout]
     assert not missing, f"the README's layout section does not name these packages: {missing}"
+    stems = sorted({path.stem for path in modules().values()} - {"__init__", "__main__"})
+    missing = [stem for stem in stems if not re.search(rf"\b{stem}\b", layout)]
+    assert not missing, f"the README's layout section does not name these modules: {missing}"
+
+
+def test_every_module_the_readme_layout_names_exists() -> None:
+    named = set(re.findall(r"\b(\w+)\.py\b", _readme_layout()))
+    existing = {path.stem for path in ROOT.glob("src/codeward/**/*.py")} | {
+        path.stem for path in ROOT.glob("tests/*.py")
+    }
+    assert named - existing == set()
