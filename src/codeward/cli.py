@@ -83,7 +83,7 @@ def _agent(**settings: Any) -> CodeAgent:
 
 
 def _model_id(given: str | None) -> str:
-    from codeward.model_ids import check_model_id, default_model_id, no_model_message
+    from codeward.platform.model_ids import check_model_id, default_model_id, no_model_message
 
     model_id = given or default_model_id()
     if model_id is None:
@@ -101,9 +101,9 @@ def _variables(options: list[str]) -> dict[str, Any]:
 def _run(args: argparse.Namespace, console: Console) -> int:
     from codeward import AgentGenerationError, AgentLogger, LogLevel
     from codeward.json_values import plain
-    from codeward.model_ids import resolve_model
+    from codeward.platform.model_ids import resolve_model
+    from codeward.platform.tool_specs import load_tool_specs
     from codeward.replay import save_run
-    from codeward.tool_specs import load_tool_specs
 
     model_id = _model_id(args.model)
     tools = load_tool_specs(args.tools)
@@ -270,7 +270,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     from codeward.batch.display import BatchProgress, summary_table
     from codeward.batch.jobs import JobDefaults, load_jobs
     from codeward.batch.runner import BatchOptions, run_batch
-    from codeward.model_ids import default_model_id
+    from codeward.platform.model_ids import default_model_id
 
     if args.concurrency is not None and args.concurrency < 1:
         raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
@@ -444,8 +444,8 @@ def _add_batch(commands: Any) -> None:
 
 
 def _replay(args: argparse.Namespace, console: Console) -> int:
+    from codeward.platform.tool_specs import load_tool_specs
     from codeward.replay import replay_run
-    from codeward.tool_specs import load_tool_specs
 
     with contextlib.ExitStack() as servers:
         report = replay_run(
@@ -612,7 +612,7 @@ def _add_sandboxes(commands: Any) -> None:
 
 def _mcp_serve(args: argparse.Namespace, console: Console) -> int:
     from codeward.executors.base import executor_class, import_with_extra
-    from codeward.tool_specs import load_tool_specs
+    from codeward.platform.tool_specs import load_tool_specs
 
     server = import_with_extra("codeward.mcp.server", needed_by="codeward mcp serve", extra="mcp")
     try:

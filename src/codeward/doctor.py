@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from codeward.executors.base import available_executors, executor_class, install_line
-from codeward.model_ids import MODEL_ENV, PROVIDER_KEYS
+from codeward.platform.model_ids import MODEL_ENV, PROVIDER_KEYS
 
 __all__ = ["Check", "run_checks"]
 

@@ -32,9 +32,9 @@ from codeward.platform.code_agent import CodeAgent
 from codeward.platform.errors import AgentGenerationError
 from codeward.platform.memory import RUN_RECORD, RunSetup, ToolSource, VariableSource
 from codeward.platform.models import ReplayModel
+from codeward.platform.tool_specs import load_tool_specs, load_tools, spec_under
 from codeward.platform.tools import Tool
 from codeward.terminal_text import visible
-from codeward.tool_specs import load_tool_specs, load_tools, spec_under
 from codeward.usage import UsageError
 from codeward.value_files import check_value_file, load_value_file, parse_var_option
 

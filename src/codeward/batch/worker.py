@@ -247,10 +247,10 @@ def run_job(
             own.close()
     from codeward.batch.audit import AuditingExecutor, BlockTimes, iso_time
     from codeward.json_values import carry
-    from codeward.model_ids import resolve_model
     from codeward.platform.code_agent import CodeAgent
+    from codeward.platform.model_ids import resolve_model
+    from codeward.platform.tool_specs import load_tool_specs
     from codeward.replay import save_run
-    from codeward.tool_specs import load_tool_specs
 
     started = time.time()
     result: dict[str, Any] = {"id": job["id"], "status": "error", "output": None}
