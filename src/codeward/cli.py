@@ -102,8 +102,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     from codeward import AgentGenerationError, AgentLogger, LogLevel
     from codeward.json_values import plain
     from codeward.platform.model_ids import resolve_model
+    from codeward.platform.run_files import save_run
     from codeward.platform.tool_specs import load_tool_specs
-    from codeward.replay import save_run
 
     model_id = _model_id(args.model)
     tools = load_tool_specs(args.tools)
@@ -127,7 +127,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             return _model_failed(error, console)
     if args.save:
         warning = save_run(
-            agent,
+            agent.memory,
             args.save,
             tool_specs=args.tools,
             variables=variables,
@@ -444,8 +444,8 @@ def _add_batch(commands: Any) -> None:
 
 
 def _replay(args: argparse.Namespace, console: Console) -> int:
+    from codeward.platform.replay import replay_run
     from codeward.platform.tool_specs import load_tool_specs
-    from codeward.replay import replay_run
 
     with contextlib.ExitStack() as servers:
         report = replay_run(

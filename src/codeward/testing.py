@@ -16,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from codeward.platform.replay import ReplayReport, replay_run
 from codeward.platform.tools import Tool
-from codeward.replay import ReplayReport, replay_run
 
 __all__ = ["assert_replays"]
 

@@ -17,8 +17,8 @@ import pytest
 
 from codeward import CodeAgent, ScriptedModel, tool
 from codeward.demo import DEMO_VARIABLES, forecast, recording_path
+from codeward.platform.replay import ReplayNeedsFlags
 from codeward.platform.tool_specs import load_tool_specs
-from codeward.replay import ReplayNeedsFlags
 from codeward.testing import assert_replays
 from tests.cli.conftest import code, write_script
 from tests.executors.contract.conftest import PROFILES, _module_missing

@@ -249,8 +249,8 @@ def run_job(
     from codeward.json_values import carry
     from codeward.platform.code_agent import CodeAgent
     from codeward.platform.model_ids import resolve_model
+    from codeward.platform.run_files import save_run
     from codeward.platform.tool_specs import load_tool_specs
-    from codeward.replay import save_run
 
     started = time.time()
     result: dict[str, Any] = {"id": job["id"], "status": "error", "output": None}
@@ -287,7 +287,7 @@ def run_job(
             agent.close()
             if runs is not None:
                 save_run(
-                    agent,
+                    agent.memory,
                     run_file(runs, job["id"]),
                     tool_specs=job["tools"],
                     variables=variables,
