@@ -1,4 +1,6 @@
-"""Helpers for testing agents with pytest, offline.
+"""Public API, imported by users' test suites: it stays at the top, at a path that does not move.
+
+Helpers for testing agents with pytest, offline.
 
 Record a run once with a real model (``codeward run ... --save tests/runs/weather.json``,
 or ``agent.memory.save``), commit it, and check on every commit that the code
