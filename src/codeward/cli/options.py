@@ -35,6 +35,7 @@ def make_agent(**settings: Any) -> CodeAgent:
 
 
 def read_variables(options: list[str]) -> dict[str, Any]:
+    """The values `--var NAME=@FILE` names, each read from its file as its suffix says."""
     from codeward.value_files import load_value_file, parse_var_option
 
     parsed = [parse_var_option(option) for option in options]
@@ -72,6 +73,7 @@ def _mcp_env(names: list[str]) -> dict[str, str]:
 
 
 def add_model_options(parser: argparse.ArgumentParser, executor_help: str) -> None:
+    """`--model`, `--executor` and `--tools`, as `run` and `batch` take them; `executor_help` says what the default is for."""
     parser.add_argument(
         "--model",
         metavar="ID",
@@ -100,6 +102,7 @@ def add_import_option(parser: argparse.ArgumentParser) -> None:
 
 
 def add_mcp_env(parser: argparse.ArgumentParser) -> None:
+    """`--mcp-env`, as `run` and `replay` take it: a server started as a command sees no other host variable."""
     parser.add_argument(
         "--mcp-env",
         action="append",
