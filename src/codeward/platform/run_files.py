@@ -168,9 +168,10 @@ class SavedMemory(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
-def write_run(path: Path, steps: dict[str, Any], setup: RunSetup | None, variables: str | None = None) -> Path:
-    """Write the run file whole or not at all (through a temporary file), so a crash never leaves half a run."""
-    data = dict(steps)
+def write_run(path: Path, memory: dict[str, Any], setup: RunSetup | None, variables: str | None = None) -> Path:
+    """Write the memory's JSON and its set-up record whole or not at all (through a temporary file), so a
+    crash never leaves half a run; `variables` are the values encoded by the codec, kept only with a record."""
+    data = dict(memory)
     if setup is not None:
         data[RUN_RECORD] = setup.to_dict(path.parent)
         if variables is not None:
