@@ -4,7 +4,8 @@ A run file is the agent memory's JSON (``AgentMemory.to_dict``) with a ``codewar
 of how the run was set up (`RunSetup`): the executor and its plain settings, the imports it
 added, where each tool and variable came from, and (for ``codeward run --save`` and a batch's
 runs) the variables' values through the value codec. `AgentMemory.save`, ``codeward run --save``
-and a batch worker write it; `ReplayModel`, the replay and ``codeward view`` read it.
+and a batch worker write it (in a runs folder, under the name `run_file` gives the job);
+`ReplayModel`, the replay and ``codeward view`` read it.
 
 A run file may come from a stranger: the readers here keep only well-formed entries of the
 record, and a caller treats what they return as hints, never as orders.
@@ -12,8 +13,10 @@ record, and a caller treats what they return as hints, never as orders.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,6 +36,7 @@ __all__ = [
     "recorded_entries",
     "recorded_strings",
     "recorded_variables",
+    "run_file",
     "run_record",
     "save_run",
     "write_run",
@@ -180,6 +184,15 @@ def write_run(path: Path, memory: dict[str, Any], setup: RunSetup | None, variab
     temporary.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
     os.replace(temporary, path)
     return path
+
+
+def run_file(runs: Path, job_id: str) -> Path:
+    """Where a batch job's run is saved in its runs folder, for the worker that writes it and the page that
+    reads it: its id as a file name (made safe, and unique again by a hash if changed)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", job_id)
+    if safe != job_id:
+        safe += "-" + hashlib.sha256(job_id.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return runs / f"{safe}.json"
 
 
 def _tool_sources(specs: list[str]) -> list[ToolSource]:
