@@ -1,4 +1,6 @@
-"""Live values in JSON records (run results, batch results, audit lines).
+"""Top-level because the command and the batch, siblings above the platform, both write these records.
+
+Live values in JSON records (run results, batch results, audit lines).
 
 Two forms. `carry` sends a value through the value codec, so
 ``codec.loads(json.dumps(record["output"]))`` gives it back typed (DataFrames,

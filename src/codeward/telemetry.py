@@ -1,4 +1,6 @@
-"""OpenTelemetry traces of agent runs: ``codeward.telemetry.instrument()``, or ``CODEWARD_OTEL=1``.
+"""Public API (``codeward.telemetry.instrument()``), and the only module that imports OpenTelemetry.
+
+OpenTelemetry traces of agent runs: ``codeward.telemetry.instrument()``, or ``CODEWARD_OTEL=1``.
 
 A run gives one ``invoke_agent`` span, one ``step`` span per step, a ``chat``
 span per model call, an ``execute_code`` span per code block and an

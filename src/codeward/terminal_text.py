@@ -1,4 +1,6 @@
-"""Text from elsewhere (a sandbox, a model, a run file, a container's labels), as the terminal shows it.
+"""Top-level because every surface that shows text from elsewhere needs it: the agent's log, the command, batch, view.
+
+Text from elsewhere (a sandbox, a model, a run file, a container's labels), as the terminal shows it.
 
 What a sandbox prints is data, and a terminal obeys the control sequences in what it is given:
 an OSC 52 write to the user's clipboard, a cursor moved up to overwrite the real answer, a link

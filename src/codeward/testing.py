@@ -1,4 +1,6 @@
-"""Helpers for testing agents with pytest, offline.
+"""Public API, imported by users' test suites: it stays at the top, at a path that does not move.
+
+Helpers for testing agents with pytest, offline.
 
 Record a run once with a real model (``codeward run ... --save tests/runs/weather.json``,
 or ``agent.memory.save``), commit it, and check on every commit that the code
@@ -16,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from codeward.replay import ReplayReport, replay_run
+from codeward.platform.replay import ReplayReport, replay_run
 from codeward.tools import Tool
 
 __all__ = ["assert_replays"]

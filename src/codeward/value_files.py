@@ -1,4 +1,6 @@
-"""Variables read from files: ``--var NAME=@FILE`` and a batch job's ``"@file"`` values.
+"""Top-level because the command, the batch and the platform's replay all read these files.
+
+Variables read from files: ``--var NAME=@FILE`` and a batch job's ``"@file"`` values.
 
 The file's suffix says how to read it: ``.json`` (any JSON value), ``.csv`` and
 ``.parquet`` (a pandas DataFrame), ``.npy`` (a NumPy array, never unpickled).

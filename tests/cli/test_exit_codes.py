@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from codeward import cli
+from codeward.cli import run as run_command
 from codeward.executors.base import SandboxError
 from tests.platform.openai_server import ChatServer
 
@@ -22,7 +23,7 @@ def test_a_fault_exits_1_and_keeps_its_traceback(fault, monkeypatch, capsys, tmp
     def failing_run(args, console):
         raise fault
 
-    monkeypatch.setattr(cli, "_run", failing_run)
+    monkeypatch.setattr(run_command, "_run", failing_run)
     assert cli.main(["run", "a task", "--model", "script:model.yaml"]) == 1
     shown = " ".join(capsys.readouterr().out.split())
     assert "codeward failed" in shown and str(fault) in shown and "error:" not in shown

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from codeward import LiteLLMModel, ReplayModel, ScriptedModel
-from codeward.model_ids import ModelIdError, check_model_id, default_model_id, resolve_model
+from codeward.platform.model_ids import ModelIdError, check_model_id, default_model_id, resolve_model
 
 
 def test_script_files_in_yaml_and_json(tmp_path):

@@ -17,9 +17,9 @@ import pytest
 
 from codeward import CodeAgent, ScriptedModel, tool
 from codeward.demo import DEMO_VARIABLES, forecast, recording_path
-from codeward.replay import ReplayNeedsFlags
+from codeward.platform.replay import ReplayNeedsFlags
+from codeward.platform.tool_specs import load_tool_specs
 from codeward.testing import assert_replays
-from codeward.tool_specs import load_tool_specs
 from tests.cli.conftest import code, write_script
 from tests.executors.contract.conftest import PROFILES, _module_missing
 

@@ -18,11 +18,9 @@ killed takes them with it (the parent-death signal `MCPTools` sets).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import queue
-import re
 import signal
 import sys
 import threading
@@ -217,14 +215,6 @@ def _selected_tools(tools: list[Any], names: list[str]) -> list[Any]:
     return [tool for tool in tools if not names or tool.name in names]
 
 
-def run_file(runs: Path, job_id: str) -> Path:
-    """Where a job's run is saved: its id as a file name (made safe, and unique again by a hash if changed)."""
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", job_id)
-    if safe != job_id:
-        safe += "-" + hashlib.sha256(job_id.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-    return runs / f"{safe}.json"
-
-
 def run_job(
     job: dict[str, Any],
     audit: Any | None,
@@ -247,10 +237,10 @@ def run_job(
             own.close()
     from codeward.batch.audit import AuditingExecutor, BlockTimes, iso_time
     from codeward.json_values import carry
-    from codeward.model_ids import resolve_model
     from codeward.platform.code_agent import CodeAgent
-    from codeward.replay import save_run
-    from codeward.tool_specs import load_tool_specs
+    from codeward.platform.model_ids import resolve_model
+    from codeward.platform.run_files import run_file, save_run
+    from codeward.platform.tool_specs import load_tool_specs
 
     started = time.time()
     result: dict[str, Any] = {"id": job["id"], "status": "error", "output": None}
@@ -287,7 +277,7 @@ def run_job(
             agent.close()
             if runs is not None:
                 save_run(
-                    agent,
+                    agent.memory,
                     run_file(runs, job["id"]),
                     tool_specs=job["tools"],
                     variables=variables,

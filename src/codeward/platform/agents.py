@@ -24,14 +24,12 @@ from codeward.platform.memory import (
     FinalAnswerStep,
     MemoryStep,
     PlanningStep,
-    RunSetup,
     TaskStep,
     Timing,
-    ToolSource,
-    VariableSource,
 )
 from codeward.platform.models import ChatMessage, ChatMessageStreamDelta, Model, TokenUsage, ToolCall
 from codeward.platform.prompts import render, validate_prompt_templates
+from codeward.platform.run_files import RunSetup, ToolSource, VariableSource
 from codeward.tools import FinalAnswerTool, Tool
 
 __all__ = ["ActionOutput", "ManagedAgentTool", "MultiStepAgent", "RunResult", "ToolOutput", "describe_variables"]

@@ -19,9 +19,10 @@ from codeward.executors.base import (
 from codeward.executors.displays import Display
 from codeward.platform.agents import ActionOutput, MultiStepAgent
 from codeward.platform.errors import AgentError, AgentExecutionError, AgentParsingError, AgentToolCallError
-from codeward.platform.memory import ActionStep, RunSetup, plain_settings
+from codeward.platform.memory import ActionStep
 from codeward.platform.models import Model, ToolCall
 from codeward.platform.parsing import extract_code
+from codeward.platform.run_files import RunSetup, plain_settings
 from codeward.tools import Tool
 
 __all__ = ["CodeAgent"]

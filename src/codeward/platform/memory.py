@@ -1,16 +1,14 @@
 """The agent's memory: what happened at each step, and the messages the model sees.
 
 The system prompt is kept apart from the steps, so `reset=True` clears the run
-and keeps the agent's instructions. A memory saves to JSON: the record that
-`ReplayModel` plays and `agent.replay()` shows, with the run's set-up (`RunSetup`)
-that `codeward replay` reads as hints.
+and keeps the agent's instructions. A memory saves to a run file (`codeward.platform.run_files`):
+the record that `ReplayModel` plays and `agent.replay()` shows, with the run's set-up
+(`RunSetup`) that `codeward replay` reads as hints.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,42 +17,18 @@ from typing import Any
 from codeward.executors.displays import Display
 from codeward.platform.errors import AgentError
 from codeward.platform.models import ChatMessage, TokenUsage, ToolCall
+from codeward.platform.run_files import RunSetup, write_run
 
 __all__ = [
-    "RUN_RECORD",
     "ActionStep",
     "AgentMemory",
     "FinalAnswerStep",
     "MemoryStep",
     "PlanningStep",
-    "RunSetup",
     "SystemPromptStep",
     "TaskStep",
     "Timing",
-    "ToolSource",
-    "VariableSource",
-    "plain_settings",
 ]
-
-#: The key of a saved run's set-up record, which `codeward replay` reads.
-RUN_RECORD = "codeward_run"
-
-#: The executor settings a saved run records: limits and modes that say how the code ran. Never a
-#: path, an environment, a key or a connection, so a run file can be handed to anyone.
-_PLAIN_SETTINGS = (
-    "timeout_seconds",
-    "max_operations",
-    "max_memory_bytes",
-    "max_print_outputs_length",
-    "max_output_bytes",
-    "isolation",
-    "confinement",
-    "tools_mode",
-    "allow_pickle",
-    "kernel_name",
-    "sandbox_timeout",
-    "allow_internet_access",
-)
 
 
 @dataclass
@@ -210,107 +184,6 @@ def _describe(value: Any) -> Any:
         return repr(value)[:2000]
 
 
-def plain_settings(executor: object) -> dict[str, Any]:
-    """The executor's settings worth recording: the allowed names, and only plain values."""
-    settings = {}
-    for name in _PLAIN_SETTINGS:
-        value = getattr(executor, name, None)
-        if isinstance(value, (bool, int, float, str)):
-            settings[name] = value
-    return settings
-
-
-@dataclass(frozen=True)
-class ToolSource:
-    """Where a tool came from, so a replay can name the `--tools` spec or `--mcp` server that finds it again."""
-
-    name: str
-    module: str | None = None
-    attr: str | None = None
-    file: str | None = None
-    #: The command (or URL) of the MCP server that offers the tool; a tool says so with `server_command`.
-    server: str | None = None
-
-    @classmethod
-    def of(cls, tool: Any) -> ToolSource:
-        """Look the tool up by identity in its module; a module run as a script is named by its file.
-
-        Only modules already imported are read: recording a tool never imports anything. A tool
-        that a server offers (an MCP tool) names the server instead: its module is not where it lives.
-        """
-        server = getattr(tool, "server_command", None)
-        if isinstance(server, str):
-            return cls(tool.name, server=server)
-        function = getattr(tool, "function", None)
-        module_name = getattr(function if function is not None else type(tool), "__module__", None) or ""
-        module = sys.modules.get(module_name)
-        attr = next((key for key, value in vars(module).items() if value is tool), None) if module else None
-        if attr is None:
-            return cls(tool.name)
-        if module_name != "__main__":
-            return cls(tool.name, module=module_name, attr=attr)
-        file = getattr(module, "__file__", None)
-        return cls(tool.name, attr=attr, file=str(Path(file).resolve())) if file else cls(tool.name)
-
-    def spec(self, folder: Path) -> str | None:
-        """The spec as `--tools` takes it, a file relative to `folder`; None where the origin is unknown."""
-        if self.file is not None:
-            where = os.path.relpath(self.file, folder.resolve())
-        elif self.module is not None:
-            where = self.module
-        else:
-            return None
-        return f"{where}:{self.attr}" if self.attr else where
-
-    def to_dict(self, folder: Path) -> dict[str, Any]:
-        if self.server is not None:
-            return {"name": self.name, "server": self.server}
-        spec = self.spec(folder)
-        return {"name": self.name, "spec": spec} if spec else {"name": self.name}
-
-
-@dataclass(frozen=True)
-class VariableSource:
-    """A variable's name and where its value came from (never the value: it may be private)."""
-
-    name: str
-    origin: str = "python"
-    file: str | None = None
-
-    def to_dict(self, folder: Path) -> dict[str, Any]:
-        record: dict[str, Any] = {"name": self.name, "from": self.origin}
-        if self.file is not None:
-            record["file"] = os.path.relpath(self.file, folder.resolve())
-        return record
-
-
-@dataclass
-class RunSetup:
-    """How a run was set up, saved with it so that a replay can say what it needs to run the same way.
-
-    Names, plain settings and origins only. A saved run may come from a stranger, so a replay
-    shows these as suggestions and acts only on what its user passes.
-    """
-
-    tools: list[ToolSource]
-    variables: list[VariableSource]
-    planning_interval: int | None = None
-    executor: str | None = None
-    executor_settings: dict[str, Any] = field(default_factory=dict)
-    authorized_imports: list[str] = field(default_factory=list)
-
-    def to_dict(self, folder: Path) -> dict[str, Any]:
-        """The record, with file paths relative to `folder` (where the run is saved)."""
-        return {
-            "executor": self.executor,
-            "executor_settings": dict(self.executor_settings),
-            "authorized_imports": list(self.authorized_imports),
-            "planning_interval": self.planning_interval,
-            "tool_sources": [tool.to_dict(folder) for tool in self.tools],
-            "variable_sources": [variable.to_dict(folder) for variable in self.variables],
-        }
-
-
 class AgentMemory:
     """The system prompt and the steps of the current run, and how that run was set up."""
 
@@ -348,12 +221,7 @@ class AgentMemory:
 
     def save(self, path: str | Path) -> Path:
         """Write the run as JSON, with its set-up, so that `codeward replay` can say what it needs."""
-        path = Path(path)
-        data = self.to_dict()
-        if self.setup is not None:
-            data[RUN_RECORD] = self.setup.to_dict(path.parent)
-        path.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
-        return path
+        return write_run(Path(path), self.to_dict(), self.setup)
 
     @classmethod
     def load(cls, path: str | Path) -> AgentMemory:

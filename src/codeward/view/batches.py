@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codeward.batch.worker import run_file
+from codeward.platform.run_files import run_file
 from codeward.usage import UsageError
 from codeward.view.runs import RunView, read_run
 from codeward.view.values import mapping, number, text, whole

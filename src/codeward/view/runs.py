@@ -18,7 +18,7 @@ from typing import Any
 from markupsafe import Markup
 
 from codeward.executors.displays import Display
-from codeward.platform.memory import RUN_RECORD
+from codeward.platform.run_files import run_record
 from codeward.usage import UsageError
 from codeward.view.values import mapping, number, text, whole
 
@@ -165,7 +165,7 @@ def run_view(data: Any, name: str) -> RunView:
     if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
         raise UsageError(f"{name} is not {_EXPECTED}")
     records: list[Any] = data["steps"]
-    view = RunView(name, executor=text(mapping(data.get(RUN_RECORD)).get("executor")))
+    view = RunView(name, executor=text(run_record(data).get("executor")))
     view.task = "\n\n".join(text(r.get("task")) for r in records if isinstance(r, dict) and r.get("type") == "task")
     view.steps = [step for step in map(_step, records) if step is not None]
     view.final_answer = _final_answer(records, view.steps)

@@ -15,7 +15,7 @@ import yaml
 
 import codeward
 from codeward.batch.jobs import JobDefaults, JobFileError, load_jobs
-from codeward.doctor import _gvisor
+from codeward.cli.doctor import _gvisor
 from codeward.executors.base import SandboxError
 from codeward.executors.docker.executor import DockerExecutor
 from codeward.executors.docker.gvisor import GVISOR_LEAST_PIDS, RUNSC_ARGS, RuntimeUnusable, runtime_problem

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -19,7 +18,7 @@ from typing import Any
 from codeward.tools import Tool
 from codeward.usage import UsageError
 
-__all__ = ["ToolSpecError", "load_tool_specs", "load_tools", "spec_relative_to", "spec_under"]
+__all__ = ["ToolSpecError", "load_tool_specs", "load_tools", "spec_under"]
 
 
 class ToolSpecError(UsageError):
@@ -83,15 +82,6 @@ def load_tool_specs(specs: list[str]) -> list[Tool]:
                 raise ToolSpecError(f"two tools are named {tool.name!r} (the second from --tools {spec})")
             tools[tool.name] = tool
     return list(tools.values())
-
-
-def spec_relative_to(spec: str, folder: Path) -> str:
-    """The spec with a file path made relative to `folder`: how a saved run records it, portably."""
-    target, sep, attr = spec.partition(":")
-    if not target.endswith(".py"):
-        return spec
-    path = Path(target).expanduser().resolve()
-    return f"{os.path.relpath(path, folder.resolve())}{sep}{attr}"
 
 
 def spec_under(spec: str, folder: Path) -> str:

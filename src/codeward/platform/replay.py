@@ -1,51 +1,43 @@
-"""Saved runs, and replaying them: the offline smoke test for an agent.
+"""Replaying a saved run: the offline smoke test for an agent.
 
 Record once with a real model (``codeward run ... --save run.json``), then on
 every commit replay it: a `ReplayModel` plays the recorded model messages, the
 code runs again in a fresh sandbox with the current tools, and each step's
 observation, error and the final answer are compared with the recording.
 
-A saved run is the agent memory's JSON (``AgentMemory.save``) with a
-``codeward_run`` record of how the run was set up: the executor and its plain
-settings, the imports it added, where each tool and variable came from, and
-(for ``codeward run --save``) the variables' values through the value codec.
-
-A run file may come from a stranger, so that record is a hint, never an order:
-the replay runs on the executor, tools and imports its user passes, and imports
-nothing the file names. Where the record says the run needs more than was
-passed, the replay stops before running anything and names the flags, showing
-the file's values escaped, as suggestions to check.
+The run file (`codeward.platform.run_files`) records how the run was set up. It may
+come from a stranger, so that record is a hint, never an order: the replay runs on
+the executor, tools and imports its user passes, and imports nothing the file names.
+Where the record says the run needs more than was passed, the replay stops before
+running anything and names the flags, showing the file's values escaped, as
+suggestions to check. ``codeward replay`` and `codeward.testing` both drive it.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-import os
 import shlex
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codeward.executors.codec import CodecError, decode_variables, encode_variables
 from codeward.platform.code_agent import CodeAgent
 from codeward.platform.errors import AgentGenerationError
-from codeward.platform.memory import RUN_RECORD, RunSetup, ToolSource, VariableSource
 from codeward.platform.models import ReplayModel
+from codeward.platform.run_files import (
+    recorded_entries,
+    recorded_strings,
+    recorded_variables,
+    run_record,
+)
+from codeward.platform.tool_specs import load_tool_specs, spec_under
 from codeward.terminal_text import visible
-from codeward.tool_specs import load_tool_specs, load_tools, spec_under
 from codeward.tools import Tool
 from codeward.usage import UsageError
-from codeward.value_files import check_value_file, load_value_file, parse_var_option
+from codeward.value_files import check_value_file, load_value_file
 
-__all__ = [
-    "RUN_RECORD",
-    "Difference",
-    "ReplayNeedsFlags",
-    "ReplayReport",
-    "replay_run",
-    "save_run",
-]
+__all__ = ["Difference", "ReplayNeedsFlags", "ReplayReport", "replay_run"]
 
 _DEFAULT_EXECUTOR = "local"
 #: The sandboxes `--as-recorded` may take from a run file: those that confine code at least as the
@@ -69,69 +61,6 @@ class ReplayNeedsFlags(UsageError):
 def _flag(name: str, value: str) -> str:
     """A flag as the user would type it, with the file's value escaped and quoted for the shell."""
     return f"{name} {shlex.quote(visible(value, keep_lines=False))}"
-
-
-def _tool_sources(specs: list[str]) -> list[ToolSource]:
-    """Each tool under the spec the user named it by (already loaded: nothing new is imported)."""
-    sources = []
-    for spec in specs:
-        target, _, attr = spec.partition(":")
-        is_file = target.endswith(".py")
-        file = str(Path(target).expanduser().resolve()) if is_file else None
-        module = None if is_file else target
-        sources += [ToolSource(tool.name, module, attr or None, file) for tool in load_tools(spec)]
-    return sources
-
-
-def _variable_sources(variables: dict[str, Any], variable_files: list[str], saved: bool) -> list[VariableSource]:
-    """Each variable with the file `--var` read it from, else whether its value is in the run file."""
-    files = dict(parse_var_option(option) for option in variable_files)
-    return [
-        VariableSource(name, "file", str(files[name].resolve()))
-        if name in files
-        else VariableSource(name, "saved" if saved else "python")
-        for name in variables
-    ]
-
-
-def save_run(
-    agent: CodeAgent,
-    path: str | Path,
-    *,
-    tool_specs: list[str],
-    variables: dict[str, Any],
-    executor: str,
-    authorized_imports: list[str],
-    variable_files: list[str] | None = None,
-) -> str | None:
-    """Write the agent's last run with its set-up record; return a warning if variables were left out.
-
-    The record names the `--tools` specs and `--var` files as given, and the server of each MCP
-    tool, so `codeward replay` can suggest the same flags; the variables' values are saved too, so
-    a replay needs no `--var`.
-    """
-    path = Path(path)
-    data = agent.memory.to_dict()
-    warning, encoded = None, None
-    try:
-        encoded = encode_variables(variables)
-    except CodecError as error:
-        warning = f"the variables were not saved ({error}); pass them to codeward replay with --var"
-    recorded = agent.memory.setup or RunSetup([], [])
-    setup = replace(
-        recorded,
-        executor=executor,
-        authorized_imports=list(authorized_imports),
-        tools=_tool_sources(tool_specs) + [source for source in recorded.tools if source.server is not None],
-        variables=_variable_sources(variables, variable_files or [], saved=encoded is not None),
-    )
-    data[RUN_RECORD] = setup.to_dict(path.parent)
-    if encoded is not None:
-        data[RUN_RECORD]["variables"] = encoded
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
-    os.replace(temporary, path)
-    return warning
 
 
 @dataclass
@@ -224,29 +153,6 @@ def _compare(recorded: list[dict[str, Any]], replayed: list[dict[str, Any]]) -> 
     return len(old), differences
 
 
-def _strings(value: Any) -> list[str]:
-    """The strings of a list read from the run file; anything else counts as nothing recorded."""
-    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
-
-
-def _named_entries(value: Any) -> list[dict[str, Any]]:
-    """The entries of a list of ``{"name": ...}`` records read from the run file, malformed ones left out."""
-    if not isinstance(value, list):
-        return []
-    return [item for item in value if isinstance(item, dict) and isinstance(item.get("name"), str)]
-
-
-def _recorded_values(record: dict[str, Any]) -> dict[str, Any]:
-    """The variables' values a ``codeward run --save`` kept: data through the codec, which runs no code."""
-    encoded = record.get("variables")
-    if not isinstance(encoded, str):
-        return {}
-    try:
-        return decode_variables(encoded)
-    except (CodecError, ValueError):
-        return {}
-
-
 def _settings_note(record: dict[str, Any]) -> str:
     """The recorded executor settings, for the user to judge: a replay never applies them."""
     settings = record.get("executor_settings")
@@ -276,7 +182,7 @@ def _import_needs(record: dict[str, Any], executor: str, imports: list[str]) -> 
     """Imports the local sandbox allowed the recorded run beyond its defaults, and the replay was not given."""
     if executor != _DEFAULT_EXECUTOR or "*" in imports:
         return []
-    missing = [module for module in _strings(record.get("authorized_imports")) if module not in imports]
+    missing = [module for module in recorded_strings(record, "authorized_imports") if module not in imports]
     if not missing:
         return []
     flags = " ".join(_flag("--import", module) for module in missing)
@@ -285,9 +191,9 @@ def _import_needs(record: dict[str, Any], executor: str, imports: list[str]) -> 
 
 def _tool_needs(record: dict[str, Any], tools: list[Tool], folder: Path) -> list[str]:
     """Recorded tools the replay was not given, with the spec or MCP server each was recorded under where known."""
-    sources = _named_entries(record.get("tool_sources"))
+    sources = recorded_entries(record, "tool_sources")
     if not sources and not tools:  # a run saved before tool sources: its specs, with no names to compare
-        specs = _strings(record.get("tools"))
+        specs = recorded_strings(record, "tools")
         return [f"{_flag('--tools', spec_under(spec, folder))}: the run was recorded with it" for spec in specs]
     given = {tool.name for tool in tools}
     located: dict[str, list[str]] = {}
@@ -311,7 +217,7 @@ def _tool_needs(record: dict[str, Any], tools: list[Tool], folder: Path) -> list
 def _variable_needs(record: dict[str, Any], available: set[str], folder: Path) -> list[str]:
     """Recorded variables neither saved in the run nor passed with --var, with the file each came from."""
     needs = []
-    for source in _named_entries(record.get("variable_sources")):
+    for source in recorded_entries(record, "variable_sources"):
         name = visible(source["name"], keep_lines=False)
         if source["name"] in available:
             continue
@@ -335,12 +241,12 @@ def _recorded_tool_specs(record: dict[str, Any], folder: Path, given: set[str]) 
     """The recorded specs of the tools not given, for --as-recorded: modules by name, and files only
     inside the run's folder (a spec that climbs out stays a flag for the user to pass). Never an MCP
     server: it is recorded with no spec, as starting a process always takes the user's --mcp."""
-    sources = _named_entries(record.get("tool_sources"))
+    sources = recorded_entries(record, "tool_sources")
     specs = [
         s["spec"] for s in sources if s["name"] not in given and isinstance(s.get("spec"), str) and "server" not in s
     ]
     if not sources and not given:
-        specs = _strings(record.get("tools"))
+        specs = recorded_strings(record, "tools")
     adopted = []
     for spec in dict.fromkeys(specs):
         target, sep, attr = spec.partition(":")
@@ -354,7 +260,7 @@ def _recorded_tool_specs(record: dict[str, Any], folder: Path, given: set[str]) 
 def _recorded_variable_files(record: dict[str, Any], folder: Path, given: set[str]) -> dict[str, Any]:
     """The values of recorded variables read from files inside the run's folder, for --as-recorded."""
     values = {}
-    for source in _named_entries(record.get("variable_sources")):
+    for source in recorded_entries(record, "variable_sources"):
         file = source.get("file")
         if source["name"] in given or not isinstance(file, str) or not source["name"].isidentifier():
             continue
@@ -437,10 +343,10 @@ def replay_run(
     tasks = [step["task"] for step in data["steps"] if step.get("type") == "task"]
     if not tasks:
         raise UsageError(f"{path} is not a saved run: it has no task step")
-    record = data.get(RUN_RECORD) if isinstance(data.get(RUN_RECORD), dict) else {}
+    record = run_record(data)
     imports = list(authorized_imports or [])
     tools = tools if tools is not None else load_tool_specs(tool_specs or [])
-    given = {**_recorded_values(record), **(variables or {})}
+    given = {**recorded_variables(record), **(variables or {})}
     if as_recorded:
         executor = executor or _adopted_executor(record)
         names = {tool.name for tool in tools}

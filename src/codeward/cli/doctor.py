@@ -2,11 +2,13 @@
 
 Every check is quick, offline (the Docker engine is the only thing contacted,
 over its local socket), and never fails the command: a missing sandbox is a
-line saying how to get it, not an error.
+line saying how to get it, not an error. What a check needs is imported when it
+runs, so the command's help loads none of it.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import sys
@@ -14,10 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from codeward.executors.base import available_executors, executor_class, install_line
-from codeward.model_ids import MODEL_ENV, PROVIDER_KEYS
+from rich.console import Console
+from rich.markup import escape
 
-__all__ = ["Check", "run_checks"]
+from codeward.executors.base import available_executors, executor_class, install_line
+
+__all__ = ["Check", "add_parser", "run_checks"]
 
 #: The label every codeward sandbox image carries (set by the image builder).
 IMAGE_LABEL = "codeward.content"
@@ -140,6 +144,8 @@ def _e2b() -> list[Check]:
 
 
 def _models() -> list[Check]:
+    from codeward.platform.model_ids import MODEL_ENV, PROVIDER_KEYS
+
     checks = []
     chosen = os.environ.get(MODEL_ENV)
     checks.append(
@@ -187,3 +193,17 @@ def run_checks() -> list[Check]:
                 Check(section.__name__.strip("_"), False, f"the check failed: {type(error).__name__}: {error}")
             )
     return checks
+
+
+def _doctor(args: argparse.Namespace, console: Console) -> int:
+    for check in run_checks():
+        mark = "[green]✓[/green]" if check.ok else "[yellow]✗[/yellow]"
+        console.print(f"{mark} [bold]{escape(check.name)}[/bold]: {escape(check.detail)}", highlight=False)
+        if check.fix:  # escaped: "codeward[docker]" is a pip extra, not rich markup
+            console.print(f"    [dim]→ {escape(check.fix)}[/dim]", highlight=False)
+    return 0
+
+
+def add_parser(commands: Any) -> None:
+    doctor = commands.add_parser("doctor", help="what is installed and reachable, and how to fix what is not")
+    doctor.set_defaults(handler=_doctor)

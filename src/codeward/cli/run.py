@@ -1,0 +1,133 @@
+"""`codeward run`: one task with a code agent, its steps shown, the run saved if asked."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+from codeward.cli.options import (
+    add_import_option,
+    add_mcp_env,
+    add_model_options,
+    make_agent,
+    mcp_tools,
+    read_variables,
+)
+from codeward.cli.output import literal
+from codeward.terminal_text import visible_text
+from codeward.usage import UsageError
+
+if TYPE_CHECKING:
+    from codeward import AgentGenerationError
+
+__all__ = ["add_parser"]
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
+    from codeward import AgentGenerationError, AgentLogger, LogLevel
+    from codeward.json_values import plain
+    from codeward.platform.model_ids import resolve_model
+    from codeward.platform.run_files import save_run
+    from codeward.platform.tool_specs import load_tool_specs
+
+    model_id = _model_id(args.model)
+    tools = load_tool_specs(args.tools)
+    variables = read_variables(args.var)
+    logger = AgentLogger(LogLevel.OFF if args.json else LogLevel.INFO, console)
+    with (
+        contextlib.ExitStack() as servers,
+        make_agent(
+            tools=tools + mcp_tools(args.mcp, servers, args.mcp_env),
+            model=resolve_model(model_id),
+            executor=args.executor,
+            executor_kwargs=_host_tools_on_e2b(args),
+            additional_authorized_imports=args.imports or None,
+            max_steps=args.max_steps,
+            logger=logger,
+        ) as agent,
+    ):
+        try:
+            result = agent.run(args.task, additional_args=variables or None, return_full_result=True)
+        except AgentGenerationError as error:
+            return _model_failed(error, console)
+    if args.save:
+        warning = save_run(
+            agent.memory,
+            args.save,
+            tool_specs=args.tools,
+            variables=variables,
+            executor=args.executor,
+            authorized_imports=args.imports,
+            variable_files=args.var,
+        )
+        if warning:
+            console.print(f"[yellow]warning:[/yellow] {literal(warning)}", highlight=False)
+    if args.json:
+        payload = result.to_dict() | {"output": plain(result.output)}
+        sys.stdout.write(json.dumps(payload, default=str) + "\n")
+    else:
+        usage = result.token_usage
+        console.print(
+            f"[dim]{result.state} · {len(agent.memory.action_steps())} steps · "
+            f"{result.timing.duration:.2f} s · {usage.total_tokens} tokens[/dim]"
+        )
+    return 0 if result.state == "success" else 1
+
+
+def _model_id(given: str | None) -> str:
+    from codeward.platform.model_ids import check_model_id, default_model_id, no_model_message
+
+    model_id = given or default_model_id()
+    if model_id is None:
+        raise UsageError(no_model_message())
+    return check_model_id(model_id)
+
+
+def _host_tools_on_e2b(args: argparse.Namespace) -> dict[str, Any] | None:
+    """`--mcp` servers run on the host, so on e2b (whose default ships tools into the sandbox) their
+    tools are called there: the one setting under which they can work at all."""
+    return {"tools_mode": "host"} if args.mcp and args.executor == "e2b" else None
+
+
+def _model_failed(error: AgentGenerationError, console: Console) -> int:
+    """A model that cannot be called as set up (no key, unknown model) is a setup step, exit 2;
+    one that failed on the way (rate limits, outages past their retries) is a failed run, exit 1."""
+    from codeward.platform.models import ModelSetupError
+
+    if isinstance(error.__cause__, ModelSetupError):
+        raise UsageError(f"the model cannot be called: {error.__cause__}") from error
+    console.print(visible_text(error.message, style="bold red"), highlight=False)
+    return 1
+
+
+def add_parser(commands: Any) -> None:
+    run = commands.add_parser("run", help="run one task with a code agent, showing its steps")
+    run.add_argument("task", help="what the agent should do")
+    add_model_options(run, "the sandbox to run the code in (default: local)")
+    add_import_option(run)
+    run.add_argument(
+        "--var",
+        action="append",
+        default=[],
+        metavar="NAME=@FILE",
+        help="a variable for the code, read from .json, .csv, .parquet or .npy (repeatable)",
+    )
+    run.add_argument(
+        "--max-steps", type=int, default=20, metavar="N", help="steps before the model must answer (default 20)"
+    )
+    run.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="COMMAND",
+        help="an MCP server to start on the host, as a shell line or an http(s) URL; its tools join --tools (repeatable)",
+    )
+    add_mcp_env(run)
+    run.add_argument("--json", action="store_true", help="print the run's result as JSON instead of the steps")
+    run.add_argument("--save", metavar="RUN.json", help="save the run, for codeward replay or --model replay:RUN.json")
+    run.set_defaults(handler=_run)
