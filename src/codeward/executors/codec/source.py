@@ -35,7 +35,7 @@ def module_sources() -> tuple[tuple[str, str], ...]:
 
 
 # Defines ``load_codec(name, sources)``, which makes `module_sources()` the package `name` and returns
-# it. Python 3.8 syntax, like the codec's own modules: a sandbox's Python may be older than the host's.
+# it. It keeps to old syntax, like the codec's own modules: a sandbox's Python may be older than the host's.
 LOADER = """
 import sys, types
 from importlib.machinery import ModuleSpec
