@@ -104,5 +104,5 @@ __all__ = [
 for _family in (scalars, containers, times, classes, arrays, frames, images):
     wire.DECODERS.update(_family.DECODERS)
 wire.ENCODERS.update({**scalars.ENCODERS, **containers.ENCODERS, **times.ENCODERS})
-wire.KIND_ENCODERS[:] = [classes.enc_instance]
+wire.encode_instance = classes.enc_instance
 wire.LIBRARY_ENCODERS.update(numpy=arrays.encode, pandas=frames.encode, PIL=images.encode)

@@ -198,50 +198,43 @@ def _dec_ndarray(d: Decoder, obj: dict[str, Any]) -> Any:
     elif "form" in obj:
         raise CodecError(f"unknown array form {obj['form']!r}")
     elif "items" in obj:
-        a = _dec_items(np, obj, shape, count).reshape(shape)
-    else:
-        a = _dec_buffer(np, obj, shape, count).reshape(shape, order="F" if obj.get("order") == "F" else "C")
-    return a[()] if obj[TAG] == "npscalar" else a
-
-
-def _dec_items(np: Any, obj: dict[str, Any], shape: tuple[int, ...], count: int) -> Any:
-    """A flat object or string array sent element by element."""
-    items = dec_list(obj["items"])
-    if len(items) != count:
-        raise CodecError(f"array of shape {shape} needs {count} items, payload has {len(items)}")
-    if obj["dtype"] == "T":
-        return np.array(dec_strings(items), dtype=np.dtypes.StringDType())
-    if obj["dtype"] == "|O":
-        a = np.empty(count, dtype=object)
-        if set(map(type, items)) <= wire.JSON_SCALARS:  # nothing numpy would unpack as a sequence
-            a[:] = items
+        items = dec_list(obj["items"])
+        if len(items) != count:
+            raise CodecError(f"array of shape {shape} needs {count} items, payload has {len(items)}")
+        if obj["dtype"] == "T":
+            a = np.array(dec_strings(items), dtype=np.dtypes.StringDType())
+        elif obj["dtype"] == "|O":
+            a = np.empty(count, dtype=object)
+            if set(map(type, items)) <= wire.JSON_SCALARS:  # nothing numpy would unpack as a sequence
+                a[:] = items
+            else:
+                for i, x in enumerate(items):
+                    a[i] = x
         else:
-            for i, x in enumerate(items):
-                a[i] = x
-        return a
-    raise CodecError(f"elementwise arrays are object or string arrays, not {obj['dtype']!r}")
-
-
-def _dec_buffer(np: Any, obj: dict[str, Any], shape: tuple[int, ...], count: int) -> Any:
-    """A flat array of a fixed-size dtype from its raw buffer, checked against its shape first."""
-    dt = _dec_dtype(np, obj["dtype"])
-    if dt.hasobject or dt.kind == "T":  # a buffer of object pointers would be memory corruption
-        raise CodecError(f"refused a raw buffer for numpy dtype {dt}, which holds pointers")
-    if dt.itemsize == 0 and count > bounds.MAX_EMPTY_ITEMS:  # costs no bytes, yet anything iterating it would hang
-        raise CodecError(f"refused {count} elements of the zero-size numpy dtype {dt}")
-    narrow = dt if obj.get("wire") is None else np.dtype(dec_str(obj["wire"]))
-    if narrow != dt and (narrow.kind not in "iu" or dt.kind not in "iu" or not np.can_cast(narrow, dt, "safe")):
-        raise CodecError(f"integers sent as {narrow} cannot widen exactly to {dt}")
-    data = unb64(obj["b64"])
-    if len(data) != count * narrow.itemsize:
-        raise CodecError(
-            f"array of shape {shape} and dtype {narrow} needs {count * narrow.itemsize} bytes, payload has {len(data)}"
-        )
-    if not data:
-        return np.zeros(count, dtype=dt)
-    if narrow != dt:
-        return np.frombuffer(data, dtype=narrow).astype(dt)
-    return np.frombuffer(bytearray(data), dtype=dt)
+            raise CodecError(f"elementwise arrays are object or string arrays, not {obj['dtype']!r}")
+        a = a.reshape(shape)
+    else:
+        dt = _dec_dtype(np, obj["dtype"])
+        if dt.hasobject or dt.kind == "T":  # a buffer of object pointers would be memory corruption
+            raise CodecError(f"refused a raw buffer for numpy dtype {dt}, which holds pointers")
+        if dt.itemsize == 0 and count > bounds.MAX_EMPTY_ITEMS:  # costs no bytes, yet anything iterating it would hang
+            raise CodecError(f"refused {count} elements of the zero-size numpy dtype {dt}")
+        narrow = dt if obj.get("wire") is None else np.dtype(dec_str(obj["wire"]))
+        if narrow != dt and (narrow.kind not in "iu" or dt.kind not in "iu" or not np.can_cast(narrow, dt, "safe")):
+            raise CodecError(f"integers sent as {narrow} cannot widen exactly to {dt}")
+        data = unb64(obj["b64"])
+        if len(data) != count * narrow.itemsize:
+            raise CodecError(
+                f"array of shape {shape} and dtype {narrow} needs {count * narrow.itemsize} bytes, payload has {len(data)}"
+            )
+        if not data:
+            flat = np.zeros(count, dtype=dt)
+        elif narrow != dt:
+            flat = np.frombuffer(data, dtype=narrow).astype(dt)
+        else:
+            flat = np.frombuffer(bytearray(data), dtype=dt)
+        a = flat.reshape(shape, order="F" if obj.get("order") == "F" else "C")
+    return a[()] if obj[TAG] == "npscalar" else a
 
 
 DECODERS: dict[str, Callable[[Decoder, dict[str, Any]], Any]] = {

@@ -1,7 +1,7 @@
 """The wire format: tagged JSON text, its binary blobs and parts, and the passes that write and read it.
 
 A value that JSON cannot hold exactly becomes an object ``{"$": tag, ...}``; the encoder finds the
-function that writes it by the value's exact type (`ENCODERS`), by its kind of class (`KIND_ENCODERS`)
+function that writes it by the value's exact type (`ENCODERS`), by its kind of class (`encode_instance`)
 or by the library that defines it (`LIBRARY_ENCODERS`), and the decoder the function that reads it
 back by its tag (`DECODERS`). The families of types fill those tables when the package is imported;
 this module knows none of them, only JSON's own types, ints and binary data.
@@ -197,10 +197,9 @@ class Encoder:
 
     def enc_other(self, v: Any) -> Any:
         """A value whose exact type has no encoder: by its kind of class, else by the library defining it."""
-        for encode_kind in KIND_ENCODERS:
-            encoded = encode_kind(self, v)
-            if encoded is not None:
-                return encoded
+        encoded = encode_instance(self, v)
+        if encoded is not None:
+            return encoded
         encode = LIBRARY_ENCODERS.get((type(v).__module__ or "").partition(".")[0])
         if encode is not None:
             return encode(self, v)
@@ -289,8 +288,16 @@ def enc_list(e: Encoder, v: list[Any], fmt: str = "[{}]", kinds: set[type] | Non
 
 # What writes a value, by its exact type; filled by the families of types (see the package).
 ENCODERS: dict[type, Callable[[Encoder, Any], Any]] = {}
-# What writes a value whose type is a kind of class (an enum, a dataclass...), tried in turn; None when not its kind.
-KIND_ENCODERS: list[Callable[[Encoder, Any], Any]] = []
+
+
+def _no_instance(e: Encoder, v: Any) -> Any:
+    """What `encode_instance` is until the package sets the classes family's: no kind of class is carried."""
+    return None
+
+
+# What writes an instance of a kind of class (an enum member, a dataclass instance...), or gives None for any
+# other value: one function, not a table, as every value without an exact-type encoder goes through it.
+encode_instance: Callable[[Encoder, Any], Any] = _no_instance
 # What writes a value of a third-party library, by the library's top-level module name, so that
 # the codec never imports numpy, pandas or PIL just to check a value's type.
 LIBRARY_ENCODERS: dict[str, Callable[[Encoder, Any], Any]] = {}
