@@ -101,8 +101,9 @@ __all__ = [
     "restore_loaded_classes",
 ]
 
-for _family in (scalars, containers, times, classes, arrays, frames, images):
-    wire.DECODERS.update(_family.DECODERS)
+# Each family of types puts its encoders and decoders in the wire's tables (see `wire`).
+_FAMILIES = (scalars, containers, times, classes, arrays, frames, images)
+wire.DECODERS.update({tag: decode for family in _FAMILIES for tag, decode in family.DECODERS.items()})
 wire.ENCODERS.update({**scalars.ENCODERS, **containers.ENCODERS, **times.ENCODERS})
 wire.encode_instance = classes.enc_instance
 wire.LIBRARY_ENCODERS.update(numpy=arrays.encode, pandas=frames.encode, PIL=images.encode)
