@@ -20,9 +20,8 @@ from typing import Any
 
 import pytest
 
-from codeward.executors import codec
 from codeward.executors.base import ExecutionError, ExecutionTimeout, Executor
-from codeward.executors.codec import CodecError, decoding_deadline, dumps, loads
+from codeward.executors.codec import CodecError, bounds, decoding_deadline, dumps, loads
 from codeward.executors.jupyter import JupyterExecutor
 from codeward.platform.tools import tool
 
@@ -119,7 +118,7 @@ def test_a_long_decimal_int_is_refused_whatever_pythons_own_limit() -> None:
 
 
 def test_the_total_size_counts_text_and_parts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(codec, "_MAX_PAYLOAD", 1000)
+    monkeypatch.setattr(bounds, "MAX_PAYLOAD", 1000)
     assert loads("[" + "1," * 400 + "1]") == [1] * 401
     with pytest.raises(CodecError, match="refused a payload of 1203 bytes: the codec decodes at most 1000"):
         loads("[" + "1," * 600 + "1]")
@@ -186,7 +185,7 @@ class Raw:
     def __init__(self, tree):
         self.tree = tree
 
-sys.modules["_codeward_codec"]._ENCODERS[Raw] = lambda encoder, raw: raw.tree
+sys.modules["_codeward_codec.wire"].ENCODERS[Raw] = lambda encoder, raw: raw.tree
 
 def big(bits, seed):
     return {"$": "int", "hex": hex(random.Random(seed).getrandbits(bits) | 1 << (bits - 1))}

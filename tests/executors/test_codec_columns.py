@@ -16,8 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codeward.executors import codec
-from codeward.executors.codec import CodecError, decode_variables, dumps, encode_variables, loads
+from codeward.executors.codec import CodecError, decode_variables, dumps, encode_variables, loads, wire
 from tests.executors.test_codec import RELAXED, assert_round_trip, round_trip, same
 
 pa = pytest.importorskip("pyarrow")
@@ -260,8 +259,8 @@ def test_payloads_of_the_element_by_element_forms_still_decode() -> None:
 @pytest.fixture
 def no_pyarrow(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Decode as a sandbox without pyarrow would: string columns get pandas' python storage."""
-    importable = codec._importable
-    monkeypatch.setattr(codec, "_importable", lambda name: name != "pyarrow" and importable(name))
+    importable = wire.importable
+    monkeypatch.setattr(wire, "importable", lambda name: name != "pyarrow" and importable(name))
     yield
 
 
@@ -280,14 +279,14 @@ def test_columnar_strings_decode_where_pyarrow_is_missing(make: Any, no_pyarrow:
 def cuts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many strings each decoding pass cut out of its text."""
     counts: list[int] = []
-    cut_blobs = codec._Decoder.cut_blobs
+    cut_blobs = wire.Decoder.cut_blobs
 
     def spy(self: Any, text: str) -> str:
         out = cut_blobs(self, text)
         counts.append(len(self.blobs))
         return out
 
-    monkeypatch.setattr(codec._Decoder, "cut_blobs", spy)
+    monkeypatch.setattr(wire.Decoder, "cut_blobs", spy)
     return counts
 
 
@@ -405,8 +404,8 @@ def test_hostile_columnar_payloads_fail_fast_as_codec_errors_without_allocating(
     payload: Any, pyarrow: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if not pyarrow:
-        importable = codec._importable
-        monkeypatch.setattr(codec, "_importable", lambda name: name != "pyarrow" and importable(name))
+        importable = wire.importable
+        monkeypatch.setattr(wire, "importable", lambda name: name != "pyarrow" and importable(name))
     text = json.dumps(payload)
     tracemalloc.start()
     started = time.perf_counter()
@@ -426,8 +425,8 @@ def test_codes_that_would_materialize_far_more_text_than_they_hold_are_refused(
     """Arrow storage would write the text out for every item; python storage shares one str per value."""
     bomb = json.dumps(coded(np.zeros(20_000, dtype=np.int8), ["x" * 50_000]))
     if no_pyarrow_too:
-        importable = codec._importable
-        monkeypatch.setattr(codec, "_importable", lambda name: name != "pyarrow" and importable(name))
+        importable = wire.importable
+        monkeypatch.setattr(wire, "importable", lambda name: name != "pyarrow" and importable(name))
         values = loads(bomb).to_numpy()
         assert len({id(x) for x in values}) == 1
         return

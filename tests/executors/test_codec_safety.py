@@ -31,7 +31,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from codeward.executors import codec
-from codeward.executors.codec import CodecError, CodecWarning, decode_variables, dumps, encode_variables, loads
+from codeward.executors.codec import CodecError, CodecWarning, decode_variables, dumps, encode_variables, loads, wire
+from codeward.executors.codec.source import LOAD_ORDER, LOADER, module_sources
 from tests.executors.test_codec import Color, Perm, Point
 
 # -------------------------------------------------------------------- pickle
@@ -417,7 +418,7 @@ _hostile = st.recursive(
     lambda inner: (
         st.lists(inner, max_size=4)
         | st.dictionaries(st.sampled_from(_FIELDS), inner, max_size=5).flatmap(
-            lambda fields: st.sampled_from(sorted(codec._DECODERS)).map(lambda tag: {**fields, "$": tag})
+            lambda fields: st.sampled_from(sorted(wire.DECODERS)).map(lambda tag: {**fields, "$": tag})
         )
     ),
     max_leaves=25,
@@ -535,13 +536,26 @@ def test_time_zones_it_cannot_carry_are_named() -> None:
 
 # ------------------------------------------------------ self-contained source
 
-SANDBOX_SCRIPT = r"""
+#: Loads the codec as a kernel sandbox does (`bootstrap_code`): the shipped loader and sources, read from the
+#: file named by the first argument (see `_shipped`), make the package ``_codeward_codec``; `ns` is its namespace.
+LOAD_SCRIPT = r"""
 import json, sys
+shipped = json.load(open(sys.argv[1], encoding="utf-8"))
+sources = tuple(tuple(module) for module in shipped["sources"])
+loader = {}
+exec(shipped["loader"], loader)
+codec = loader["load_codec"]("_codeward_codec", sources)
+ns = vars(codec)
+"""
+
+SANDBOX_SCRIPT = (
+    r"""
+import sys
 for name in ("numpy", "pandas", "PIL", "PIL.Image", "codeward"):
     sys.modules[name] = None  # importing any of these now raises ImportError
-source = open(sys.argv[1], encoding="utf-8").read()
-ns = {"__name__": "codeward_codec"}
-exec(compile(source, "codec.py", "exec"), ns)
+"""
+    + LOAD_SCRIPT
+    + r"""
 import dataclasses, decimal, fractions, uuid, datetime, zoneinfo, pathlib
 @ns["register_class"]
 @dataclasses.dataclass(frozen=True)
@@ -560,18 +574,36 @@ try:
     ns["loads"]('{"$":"nd","dtype":"<f8","shape":[1],"b64":"AAAAAAAAAAA="}')
 except ns["CodecError"] as exc:
     numpy_error = str(exc)
+assert loader["load_codec"]("_codeward_codec", sources) is codec  # a sandbox that has this codec keeps it
+assert loader["load_codec"]("_codeward_codec", sources[:-1] + (("__init__", sources[-1][1] + "#"),)) is not codec
 print(json.dumps({"host": repr(host), "numpy_error": numpy_error,
                   "loaded": sorted(m for m in ("numpy", "pandas", "PIL") if sys.modules.get(m) is not None)}))
 """
+)
 
 
-def test_the_module_imports_only_the_standard_library_at_top_level() -> None:
-    tree = ast.parse(Path(codec.__file__).read_text(encoding="utf-8"))
-    top_level = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
-    names = {alias.name.split(".")[0] for node in top_level if isinstance(node, ast.Import) for alias in node.names}
-    names |= {node.module.split(".")[0] for node in top_level if isinstance(node, ast.ImportFrom) and node.module}
-    assert all(isinstance(node, ast.Import) or node.level == 0 for node in top_level)  # no relative imports
-    assert names and names <= set(sys.stdlib_module_names) | {"__future__"}, names - set(sys.stdlib_module_names)
+def _shipped(tmp_path: Path) -> str:
+    """A file holding what `bootstrap_code` sends a sandbox of the codec: its loader and its modules' sources."""
+    path = tmp_path / "codec.json"
+    path.write_text(json.dumps({"loader": LOADER, "sources": module_sources()}), encoding="utf-8")
+    return str(path)
+
+
+def test_the_modules_import_only_the_standard_library_and_one_another_at_top_level() -> None:
+    files = sorted(Path(codec.__file__).parent.glob("*.py"))
+    assert sorted(LOAD_ORDER) == sorted(path.stem for path in files if path.stem != "source")  # all of them shipped
+    for path in files:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        top_level = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+        names = {alias.name.split(".")[0] for node in top_level if isinstance(node, ast.Import) for alias in node.names}
+        names |= {
+            node.module.split(".")[0] for node in top_level if isinstance(node, ast.ImportFrom) and not node.level
+        }
+        own = [node for node in top_level if isinstance(node, ast.ImportFrom) and node.level]
+        assert all(node.level == 1 for node in own), path.name  # relative imports name the package's own modules
+        assert {node.module or alias.name for node in own for alias in node.names} <= set(LOAD_ORDER) - {"__init__"}
+        stdlib = set(sys.stdlib_module_names) | {"__future__"}
+        assert names and names <= stdlib, (path.name, names - stdlib)
 
 
 # Sandboxes may run another Python than the host: list more interpreters to try in this variable.
@@ -579,10 +611,10 @@ OTHER_PYTHONS = [p for p in os.environ.get("CODEWARD_TEST_PYTHONS", "").split(os
 
 
 @pytest.mark.parametrize("python", [sys.executable, *OTHER_PYTHONS])
-def test_the_module_source_runs_alone_without_codeward_numpy_or_pandas(python: str) -> None:
+def test_the_package_source_runs_alone_without_codeward_numpy_or_pandas(python: str, tmp_path: Path) -> None:
     host_payload = encode_variables({"cfg": {"n": (1, 2), "when": __import__("datetime").date(2020, 1, 2)}})
     result = subprocess.run(
-        [python, "-I", "-c", SANDBOX_SCRIPT, codec.__file__],
+        [python, "-I", "-c", SANDBOX_SCRIPT, _shipped(tmp_path)],
         input=host_payload,
         capture_output=True,
         text=True,
@@ -596,13 +628,13 @@ def test_the_module_source_runs_alone_without_codeward_numpy_or_pandas(python: s
     assert report["loaded"] == []
 
 
-ECHO_SCRIPT = r"""
-import sys
-ns = {"__name__": "codeward_codec"}
-exec(compile(open(sys.argv[1], encoding="utf-8").read(), "codec.py", "exec"), ns)
+ECHO_SCRIPT = (
+    LOAD_SCRIPT
+    + r"""
 value = ns["loads"](sys.stdin.read())
 print(ns["dumps"](value))
 """
+)
 
 
 def _has_data_libraries(python: str) -> bool:
@@ -613,7 +645,7 @@ def _has_data_libraries(python: str) -> bool:
 @pytest.mark.parametrize(
     "python", OTHER_PYTHONS or [pytest.param("", marks=pytest.mark.skip("set CODEWARD_TEST_PYTHONS"))]
 )
-def test_data_values_cross_to_another_interpreter_and_back(python: str) -> None:
+def test_data_values_cross_to_another_interpreter_and_back(python: str, tmp_path: Path) -> None:
     """A sandbox on another venv may have other numpy/pandas/PIL versions: values must survive both ways."""
     import numpy as np
     import pandas as pd
@@ -648,7 +680,7 @@ def test_data_values_cross_to_another_interpreter_and_back(python: str) -> None:
         "image": image,
     }
     result = subprocess.run(
-        [python, "-I", "-c", ECHO_SCRIPT, codec.__file__],
+        [python, "-I", "-c", ECHO_SCRIPT, _shipped(tmp_path)],
         input=dumps(value),
         capture_output=True,
         text=True,

@@ -1,7 +1,7 @@
 """The host's side of a kernel sandbox: the bootstrap that sets it up, and the tool bridge.
 
 `bootstrap_code()` is a cell that turns the codec's and the prelude's *source*
-into modules inside the kernel, so any kernel with IPython can be a sandbox.
+into a package and a module inside the kernel, so any kernel with IPython can be a sandbox.
 `ToolBridge` answers the sandbox's tool requests: it decodes them without ever
 unpickling, checks the arguments against the tool's `inputs`, runs the real tool
 here on the host (where its secrets, network and state stay) and replies with
@@ -19,6 +19,7 @@ from typing import Any
 
 from codeward.executors import codec
 from codeward.executors.base import FINAL_ANSWER_TOOL
+from codeward.executors.codec import source as codec_source
 from codeward.executors.kernel import prelude
 from codeward.executors.kernel.cells import request_error
 from codeward.executors.kernel.inline_tools import inline_spec
@@ -49,7 +50,7 @@ def load(name, source):
         sys.modules[name] = module
     return module
 
-load("_codeward", PRELUDE).install(get_ipython(), load("_codeward_codec", CODEC), allow_pickle=ALLOW_PICKLE)
+load("_codeward", PRELUDE).install(get_ipython(), load_codec("_codeward_codec", CODEC), allow_pickle=ALLOW_PICKLE)
 """
 
 
@@ -61,9 +62,9 @@ def _source(module_file: str) -> str:
 def bootstrap_code(*, allow_pickle: bool = False) -> str:
     """One cell that installs codeward's sandbox side, leaving no name in the model's namespace."""
     loader = (
-        f"CODEC = {_source(codec.__file__)!r}\n"
+        f"CODEC = {codec_source.module_sources()!r}\n"
         f"PRELUDE = {_source(prelude.__file__)!r}\n"
-        f"ALLOW_PICKLE = {allow_pickle!r}\n{_LOADER}"
+        f"ALLOW_PICKLE = {allow_pickle!r}\n{codec_source.LOADER}{_LOADER}"
     )
     return f"exec({loader!r}, {{}})"
 
