@@ -7,6 +7,24 @@ cannot stop ends with the worker: a C call that outlives the time limit is
 killed, a crash or an out-of-memory kill is reported in words, and the next block
 starts a new worker with the variables and tools sent again. Nothing the model's
 code allocates lives in the host.
+
+The host trusts nothing the worker does once the model's code has run in it, and
+polices it from outside:
+
+- time: each block has a deadline the host keeps, its limit plus `GRACE_SECONDS`,
+  whatever the worker does to its own alarm; the host tools the block calls run
+  within it. A tool on the host cannot be stopped mid-call: one still running at
+  the deadline has its worker killed when it returns.
+- order: every request the host sends is numbered, and an answer must carry the
+  number of the request it answers (a block's tool calls carry the block's), or
+  the worker is stopped; a tool call's reply carries the number of that call, so
+  a reply that comes after its block gave up waiting is dropped by the worker,
+  never taken for the next block's result.
+- size: a frame from the worker may hold no more than the block may send (see
+  `frame_limits`), is taken as its bytes arrive, and what it holds is decoded
+  within the block's deadline.
+- life: a reaper process the model's code never runs in kills the worker when the
+  host ends (see `reaper`).
 """
 
 from __future__ import annotations
@@ -29,11 +47,12 @@ from typing import Any
 from codeward.executors import codec
 from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, SandboxError
 from codeward.executors.kernel.remembering import RememberingExecutor
-from codeward.executors.local.channel import Channel, ChannelClosed, ChannelError, ChannelTimeout
+from codeward.executors.local.channel import TEXT_LIMIT, Channel, ChannelClosed, ChannelError, ChannelTimeout
 from codeward.executors.local.interpreter import interrupted
-from codeward.executors.settings import checked_variable_names
+from codeward.executors.local.reaper import Reaper
+from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, checked_variable_names
 
-__all__ = ["WorkerExecutor", "worker_environment", "worker_import_path"]
+__all__ = ["WorkerExecutor", "frame_limits", "worker_environment", "worker_import_path"]
 
 #: Beyond the time limit, how long a block may take to stop by itself before its worker is killed.
 GRACE_SECONDS = 1.0
@@ -41,8 +60,11 @@ GRACE_SECONDS = 1.0
 INTERRUPT_GRACE_SECONDS = 1.0
 #: How long a new worker may take to import and confine itself.
 START_SECONDS = 60.0
-#: The largest message the host accepts from a worker (a final answer, a value, a tool request).
-MESSAGE_LIMIT = 1 << 30
+#: Bytes a header may hold besides the logs and an error's texts: the operation, flags, parts' sizes.
+HEADER_ROOM = 1 << 16
+#: Bytes of codec text one item of a value may take: the longest, about 31, is a complex number or
+#: a dict's int key with its float (a character takes at most 12, an astral one escaped).
+ITEM_BYTES = 32
 
 _SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="codeward-worker-spawner")
 
@@ -93,6 +115,23 @@ def _holds_module(folder: Path, name: str) -> bool:
     )
 
 
+def frame_limits(settings: Mapping[str, Any]) -> tuple[int, int]:
+    """The most bytes a worker's frame may hold: its header, and its whole. Measured from what a
+    block may send, so that a worker claiming a gigabyte is refused before the host reads it.
+
+    The header carries the logs (`max_print_outputs_length` characters) and an error's message and
+    traceback (`TEXT_LIMIT` characters each, cut by the worker), at most 12 bytes a character as
+    JSON's ASCII escapes. The body carries the block's value or a tool call's arguments: one
+    operation builds at most `max_value_size` items or characters, and `ITEM_BYTES` holds the
+    codec's text for any one of them, so a value at that cap fits (320 MB with the defaults;
+    never less than the kernel sandboxes' 64 MiB output budget). A larger value (many values at
+    the cap in one list) ends its worker with a `SandboxError` that gives both sizes.
+    """
+    header = 12 * (settings["max_print_outputs_length"] + 2 * TEXT_LIMIT) + HEADER_ROOM
+    body = max(DEFAULT_OUTPUT_BUDGET, ITEM_BYTES * settings["max_value_size"])
+    return header, header + body
+
+
 def worker_environment(extra: Mapping[str, str] | None) -> dict[str, str]:
     """The worker's environment: none of the host's variables, only ours and those passed in `env=`."""
     return {**_BASE_ENVIRONMENT, **dict(extra or {})}
@@ -118,10 +157,12 @@ class WorkerExecutor(RememberingExecutor):
     # -- the contract ------------------------------------------------------------
 
     def run(self, code: str) -> CodeOutput:
+        """Run one block. Its time limit is wall-clock time kept by the host, and covers the host
+        tools the block calls: the worker is killed `GRACE_SECONDS` past it whatever it does."""
         self._check_open()
         worker = self._live_worker()
         try:
-            header, body, parts = self._converse(worker, code)
+            header, body, parts, deadline = self._converse(worker, code)
         except SandboxError:
             raise
         except KeyboardInterrupt as interrupt:  # Ctrl-C: the run ends, and what the block printed goes with it
@@ -129,7 +170,7 @@ class WorkerExecutor(RememberingExecutor):
         except BaseException:  # stopped mid-block otherwise: the worker's next answer would be this block's
             self._lost(worker, "interrupted")
             raise
-        return self._outcome(header, body, parts)
+        return self._outcome(header, body, parts, deadline)
 
     def _interrupted(self, worker: _Worker) -> ExecutionError:
         """Stop the block and keep what it printed, which lives only in the worker; the worker is
@@ -160,17 +201,32 @@ class WorkerExecutor(RememberingExecutor):
         self._variables.update(variables)
         self._load("variables", text, parts)
 
-    def _converse(self, worker: _Worker, code: str) -> tuple[dict[str, Any], str, list[bytes]]:
-        """Send the block and answer its tool calls until it ends."""
-        budget = self.timeout_seconds + GRACE_SECONDS
-        self._transmit(worker, {"op": "run"}, code)
+    def _converse(self, worker: _Worker, code: str) -> tuple[dict[str, Any], str, list[bytes], float]:
+        """Send the block and answer its tool calls until it ends, all before one deadline (which
+        is returned, for decoding the answer within it too)."""
+        deadline = time.monotonic() + self.timeout_seconds + GRACE_SECONDS
+        seq = self._transmit(worker, {"op": "run"}, code)
         while True:
-            started = time.monotonic()
-            header, body, parts = self._receive(worker, started + budget, code_running=True)
-            budget -= time.monotonic() - started  # time spent in host tools does not count
+            header, body, parts = self._receive(worker, seq, deadline, code_running=True)
             if header.get("op") != "tool":
-                return header, body, parts
-            self._transmit(worker, {"op": "reply"}, self._bridge.answer_tool(body))
+                return header, body, parts, deadline
+            reply = self._answer_tool(worker, body, deadline)
+            self._transmit(worker, {"op": "reply", "call": header.get("call")}, reply)
+
+    def _answer_tool(self, worker: _Worker, body: str, deadline: float) -> str:
+        """Run the tool the block asked for; its request is decoded within the block's deadline.
+        The host cannot stop a tool mid-call: past the deadline when it returns, the worker is
+        stopped (its block has already given up waiting), and the block ends as a timeout."""
+        with codec.decoding_deadline(deadline):
+            reply = self._bridge.answer_tool(body)
+        if time.monotonic() > deadline:
+            raise self._lost(
+                worker,
+                f"the code ran past its {self.timeout_seconds:g}-second time limit in a host tool it called "
+                "(the limit covers the tools a block calls, and a tool on the host cannot be stopped mid-call), "
+                "so its worker process was stopped when the tool returned",
+            )
+        return reply
 
     def close(self) -> None:
         if self._closed:
@@ -189,8 +245,8 @@ class WorkerExecutor(RememberingExecutor):
         self._send(self._worker, what, text, parts)
 
     def _send(self, worker: _Worker, what: str, text: str, parts: Sequence[Any] = ()) -> None:
-        self._transmit(worker, {"op": what}, text, parts)
-        header, _, _ = self._receive(worker, time.monotonic() + START_SECONDS, code_running=False)
+        seq = self._transmit(worker, {"op": what}, text, parts)
+        header, _, _ = self._receive(worker, seq, time.monotonic() + START_SECONDS, code_running=False)
         if header.get("op") != "loaded":
             raise self._lost(worker, f"the worker answered {header.get('op')!r} to loading {what}")
 
@@ -201,7 +257,7 @@ class WorkerExecutor(RememberingExecutor):
         if self._worker is None:
             self._worker = _Worker(self._settings, self._env)
         worker = self._worker
-        header, _, _ = self._receive(worker, time.monotonic() + START_SECONDS, code_running=False)
+        header, _, _ = self._receive(worker, 0, time.monotonic() + START_SECONDS, code_running=False)
         if header.get("op") != "ready":
             raise self._lost(worker, f"the worker did not start: {header.get('message', header)}")
         worker.ready = True
@@ -213,13 +269,25 @@ class WorkerExecutor(RememberingExecutor):
             self._send(worker, "tools", self._bridge.specs_text)
         return worker
 
-    def _transmit(self, worker: _Worker, header: dict[str, Any], body: str, parts: Sequence[Any] = ()) -> None:
+    def _transmit(self, worker: _Worker, header: dict[str, Any], body: str, parts: Sequence[Any] = ()) -> int:
+        """Send a request; return its number, which the worker's answer must carry."""
         try:
-            worker.channel.send(header, body, parts)
+            return worker.send(header, body, parts)
         except OSError:  # a worker that died while idle (killed from outside) shows it here first
             raise self._lost(worker, worker.death()) from None
 
     def _receive(
+        self, worker: _Worker, seq: int, deadline: float, *, code_running: bool
+    ) -> tuple[dict[str, Any], str, list[bytes]]:
+        """The worker's answer to request `seq`; anything else, or nothing by `deadline`, stops it."""
+        header, body, parts = self._next_message(worker, deadline, code_running=code_running)
+        if header.get("seq") != seq:
+            raise self._lost(
+                worker, f"the worker process answered out of turn (to {header.get('seq')!r:.30}, not {seq}), and was stopped"
+            )
+        return header, body, parts
+
+    def _next_message(
         self, worker: _Worker, deadline: float, *, code_running: bool
     ) -> tuple[dict[str, Any], str, list[bytes]]:
         try:
@@ -228,8 +296,8 @@ class WorkerExecutor(RememberingExecutor):
             if code_running:
                 raise self._lost(
                     worker,
-                    f"the code ran past its {self.timeout_seconds:g}-second time limit inside one call that cannot "
-                    "be interrupted (C code), so its worker process was stopped",
+                    f"the code ran past its {self.timeout_seconds:g}-second time limit and did not stop (a call "
+                    "that cannot be interrupted, such as C code), so its worker process was stopped",
                 ) from None
             raise self._lost(worker, "the worker process did not answer in time and was stopped") from None
         except ChannelClosed:
@@ -244,11 +312,12 @@ class WorkerExecutor(RememberingExecutor):
             self._worker = None
         return SandboxError(f"{what}; what the code defined is lost, and a new worker takes the next block")
 
-    def _outcome(self, header: dict[str, Any], body: str, parts: list[bytes]) -> CodeOutput:
+    def _outcome(self, header: dict[str, Any], body: str, parts: list[bytes], deadline: float) -> CodeOutput:
         logs = str(header.get("logs", ""))
         if header.get("op") == "done":
             try:
-                value = codec.loads(body, parts=parts)
+                with codec.decoding_deadline(deadline):
+                    value = codec.loads(body, parts=parts)
             except codec.CodecError as error:
                 raise ExecutionError(
                     f"the sandbox sent a value codeward refuses: {error}", logs=logs, error_type="CodecError"
@@ -287,11 +356,20 @@ class _Worker:
             ).result()
         finally:
             worker_end.close()
+        self.reaper = Reaper(self.process.pid)
         #: Its pid, to find it by, and a tag of its own, as a pid is reused once the process is gone.
         self.sandbox_id = f"local-{self.process.pid}-{uuid.uuid4().hex[:8]}"
-        self.channel = Channel(host_end, limit=MESSAGE_LIMIT)
-        self.channel.send({"op": "start", "host_pid": os.getpid(), **settings})
+        header_limit, limit = frame_limits(settings)
+        self.channel = Channel(host_end, limit=limit, header_limit=header_limit)
+        self._sent = 0  # the number of the last request; the start is 0
+        self.channel.send({"op": "start", "seq": 0, "host_pid": os.getpid(), **settings})
         self.ready = False
+
+    def send(self, header: dict[str, Any], body: str = "", parts: Sequence[Any] = ()) -> int:
+        """Send a request under the next number, and return that number."""
+        self._sent += 1
+        self.channel.send({**header, "seq": self._sent}, body, parts)
+        return self._sent
 
     def death(self) -> str:
         """What happened to a worker whose end of the socket closed, in words."""
@@ -332,5 +410,6 @@ class _Worker:
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+        self.reaper.release()
         self.channel.close()
         self.stderr.close()
