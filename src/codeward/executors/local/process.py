@@ -15,11 +15,12 @@ polices it from outside:
   whatever the worker does to its own alarm; the host tools the block calls run
   within it. A tool on the host cannot be stopped mid-call: one still running at
   the deadline has its worker killed when it returns.
-- order: every request the host sends is numbered, and an answer must carry the
-  number of the request it answers (a block's tool calls carry the block's), or
-  the worker is stopped; a tool call's reply carries the number of that call, so
-  a reply that comes after its block gave up waiting is dropped by the worker,
-  never taken for the next block's result.
+- order: every request the host sends has a number (random, so none can be
+  guessed ahead), and an answer must carry the number of the request it answers
+  (a block's tool calls carry the block's), or the worker is stopped; a tool
+  call's reply carries the number of that call, so a reply that comes after its
+  block gave up waiting is dropped by the worker, never taken for the next
+  block's result.
 - size: a frame from the worker may hold no more than the block may send (see
   `frame_limits`), is taken as its bytes arrive, and what it holds is decoded
   within the block's deadline.
@@ -33,6 +34,7 @@ import concurrent.futures
 import glob
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -257,7 +259,7 @@ class WorkerExecutor(RememberingExecutor):
         if self._worker is None:
             self._worker = _Worker(self._settings, self._env)
         worker = self._worker
-        header, _, _ = self._receive(worker, 0, time.monotonic() + START_SECONDS, code_running=False)
+        header, _, _ = self._receive(worker, worker.start_seq, time.monotonic() + START_SECONDS, code_running=False)
         if header.get("op") != "ready":
             raise self._lost(worker, f"the worker did not start: {header.get('message', header)}")
         worker.ready = True
@@ -361,15 +363,16 @@ class _Worker:
         self.sandbox_id = f"local-{self.process.pid}-{uuid.uuid4().hex[:8]}"
         header_limit, limit = frame_limits(settings)
         self.channel = Channel(host_end, limit=limit, header_limit=header_limit)
-        self._sent = 0  # the number of the last request; the start is 0
-        self.channel.send({"op": "start", "seq": 0, "host_pid": os.getpid(), **settings})
+        self.start_seq = self.send({"op": "start", "host_pid": os.getpid(), **settings})
         self.ready = False
 
     def send(self, header: dict[str, Any], body: str = "", parts: Sequence[Any] = ()) -> int:
-        """Send a request under the next number, and return that number."""
-        self._sent += 1
-        self.channel.send({**header, "seq": self._sent}, body, parts)
-        return self._sent
+        """Send a request under a number of its own, and return that number. The number is drawn
+        at random: code in the worker that reads the current one still cannot write the answer to
+        the next request ahead of time, to be taken for a later block's result."""
+        seq = secrets.randbits(62)
+        self.channel.send({**header, "seq": seq}, body, parts)
+        return seq
 
     def death(self) -> str:
         """What happened to a worker whose end of the socket closed, in words."""
