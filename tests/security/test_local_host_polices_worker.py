@@ -14,6 +14,7 @@ so a check that stopped holding would fail here.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -27,7 +28,7 @@ from typing import Any
 import pytest
 
 from codeward.executors import LocalExecutor
-from codeward.executors.base import ExecutionError, ExecutionTimeout, SandboxError
+from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, SandboxError
 from codeward.executors.local import process
 from codeward.executors.local.watchdog import resident_bytes
 from codeward.platform.tools import tool
@@ -61,12 +62,16 @@ def channel_fd():
 FD = channel_fd()
 
 def write_all(data):
-    view = memoryview(data)
-    while len(view):
-        view = view[os.write(FD, view):]
+    while data:
+        data = data[os.write(FD, data):]
 
 def request_number():
-    return next(o for o in gc.get_objects() if type(o).__name__ == "_HostLine").seq
+    for o in gc.get_objects():
+        try:
+            if type(o).__name__ == "_HostLine":
+                return o.seq
+        except Exception:  # the policy refuses to name some objects' types
+            pass
 
 def frame(header, body=b""):
     head = json.dumps(header).encode()
@@ -179,6 +184,123 @@ def test_a_host_tool_past_the_limit_leaves_no_answer_for_later_blocks(late, monk
         if isinstance(outcome, SandboxError):
             assert "host tool" in outcome.message and "time limit" in outcome.message
         assert took < LIMIT + late + ROOM
+        later_blocks_hold(sandbox)
+
+
+# --- frames: bounded, taken as they come, decoded within the deadline --------------------------
+
+ALARM_OFF = UNDO_ALARM["timer-off"]
+
+
+def test_a_forged_length_over_the_frame_limit_is_refused_before_the_host_reads_it(monkeypatch):
+    stream = (
+        CHANNEL + ALARM_OFF + "chunk = b'x' * 2**20\nwrite_all(struct.pack('!IQ', 2, 200 * 2**20) + b'{}')\n"
+        "for _ in range(200):\n    write_all(chunk)\n"
+    )
+    options = {"max_value_size": 2_000_000}  # a body limit of 64 MiB
+    with monkeypatch.context() as lifted:
+        lifted.setattr(process, "frame_limits", lambda settings: (2**20, 2**40))  # control: no limit
+        with executor(**options) as sandbox, peak_growth() as grown:
+            outcome, _ = timed(lambda: sandbox.run(stream))
+        assert isinstance(outcome, SandboxError), outcome
+        assert grown[0] > 150 * 2**20, f"control: the host grew by only {grown[0] / 2**20:.0f} MiB"
+    with executor(**options) as sandbox:
+        with peak_growth() as grown:
+            outcome, took = timed(lambda: sandbox.run(stream))
+        assert isinstance(outcome, SandboxError) and "over the limit" in outcome.message, outcome
+        assert grown[0] < GROWTH, f"the host grew by {grown[0] / 2**20:.0f} MiB"
+        assert took < LIMIT + ROOM
+        later_blocks_hold(sandbox)
+
+
+def _preallocating(self: Any, size: int, deadline: float | None) -> bytes:
+    """How the channel read a large frame before: a buffer of the announced size, allocated first."""
+    buffer = bytearray(size)
+    got = len(self._pending)
+    buffer[:got] = self._pending
+    self._pending.clear()
+    view = memoryview(buffer)
+    while got < size:
+        got += self._call(self.sock.recv_into, view[got:], deadline)
+    return bytes(buffer)
+
+
+def test_a_length_within_the_limit_is_not_allocated_before_its_bytes_come(monkeypatch):
+    claim = CHANNEL + ALARM_OFF + "write_all(struct.pack('!IQ', 2, 100 * 2**20) + b'{}')\ntime.sleep(30)"
+    options = {"max_value_size": 4_000_000}  # a body limit of 128 MB
+    with monkeypatch.context() as old:
+        old.setattr(process.Channel, "_read_exactly", _preallocating)  # control: the old read
+        with executor(**options) as sandbox, peak_growth() as grown:
+            timed(lambda: sandbox.run(claim))
+        assert grown[0] > 80 * 2**20, f"control: the host grew by only {grown[0] / 2**20:.0f} MiB"
+    with executor(**options) as sandbox:
+        with peak_growth() as grown:
+            outcome, took = timed(lambda: sandbox.run(claim))
+        assert isinstance(outcome, SandboxError) and "time limit" in outcome.message, outcome
+        assert grown[0] < GROWTH, f"the host grew by {grown[0] / 2**20:.0f} MiB"
+        assert took < LIMIT + ROOM
+        later_blocks_hold(sandbox)
+
+
+#: A "done" answer to the running block whose value takes the host many seconds to decode:
+#: 1.2 million one-element sets of a complex number, 58 MB, within the frame limit.
+SLOW_VALUE = (
+    CHANNEL
+    + """
+item = b'{"$":"set","v":[{"$":"complex","v":[0.0,1.0]}]}'
+chunk = (item + b",") * 10_000
+head = json.dumps({"op": "done", "final": False, "logs": "", "seq": request_number()}).encode()
+write_all(struct.pack("!IQ", len(head), len(chunk) * 120 + len(item) + 2) + head + b"[")
+for _ in range(120):
+    write_all(chunk)
+write_all(item + b"]")
+"""
+)
+
+
+def test_a_value_slow_to_decode_is_refused_at_the_deadline(monkeypatch):
+    from codeward.executors import codec
+
+    with executor() as sandbox:
+        with monkeypatch.context() as unbounded:
+            unbounded.setattr(codec, "decoding_deadline", lambda at: contextlib.nullcontext())  # control
+            outcome, took = timed(lambda: sandbox.run(SLOW_VALUE))
+        assert isinstance(outcome, CodeOutput) and took > LIMIT + ROOM, f"control: {outcome!r:.200} in {took:.1f} s"
+    with executor() as sandbox:
+        outcome, took = timed(lambda: sandbox.run(SLOW_VALUE))
+        assert isinstance(outcome, ExecutionError) and outcome.error_type == "CodecError", outcome
+        assert took < LIMIT + ROOM, f"the host was held {took:.1f} s under a {LIMIT:g} s limit"
+        later_blocks_hold(sandbox, allow_one_loss=True)  # the block's real answer still comes after
+
+
+#: The code answers its own block with a forged frame, then ends, so that its real answer follows.
+SECOND_ANSWER = CHANNEL + (
+    "write_all(frame({'op': 'done', 'final': False, 'logs': '', 'seq': request_number()}, b'\"forged\"'))\n'real'"
+)
+GARBAGE = CHANNEL + "write_all(struct.pack('!IQ', 5, 0) + b'{{{{{')\n'real'"
+
+
+def test_a_second_answer_is_never_taken_for_the_next_block(monkeypatch):
+    with monkeypatch.context() as unchecked:  # control: answers read in order, whatever their number
+        unchecked.setattr(
+            process.WorkerExecutor,
+            "_receive",
+            lambda self, worker, seq, deadline, *, code_running: self._next_message(
+                worker, deadline, code_running=code_running
+            ),
+        )
+        with executor() as sandbox:
+            assert sandbox.run(SECOND_ANSWER).output == "forged"
+            assert sandbox.run("'the next block'").output == "real", "control: the next block got the old answer"
+    with executor() as sandbox:
+        assert sandbox.run(SECOND_ANSWER).output == "forged"  # the worker's own block: its to answer
+        later_blocks_hold(sandbox, allow_one_loss=True)
+
+
+def test_garbage_on_the_channel_ends_the_worker_cleanly():
+    with executor() as sandbox:
+        with pytest.raises(SandboxError, match="does not decode"):
+            sandbox.run(GARBAGE)
         later_blocks_hold(sandbox)
 
 

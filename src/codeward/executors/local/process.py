@@ -285,7 +285,8 @@ class WorkerExecutor(RememberingExecutor):
         header, body, parts = self._next_message(worker, deadline, code_running=code_running)
         if header.get("seq") != seq:
             raise self._lost(
-                worker, f"the worker process answered out of turn (to {header.get('seq')!r:.30}, not {seq}), and was stopped"
+                worker,
+                f"the worker process answered out of turn (to {header.get('seq')!r:.30}, not {seq}), and was stopped",
             )
         return header, body, parts
 
