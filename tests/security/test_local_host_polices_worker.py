@@ -304,6 +304,20 @@ def test_garbage_on_the_channel_ends_the_worker_cleanly():
         later_blocks_hold(sandbox)
 
 
+def test_a_worker_that_closes_its_channel_and_runs_on_is_stopped(monkeypatch):
+    code = CHANNEL + ALARM_OFF + f"time.sleep({LIMIT - 0.2})\nos.close(FD)\nwhile True:\n    pass"
+    with monkeypatch.context() as patient:
+        patient.setattr(process, "DEATH_SECONDS", 10.0)  # control: the host waits long for its status
+        with executor() as sandbox:
+            outcome, took = timed(lambda: sandbox.run(code))
+        assert took > LIMIT + ROOM, f"control: {outcome} in {took:.1f} s"
+    with executor() as sandbox:
+        outcome, took = timed(lambda: sandbox.run(code))
+        assert isinstance(outcome, SandboxError) and "stopped answering" in outcome.message, outcome
+        assert took < LIMIT + ROOM
+        later_blocks_hold(sandbox)
+
+
 # --- life: the worker ends with its host -----------------------------------------------------
 
 CLEAR_PDEATHSIG = "import ctypes\nctypes.CDLL(None, use_errno=True).prctl(1, 0, 0, 0, 0), ctypes.get_errno()"

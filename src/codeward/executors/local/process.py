@@ -62,6 +62,10 @@ GRACE_SECONDS = 1.0
 INTERRUPT_GRACE_SECONDS = 1.0
 #: How long a new worker may take to import and confine itself.
 START_SECONDS = 60.0
+#: How long a worker whose socket closed may take to exit before it counts as alive and silent: an
+#: exiting process closes its files just before it becomes a zombie, so its status comes at once;
+#: code that closes the socket and runs on is stopped this soon, well within `GRACE_SECONDS` + 1.
+DEATH_SECONDS = 0.5
 #: Bytes a header may hold besides the logs and an error's texts: the operation, flags, parts' sizes.
 HEADER_ROOM = 1 << 16
 #: Bytes of codec text one item of a value may take: the longest, about 31, is a complex number or
@@ -378,7 +382,7 @@ class _Worker:
     def death(self) -> str:
         """What happened to a worker whose end of the socket closed, in words."""
         try:
-            code = self.process.wait(timeout=2)
+            code = self.process.wait(timeout=DEATH_SECONDS)
         except subprocess.TimeoutExpired:
             return "the worker process stopped answering"
         said = self._last_words()
