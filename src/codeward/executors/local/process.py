@@ -341,6 +341,17 @@ class WorkerExecutor(RememberingExecutor):
         raise SandboxError(f"the worker answered a block with {header.get('op')!r}", state_lost=False)
 
 
+def _reaper_for(process: subprocess.Popen[bytes]) -> Reaper:
+    """The reaper of a worker just started; a worker that cannot have one is killed at once,
+    as nothing would end it with its host."""
+    try:
+        return Reaper(process.pid)
+    except BaseException:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
+
+
 class _Worker:
     """One worker process and its end of the socket."""
 
@@ -363,7 +374,7 @@ class _Worker:
             ).result()
         finally:
             worker_end.close()
-        self.reaper = Reaper(self.process.pid)
+        self.reaper = _reaper_for(self.process)
         #: Its pid, to find it by, and a tag of its own, as a pid is reused once the process is gone.
         self.sandbox_id = f"local-{self.process.pid}-{uuid.uuid4().hex[:8]}"
         header_limit, limit = frame_limits(settings)
