@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from codeward.executors import LocalExecutor
-from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, SandboxError
+from codeward.executors.base import ExecutionError, ExecutionTimeout, SandboxError
 from codeward.executors.local import process
 from codeward.executors.local.watchdog import resident_bytes
 from codeward.platform.tools import tool
@@ -242,35 +242,43 @@ def test_a_length_within_the_limit_is_not_allocated_before_its_bytes_come(monkey
         later_blocks_hold(sandbox)
 
 
-#: A "done" answer to the running block whose value takes the host many seconds to decode:
-#: 1.2 million one-element sets of a complex number, 58 MB, within the frame limit.
-SLOW_VALUE = (
+#: A frame for the running block, an answer or a tool request by its HEADER, whose body takes the
+#: host many seconds to decode: 1.2 million one-element sets of a complex number, 58 MB, within
+#: the frame limit.
+SLOW_FRAME = (
     CHANNEL
     + """
 item = b'{"$":"set","v":[{"$":"complex","v":[0.0,1.0]}]}'
 chunk = (item + b",") * 10_000
-head = json.dumps({"op": "done", "final": False, "logs": "", "seq": request_number()}).encode()
+head = json.dumps({**HEADER, "seq": request_number()}).encode()
 write_all(struct.pack("!IQ", len(head), len(chunk) * 120 + len(item) + 2) + head + b"[")
 for _ in range(120):
     write_all(chunk)
 write_all(item + b"]")
 """
 )
+SLOW = {
+    "value": (SLOW_FRAME.replace("HEADER", "{'op': 'done', 'final': False, 'logs': ''}"), ExecutionError),
+    "tool-request": (SLOW_FRAME.replace("HEADER", "{'op': 'tool', 'call': 1}"), SandboxError),
+}
 
 
-def test_a_value_slow_to_decode_is_refused_at_the_deadline(monkeypatch):
+@pytest.mark.parametrize(("code", "refusal"), SLOW.values(), ids=SLOW.keys())
+def test_a_frame_slow_to_decode_is_refused_at_the_deadline(code, refusal, monkeypatch):
     from codeward.executors import codec
 
     with executor() as sandbox:
         with monkeypatch.context() as unbounded:
             unbounded.setattr(codec, "decoding_deadline", lambda at: contextlib.nullcontext())  # control
-            outcome, took = timed(lambda: sandbox.run(SLOW_VALUE))
-        assert isinstance(outcome, CodeOutput) and took > LIMIT + ROOM, f"control: {outcome!r:.200} in {took:.1f} s"
+            outcome, took = timed(lambda: sandbox.run(code))
+        assert took > LIMIT + ROOM, f"control: {outcome!r:.200} in {took:.1f} s"
     with executor() as sandbox:
-        outcome, took = timed(lambda: sandbox.run(SLOW_VALUE))
-        assert isinstance(outcome, ExecutionError) and outcome.error_type == "CodecError", outcome
+        outcome, took = timed(lambda: sandbox.run(code))
+        assert isinstance(outcome, refusal), outcome
+        if refusal is ExecutionError:
+            assert outcome.error_type == "CodecError", outcome
         assert took < LIMIT + ROOM, f"the host was held {took:.1f} s under a {LIMIT:g} s limit"
-        later_blocks_hold(sandbox, allow_one_loss=True)  # the block's real answer still comes after
+        later_blocks_hold(sandbox, allow_one_loss=True)  # a value's block still sends its real answer after
 
 
 #: The code answers its own block with a forged frame, then ends, so that its real answer follows.
