@@ -326,6 +326,43 @@ def test_a_worker_that_closes_its_channel_and_runs_on_is_stopped(monkeypatch):
         later_blocks_hold(sandbox)
 
 
+@tool
+def big() -> str:
+    """Twenty million characters, from the host."""
+    return "x" * 20_000_000
+
+
+#: A forged call to `big`, after which the code never reads its socket again.
+DEAF = (
+    CHANNEL
+    + ALARM_OFF
+    + (
+        "write_all(frame({'op': 'tool', 'seq': request_number(), 'call': 1}, b'{\"tool\": \"big\", \"arguments\": {}}'))\n"
+        "while True:\n    pass"
+    )
+)
+
+
+def test_a_worker_that_stops_reading_cannot_hold_the_host_in_a_send(monkeypatch):
+    with monkeypatch.context() as blocking, executor() as sandbox:
+        blocking.setattr(process.Channel, "_write", lambda self, data, deadline: self.sock.sendall(data))  # control
+        sandbox.send_tools({"big": big})
+        sandbox.run("1")
+        worker = sandbox._worker._worker  # type: ignore[union-attr]
+        stuck = threading.Thread(target=timed, args=(lambda: sandbox.run(DEAF),), daemon=True)
+        stuck.start()
+        stuck.join(LIMIT + ROOM + 1)
+        assert stuck.is_alive(), "control: the host should still be sending to a worker that does not read"
+        os.kill(worker.process.pid, signal.SIGKILL)  # lets the host go
+        stuck.join(10)
+    with executor() as sandbox:
+        sandbox.send_tools({"big": big})
+        outcome, took = timed(lambda: sandbox.run(DEAF))
+        assert isinstance(outcome, SandboxError) and "stopped taking" in outcome.message, outcome
+        assert took < LIMIT + ROOM
+        later_blocks_hold(sandbox)
+
+
 # --- life: the worker ends with its host -----------------------------------------------------
 
 CLEAR_PDEATHSIG = "import ctypes\nctypes.CDLL(None, use_errno=True).prctl(1, 0, 0, 0, 0), ctypes.get_errno()"

@@ -54,7 +54,11 @@ class Channel:
         self.header_limit = header_limit
         self._pending = bytearray()  # bytes read ahead of the message being taken
 
-    def send(self, header: dict[str, Any], body: str = "", parts: Sequence[Any] = ()) -> None:
+    def send(
+        self, header: dict[str, Any], body: str = "", parts: Sequence[Any] = (), deadline: float | None = None
+    ) -> None:
+        """Send one message; with a `deadline`, a reader that stops taking it cannot hold the sender
+        past that instant (`ChannelTimeout`; the frame may then be cut, so the channel is done)."""
         sizes = [memoryview(part).nbytes for part in parts]
         if sizes:
             header = {**header, "parts": sizes}
@@ -63,10 +67,25 @@ class Channel:
         size = len(data) + sum(sizes)
         frame = _LENGTHS.pack(len(head), size) + head
         if size < _CHUNK:  # one write for the small messages that make up a round trip
-            self.sock.sendall(b"".join([frame, data, *parts]))
+            self._write(b"".join([frame, data, *parts]), deadline)
             return
         for piece in (frame, data, *parts):
-            self.sock.sendall(piece)
+            self._write(piece, deadline)
+
+    def _write(self, data: Any, deadline: float | None) -> None:
+        if deadline is None:
+            self.sock.sendall(data)
+            return
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ChannelTimeout("the message was not taken before the deadline")
+        self.sock.settimeout(left)  # since Python 3.5, the whole sendall's limit
+        try:
+            self.sock.sendall(data)
+        except TimeoutError:
+            raise ChannelTimeout("the message was not taken before the deadline") from None
+        finally:
+            self.sock.settimeout(None)
 
     def receive(self, deadline: float | None = None) -> tuple[dict[str, Any], str, list[bytes]]:
         """The next message; `deadline` is a `time.monotonic()` instant, None to wait as long as it takes.

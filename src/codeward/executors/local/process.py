@@ -211,13 +211,13 @@ class WorkerExecutor(RememberingExecutor):
         """Send the block and answer its tool calls until it ends, all before one deadline (which
         is returned, for decoding the answer within it too)."""
         deadline = time.monotonic() + self.timeout_seconds + GRACE_SECONDS
-        seq = self._transmit(worker, {"op": "run"}, code)
+        seq = self._transmit(worker, {"op": "run"}, code, deadline=deadline)
         while True:
             header, body, parts = self._receive(worker, seq, deadline, code_running=True)
             if header.get("op") != "tool":
                 return header, body, parts, deadline
             reply = self._answer_tool(worker, body, deadline)
-            self._transmit(worker, {"op": "reply", "call": header.get("call")}, reply)
+            self._transmit(worker, {"op": "reply", "call": header.get("call")}, reply, deadline=deadline)
 
     def _answer_tool(self, worker: _Worker, body: str, deadline: float) -> str:
         """Run the tool the block asked for; its request is decoded within the block's deadline.
@@ -251,8 +251,9 @@ class WorkerExecutor(RememberingExecutor):
         self._send(self._worker, what, text, parts)
 
     def _send(self, worker: _Worker, what: str, text: str, parts: Sequence[Any] = ()) -> None:
-        seq = self._transmit(worker, {"op": what}, text, parts)
-        header, _, _ = self._receive(worker, seq, time.monotonic() + START_SECONDS, code_running=False)
+        deadline = time.monotonic() + START_SECONDS
+        seq = self._transmit(worker, {"op": what}, text, parts, deadline=deadline)
+        header, _, _ = self._receive(worker, seq, deadline, code_running=False)
         if header.get("op") != "loaded":
             raise self._lost(worker, f"the worker answered {header.get('op')!r} to loading {what}")
 
@@ -275,12 +276,17 @@ class WorkerExecutor(RememberingExecutor):
             self._send(worker, "tools", self._bridge.specs_text)
         return worker
 
-    def _transmit(self, worker: _Worker, header: dict[str, Any], body: str, parts: Sequence[Any] = ()) -> int:
-        """Send a request; return its number, which the worker's answer must carry."""
+    def _transmit(
+        self, worker: _Worker, header: dict[str, Any], body: str, parts: Sequence[Any] = (), *, deadline: float
+    ) -> int:
+        """Send a request by `deadline` (a worker that stops reading cannot hold the host); return
+        its number, which the worker's answer must carry."""
         try:
-            return worker.send(header, body, parts)
+            return worker.send(header, body, parts, deadline)
         except OSError:  # a worker that died while idle (killed from outside) shows it here first
             raise self._lost(worker, worker.death()) from None
+        except ChannelTimeout:
+            raise self._lost(worker, "the worker process stopped taking what the host sent, and was stopped") from None
 
     def _receive(
         self, worker: _Worker, seq: int, deadline: float, *, code_running: bool
@@ -382,12 +388,14 @@ class _Worker:
         self.start_seq = self.send({"op": "start", "host_pid": os.getpid(), **settings})
         self.ready = False
 
-    def send(self, header: dict[str, Any], body: str = "", parts: Sequence[Any] = ()) -> int:
+    def send(
+        self, header: dict[str, Any], body: str = "", parts: Sequence[Any] = (), deadline: float | None = None
+    ) -> int:
         """Send a request under a number of its own, and return that number. The number is drawn
         at random: code in the worker that reads the current one still cannot write the answer to
         the next request ahead of time, to be taken for a later block's result."""
         seq = secrets.randbits(62)
-        self.channel.send({**header, "seq": seq}, body, parts)
+        self.channel.send({**header, "seq": seq}, body, parts, deadline)
         return seq
 
     def death(self) -> str:
