@@ -13,8 +13,9 @@ polices it from outside:
 
 - time: each block has a deadline the host keeps, its limit plus `GRACE_SECONDS`,
   whatever the worker does to its own alarm; the host tools the block calls run
-  within it. A tool on the host cannot be stopped mid-call: one still running at
-  the deadline has its worker killed when it returns.
+  within it, and so does what the host sends (a worker that stops reading cannot
+  hold the host in a send). A tool on the host cannot be stopped mid-call: one
+  still running at the deadline has its worker killed when it returns.
 - order: every request the host sends has a number (random, so none can be
   guessed ahead), and an answer must carry the number of the request it answers
   (a block's tool calls carry the block's), or the worker is stopped; a tool
