@@ -19,11 +19,17 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["Channel", "ChannelClosed", "ChannelError", "ChannelTimeout"]
+__all__ = ["TEXT_LIMIT", "Channel", "ChannelClosed", "ChannelError", "ChannelTimeout"]
+
+#: The most characters of an error's message, and of its traceback, that a worker puts in a header:
+#: with the logs (capped by `max_print_outputs_length`) they bound what a header may hold.
+TEXT_LIMIT = 100_000
 
 _LENGTHS = struct.Struct("!IQ")  # header bytes, body bytes
 _CHUNK = 65536  # what one read asks for: a whole small message, and maybe the next
 _HEADER = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+#: What a large frame is read in: the buffer grows by what comes, not by what was announced.
+_LARGE_READ = 1 << 20
 
 
 class ChannelError(Exception):
@@ -39,14 +45,20 @@ class ChannelTimeout(ChannelError):
 
 
 class Channel:
-    """One end of the wire. `limit` caps what one received frame may hold, in bytes."""
+    """One end of the wire. `limit` caps what one received frame may hold, in bytes, and
+    `header_limit` its header, which is parsed whole as JSON and so must stay small."""
 
-    def __init__(self, sock: socket.socket, *, limit: int | None = None) -> None:
+    def __init__(self, sock: socket.socket, *, limit: int | None = None, header_limit: int | None = None) -> None:
         self.sock = sock
         self.limit = limit
+        self.header_limit = header_limit
         self._pending = bytearray()  # bytes read ahead of the message being taken
 
-    def send(self, header: dict[str, Any], body: str = "", parts: Sequence[Any] = ()) -> None:
+    def send(
+        self, header: dict[str, Any], body: str = "", parts: Sequence[Any] = (), deadline: float | None = None
+    ) -> None:
+        """Send one message; with a `deadline`, a reader that stops taking it cannot hold the sender
+        past that instant (`ChannelTimeout`; the frame may then be cut, so the channel is done)."""
         sizes = [memoryview(part).nbytes for part in parts]
         if sizes:
             header = {**header, "parts": sizes}
@@ -55,18 +67,37 @@ class Channel:
         size = len(data) + sum(sizes)
         frame = _LENGTHS.pack(len(head), size) + head
         if size < _CHUNK:  # one write for the small messages that make up a round trip
-            self.sock.sendall(b"".join([frame, data, *parts]))
+            self._write(b"".join([frame, data, *parts]), deadline)
             return
         for piece in (frame, data, *parts):
-            self.sock.sendall(piece)
+            self._write(piece, deadline)
+
+    def _write(self, data: Any, deadline: float | None) -> None:
+        if deadline is None:
+            self.sock.sendall(data)
+            return
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ChannelTimeout("the message was not taken before the deadline")
+        self.sock.settimeout(left)  # since Python 3.5, the whole sendall's limit
+        try:
+            self.sock.sendall(data)
+        except TimeoutError:
+            raise ChannelTimeout("the message was not taken before the deadline") from None
+        finally:
+            self.sock.settimeout(None)
 
     def receive(self, deadline: float | None = None) -> tuple[dict[str, Any], str, list[bytes]]:
-        """The next message; `deadline` is a `time.monotonic()` instant, None to wait as long as it takes."""
+        """The next message; `deadline` is a `time.monotonic()` instant, None to wait as long as it takes.
+
+        A deadline already past ends it even when whole messages wait in the buffer: a sender that
+        queued many ahead does not buy time."""
+        if deadline is not None and time.monotonic() > deadline:
+            raise ChannelTimeout("no answer before the deadline")
         while len(self._pending) < _LENGTHS.size:
             self._read_ahead(deadline)
         head_size, body_size = _LENGTHS.unpack_from(self._pending)
-        if self.limit is not None and head_size + body_size > self.limit:
-            raise ChannelError(f"a message of {head_size + body_size:,} bytes, over the limit of {self.limit:,}")
+        self._check_sizes(head_size, body_size)
         size = _LENGTHS.size + head_size + body_size
         if size - len(self._pending) > _CHUNK:
             frame = self._read_exactly(size, deadline)
@@ -77,18 +108,21 @@ class Channel:
             del self._pending[:size]
         return _parse(frame, head_size)
 
+    def _check_sizes(self, head_size: int, body_size: int) -> None:
+        if self.header_limit is not None and head_size > self.header_limit:
+            raise ChannelError(f"a message header of {head_size:,} bytes, over the limit of {self.header_limit:,}")
+        if self.limit is not None and head_size + body_size > self.limit:
+            raise ChannelError(f"a message of {head_size + body_size:,} bytes, over the limit of {self.limit:,}")
+
     def _read_ahead(self, deadline: float | None) -> None:
         self._pending += self._call(self.sock.recv, _CHUNK, deadline)
 
     def _read_exactly(self, size: int, deadline: float | None) -> bytes:
-        """A large frame, read straight into its own buffer."""
-        buffer = bytearray(size)
-        got = len(self._pending)
-        buffer[:got] = self._pending
+        """A large frame, its buffer grown by what arrives: the length it announced is a claim."""
+        buffer = bytearray(self._pending)
         self._pending.clear()
-        view = memoryview(buffer)
-        while got < size:
-            got += self._call(self.sock.recv_into, view[got:], deadline)
+        while len(buffer) < size:
+            buffer += self._call(self.sock.recv, min(size - len(buffer), _LARGE_READ), deadline)
         return bytes(buffer)
 
     def _call(self, read: Any, argument: Any, deadline: float | None) -> Any:

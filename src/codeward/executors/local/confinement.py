@@ -35,7 +35,8 @@ model code runs and before any thread starts (see `confine`); every layer is irr
   TIOCLINUX (typing into the terminal); SysV IPC and POSIX message queues (shared memory outside
   `RLIMIT_DATA` that outlives the worker, and a way to other processes that no path guards);
   scheduling, I/O priority and page placement of any process but the worker, named as 0
-  (setpriority, ioprio_set, sched_set*, migrate_pages, move_pages). The setuid family is left
+  (setpriority, ioprio_set, sched_set*, migrate_pages, move_pages); `prctl(PR_SET_PDEATHSIG)`,
+  which would let the worker clear the signal that ends it with its host. The setuid family is left
   alone: without capabilities it can only give up privilege. Names unknown on the architecture (fork on aarch64) are skipped;
   other architectures' system calls kill the thread (libseccomp's default).
 - landlock: every filesystem right the kernel's ABI knows is handled; `read_paths` may be read
@@ -213,6 +214,7 @@ _SELF_AS_ZERO = (
 CLONE_THREAD = 0x00010000
 MAP_SHARED_ANONYMOUS = 0x01 | 0x20  # MAP_SHARED | MAP_ANONYMOUS, alike on x86_64 and aarch64
 TIOCSTI, TIOCLINUX = 0x5412, 0x541C
+PR_SET_PDEATHSIG = 1
 
 
 def _build_filter(pid: int) -> Any:
@@ -240,6 +242,7 @@ def _build_filter(pid: int) -> Any:
         refuse(name, sc.Arg(1, sc.NE, 0))
     refuse("mmap", sc.Arg(3, sc.MASKED_EQ, MAP_SHARED_ANONYMOUS, MAP_SHARED_ANONYMOUS))
     refuse("prlimit64", sc.Arg(2, sc.NE, 0))
+    refuse("prctl", sc.Arg(0, sc.EQ, PR_SET_PDEATHSIG))
     for request in (TIOCSTI, TIOCLINUX):
         refuse("ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, request))
     return built

@@ -46,9 +46,12 @@ class LocalExecutor(Executor):
         authorized_imports: modules the code may import, added to
             `DEFAULT_AUTHORIZED_IMPORTS`; ``"pkg.*"`` allows a package's
             submodules by name, ``"*"`` allows every module (including ``os``).
-        timeout_seconds: wall-clock limit per block. The block is stopped while
-            it runs; in a worker, one that does not stop (a long C call) has its
-            worker killed a second later.
+        timeout_seconds: wall-clock limit per block, host tools it calls
+            included. The block is stopped while it runs; in a worker, one that
+            does not stop (a long C call, code that undid its alarm) has its worker
+            killed a second later, and one whose host tool is still running then
+            has it killed when the tool returns (a tool on the host cannot be
+            stopped mid-call).
         max_operations: loop iterations and function calls per block.
         max_print_outputs_length: characters of printed output kept per block.
         allowed_paths: folders that numpy/pandas file functions may read and

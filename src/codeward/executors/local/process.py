@@ -7,6 +7,26 @@ cannot stop ends with the worker: a C call that outlives the time limit is
 killed, a crash or an out-of-memory kill is reported in words, and the next block
 starts a new worker with the variables and tools sent again. Nothing the model's
 code allocates lives in the host.
+
+The host trusts nothing the worker does once the model's code has run in it, and
+polices it from outside:
+
+- time: each block has a deadline the host keeps, its limit plus `GRACE_SECONDS`,
+  whatever the worker does to its own alarm; the host tools the block calls run
+  within it, and so does what the host sends (a worker that stops reading cannot
+  hold the host in a send). A tool on the host cannot be stopped mid-call: one
+  still running at the deadline has its worker killed when it returns.
+- order: every request the host sends has a number (random, so none can be
+  guessed ahead), and an answer must carry the number of the request it answers
+  (a block's tool calls carry the block's), or the worker is stopped; a tool
+  call's reply carries the number of that call, so a reply that comes after its
+  block gave up waiting is dropped by the worker, never taken for the next
+  block's result.
+- size: a frame from the worker may hold no more than the block may send (see
+  `frame_limits`), is taken as its bytes arrive, and what it holds is decoded
+  within the block's deadline.
+- life: a reaper process the model's code never runs in kills the worker when the
+  host ends (see `reaper`).
 """
 
 from __future__ import annotations
@@ -15,6 +35,7 @@ import concurrent.futures
 import glob
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -29,11 +50,12 @@ from typing import Any
 from codeward.executors import codec
 from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, SandboxError
 from codeward.executors.kernel.remembering import RememberingExecutor
-from codeward.executors.local.channel import Channel, ChannelClosed, ChannelError, ChannelTimeout
+from codeward.executors.local.channel import TEXT_LIMIT, Channel, ChannelClosed, ChannelError, ChannelTimeout
 from codeward.executors.local.interpreter import interrupted
-from codeward.executors.settings import checked_variable_names
+from codeward.executors.local.reaper import Reaper
+from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, checked_variable_names
 
-__all__ = ["WorkerExecutor", "worker_environment", "worker_import_path"]
+__all__ = ["WorkerExecutor", "frame_limits", "worker_environment", "worker_import_path"]
 
 #: Beyond the time limit, how long a block may take to stop by itself before its worker is killed.
 GRACE_SECONDS = 1.0
@@ -41,8 +63,15 @@ GRACE_SECONDS = 1.0
 INTERRUPT_GRACE_SECONDS = 1.0
 #: How long a new worker may take to import and confine itself.
 START_SECONDS = 60.0
-#: The largest message the host accepts from a worker (a final answer, a value, a tool request).
-MESSAGE_LIMIT = 1 << 30
+#: How long a worker whose socket closed may take to exit before it counts as alive and silent: an
+#: exiting process closes its files just before it becomes a zombie, so its status comes at once;
+#: code that closes the socket and runs on is stopped this soon, well within `GRACE_SECONDS` + 1.
+DEATH_SECONDS = 0.5
+#: Bytes a header may hold besides the logs and an error's texts: the operation, flags, parts' sizes.
+HEADER_ROOM = 1 << 16
+#: Bytes of codec text one item of a value may take: the longest, about 31, is a complex number or
+#: a dict's int key with its float (a character takes at most 12, an astral one escaped).
+ITEM_BYTES = 32
 
 _SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="codeward-worker-spawner")
 
@@ -93,6 +122,23 @@ def _holds_module(folder: Path, name: str) -> bool:
     )
 
 
+def frame_limits(settings: Mapping[str, Any]) -> tuple[int, int]:
+    """The most bytes a worker's frame may hold: its header, and its whole. Measured from what a
+    block may send, so that a worker claiming a gigabyte is refused before the host reads it.
+
+    The header carries the logs (`max_print_outputs_length` characters) and an error's message and
+    traceback (`TEXT_LIMIT` characters each, cut by the worker), at most 12 bytes a character as
+    JSON's ASCII escapes. The body carries the block's value or a tool call's arguments: one
+    operation builds at most `max_value_size` items or characters, and `ITEM_BYTES` holds the
+    codec's text for any one of them, so a value at that cap fits (320 MB with the defaults;
+    never less than the kernel sandboxes' 64 MiB output budget). A larger value (many values at
+    the cap in one list) ends its worker with a `SandboxError` that gives both sizes.
+    """
+    header = 12 * (settings["max_print_outputs_length"] + 2 * TEXT_LIMIT) + HEADER_ROOM
+    body = max(DEFAULT_OUTPUT_BUDGET, ITEM_BYTES * settings["max_value_size"])
+    return header, header + body
+
+
 def worker_environment(extra: Mapping[str, str] | None) -> dict[str, str]:
     """The worker's environment: none of the host's variables, only ours and those passed in `env=`."""
     return {**_BASE_ENVIRONMENT, **dict(extra or {})}
@@ -118,10 +164,12 @@ class WorkerExecutor(RememberingExecutor):
     # -- the contract ------------------------------------------------------------
 
     def run(self, code: str) -> CodeOutput:
+        """Run one block. Its time limit is wall-clock time kept by the host, and covers the host
+        tools the block calls: the worker is killed `GRACE_SECONDS` past it whatever it does."""
         self._check_open()
         worker = self._live_worker()
         try:
-            header, body, parts = self._converse(worker, code)
+            header, body, parts, deadline = self._converse(worker, code)
         except SandboxError:
             raise
         except KeyboardInterrupt as interrupt:  # Ctrl-C: the run ends, and what the block printed goes with it
@@ -129,7 +177,7 @@ class WorkerExecutor(RememberingExecutor):
         except BaseException:  # stopped mid-block otherwise: the worker's next answer would be this block's
             self._lost(worker, "interrupted")
             raise
-        return self._outcome(header, body, parts)
+        return self._outcome(header, body, parts, deadline)
 
     def _interrupted(self, worker: _Worker) -> ExecutionError:
         """Stop the block and keep what it printed, which lives only in the worker; the worker is
@@ -160,17 +208,32 @@ class WorkerExecutor(RememberingExecutor):
         self._variables.update(variables)
         self._load("variables", text, parts)
 
-    def _converse(self, worker: _Worker, code: str) -> tuple[dict[str, Any], str, list[bytes]]:
-        """Send the block and answer its tool calls until it ends."""
-        budget = self.timeout_seconds + GRACE_SECONDS
-        self._transmit(worker, {"op": "run"}, code)
+    def _converse(self, worker: _Worker, code: str) -> tuple[dict[str, Any], str, list[bytes], float]:
+        """Send the block and answer its tool calls until it ends, all before one deadline (which
+        is returned, for decoding the answer within it too)."""
+        deadline = time.monotonic() + self.timeout_seconds + GRACE_SECONDS
+        seq = self._transmit(worker, {"op": "run"}, code, deadline=deadline)
         while True:
-            started = time.monotonic()
-            header, body, parts = self._receive(worker, started + budget, code_running=True)
-            budget -= time.monotonic() - started  # time spent in host tools does not count
+            header, body, parts = self._receive(worker, seq, deadline, code_running=True)
             if header.get("op") != "tool":
-                return header, body, parts
-            self._transmit(worker, {"op": "reply"}, self._bridge.answer_tool(body))
+                return header, body, parts, deadline
+            reply = self._answer_tool(worker, body, deadline)
+            self._transmit(worker, {"op": "reply", "call": header.get("call")}, reply, deadline=deadline)
+
+    def _answer_tool(self, worker: _Worker, body: str, deadline: float) -> str:
+        """Run the tool the block asked for; its request is decoded within the block's deadline.
+        The host cannot stop a tool mid-call: past the deadline when it returns, the worker is
+        stopped (its block has already given up waiting), and the block ends as a timeout."""
+        with codec.decoding_deadline(deadline):
+            reply = self._bridge.answer_tool(body)
+        if time.monotonic() > deadline:
+            raise self._lost(
+                worker,
+                f"the code ran past its {self.timeout_seconds:g}-second time limit in a host tool it called "
+                "(the limit covers the tools a block calls, and a tool on the host cannot be stopped mid-call), "
+                "so its worker process was stopped when the tool returned",
+            )
+        return reply
 
     def close(self) -> None:
         if self._closed:
@@ -189,8 +252,9 @@ class WorkerExecutor(RememberingExecutor):
         self._send(self._worker, what, text, parts)
 
     def _send(self, worker: _Worker, what: str, text: str, parts: Sequence[Any] = ()) -> None:
-        self._transmit(worker, {"op": what}, text, parts)
-        header, _, _ = self._receive(worker, time.monotonic() + START_SECONDS, code_running=False)
+        deadline = time.monotonic() + START_SECONDS
+        seq = self._transmit(worker, {"op": what}, text, parts, deadline=deadline)
+        header, _, _ = self._receive(worker, seq, deadline, code_running=False)
         if header.get("op") != "loaded":
             raise self._lost(worker, f"the worker answered {header.get('op')!r} to loading {what}")
 
@@ -201,7 +265,7 @@ class WorkerExecutor(RememberingExecutor):
         if self._worker is None:
             self._worker = _Worker(self._settings, self._env)
         worker = self._worker
-        header, _, _ = self._receive(worker, time.monotonic() + START_SECONDS, code_running=False)
+        header, _, _ = self._receive(worker, worker.start_seq, time.monotonic() + START_SECONDS, code_running=False)
         if header.get("op") != "ready":
             raise self._lost(worker, f"the worker did not start: {header.get('message', header)}")
         worker.ready = True
@@ -213,13 +277,31 @@ class WorkerExecutor(RememberingExecutor):
             self._send(worker, "tools", self._bridge.specs_text)
         return worker
 
-    def _transmit(self, worker: _Worker, header: dict[str, Any], body: str, parts: Sequence[Any] = ()) -> None:
+    def _transmit(
+        self, worker: _Worker, header: dict[str, Any], body: str, parts: Sequence[Any] = (), *, deadline: float
+    ) -> int:
+        """Send a request by `deadline` (a worker that stops reading cannot hold the host); return
+        its number, which the worker's answer must carry."""
         try:
-            worker.channel.send(header, body, parts)
+            return worker.send(header, body, parts, deadline)
         except OSError:  # a worker that died while idle (killed from outside) shows it here first
             raise self._lost(worker, worker.death()) from None
+        except ChannelTimeout:
+            raise self._lost(worker, "the worker process stopped taking what the host sent, and was stopped") from None
 
     def _receive(
+        self, worker: _Worker, seq: int, deadline: float, *, code_running: bool
+    ) -> tuple[dict[str, Any], str, list[bytes]]:
+        """The worker's answer to request `seq`; anything else, or nothing by `deadline`, stops it."""
+        header, body, parts = self._next_message(worker, deadline, code_running=code_running)
+        if header.get("seq") != seq:
+            raise self._lost(
+                worker,
+                f"the worker process answered out of turn (to {header.get('seq')!r:.30}, not {seq}), and was stopped",
+            )
+        return header, body, parts
+
+    def _next_message(
         self, worker: _Worker, deadline: float, *, code_running: bool
     ) -> tuple[dict[str, Any], str, list[bytes]]:
         try:
@@ -228,8 +310,8 @@ class WorkerExecutor(RememberingExecutor):
             if code_running:
                 raise self._lost(
                     worker,
-                    f"the code ran past its {self.timeout_seconds:g}-second time limit inside one call that cannot "
-                    "be interrupted (C code), so its worker process was stopped",
+                    f"the code ran past its {self.timeout_seconds:g}-second time limit and did not stop (a call "
+                    "that cannot be interrupted, such as C code), so its worker process was stopped",
                 ) from None
             raise self._lost(worker, "the worker process did not answer in time and was stopped") from None
         except ChannelClosed:
@@ -244,11 +326,12 @@ class WorkerExecutor(RememberingExecutor):
             self._worker = None
         return SandboxError(f"{what}; what the code defined is lost, and a new worker takes the next block")
 
-    def _outcome(self, header: dict[str, Any], body: str, parts: list[bytes]) -> CodeOutput:
+    def _outcome(self, header: dict[str, Any], body: str, parts: list[bytes], deadline: float) -> CodeOutput:
         logs = str(header.get("logs", ""))
         if header.get("op") == "done":
             try:
-                value = codec.loads(body, parts=parts)
+                with codec.decoding_deadline(deadline):
+                    value = codec.loads(body, parts=parts)
             except codec.CodecError as error:
                 raise ExecutionError(
                     f"the sandbox sent a value codeward refuses: {error}", logs=logs, error_type="CodecError"
@@ -263,6 +346,17 @@ class WorkerExecutor(RememberingExecutor):
                 error_type=str(header.get("error_type") or "") or None,
             )
         raise SandboxError(f"the worker answered a block with {header.get('op')!r}", state_lost=False)
+
+
+def _reaper_for(process: subprocess.Popen[bytes]) -> Reaper:
+    """The reaper of a worker just started; a worker that cannot have one is killed at once,
+    as nothing would end it with its host."""
+    try:
+        return Reaper(process.pid)
+    except BaseException:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
 
 
 class _Worker:
@@ -287,16 +381,28 @@ class _Worker:
             ).result()
         finally:
             worker_end.close()
+        self.reaper = _reaper_for(self.process)
         #: Its pid, to find it by, and a tag of its own, as a pid is reused once the process is gone.
         self.sandbox_id = f"local-{self.process.pid}-{uuid.uuid4().hex[:8]}"
-        self.channel = Channel(host_end, limit=MESSAGE_LIMIT)
-        self.channel.send({"op": "start", "host_pid": os.getpid(), **settings})
+        header_limit, limit = frame_limits(settings)
+        self.channel = Channel(host_end, limit=limit, header_limit=header_limit)
+        self.start_seq = self.send({"op": "start", "host_pid": os.getpid(), **settings})
         self.ready = False
+
+    def send(
+        self, header: dict[str, Any], body: str = "", parts: Sequence[Any] = (), deadline: float | None = None
+    ) -> int:
+        """Send a request under a number of its own, and return that number. The number is drawn
+        at random: code in the worker that reads the current one still cannot write the answer to
+        the next request ahead of time, to be taken for a later block's result."""
+        seq = secrets.randbits(62)
+        self.channel.send({**header, "seq": seq}, body, parts, deadline)
+        return seq
 
     def death(self) -> str:
         """What happened to a worker whose end of the socket closed, in words."""
         try:
-            code = self.process.wait(timeout=2)
+            code = self.process.wait(timeout=DEATH_SECONDS)
         except subprocess.TimeoutExpired:
             return "the worker process stopped answering"
         said = self._last_words()
@@ -332,5 +438,6 @@ class _Worker:
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+        self.reaper.release()
         self.channel.close()
         self.stderr.close()

@@ -26,7 +26,7 @@ from typing import Any
 from codeward.executors import codec
 from codeward.executors.base import ExecutionError, ExecutionTimeout, FinalAnswerSignal
 from codeward.executors.kernel import prelude
-from codeward.executors.local.channel import Channel, ChannelClosed
+from codeward.executors.local.channel import TEXT_LIMIT, Channel, ChannelClosed
 from codeward.executors.local.interpreter import Interpreter, ToolHandle
 from codeward.executors.local.watchdog import WATCHDOG, AlarmWatchdog
 
@@ -48,26 +48,32 @@ def main(fd: int) -> None:
     missing = _confine(settings)
     interpreter = _interpreter(settings)
     interrupts = _HostInterrupts()
+    host = _HostLine(channel, settings.get("seq"))
     prelude._Sandbox.codec = codec
     codec.restore_loaded_classes()
-    prelude._Sandbox.ask = lambda kind, body: _ask_host(channel, kind, body)
-    channel.send({"op": "ready", "missing": missing})
+    prelude._Sandbox.ask = host.ask
+    host.answer({"op": "ready", "missing": missing})
     while True:
         try:
             request, body, parts = channel.receive()
         except ChannelClosed:
             return
         op = request.get("op")
+        if op == "reply":  # the reply to a tool call whose block gave up waiting (its time ran out)
+            continue
         if op == "close":
             interpreter.close()
             return
-        channel.send(*_answer(interpreter, interrupts, op, body, parts))
+        host.seq = request.get("seq")
+        host.answer(*_answer(interpreter, interrupts, op, body, parts))
 
 
 def _die_with_host(host_pid: int) -> None:
     """A worker whose host is gone must not run on: stuck in a C call, it would never read the
     closed socket. Linux kills it with its parent (the host's spawning thread, which lives as
-    long as the host); elsewhere the closed socket ends it at the next block."""
+    long as the host); elsewhere the closed socket ends it at the next block. The model's code
+    could clear this setting if nothing stopped it: the seccomp filter refuses that (see
+    `confinement`), and the host's reaper (see `process`) kills the worker whatever it did."""
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != host_pid:  # the host died before the line above
@@ -105,10 +111,28 @@ def _interpreter(settings: dict[str, Any]) -> Interpreter:
     )
 
 
-def _ask_host(channel: Channel, kind: str, body: str) -> str:
-    channel.send({"op": kind}, body)
-    _, answer, _ = channel.receive()
-    return answer
+class _HostLine:
+    """The worker's side of the numbered conversation: every answer carries the number of the
+    host's request it answers (a block's tool calls carry the block's), and a tool call takes only
+    the reply to itself. A block whose time ran out while a host tool ran has stopped waiting; that
+    tool's reply comes later and is dropped, never taken for the answer to a later call."""
+
+    def __init__(self, channel: Channel, seq: Any) -> None:
+        self.channel = channel
+        self.seq = seq
+        self._calls = 0
+
+    def answer(self, header: dict[str, Any], body: str = "", parts: Sequence[Any] = ()) -> None:
+        self.channel.send({**header, "seq": self.seq}, body, parts)
+
+    def ask(self, kind: str, body: str) -> str:
+        self._calls += 1
+        call = self._calls
+        self.channel.send({"op": kind, "seq": self.seq, "call": call}, body)
+        while True:
+            reply, answer, _ = self.channel.receive()
+            if reply.get("call") == call:
+                return answer
 
 
 class _HostInterrupts:
@@ -162,9 +186,9 @@ def _run(interpreter: Interpreter, interrupts: _HostInterrupts, code: str) -> _M
         failed = {
             "op": "error",
             "timeout": isinstance(error, ExecutionTimeout),
-            "message": error.message,
+            "message": _clipped(error.message),
             "logs": error.logs,
-            "traceback": error.traceback,
+            "traceback": _clipped(error.traceback),
             "error_type": error.error_type,
         }
         return failed, "", ()
@@ -181,7 +205,7 @@ def _run(interpreter: Interpreter, interrupts: _HostInterrupts, code: str) -> _M
                     **header,
                     "op": "error",
                     "timeout": False,
-                    "message": message + str(error),
+                    "message": _clipped(message + str(error)),
                     "traceback": "",
                     "error_type": "CodecError",
                 },
@@ -189,6 +213,15 @@ def _run(interpreter: Interpreter, interrupts: _HostInterrupts, code: str) -> _M
                 (),
             )
         return {**header, "shown": True}, codec.dumps(interpreter.shown(output.output)[:_SHOWN_LIMIT]), ()
+
+
+def _clipped(text: str) -> str:
+    """An error's message or traceback, cut to what a header may carry (see `channel.TEXT_LIMIT`):
+    an exception built around a huge string is still reported, its head and tail kept."""
+    if len(text) <= TEXT_LIMIT:
+        return text
+    half = TEXT_LIMIT // 2
+    return f"{text[:half]}\n[... {len(text) - TEXT_LIMIT:,} characters cut ...]\n{text[-half:]}"
 
 
 if __name__ == "__main__":

@@ -1,0 +1,86 @@
+"""The worker's end when its host ends, kept by a process in which no model code runs.
+
+The worker ties its own life to the host's with ``PR_SET_PDEATHSIG``, but that is a setting of
+the worker's, and code running in it could clear it: the seccomp filter refuses that where seccomp
+loads, and this reaper holds where it does not. Beside each worker the host starts a few lines of
+Python in a process of their own. The reaper holds a pidfd of the worker (that very process,
+never a pid reused after it) and the read end of a pipe whose write end only the host holds: the
+worker never gets it (it inherits only its socket), nor does anything else the host starts
+(the host's descriptors are close-on-exec). When the host ends, by any means, SIGKILL included,
+the kernel closes the write end; the reaper reads end-of-file, kills the worker, and exits. A
+worker stopped by the host closes the pipe the same way.
+
+Why beside the worker and not between host and worker (a supervisor that starts it): the worker
+stays the host's own child, so its exit status (a SIGSEGV, the out-of-memory killer's SIGKILL),
+its pid and the Ctrl-C the host sends it are the worker's own, read as before; the reaper is one
+small interpreter with nothing to import, started while the worker imports and confines itself.
+Why not a PID namespace whose init would take the worker with it: an unprivileged one needs a user
+namespace, which many containers and distributions refuse. Where pidfds are missing (Linux before
+5.3, macOS) the reaper signals the pid instead.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+__all__ = ["Reaper"]
+
+#: The reaper's whole program, run as ``python -I -S -c``: no site, no environment, no imports of ours.
+_PROGRAM = """\
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+pid = int(sys.argv[1])
+try:
+    worker = os.pidfd_open(pid)
+    kill = lambda: signal.pidfd_send_signal(worker, signal.SIGKILL)
+except AttributeError:
+    kill = lambda: os.kill(pid, signal.SIGKILL)
+except OSError:
+    sys.exit(0)
+while os.read(0, 512):
+    pass
+try:
+    kill()
+except ProcessLookupError:
+    pass
+"""
+
+#: How long a released reaper may take to end before it is killed itself.
+_RELEASE_SECONDS = 2.0
+
+
+class Reaper:
+    """Kills the worker `pid` when this host process ends or `release()` is called, whichever first."""
+
+    def __init__(self, pid: int) -> None:
+        read_end, self._write_end = os.pipe()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _PROGRAM, str(pid)],
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                cwd="/",
+                env={},
+                start_new_session=True,  # the terminal's Ctrl-C is the host's to handle, not the reaper's
+            )
+        except BaseException:
+            os.close(self._write_end)
+            raise
+        finally:
+            os.close(read_end)
+        self._released = False
+
+    def release(self) -> None:
+        """The worker is stopped: end the reaper (killing the worker if it was not) and wait for it."""
+        if self._released:
+            return
+        self._released = True
+        os.close(self._write_end)
+        try:
+            self.process.wait(timeout=_RELEASE_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()

@@ -1,0 +1,434 @@
+"""The host polices its worker from outside, as if the model's code already ran anything in it.
+
+Every attack here runs with ``authorized_imports=["*"]`` and confinement on, so the code has
+`ctypes`, `os`, `signal` and `gc`: the policy (wall 1) is out of the way, and what holds is the
+host. The code undoes its own limits (its alarm, its parent-death signal), keeps the block going
+through host tools, and writes forged frames on its channel to the host. The host must end the
+block by its limit plus 2 seconds, keep its memory, give every later block its own answer (or one
+clean `SandboxError`, then a fresh worker), and take the worker down when it dies itself.
+
+Each test first shows the harm with the host's check taken away inside the test (the deadline
+moved far off, the frame limit lifted, the answers' numbers unchecked, the reaper not started),
+so a check that stopped holding would fail here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from codeward.executors import LocalExecutor
+from codeward.executors.base import ExecutionError, ExecutionTimeout, SandboxError
+from codeward.executors.local import process
+from codeward.executors.local.watchdog import resident_bytes
+from codeward.platform.tools import tool
+from tests.executors.contract.conftest import process_gone
+from tests.security.conftest import SANDBOX_OFF
+
+pytestmark = [
+    pytest.mark.timeout(180),
+    pytest.mark.skipif(SANDBOX_OFF or not sys.platform.startswith("linux"), reason="attacks a Linux worker"),
+]
+
+LIMIT = 1.0
+#: Past the limit, what a block may take on a busy two-core machine before the host has ended it.
+ROOM = 2.0
+#: Host memory growth allowed while a forged frame is refused (the control grows by hundreds of MB).
+GROWTH = 50 * 2**20
+
+#: Code that finds the worker's socket to its host, the number of the request it is answering, and
+#: writes raw bytes there, as code with `os` and `gc` can.
+CHANNEL = """
+import gc, json, os, stat, struct, time
+
+def channel_fd():
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                return fd
+        except OSError:
+            pass
+
+FD = channel_fd()
+
+def write_all(data):
+    while data:
+        data = data[os.write(FD, data):]
+
+def request_number():
+    for o in gc.get_objects():
+        try:
+            if type(o).__name__ == "_HostLine":
+                return o.seq
+        except Exception:  # the policy refuses to name some objects' types
+            pass
+
+def frame(header, body=b""):
+    head = json.dumps(header).encode()
+    return struct.pack("!IQ", len(head), len(body)) + head + body
+"""
+
+#: Ways the code turns off the worker's own alarm, each followed by a loop that means to run for
+#: three times the limit.
+UNDO_ALARM = {
+    "timer-off": "import signal\nsignal.setitimer(signal.ITIMER_REAL, 0)\n",
+    "alarm-ignored": "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n",
+    "alarm-blocked": "import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGALRM, signal.SIGVTALRM])\n",
+}
+LOOPS = {
+    "busy": f"import time\nend = time.monotonic() + {3 * LIMIT}\nwhile time.monotonic() < end:\n    pass\n'escaped'",
+    "host-tools": f"import time\nend = time.monotonic() + {3 * LIMIT}\nwhile time.monotonic() < end:\n    pause()\n'escaped'",
+}
+
+
+@tool
+def pause() -> int:
+    """Wait a fifth of a second on the host."""
+    time.sleep(0.2)
+    return 0
+
+
+def executor(**options: Any) -> LocalExecutor:
+    settings: dict[str, Any] = {"authorized_imports": ["*"], "timeout_seconds": LIMIT, "max_operations": 10**15}
+    return LocalExecutor(**{**settings, **options})
+
+
+def later_blocks_hold(sandbox: LocalExecutor, *, allow_one_loss: bool = False) -> None:
+    """Three later blocks each return their own value; `allow_one_loss`: the first may instead be
+    a clean SandboxError (the host found the worker out of turn), after which the rest hold."""
+    for n in (3, 5, 7):
+        try:
+            assert sandbox.run(f"x = {n}\nx * 2").output == n * 2
+        except SandboxError as error:
+            assert allow_one_loss and n == 3, f"block {n}: {error}"
+            assert "lost" in error.message and "new worker" in error.message
+            assert sandbox.run(f"x = {n}\nx * 2").output == n * 2
+
+
+@contextmanager
+def peak_growth() -> Iterator[list[int]]:
+    """The host's largest resident growth while the body runs, sampled every 5 ms from /proc."""
+    start = resident_bytes() or 0
+    peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], (resident_bytes() or start) - start)
+            time.sleep(0.005)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield peak
+    finally:
+        done.set()
+        sampler.join()
+
+
+def timed(run: Callable[[], Any]) -> tuple[BaseException | Any, float]:
+    """What `run` returned or raised, and the seconds it took."""
+    started = time.monotonic()
+    try:
+        outcome: BaseException | Any = run()
+    except (ExecutionError, SandboxError) as error:
+        outcome = error
+    return outcome, time.monotonic() - started
+
+
+# --- time: the host keeps the deadline -------------------------------------------------------
+
+
+@pytest.mark.parametrize("loop", LOOPS.values(), ids=LOOPS.keys())
+@pytest.mark.parametrize("undo", UNDO_ALARM.values(), ids=UNDO_ALARM.keys())
+def test_code_that_undoes_its_alarm_is_ended_by_the_host_deadline(undo, loop, monkeypatch):
+    with executor() as sandbox:
+        sandbox.send_tools({"pause": pause})
+        with monkeypatch.context() as far:
+            far.setattr(process, "GRACE_SECONDS", 60.0)  # control: no host deadline near
+            assert sandbox.run(undo + loop).output == "escaped", "the code did not outlive its own limit"
+        outcome, took = timed(lambda: sandbox.run(undo + loop))
+        assert isinstance(outcome, SandboxError) and "time limit" in outcome.message, outcome
+        assert took < LIMIT + ROOM, f"the block ran {took:.1f} s under a {LIMIT:g} s limit"
+        later_blocks_hold(sandbox)
+
+
+@pytest.mark.parametrize("late", [0.6, process.GRACE_SECONDS + 0.6], ids=["within-grace", "past-deadline"])
+def test_a_host_tool_past_the_limit_leaves_no_answer_for_later_blocks(late, monkeypatch):
+    returned: list[float] = []
+
+    @tool
+    def slow() -> str:
+        """Outlive the block's limit on the host."""
+        time.sleep(LIMIT + late)
+        returned.append(time.monotonic())
+        return "the slow tool's answer"
+
+    with executor(authorized_imports=[]) as sandbox:
+        sandbox.send_tools({"slow": slow})
+        started = time.monotonic()
+        outcome, took = timed(lambda: sandbox.run("slow()"))
+        # the hazard is real: the tool's answer was ready only after the block's limit
+        assert returned and returned[0] - started > LIMIT
+        assert isinstance(outcome, (ExecutionTimeout, SandboxError)), outcome
+        if isinstance(outcome, SandboxError):
+            assert "host tool" in outcome.message and "time limit" in outcome.message
+        assert took < LIMIT + late + ROOM
+        later_blocks_hold(sandbox)
+
+
+# --- frames: bounded, taken as they come, decoded within the deadline --------------------------
+
+ALARM_OFF = UNDO_ALARM["timer-off"]
+
+
+def test_a_forged_length_over_the_frame_limit_is_refused_before_the_host_reads_it(monkeypatch):
+    stream = (
+        CHANNEL + ALARM_OFF + "chunk = b'x' * 2**20\nwrite_all(struct.pack('!IQ', 2, 200 * 2**20) + b'{}')\n"
+        "for _ in range(200):\n    write_all(chunk)\n"
+    )
+    options = {"max_value_size": 2_000_000}  # a body limit of 64 MiB
+    with monkeypatch.context() as lifted:
+        lifted.setattr(process, "frame_limits", lambda settings: (2**20, 2**40))  # control: no limit
+        with executor(**options) as sandbox, peak_growth() as grown:
+            outcome, _ = timed(lambda: sandbox.run(stream))
+        assert isinstance(outcome, SandboxError), outcome
+        assert grown[0] > 150 * 2**20, f"control: the host grew by only {grown[0] / 2**20:.0f} MiB"
+    with executor(**options) as sandbox:
+        with peak_growth() as grown:
+            outcome, took = timed(lambda: sandbox.run(stream))
+        assert isinstance(outcome, SandboxError) and "over the limit" in outcome.message, outcome
+        assert grown[0] < GROWTH, f"the host grew by {grown[0] / 2**20:.0f} MiB"
+        assert took < LIMIT + ROOM
+        later_blocks_hold(sandbox)
+
+
+def _preallocating(self: Any, size: int, deadline: float | None) -> bytes:
+    """How the channel read a large frame before: a buffer of the announced size, allocated first."""
+    buffer = bytearray(size)
+    got = len(self._pending)
+    buffer[:got] = self._pending
+    self._pending.clear()
+    view = memoryview(buffer)
+    while got < size:
+        got += self._call(self.sock.recv_into, view[got:], deadline)
+    return bytes(buffer)
+
+
+def test_a_length_within_the_limit_is_not_allocated_before_its_bytes_come(monkeypatch):
+    claim = CHANNEL + ALARM_OFF + "write_all(struct.pack('!IQ', 2, 100 * 2**20) + b'{}')\ntime.sleep(30)"
+    options = {"max_value_size": 4_000_000}  # a body limit of 128 MB
+    with monkeypatch.context() as old:
+        old.setattr(process.Channel, "_read_exactly", _preallocating)  # control: the old read
+        with executor(**options) as sandbox, peak_growth() as grown:
+            timed(lambda: sandbox.run(claim))
+        assert grown[0] > 80 * 2**20, f"control: the host grew by only {grown[0] / 2**20:.0f} MiB"
+    with executor(**options) as sandbox:
+        with peak_growth() as grown:
+            outcome, took = timed(lambda: sandbox.run(claim))
+        assert isinstance(outcome, SandboxError) and "time limit" in outcome.message, outcome
+        assert grown[0] < GROWTH, f"the host grew by {grown[0] / 2**20:.0f} MiB"
+        assert took < LIMIT + ROOM
+        later_blocks_hold(sandbox)
+
+
+#: A frame for the running block, an answer or a tool request by its HEADER, whose body takes the
+#: host many seconds to decode: 1.2 million one-element sets of a complex number, 58 MB, within
+#: the frame limit.
+SLOW_FRAME = (
+    CHANNEL
+    + """
+item = b'{"$":"set","v":[{"$":"complex","v":[0.0,1.0]}]}'
+chunk = (item + b",") * 10_000
+head = json.dumps({**HEADER, "seq": request_number()}).encode()
+write_all(struct.pack("!IQ", len(head), len(chunk) * 120 + len(item) + 2) + head + b"[")
+for _ in range(120):
+    write_all(chunk)
+write_all(item + b"]")
+"""
+)
+SLOW = {
+    "value": (SLOW_FRAME.replace("HEADER", "{'op': 'done', 'final': False, 'logs': ''}"), ExecutionError),
+    "tool-request": (SLOW_FRAME.replace("HEADER", "{'op': 'tool', 'call': 1}"), SandboxError),
+}
+
+
+@pytest.mark.parametrize(("code", "refusal"), SLOW.values(), ids=SLOW.keys())
+def test_a_frame_slow_to_decode_is_refused_at_the_deadline(code, refusal, monkeypatch):
+    from codeward.executors import codec
+
+    with executor() as sandbox:
+        with monkeypatch.context() as unbounded:
+            unbounded.setattr(codec, "decoding_deadline", lambda at: contextlib.nullcontext())  # control
+            outcome, took = timed(lambda: sandbox.run(code))
+        assert took > LIMIT + ROOM, f"control: {outcome!r:.200} in {took:.1f} s"
+    with executor() as sandbox:
+        outcome, took = timed(lambda: sandbox.run(code))
+        assert isinstance(outcome, refusal), outcome
+        if refusal is ExecutionError:
+            assert outcome.error_type == "CodecError", outcome
+        assert took < LIMIT + ROOM, f"the host was held {took:.1f} s under a {LIMIT:g} s limit"
+        later_blocks_hold(sandbox, allow_one_loss=True)  # a value's block still sends its real answer after
+
+
+#: The code answers its own block with a forged frame, then ends, so that its real answer follows.
+SECOND_ANSWER = CHANNEL + (
+    "write_all(frame({'op': 'done', 'final': False, 'logs': '', 'seq': request_number()}, b'\"forged\"'))\n'real'"
+)
+GARBAGE = CHANNEL + "write_all(struct.pack('!IQ', 5, 0) + b'{{{{{')\n'real'"
+
+
+def test_a_second_answer_is_never_taken_for_the_next_block(monkeypatch):
+    with monkeypatch.context() as unchecked:  # control: answers read in order, whatever their number
+        unchecked.setattr(
+            process.WorkerExecutor,
+            "_receive",
+            lambda self, worker, seq, deadline, *, code_running: self._next_message(
+                worker, deadline, code_running=code_running
+            ),
+        )
+        with executor() as sandbox:
+            assert sandbox.run(SECOND_ANSWER).output == "forged"
+            assert sandbox.run("'the next block'").output == "real", "control: the next block got the old answer"
+    with executor() as sandbox:
+        assert sandbox.run(SECOND_ANSWER).output == "forged"  # the worker's own block: its to answer
+        later_blocks_hold(sandbox, allow_one_loss=True)
+
+
+def test_garbage_on_the_channel_ends_the_worker_cleanly():
+    with executor() as sandbox:
+        with pytest.raises(SandboxError, match="does not decode"):
+            sandbox.run(GARBAGE)
+        later_blocks_hold(sandbox)
+
+
+def test_a_worker_that_closes_its_channel_and_runs_on_is_stopped(monkeypatch):
+    code = CHANNEL + ALARM_OFF + f"time.sleep({LIMIT - 0.2})\nos.close(FD)\nwhile True:\n    pass"
+    with monkeypatch.context() as patient:
+        patient.setattr(process, "DEATH_SECONDS", 10.0)  # control: the host waits long for its status
+        with executor() as sandbox:
+            outcome, took = timed(lambda: sandbox.run(code))
+        assert took > LIMIT + ROOM, f"control: {outcome} in {took:.1f} s"
+    with executor() as sandbox:
+        outcome, took = timed(lambda: sandbox.run(code))
+        assert isinstance(outcome, SandboxError) and "stopped answering" in outcome.message, outcome
+        assert took < LIMIT + ROOM
+        later_blocks_hold(sandbox)
+
+
+@tool
+def big() -> str:
+    """Twenty million characters, from the host."""
+    return "x" * 20_000_000
+
+
+#: A forged call to `big`, after which the code never reads its socket again.
+DEAF = (
+    CHANNEL
+    + ALARM_OFF
+    + (
+        "write_all(frame({'op': 'tool', 'seq': request_number(), 'call': 1}, b'{\"tool\": \"big\", \"arguments\": {}}'))\n"
+        "while True:\n    pass"
+    )
+)
+
+
+def test_a_worker_that_stops_reading_cannot_hold_the_host_in_a_send(monkeypatch):
+    with monkeypatch.context() as blocking, executor() as sandbox:
+        blocking.setattr(process.Channel, "_write", lambda self, data, deadline: self.sock.sendall(data))  # control
+        sandbox.send_tools({"big": big})
+        sandbox.run("1")
+        worker = sandbox._worker._worker  # type: ignore[union-attr]
+        stuck = threading.Thread(target=timed, args=(lambda: sandbox.run(DEAF),), daemon=True)
+        stuck.start()
+        stuck.join(LIMIT + ROOM + 1)
+        assert stuck.is_alive(), "control: the host should still be sending to a worker that does not read"
+        os.kill(worker.process.pid, signal.SIGKILL)  # lets the host go
+        stuck.join(10)
+    with executor() as sandbox:
+        sandbox.send_tools({"big": big})
+        outcome, took = timed(lambda: sandbox.run(DEAF))
+        assert isinstance(outcome, SandboxError) and "stopped taking" in outcome.message, outcome
+        assert took < LIMIT + ROOM
+        later_blocks_hold(sandbox)
+
+
+# --- life: the worker ends with its host -----------------------------------------------------
+
+CLEAR_PDEATHSIG = "import ctypes\nctypes.CDLL(None, use_errno=True).prctl(1, 0, 0, 0, 0), ctypes.get_errno()"
+
+HOST = """
+import os, sys
+from codeward.executors import LocalExecutor
+from codeward.executors.local import process
+
+if sys.argv[2] == "no-reaper":
+    class NoReaper:
+        def __init__(self, pid):
+            self.process = None
+        def release(self):
+            pass
+    process.Reaper = NoReaper
+executor = LocalExecutor(authorized_imports=["*"], timeout_seconds=100, confinement=sys.argv[1])
+cleared = executor.run(sys.argv[3]).output
+reaper = executor._worker._worker.reaper.process
+print(executor.run("import os\\nos.getpid()").output, reaper.pid if reaper else 0, cleared, flush=True)
+executor.run("any(iter(int, 1))")
+"""
+
+
+def _host_dies(confinement: str, reaper: str) -> tuple[list[int], tuple[int, int]]:
+    """Start a host that owns a LocalExecutor whose code clears its PDEATHSIG, SIGKILL the host
+    mid-block; return the worker's and reaper's pids still alive 5 s later, and what prctl said."""
+    host = subprocess.Popen(
+        [sys.executable, "-c", HOST, confinement, reaper, CLEAR_PDEATHSIG], stdout=subprocess.PIPE, text=True
+    )
+    assert host.stdout is not None
+    worker, reaper_pid, result, errno = host.stdout.readline().replace("(", " ").replace(",", " ").split()[:4]
+    pids = [int(worker)] + ([int(reaper_pid)] if int(reaper_pid) else [])
+    time.sleep(0.3)
+    assert not process_gone(int(worker))
+    host.kill()
+    host.wait()
+    deadline = time.monotonic() + 5
+    while not all(map(process_gone, pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [pid for pid in pids if not process_gone(pid)], (int(result), int(errno.rstrip(")")))
+
+
+def test_a_worker_that_clears_its_parent_death_signal_still_dies_with_its_host():
+    alive, cleared = _host_dies("none", "no-reaper")  # control: unconfined, no reaper
+    try:
+        assert alive, "control: the worker should outlive its host once it cleared PR_SET_PDEATHSIG"
+        assert cleared == (0, 0)
+    finally:
+        for pid in alive:
+            os.kill(pid, signal.SIGKILL)
+    alive, cleared = _host_dies("none", "reaper")  # the reaper alone holds
+    assert not alive, f"left running after the host was killed: {alive}"
+    alive, cleared = _host_dies("auto", "reaper")  # and seccomp refuses the call itself
+    assert not alive, f"left running after the host was killed: {alive}"
+    assert cleared == (-1, 1), "seccomp should refuse prctl(PR_SET_PDEATHSIG) with EPERM"
+
+
+def test_closing_leaves_no_worker_or_reaper():
+    sandbox = executor()
+    sandbox.run("1")
+    first = sandbox._worker._worker  # type: ignore[union-attr]
+    with pytest.raises(SandboxError):
+        sandbox.run("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+    sandbox.run("1")  # a second worker, with a reaper of its own
+    second = sandbox._worker._worker  # type: ignore[union-attr]
+    sandbox.close()
+    pids = [first.process.pid, first.reaper.process.pid, second.process.pid, second.reaper.process.pid]
+    assert all(map(process_gone, pids)), [pid for pid in pids if not process_gone(pid)]
