@@ -62,6 +62,21 @@ def test_a_global_declared_in_an_earlier_block_keeps_the_guard(attack):
     _refused(attack("x = []\nf()\n" + PAYLOAD, variables=HOST, before="def f():\n    global x\n    x = m"))
 
 
+LATER_REBINDERS = {
+    "generator-walrus": "gen = ((x := m) for i in range(1))",
+    "nested-generator-walrus": "gens = [((x := m) for i in range(1))]\ngen = gens[0]",
+    "generator-walrus-in-a-list-comprehension": "gen = ([(x := m) for j in range(1)] for i in range(1))",
+}
+
+
+@pytest.mark.parametrize("before", LATER_REBINDERS.values(), ids=LATER_REBINDERS.keys())
+@in_process_only
+def test_a_generator_from_an_earlier_block_that_rebinds_by_walrus_keeps_the_guard(before, attack):
+    """A walrus in a module-level generator binds the module's name whenever the generator runs:
+    in a later block, between that block's own plain binding and its use, with no ``global``."""
+    _refused(attack("x = []\nnext(gen)\n" + PAYLOAD, variables=HOST, before=before))
+
+
 CONDITIONAL = {
     "if": "if len('') > 0:\n    x = []\n" + PAYLOAD,
     "loop-body": "for i in range(0):\n    x = []\n" + PAYLOAD,

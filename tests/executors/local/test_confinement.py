@@ -108,6 +108,34 @@ ATTACKS = [
         "ValueError",
         "rlimits",
     ),
+    ("memfd", 'fd = os.memfd_create("held")\nos.ftruncate(fd, 1 << 30)', "PermissionError", "seccomp"),
+    (
+        "shared_writable_file_mapping",
+        'import mmap\nf = open(WRITABLE / "m", "w+b")\nf.truncate(1 << 20)\nmmap.mmap(f.fileno(), 1 << 20).close()',
+        "PermissionError",
+        "seccomp",
+    ),
+    (
+        "kernel_signals_parent",
+        "import fcntl\nr, w = os.pipe()\nfcntl.fcntl(r, fcntl.F_SETOWN, os.getppid())",
+        "PermissionError",
+        "seccomp",
+    ),
+    ("kernel_signal_choice", "import fcntl\nr, w = os.pipe()\nfcntl.fcntl(r, 10, 9)", "PermissionError", "seccomp"),
+    (
+        "clear_parent_death_signal",
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nif libc.prctl(1, 0, 0, 0, 0):\n    raise OSError(ctypes.get_errno(), 'prctl')",
+        "PermissionError",
+        "seccomp",
+    ),
+    ("chmod_outside", 'os.chmod(OUTSIDE / "secret.txt", 0o666)', "PermissionError", "seccomp"),
+    ("touch_outside", 'os.utime(OUTSIDE / "secret.txt", (0, 0))', "PermissionError", "seccomp"),
+    (
+        "unlisted_system_call",
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nif libc.personality(0xFFFFFFFF) < 0:\n    raise OSError(ctypes.get_errno(), 'personality')",
+        "OSError",
+        "seccomp",
+    ),
     ("numpy_3_gb", "import numpy\nnumpy.ones(400_000_000)", "MemoryError", "rlimits"),
     ("bytes_3_gb", '(0).to_bytes(3_000_000_000, "big")', "MemoryError", "rlimits"),
 ]
@@ -125,6 +153,14 @@ WORK = [
     (
         "numpy_pandas",
         "import numpy, pandas\nassert numpy.ones(10).sum() == 10\nassert pandas.DataFrame({'a': [1, 2]}).a.sum() == 3\nassert (numpy.ones((200, 200)) @ numpy.ones((200, 200)))[0, 0] == 200",
+    ),
+    (
+        "files_through_pandas_and_a_read_only_map",
+        "import numpy, pandas\npandas.DataFrame({'a': [1, 2]}).to_csv(WRITABLE / 'a.csv', index=False)\nassert pandas.read_csv(WRITABLE / 'a.csv', memory_map=True).a.sum() == 3\nnumpy.arange(4).tofile(WRITABLE / 'n.bin')\nassert numpy.memmap(WRITABLE / 'n.bin', dtype=int, mode='r').sum() == 6",
+    ),
+    (
+        "sleep_and_time",
+        "import time, datetime\nstart = time.monotonic()\ntime.sleep(0.01)\nassert time.monotonic() > start\ndatetime.datetime.now()",
     ),
     ("signal_self", "os.kill(os.getpid(), 0)"),
     ("nice_self", "os.nice(1)\nos.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0))"),

@@ -103,6 +103,15 @@ def test_the_executor_threads_declared_globals_into_the_inference():
         assert _guarded("x = []\nx.append(1)", declared_global=executor._interpreter._declared_global)
 
 
+def test_a_walrus_in_an_earlier_block_keeps_the_guard_on_its_name():
+    """A generator kept from that block may bind the name again whenever it is resumed."""
+    with LocalExecutor(isolation="in_process") as executor:
+        assert not _guarded("x = []\nx.append(1)", declared_global=executor._interpreter._declared_global)
+        executor.run("gen = ((x := i) for i in range(1))")
+        assert _guarded("x = []\nx.append(1)", declared_global=executor._interpreter._declared_global)
+        assert not _guarded("y = []\ny.append(1)", declared_global=executor._interpreter._declared_global)
+
+
 def test_plain_methods_are_what_the_guard_would_pass():
     """Every unguarded name, read from a value of each plain type, is neither a module nor an
     object of the machine, nor a name the guard treats specially."""

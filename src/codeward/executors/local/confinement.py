@@ -12,33 +12,23 @@ model code runs and before any thread starts (see `confine`); every layer is irr
   1.26 GiB with VmData at 234 MiB. So `RLIMIT_AS` at 1 GiB would fail ordinary threaded code, and
   at 512 MiB OpenBLAS cannot even start, while `RLIMIT_DATA` at 1 GiB passes both and still turns
   `numpy.ones(400_000_000)` and `(0).to_bytes(3_000_000_000, "big")` into `MemoryError` (as does
-  256 MiB). Shared anonymous memory escapes `RLIMIT_DATA`, so seccomp refuses it; memfd and file
-  growth are held by `RLIMIT_FSIZE`. Also `RLIMIT_NOFILE` 256 and `RLIMIT_CORE` 0. Soft and hard
+  256 MiB). Shared memory escapes `RLIMIT_DATA`, so seccomp refuses memfds and shared writable
+  mappings; file growth is held by `RLIMIT_FSIZE`. Also `RLIMIT_NOFILE` 256 and `RLIMIT_CORE` 0. Soft and hard
   limits are set alike; raising them needs `CAP_SYS_RESOURCE`, which no_new_privs drops, and
   `RLIMIT_NPROC` does not bind root, so refusing new processes is seccomp's job.
 - no_new_privs: `PR_SET_NO_NEW_PRIVS` (Landlock and seccomp require it), and every capability is
   dropped, so a worker started as root keeps root's files but not root's powers (mounts,
   namespaces, raising limits, reading what other users own, signalling anyone).
-- seccomp: allow by default, and answer EPERM (Python then raises a plain `PermissionError`)
-  rather than kill, for: new programs and processes (execve, execveat, fork, vfork, and clone
-  without CLONE_THREAD, so threads keep working; clone3 gets ENOSYS since its flags sit in memory
-  a filter cannot read, and glibc then falls back to clone); every new socket (socket,
-  socketpair: the worker's channel is inherited already connected); other processes (ptrace,
-  process_vm_readv/writev, process_madvise, kcmp, pidfd_getfd, pidfd_send_signal; kill, tkill,
-  tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo and pidfd_open unless aimed at the worker's own pid,
-  so `kill(0, ...)` and negative pids are refused); namespaces and mounts (mount, umount2,
-  pivot_root, chroot, setns, unshare and the new mount API); the kernel itself (kexec_*,
-  *_module, bpf, perf_event_open, keyctl, add_key, request_key, reboot, swapon, swapoff, syslog,
-  acct, iopl, ioperm); what would undo other layers (userfaultfd, io_uring_*: its requests are
-  not seen by seccomp; open_by_handle_at and name_to_handle_at, which pass by paths; setrlimit
-  and prlimit64 with a new limit; `mmap` of shared anonymous memory); ioctl TIOCSTI and
-  TIOCLINUX (typing into the terminal); SysV IPC and POSIX message queues (shared memory outside
-  `RLIMIT_DATA` that outlives the worker, and a way to other processes that no path guards);
-  scheduling, I/O priority and page placement of any process but the worker, named as 0
-  (setpriority, ioprio_set, sched_set*, migrate_pages, move_pages); `prctl(PR_SET_PDEATHSIG)`,
-  which would let the worker clear the signal that ends it with its host. The setuid family is left
-  alone: without capabilities it can only give up privilege. Names unknown on the architecture (fork on aarch64) are skipped;
-  other architectures' system calls kill the thread (libseccomp's default).
+- seccomp: an allow-list (see `seccomp_filter`): what CPython, numpy, pandas, pyarrow and Pillow
+  call, with the calls whose arguments decide (threads but not processes, signals to the worker
+  itself, private or read-only mappings, the fcntl, ioctl and prctl commands listed) allowed only
+  with those arguments. The rest answers ENOSYS, and the dangers the worker is known to reach for
+  answer EPERM (Python raises `PermissionError`): new programs, processes and sockets; other
+  processes; namespaces and mounts; the kernel; what would undo the other layers (limits, the
+  parent-death signal, `chmod` and `utimensat`, which Landlock does not judge); memory outside
+  `RLIMIT_DATA` (memfds, shared anonymous and writable shared mappings, SysV and POSIX shared
+  memory); the kernel signalling a process for the worker (`fcntl` F_SETOWN and F_SETSIG); typing
+  into the terminal (TIOCSTI, TIOCLINUX).
 - landlock: every filesystem right the kernel's ABI knows is handled; `read_paths` may be read
   (files and directories), `write_paths` read and written (files made, truncated, renamed within,
   removed), nothing else: no /proc (a same-uid worker could read the host's environment there),
@@ -59,6 +49,8 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+
+from codeward.executors.local.seccomp_filter import build_filter
 
 LAYERS = ("rlimits", "no_new_privs", "seccomp", "landlock")
 OPEN_FILES = 256
@@ -195,59 +187,6 @@ def _apply_no_new_privs() -> None:
 
 # --- seccomp ----------------------------------------------------------------------------------
 
-_REFUSED = (
-    *("execve", "execveat", "fork", "vfork", "socket", "socketpair"),
-    *("ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "kcmp", "pidfd_getfd"),
-    *("pidfd_send_signal", "mount", "umount2", "pivot_root", "chroot", "setns", "unshare"),
-    *("mount_setattr", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick"),
-    *("kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "bpf"),
-    *("perf_event_open", "keyctl", "add_key", "request_key", "reboot", "swapon", "swapoff"),
-    *("syslog", "acct", "iopl", "ioperm", "userfaultfd", "io_uring_setup", "io_uring_enter"),
-    *("io_uring_register", "open_by_handle_at", "name_to_handle_at", "setrlimit"),
-    *("shmget", "shmat", "msgget", "semget", "mq_open"),
-)
-_SELF_ONLY = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open")
-_SELF_AS_ZERO = (
-    *("sched_setscheduler", "sched_setparam", "sched_setattr", "sched_setaffinity"),
-    *("migrate_pages", "move_pages"),
-)
-CLONE_THREAD = 0x00010000
-MAP_SHARED_ANONYMOUS = 0x01 | 0x20  # MAP_SHARED | MAP_ANONYMOUS, alike on x86_64 and aarch64
-TIOCSTI, TIOCLINUX = 0x5412, 0x541C
-PR_SET_PDEATHSIG = 1
-
-
-def _build_filter(pid: int) -> Any:
-    """The filter, built but not loaded, so that a failure here leaves the process untouched."""
-    import pyseccomp as sc
-
-    built = sc.SyscallFilter(sc.ALLOW)
-    eperm = sc.ERRNO(errno.EPERM)
-
-    def refuse(name: str, *args: Any, action: int = eperm) -> None:
-        number = sc.resolve_syscall(sc.Arch.NATIVE, name)
-        if number >= 0:  # unknown names and those absent on this architecture resolve below zero
-            built.add_rule(action, number, *args)
-
-    for name in _REFUSED:
-        refuse(name)
-    refuse("clone3", action=sc.ERRNO(errno.ENOSYS))
-    refuse("clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, 0))
-    for name in _SELF_ONLY:
-        refuse(name, sc.Arg(0, sc.NE, pid))
-    for name in _SELF_AS_ZERO:
-        refuse(name, sc.Arg(0, sc.NE, 0))
-    for name, process in (("setpriority", 0), ("ioprio_set", 1)):  # PRIO_ and IOPRIO_WHO_PROCESS
-        refuse(name, sc.Arg(0, sc.NE, process))
-        refuse(name, sc.Arg(1, sc.NE, 0))
-    refuse("mmap", sc.Arg(3, sc.MASKED_EQ, MAP_SHARED_ANONYMOUS, MAP_SHARED_ANONYMOUS))
-    refuse("prlimit64", sc.Arg(2, sc.NE, 0))
-    refuse("prctl", sc.Arg(0, sc.EQ, PR_SET_PDEATHSIG))
-    for request in (TIOCSTI, TIOCLINUX):
-        refuse("ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, request))
-    return built
-
-
 # --- Landlock ---------------------------------------------------------------------------------
 
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446  # alike on every architecture
@@ -351,7 +290,7 @@ def confine(
     seccomp_filter = None
     if "seccomp" not in missing:
         try:
-            seccomp_filter = _build_filter(os.getpid())
+            seccomp_filter = build_filter(os.getpid())
         except OSError as exc:
             missing["seccomp"] = f"the seccomp filter could not be built: {exc}"
     if strict and missing:

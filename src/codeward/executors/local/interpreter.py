@@ -177,14 +177,19 @@ class Interpreter:
     # Running -----------------------------------------------------------------
     def shown(self, value: Any) -> str:
         """The text of a value that cannot leave as data: its own ``__repr__`` runs under a block's limits."""
+        return self._watched_text(repr, value, f"<{type(value).__name__} object>")
+
+    def _watched_text(self, make: Callable[[Any], str], value: Any, fallback: str) -> str:
+        """``make(value)``, which may run the code's own ``__repr__`` or ``__str__``, under a block's
+        limits (time as well as operations); `fallback` when it fails or gives no str."""
         text: list[str] = []
         self._globals["_tick_"] = make_tick(self.max_operations)
         try:
-            error = self._execute(lambda: text.append(repr(value)))
+            error = self._execute(lambda: text.append(make(value)))
         finally:
             self._globals["_tick_"] = make_tick(self.max_operations, BudgetSpentOutsideRun)
-        if error is not None or not text or not isinstance(text[0], str):
-            return f"<{type(value).__name__} object>"
+        if error is not None or not text or type(text[0]) is not str:
+            return fallback
         return text[0]
 
     def _execute(self, action: Callable[[], Any]) -> BaseException | None:
@@ -221,12 +226,15 @@ class Interpreter:
         (self._logs if file is None else file).write(text)
 
     def _translate(self, error: BaseException, logs: str) -> ExecutionError:
+        # An exception's text may run the code's own __str__, or the __repr__ of what it carries: it is
+        # computed once, under a block's limits, never with only the budget left for the host's calls.
+        text = self._watched_text(str, error, "<its text ran past the sandbox's limits>")
         if isinstance(error, TimeLimitReached):
             return ExecutionTimeout(
                 f"the code ran longer than the {self.timeout_seconds:g}-second limit and was stopped; "
                 "make it do less work per step (smaller inputs, fewer iterations)",
                 logs=logs,
-                traceback=self._traceback(error),
+                traceback=self._traceback(error, text),
                 error_type="TimeoutError",
             )
         if isinstance(error, OperationLimitReached):
@@ -248,14 +256,14 @@ class Interpreter:
             )
             error_type = "MemoryError"
         else:
-            message = f"{type(error).__name__}: {error}"
+            message = f"{type(error).__name__}: {text}"
             if isinstance(error, NameError) and error.name in _ABSENT_BUILTINS:
                 message += f" ({error.name}() is not available in this sandbox: it reaches the machine)"
             error_type = type(error).__name__
-        tb = self._traceback(error)
+        tb = self._traceback(error, text)
         return ExecutionError(f"{message}\n{tb}" if tb else message, logs=logs, traceback=tb, error_type=error_type)
 
-    def _traceback(self, error: BaseException) -> str:
+    def _traceback(self, error: BaseException, text: str) -> str:
         """The traceback as the model needs it: only frames of its own code, with their lines."""
         lines = ["Traceback (most recent call last):"]
         for frame in traceback.extract_tb(error.__traceback__):
@@ -265,6 +273,5 @@ class Interpreter:
             lines.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}')
             if frame.lineno and 0 < frame.lineno <= len(source):
                 lines.append(f"    {source[frame.lineno - 1].strip()}")
-        text = str(error)
         lines.append(f"{type(error).__name__}: {text}" if text else type(error).__name__)
         return "\n".join(lines)

@@ -18,6 +18,7 @@ __all__ = [
     "child_nodes",
     "declared_globals",
     "enclosing_bindings",
+    "later_global_bindings",
     "may_bind_inside",
     "parameters",
     "walk",
@@ -81,6 +82,25 @@ def walk(node: ast.AST) -> list[ast.AST]:
 def declared_globals(tree: ast.AST) -> set[str]:
     """Names some function or class body in `tree` declares ``global``."""
     return {name for node in walk(tree) if isinstance(node, ast.Global) for name in node.names}
+
+
+def later_global_bindings(tree: ast.AST, source: str) -> set[str]:
+    """Names code in `tree` may bind at module level when it runs, in this block or a later one.
+
+    A function or class body binds them through ``global``; a generator kept from this block binds
+    them through a walrus in it (in a comprehension or generator expression at module level the
+    walrus binds the module's name), whenever it is resumed, even between a later block's own plain
+    binding of the name and its use. Every walrus target counts, wherever it stands: counting one
+    that binds a local only loses a guard-free read of a module-level name of that spelling.
+    """
+    names = declared_globals(tree) if "global" in source else set()  # no keyword, no declaration
+    if ":=" in source:
+        names |= {
+            node.target.id
+            for node in walk(tree)
+            if isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name)
+        }
+    return names
 
 
 def parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:

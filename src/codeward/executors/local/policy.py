@@ -34,7 +34,7 @@ from codeward.executors.local.instrumenter import (
     position,
     transform_children,
 )
-from codeward.executors.local.name_bindings import declared_globals
+from codeward.executors.local.name_bindings import later_global_bindings
 from codeward.executors.local.own_reads import fast_own_reads, own_attribute_names
 from codeward.executors.local.receivers import fast_receivers
 from codeward.executors.local.refusals import CodeRefused, Problem, policy_report, syntax_report
@@ -597,7 +597,8 @@ def compile_block(
     """Compile one block of the model's code, or raise `CodeRefused` with a readable report.
 
     `reserved` names (the tools) cannot be assigned. `declared_global` collects,
-    across the blocks of one sandbox, the names any function declares ``global``;
+    across the blocks of one sandbox, the names code may bind at module level after the
+    statement that holds it (``global`` in a function, a walrus in a kept generator);
     `class_attributes` the public names its classes define (see `receivers`); pass the
     same sets every time (None: a one-off block).
     """
@@ -606,7 +607,7 @@ def compile_block(
     except SyntaxError as error:
         raise CodeRefused(syntax_report(source, error), "SyntaxError") from None
     declared = declared_global if declared_global is not None else set()
-    block_globals = declared_globals(tree) if "global" in source else set()  # no keyword, no declaration
+    block_globals = later_global_bindings(tree, source)
     policy = SandboxPolicy(reserved, plain_names(tree, declared | block_globals, source))
     tree = policy.visit(tree)
     if policy.problems:
