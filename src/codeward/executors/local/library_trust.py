@@ -1,0 +1,102 @@
+"""Rules for allowed libraries that would otherwise break the sandbox's own rules.
+
+An allowed module is not trusted to keep the policy: some of its functions turn
+data into code, change the whole host process, or end it. Each such function is
+checked here at the boundary, before the library acts:
+
+- `dataclasses.dataclass` writes Python source from the names of a class's fields
+  and runs it with the real builtins. Field names normally come from ``x: int``
+  lines, but a class can be given any annotations (``typing.TypedDict('T',
+  {'a,open(...)': int})`` copied over by ``functools.update_wrapper``), so every
+  name is checked to be a plain, public identifier before the class is processed.
+- ``ABC.register`` changes ``isinstance`` for every caller in the process, and is
+  reachable through forwarding objects (``typing.Sequence.register``), so the
+  method is judged by what it is bound to, not by the object it was read from.
+- numpy's and pandas' test runners (``numpy.test``, each submodule's ``.test``,
+  ``pandas.test``) run pytest in the sandbox's process with the code's arguments
+  (its plugins, its output files): they are refused wherever they are reached.
+- A `SystemExit` a library raises (``pandas.test()`` calls ``sys.exit``) would end the
+  host with ``isolation="in_process"``; it ends the block instead, as an error.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import keyword
+from types import FunctionType, MethodType
+from typing import Any
+
+from codeward.executors.local.imports import SandboxViolation
+
+__all__ = ["checked_dataclass", "exit_refused", "refuse_foreign_register", "refuse_test_runner"]
+
+#: Where the libraries' test runners live (numpy rewrites their ``__module__`` to ``"numpy"``).
+_TEST_RUNNER_MODULES = frozenset({"numpy._pytesttester", "pandas.util._tester"})
+
+
+def checked_dataclass(cls: Any = None, /, **options: Any) -> Any:
+    """`dataclasses.dataclass`, as decorator or call, refusing fields whose names are not plain identifiers."""
+
+    def wrap(target: Any) -> Any:
+        check_field_names(target)
+        return dataclasses.dataclass(target, **options)
+
+    return wrap if cls is None else wrap(cls)
+
+
+def check_field_names(cls: Any) -> None:
+    """Every name `dataclasses` will write into source for `cls`: its own annotations, and
+    the fields of its dataclass bases. Anything not a plain str identifier is refused."""
+    if not isinstance(cls, type):
+        return  # dataclasses raises its own TypeError
+    annotations = cls.__dict__.get("__annotations__", {})  # noqa: RUF063  # as dataclasses reads them
+    if type(annotations) is not dict:
+        raise SandboxViolation(
+            f"dataclass {cls.__name__!r}: its annotations are not a plain dict; declare fields as 'name: type' lines"
+        )
+    names: list[Any] = list(annotations)
+    for base in cls.__mro__[1:]:
+        fields = base.__dict__.get(dataclasses._FIELDS)  # type: ignore[attr-defined]
+        if isinstance(fields, dict):
+            names.extend(getattr(field, "name", None) for field in fields.values())
+    for name in names:
+        if type(name) is not str or not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
+            raise SandboxViolation(
+                f"dataclass {cls.__name__!r}: the field name {name!r} is not a public identifier, and dataclasses "
+                "would write it into code; use names like 'count' for dataclass fields"
+            )
+
+
+def refuse_foreign_register(value: Any, sandbox_module: str) -> None:
+    """Refuse a `register` method of an ABC whose `__module__` is not `sandbox_module` (so the
+    code did not define it), whatever object it was read from, and ``ABCMeta.register`` itself."""
+    if value is abc.ABCMeta.register:
+        raise SandboxViolation("ABCMeta.register would change isinstance() for the whole host; subclass instead")
+    if isinstance(value, MethodType):
+        owner = value.__self__
+        if isinstance(owner, abc.ABCMeta) and owner.__module__ != sandbox_module:
+            raise SandboxViolation(
+                f"{owner.__name__}.register would change isinstance() for the whole host; subclass it instead"
+            )
+
+
+def refuse_test_runner(label: str, value: Any) -> None:
+    """Refuse a library's test runner, told by the module its code lives in, not its ``__module__``."""
+    function = value.__func__ if isinstance(value, MethodType) else value
+    code = function.__globals__ if isinstance(function, FunctionType) else {"__name__": type(value).__module__}
+    module = code.get("__name__")
+    if module in _TEST_RUNNER_MODULES:
+        raise SandboxViolation(
+            f"{label} is not available in the sandbox: it runs pytest in this process with the code's arguments"
+        )
+
+
+def exit_refused(error: SystemExit) -> SandboxViolation:
+    """What a `SystemExit` becomes when it ends a block: an error that does not end the host."""
+    refusal = SandboxViolation(
+        f"the code tried to end the process (SystemExit({error.code!r}), raised by a library it called); "
+        "the sandbox does not let code stop the host: return or raise an error instead"
+    )
+    refusal.__traceback__ = error.__traceback__
+    return refusal
