@@ -9,6 +9,8 @@ checked here at the boundary, before the library acts:
   lines, but a class can be given any annotations (``typing.TypedDict('T',
   {'a,open(...)': int})`` copied over by ``functools.update_wrapper``), so every
   name is checked to be a plain, public identifier before the class is processed.
+- Decorators that write onto what they are given (``dataclass``, ``total_ordering``,
+  ``typing.final``...) would rewrite a host class: they take the code's own objects only.
 - ``ABC.register`` changes ``isinstance`` for every caller in the process, and is
   reachable through forwarding objects (``typing.Sequence.register``), so the
   method is judged by what it is bound to, not by the object it was read from.
@@ -23,26 +25,61 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 import keyword
+import typing
+from collections.abc import Callable
 from types import FunctionType, MethodType
 from typing import Any
 
 from codeward.executors.local.imports import SandboxViolation
 
-__all__ = ["checked_dataclass", "exit_refused", "refuse_foreign_register", "refuse_test_runner"]
+__all__ = ["exit_refused", "host_writing_rules", "refuse_foreign_register", "refuse_test_runner"]
 
 #: Where the libraries' test runners live (numpy rewrites their ``__module__`` to ``"numpy"``).
 _TEST_RUNNER_MODULES = frozenset({"numpy._pytesttester", "pandas.util._tester"})
 
 
-def checked_dataclass(cls: Any = None, /, **options: Any) -> Any:
-    """`dataclasses.dataclass`, as decorator or call, refusing fields whose names are not plain identifiers."""
+def host_writing_rules(write: Callable[[Any], Any]) -> dict[str, dict[str, Any]]:
+    """Replacements for the decorators that write onto the object they are given: each first asks
+    `write` (the guard of ``obj.name = value``), so it applies to the code's own classes and functions
+    only, never to a host class (``dataclass(json.JSONEncoder)`` would rewrite the host's encoder)."""
+    own = functools.partial(_on_own_objects, write)
+    transform = typing.dataclass_transform
+    return {
+        "dataclasses": {"dataclass": checked_dataclass(write)},
+        "functools": {"total_ordering": own(functools.total_ordering)},
+        "typing": {
+            "final": own(typing.final),
+            "no_type_check": own(typing.no_type_check),
+            "runtime_checkable": own(typing.runtime_checkable),
+            "dataclass_transform": lambda **options: own(transform(**options)),
+        },
+    }
 
-    def wrap(target: Any) -> Any:
-        check_field_names(target)
-        return dataclasses.dataclass(target, **options)
 
-    return wrap if cls is None else wrap(cls)
+def _on_own_objects(write: Callable[[Any], Any], decorator: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(decorator)
+    def checked(target: Any, /, *args: Any, **kwargs: Any) -> Any:
+        write(target)
+        return decorator(target, *args, **kwargs)
+
+    return checked
+
+
+def checked_dataclass(write: Callable[[Any], Any]) -> Callable[..., Any]:
+    """`dataclasses.dataclass`, as decorator or call, on the code's own classes whose field names are identifiers."""
+
+    def dataclass(cls: Any = None, /, **options: Any) -> Any:
+        def wrap(target: Any) -> Any:
+            write(target)
+            check_field_names(target)
+            return dataclasses.dataclass(target, **options)
+
+        return wrap if cls is None else wrap(cls)
+
+    functools.update_wrapper(dataclass, dataclasses.dataclass)
+    return dataclass
 
 
 def check_field_names(cls: Any) -> None:
