@@ -34,7 +34,7 @@ from codeward.executors.local.builtin_types import (
 from codeward.executors.local.data_policy import DataPolicy
 from codeward.executors.local.forbidden import FORBIDDEN_ATTRIBUTES
 from codeward.executors.local.imports import REFUSED, ImportGate, SandboxViolation
-from codeward.executors.local.library_trust import host_writing_rules, refuse_foreign_register
+from codeward.executors.local.library_trust import library_rules, refuse_foreign_register
 from codeward.executors.local.limits import (
     BudgetSpentOutsideRun,
     Limits,
@@ -645,7 +645,7 @@ class Guards:
             },
             "dataclasses": {"make_dataclass": REFUSED},  # takes a namespace of any names
         }
-        for module, rules in host_writing_rules(self.write).items():
+        for module, rules in library_rules(self.write).items():
             table.setdefault(module, {}).update(rules)
         table["random"]["Random"] = random.Random
         table["random"]["SystemRandom"] = REFUSED

@@ -32,18 +32,19 @@ from collections.abc import Callable
 from types import FunctionType, MethodType
 from typing import Any
 
-from codeward.executors.local.imports import SandboxViolation
+from codeward.executors.local.imports import REFUSED, SandboxViolation
 
-__all__ = ["exit_refused", "host_writing_rules", "refuse_foreign_register", "refuse_test_runner"]
+__all__ = ["exit_refused", "library_rules", "refuse_foreign_register", "refuse_test_runner"]
 
 #: Where the libraries' test runners live (numpy rewrites their ``__module__`` to ``"numpy"``).
 _TEST_RUNNER_MODULES = frozenset({"numpy._pytesttester", "pandas.util._tester"})
 
 
-def host_writing_rules(write: Callable[[Any], Any]) -> dict[str, dict[str, Any]]:
-    """Replacements for the decorators that write onto the object they are given: each first asks
-    `write` (the guard of ``obj.name = value``), so it applies to the code's own classes and functions
-    only, never to a host class (``dataclass(json.JSONEncoder)`` would rewrite the host's encoder)."""
+def library_rules(write: Callable[[Any], Any]) -> dict[str, dict[str, Any]]:
+    """Per-module replacements. The decorators that write onto the object they are given first ask
+    `write` (the guard of ``obj.name = value``), so they apply to the code's own classes and functions
+    only, never to a host class (``dataclass(json.JSONEncoder)`` would rewrite the host's encoder).
+    typing's overload registry is the host's: the code's overloads are not recorded in it."""
     own = functools.partial(_on_own_objects, write)
     transform = typing.dataclass_transform
     return {
@@ -54,8 +55,18 @@ def host_writing_rules(write: Callable[[Any], Any]) -> dict[str, dict[str, Any]]
             "no_type_check": own(typing.no_type_check),
             "runtime_checkable": own(typing.runtime_checkable),
             "dataclass_transform": lambda **options: own(transform(**options)),
+            "no_type_check_decorator": REFUSED,  # applies the real no_type_check to what the decorator returns
+            "NamedTupleMeta": REFUSED,  # a metaclass: builds a class from a namespace of any names
+            "overload": _unrecorded_overload,
+            "clear_overloads": REFUSED,  # empties the host's registry
         },
     }
+
+
+def _unrecorded_overload(function: Any) -> Callable[..., Any]:
+    """typing.overload without the host-wide registry: calling the overload raises as in typing."""
+    dummy: Callable[..., Any] = typing._overload_dummy  # type: ignore[attr-defined]
+    return dummy
 
 
 def _on_own_objects(write: Callable[[Any], Any], decorator: Callable[..., Any]) -> Callable[..., Any]:
