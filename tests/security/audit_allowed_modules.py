@@ -97,9 +97,11 @@ def _entry_functions(value: Any) -> list[FunctionType]:
     if isinstance(value, FunctionType):
         return [value]
     if isinstance(value, type):
-        members = [getattr(vars(value).get(name), "__func__", vars(value).get(name)) for name in ("__init__", "__new__")]
+        members = [
+            getattr(vars(value).get(name), "__func__", vars(value).get(name)) for name in ("__init__", "__new__")
+        ]
         return [member for member in members if isinstance(member, FunctionType)]
-    call = getattr(type(value), "__call__", None)
+    call = getattr(type(value), "__call__", None)  # noqa: B004  # the method itself, to walk its code
     return [call] if isinstance(call, FunctionType) else []
 
 
@@ -107,6 +109,8 @@ def _walk(function: FunctionType, depth: int, found: dict[str, str], seen: set[i
     if id(function.__code__) in seen:
         return
     seen.add(id(function.__code__))
+    if depth == 0:
+        _argument_writes(function, found)
     for code in _codes(function.__code__):
         previous: Any = None
         for instruction in dis.get_instructions(code):
@@ -125,6 +129,20 @@ def _walk(function: FunctionType, depth: int, found: dict[str, str], seen: set[i
                 if depth < DEPTH and isinstance(target, FunctionType):
                     _walk(target, depth + 1, found, seen)
             previous = None
+
+
+def _argument_writes(function: FunctionType, found: dict[str, str]) -> None:
+    """``argument.name = value`` in `function`'s own body: a decorator that writes onto what it is given
+    (``typing.final``) changes a host class when given one. A method's ``self`` is its own object."""
+    code = function.__code__
+    parameters = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    if "." in function.__qualname__:
+        parameters = parameters[1:]
+    previous = None
+    for instruction in dis.get_instructions(code):
+        if instruction.opname == "STORE_ATTR" and previous is not None and previous.argval in parameters:
+            found.setdefault(f"{previous.argval}.{instruction.argval} = ...", function.__qualname__)
+        previous = instruction
 
 
 def _codes(code: CodeType) -> Iterator[CodeType]:
@@ -217,5 +235,3 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
-
-

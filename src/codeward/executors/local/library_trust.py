@@ -10,7 +10,7 @@ checked here at the boundary, before the library acts:
   {'a,open(...)': int})`` copied over by ``functools.update_wrapper``), so every
   name is checked to be a plain, public identifier before the class is processed.
 - Decorators that write onto what they are given (``dataclass``, ``total_ordering``,
-  ``typing.final``...) would rewrite a host class: they take the code's own objects only.
+  ``typing.final``, ``abstractmethod``...) would rewrite a host class: they take the code's own objects only.
 - ``ABC.register`` changes ``isinstance`` for every caller in the process, and is
   reachable through forwarding objects (``typing.Sequence.register``), so the
   method is judged by what it is bound to, not by the object it was read from.
@@ -50,7 +50,9 @@ def library_rules(write: Callable[[Any], Any]) -> dict[str, dict[str, Any]]:
     return {
         "dataclasses": {"dataclass": checked_dataclass(write)},
         "functools": {"total_ordering": own(functools.total_ordering)},
+        "numbers": {"abstractmethod": own(abc.abstractmethod)},
         "typing": {
+            "abstractmethod": own(abc.abstractmethod),
             "final": own(typing.final),
             "no_type_check": own(typing.no_type_check),
             "runtime_checkable": own(typing.runtime_checkable),
