@@ -1,0 +1,273 @@
+"""The sandbox trusts no allowed library to keep its rules.
+
+Each attack goes through a function of an allowed module that would turn data into code
+(`dataclasses` writes field names into source), change the host for every caller
+(``ABC.register``, decorators that write onto a host class), run pytest in the sandbox's
+process (numpy's and pandas' test runners), or end the host (a library's `SystemExit`).
+The harness shows each harm without the sandbox first. The ordinary uses of the same
+functions keep working, and an audit of the allowed modules keeps the list honest.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codeward.executors import LocalExecutor
+from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS
+from tests.security import audit_allowed_modules
+from tests.security.conftest import in_process_only
+
+# dataclasses writes field names into code ------------------------------------------
+#: A TypedDict may have any keys; update_wrapper copies its annotations onto the code's class,
+#: and dataclass writes them into the source of __eq__, run with the real builtins.
+INJECTED_FIELD = (
+    "import typing, dataclasses, functools\n"
+    "X = typing.TypedDict('X', {NAME: int})\n"
+    "class C:\n"
+    "    pass\n"
+    "functools.update_wrapper(C, X, updated=())\n"
+    "dataclasses.dataclass(C, init=False, repr=False)\n"
+    "C() == C()\n"
+)
+
+
+def test_field_names_written_into_code_are_refused(attack):
+    error = attack(INJECTED_FIELD.replace("NAME", '''"__class__,open('CANARY', 'w').close()"'''))
+    assert "field name" in error.message and "public identifier" in error.message
+
+
+@pytest.mark.parametrize("name", ["'a b'", "'class'", "'_hidden'", "1"])
+def test_field_names_that_are_not_public_identifiers_are_refused(name):
+    with LocalExecutor(isolation="in_process") as executor, pytest.raises(Exception, match="not a public identifier"):
+        executor.run(INJECTED_FIELD.replace("NAME", name))
+
+
+# Decorators that write onto what they are given --------------------------------------
+@pytest.mark.parametrize(
+    ("decorate", "changed"),
+    [
+        ("dataclasses.dataclass(json.JSONEncoder)", "'JSONEncoder(' in repr(json.JSONEncoder())"),
+        ("typing.final(json.JSONEncoder)", "getattr(json.JSONEncoder, '__final__', False)"),
+        ("typing.no_type_check(json.JSONEncoder)", "getattr(json.JSONEncoder, '__no_type_check__', False)"),
+        ("typing.abstractmethod(json.dumps)", "getattr(json.dumps, '__isabstractmethod__', False)"),
+        ("numbers.abstractmethod(json.loads)", "getattr(json.loads, '__isabstractmethod__', False)"),
+    ],
+    ids=lambda text: text.split("(")[0],
+)
+def test_decorators_do_not_rewrite_host_classes_and_functions(decorate, changed, attack):
+    code = f"import dataclasses, json, numbers, typing\n{decorate}\nif {changed}:\n    open('CANARY', 'w').close()\n"
+    error = attack(code)
+    assert "belongs to the host" in error.message
+
+
+def test_total_ordering_does_not_rewrite_host_classes(attack):
+    """numbers.Real defines __lt__ and __le__ only: total_ordering would add __gt__ and __ge__ to it."""
+    error = attack(
+        "import functools, numbers\nfunctools.total_ordering(numbers.Real)\n"
+        "if '__gt__' in getattr(numbers.Real, '__dict__'):\n    open('CANARY', 'w').close()"
+    )
+    assert "belongs to the host" in error.message
+
+
+def test_typing_metaclass_and_registry_functions_are_refused(attack):
+    for name in ("NamedTupleMeta", "no_type_check_decorator", "clear_overloads"):
+        error = attack(f"import typing\ntyping.{name}\nopen('CANARY', 'w').close()")
+        assert f"typing.{name} is not available" in error.message
+
+
+# ABC.register changes isinstance() for the whole host ---------------------------------
+@pytest.mark.parametrize(
+    "register",
+    [
+        "typing.Sequence.register(C)",
+        "typing.Hashable.register(C)",
+        "collections.abc.Sequence.register(C)",
+        "getattr(collections.abc.Sequence, 'regis' + 'ter')(C)",
+        "numbers.Number.register(C)",
+    ],
+    ids=lambda text: text.split("(")[0],
+)
+def test_registering_with_host_abcs_is_refused(register, attack):
+    code = (
+        "import collections.abc, numbers, typing\nclass C:\n    pass\n"
+        f"{register}\n"
+        "if isinstance(C(), (collections.abc.Sequence, collections.abc.Hashable, numbers.Number)):\n"
+        "    open('CANARY', 'w').close()\n"
+    )
+    error = attack(code)
+    assert "isinstance() for the whole host" in error.message
+
+
+def test_abcmeta_register_itself_is_refused(attack):
+    error = attack(
+        "import abc, collections.abc\nclass C:\n    pass\nabc.ABCMeta.register(collections.abc.Sized, C)\n"
+        "open('CANARY', 'w').close()",
+        authorized_imports=["abc", "collections.abc"],
+    )
+    assert "isinstance() for the whole host" in error.message
+
+
+# numpy's and pandas' test runners run pytest in the sandbox's process --------------------
+RUNNERS = {
+    "numpy.test": "import numpy\nnumpy.test(extra_argv=['--debug=CANARY', '-p', 'no:cacheprovider'], tests=['/no'])",
+    "numpy.linalg.test": (
+        "import numpy\nnumpy.linalg.test(extra_argv=['--debug=CANARY', '-p', 'no:cacheprovider'], tests=['/no'])"
+    ),
+    "pandas.test": "import pandas\npandas.test(extra_args=['--debug=CANARY', '-p', 'no:cacheprovider', '/no'])",
+}
+
+
+def _writes_outside(code: str, tmp_path: Path) -> bool:
+    """The control, run in a child Python (pytest inside this one would disturb the run): the
+    runner writes pytest's debug log where the code says."""
+    target = tmp_path / "control-debug.log"
+    subprocess.run([sys.executable, "-c", code.replace("CANARY", str(target))], capture_output=True, timeout=120)
+    return target.exists()
+
+
+@pytest.mark.parametrize("runner", list(RUNNERS))
+def test_library_test_runners_are_refused(runner, attack, tmp_path):
+    pytest.importorskip("numpy")
+    pytest.importorskip("pandas")
+    code = RUNNERS[runner]
+    error = attack(code, control=lambda: _writes_outside(code, tmp_path), authorized_imports=["numpy", "pandas"])
+    assert f"{runner} is not available" in error.message and "pytest" in error.message
+
+
+# A library's SystemExit ends the block, not the host ---------------------------------------
+def library_that_exits(code: int = 3) -> None:
+    """Stands for a library function that calls sys.exit (as pandas.test does)."""
+    raise SystemExit(code)
+
+
+@in_process_only
+def test_a_librarys_system_exit_does_not_end_the_host(attack):
+    error = attack("leave()", variables={"leave": library_that_exits}, control="stops")
+    assert "SystemExit(3)" in error.message and "end the process" in error.message
+
+
+@in_process_only
+def test_the_code_cannot_catch_a_librarys_system_exit_to_go_on(attack):
+    error = attack(
+        "try:\n    leave()\nexcept BaseException:\n    pass\nleave()",
+        variables={"leave": library_that_exits},
+        control="stops",
+    )
+    assert "SystemExit" in error.message
+
+
+# Ordinary uses keep working ----------------------------------------------------------------
+ORDINARY = """
+import collections, dataclasses, functools, numbers, typing
+from dataclasses import dataclass, field
+
+Point = collections.namedtuple('Point', 'x y')
+
+@dataclass(frozen=True, order=True)
+class Base:
+    name: str
+
+@dataclass(frozen=True, order=True)
+class Item(Base):
+    count: int = 0
+    tags: list = field(default_factory=list)
+
+@functools.total_ordering
+class Version:
+    def __init__(self, n):
+        self.n = n
+    def __eq__(self, other):
+        return self.n == other.n
+    def __lt__(self, other):
+        return self.n < other.n
+
+@typing.final
+class Leaf:
+    pass
+
+class Shape(collections.abc.Sized):
+    @typing.abstractmethod
+    def area(self): ...
+    def __len__(self):
+        return 0
+
+class MySequence(collections.abc.Sequence):
+    def __getitem__(self, i):
+        return i
+    def __len__(self):
+        return 0
+
+MySequence.register(Point)
+
+@typing.overload
+def double(x: int) -> int: ...
+@typing.overload
+def double(x: str) -> str: ...
+def double(x):
+    return x * 2
+
+Movie = typing.TypedDict('Movie', {'first-name': str, 'year': int})
+Pair = typing.NamedTuple('Pair', [('a', int), ('b', int)])
+result = (
+    Point(1, 2).y,
+    dataclasses.asdict(Item('a', 2)),
+    Item('a', 1) < Item('a', 2),
+    Version(1) <= Version(2),
+    isinstance(Point(1, 2), MySequence),
+    double(3),
+    Movie({'first-name': 'x', 'year': 1}),
+    Pair(1, 2).b,
+    isinstance(Leaf(), Leaf),
+)
+result
+"""
+
+
+@pytest.mark.parametrize("isolation", ["process", "in_process"])
+def test_ordinary_uses_of_the_checked_functions_still_work(isolation):
+    with LocalExecutor(isolation=isolation) as executor:
+        output: Any = executor.run(ORDINARY).output
+    assert tuple(output) == (
+        2,
+        {"name": "a", "count": 2, "tags": []},
+        True,
+        True,
+        True,
+        6,
+        {"first-name": "x", "year": 1},
+        2,
+        True,
+    )
+
+
+# The audit ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def findings() -> list[audit_allowed_modules.Finding]:
+    return audit_allowed_modules.audit(list(DEFAULT_AUTHORIZED_IMPORTS))
+
+
+def test_every_flagged_default_callable_is_refused_replaced_or_reviewed(findings):
+    missing = audit_allowed_modules.unreviewed(findings)
+    assert not missing, "flagged, let through, and not reviewed: " + "; ".join(
+        f"{finding.name} reaches {', '.join(finding.reaches)}" for finding in missing
+    )
+
+
+def test_the_audit_finds_what_it_is_meant_to(findings):
+    """It found item by item what this file attacks: dataclass's exec (now replaced), and the
+    re-exported abstractmethod that writes onto its argument."""
+    by_name = {finding.name: finding for finding in findings}
+    assert any(reach.startswith("exec") for reach in by_name["dataclasses.dataclass"].reaches)
+    assert by_name["dataclasses.dataclass"].verdict == "replaced"
+    assert by_name["dataclasses.make_dataclass"].verdict == "refused"
+    assert by_name["typing.abstractmethod"].verdict == "replaced"
+
+
+def test_the_reviewed_list_names_only_flagged_callables_that_go_through(findings):
+    through = {finding.name for finding in findings if finding.verdict == "through"}
+    assert set(audit_allowed_modules.REVIEWED) <= through
