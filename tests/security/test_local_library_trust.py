@@ -139,6 +139,25 @@ def test_library_test_runners_are_refused(runner, attack, tmp_path):
     assert f"{runner} is not available" in error.message and "pytest" in error.message
 
 
+def test_numpy_info_does_not_import_modules_by_name(attack, canary, tmp_path, monkeypatch):
+    """``numpy.info(toplevel=name)`` imports the module named: here one whose import writes the canary."""
+    pytest.importorskip("numpy")
+    folder = tmp_path / "modules"
+    folder.mkdir()
+    (folder / "codeward_import_canary.py").write_text(f"open({str(canary)!r}, 'w').close()\n")
+    monkeypatch.syspath_prepend(str(folder))
+    code = "import numpy\nnumpy.info('x', toplevel='codeward_import_canary')\nwritten = 'CANARY'"  # named: the control must write it
+    error = attack(code, authorized_imports=["numpy"])
+    assert "imports any module by name" in error.message
+
+
+def test_numpy_info_of_an_object_still_works():
+    pytest.importorskip("numpy")
+    with LocalExecutor(isolation="in_process", authorized_imports=["numpy"]) as executor:
+        logs = executor.run("import numpy\nnumpy.info(numpy.add)").logs
+    assert "add" in logs
+
+
 # A library's SystemExit ends the block, not the host ---------------------------------------
 def library_that_exits(code: int = 3) -> None:
     """Stands for a library function that calls sys.exit (as pandas.test does)."""

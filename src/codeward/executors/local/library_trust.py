@@ -17,6 +17,7 @@ checked here at the boundary, before the library acts:
 - numpy's and pandas' test runners (``numpy.test``, each submodule's ``.test``,
   ``pandas.test``) run pytest in the sandbox's process with the code's arguments
   (its plugins, its output files): they are refused wherever they are reached.
+  ``numpy.info(toplevel=name)`` imports any installed module: only ``numpy.info(obj)`` is given.
 - A `SystemExit` a library raises (``pandas.test()`` calls ``sys.exit``) would end the
   host with ``isolation="in_process"``; it ends the block instead, as an error.
 """
@@ -34,10 +35,12 @@ from typing import Any
 
 from codeward.executors.local.imports import REFUSED, SandboxViolation
 
-__all__ = ["exit_refused", "library_rules", "refuse_foreign_register", "refuse_test_runner"]
+__all__ = ["exit_refused", "library_rules", "refuse_foreign_register", "vet_library_function"]
 
 #: Where the libraries' test runners live (numpy rewrites their ``__module__`` to ``"numpy"``).
 _TEST_RUNNER_MODULES = frozenset({"numpy._pytesttester", "pandas.util._tester"})
+#: numpy.info: (the module its code lives in, its name).
+_NUMPY_INFO = ("numpy.lib._utils_impl", "info")
 
 
 def library_rules(write: Callable[[Any], Any]) -> dict[str, dict[str, Any]]:
@@ -131,8 +134,10 @@ def refuse_foreign_register(value: Any, sandbox_module: str) -> None:
             )
 
 
-def refuse_test_runner(label: str, value: Any) -> None:
-    """Refuse a library's test runner, told by the module its code lives in, not its ``__module__``."""
+def vet_library_function(label: str, value: Any) -> Any:
+    """A numpy or pandas module attribute: test runners refused, numpy.info checked, anything else as it is.
+
+    Told by the module the code lives in, not by ``__module__``, which numpy rewrites to ``"numpy"``."""
     function = value.__func__ if isinstance(value, MethodType) else value
     code = function.__globals__ if isinstance(function, FunctionType) else {"__name__": type(value).__module__}
     module = code.get("__name__")
@@ -140,6 +145,24 @@ def refuse_test_runner(label: str, value: Any) -> None:
         raise SandboxViolation(
             f"{label} is not available in the sandbox: it runs pytest in this process with the code's arguments"
         )
+    if (module, getattr(function, "__name__", None)) == _NUMPY_INFO:
+        return _checked_info(value)
+    return value
+
+
+def _checked_info(info: Callable[..., Any]) -> Callable[..., Any]:
+    """numpy.info for one object: its ``toplevel`` imports any module by name, its ``output`` writes anywhere."""
+
+    @functools.wraps(info)
+    def checked(object: Any = None, maxwidth: int = 76, output: Any = None, toplevel: Any = "numpy") -> Any:
+        if output is not None or type(toplevel) is not str or toplevel != "numpy":
+            raise SandboxViolation(
+                "numpy.info(output=..., toplevel=...) is not available in the sandbox: toplevel imports any "
+                "module by name; call numpy.info(obj)"
+            )
+        return info(object, maxwidth)
+
+    return checked
 
 
 def exit_refused(error: SystemExit) -> SandboxViolation:
