@@ -44,8 +44,6 @@ REVIEWED: dict[str, str] = {
     "typing.NamedTuple": "builds its class with collections.namedtuple, which checks the names",
     "copy.copy": "reads the copy protocol's special names and sets the copied state on the new object only",
     "copy.deepcopy": "as copy.copy",
-    "dataclasses.asdict": "reads each field by its name; see the plan: a host dataclass's '_' fields, in process",
-    "dataclasses.astuple": "as dataclasses.asdict",
     "dataclasses.fields": "returns the Field records (whose attributes the code reads through the guards)",
     "dataclasses.replace": "reads the init fields by their names and calls the class with them",
     "functools.cache": "functools.lru_cache without a size",

@@ -10,6 +10,8 @@ functions keep working, and an audit of the allowed modules keeps the list hones
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -180,9 +182,44 @@ def test_the_code_cannot_catch_a_librarys_system_exit_to_go_on(attack):
     assert "SystemExit" in error.message
 
 
+# Functions that read by name or key read as the guards do (in process: host objects) ---------
+def host_writer(path: str) -> None:
+    """A host function that is no machine object the gate knows, kept in a host record's private field."""
+    Path(path).write_text("written")
+
+
+@dataclasses.dataclass
+class HostRecord:
+    _writer: Any
+    label: str = "record"
+
+
+@in_process_only
+def test_asdict_does_not_hand_over_private_fields(attack):
+    error = attack(
+        "import dataclasses\ndataclasses.asdict(record)['_writer']('CANARY')",
+        variables={"record": HostRecord(host_writer)},
+    )
+    assert "'_writer' is private" in error.message
+
+
+@in_process_only
+def test_astuple_does_not_hand_over_private_fields(attack):
+    error = attack(
+        "import dataclasses\ndataclasses.astuple(record)[0]('CANARY')", variables={"record": HostRecord(host_writer)}
+    )
+    assert "'_writer' is private" in error.message
+
+
+@in_process_only
+def test_itemgetter_vets_what_it_reads(attack):
+    error = attack("import operator\noperator.itemgetter(0)(fs)('touch CANARY')", variables={"fs": [os.system]})
+    assert "'system' belongs to the module 'os'" in error.message
+
+
 # Ordinary uses keep working ----------------------------------------------------------------
 ORDINARY = """
-import collections, dataclasses, functools, numbers, typing
+import collections, dataclasses, functools, numbers, operator, typing
 from dataclasses import dataclass, field
 
 Point = collections.namedtuple('Point', 'x y')
@@ -242,6 +279,8 @@ result = (
     Movie({'first-name': 'x', 'year': 1}),
     Pair(1, 2).b,
     isinstance(Leaf(), Leaf),
+    operator.itemgetter(1, 0)((5, 6)),
+    operator.itemgetter('a')({'a': 7}),
 )
 result
 """
@@ -261,6 +300,8 @@ def test_ordinary_uses_of_the_checked_functions_still_work(isolation):
         {"first-name": "x", "year": 1},
         2,
         True,
+        (6, 5),
+        7,
     )
 
 

@@ -645,7 +645,7 @@ class Guards:
             },
             "dataclasses": {"make_dataclass": REFUSED},  # takes a namespace of any names
         }
-        for module, rules in library_rules(self.write).items():
+        for module, rules in library_rules(self.write, self.getitem).items():
             table.setdefault(module, {}).update(rules)
         table["random"]["Random"] = random.Random
         table["random"]["SystemRandom"] = REFUSED

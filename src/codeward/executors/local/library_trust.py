@@ -43,16 +43,19 @@ _TEST_RUNNER_MODULES = frozenset({"numpy._pytesttester", "pandas.util._tester"})
 _NUMPY_INFO = ("numpy.lib._utils_impl", "info")
 
 
-def library_rules(write: Callable[[Any], Any]) -> dict[str, dict[str, Any]]:
+def library_rules(write: Callable[[Any], Any], getitem: Callable[[Any, Any], Any]) -> dict[str, dict[str, Any]]:
     """Per-module replacements. The decorators that write onto the object they are given first ask
     `write` (the guard of ``obj.name = value``), so they apply to the code's own classes and functions
     only, never to a host class (``dataclass(json.JSONEncoder)`` would rewrite the host's encoder).
-    typing's overload registry is the host's: the code's overloads are not recorded in it."""
+    typing's overload registry is the host's: the code's overloads are not recorded in it. The
+    functions that read by name or key read as the guards do: `getitem` (``obj[key]``, vetted),
+    and no dataclass field whose name starts with ``_``."""
     own = functools.partial(_on_own_objects, write)
     transform = typing.dataclass_transform
     return {
-        "dataclasses": {"dataclass": checked_dataclass(write)},
+        "dataclasses": {"dataclass": checked_dataclass(write), "asdict": _public_asdict, "astuple": _public_astuple},
         "functools": {"total_ordering": own(functools.total_ordering)},
+        "operator": {"itemgetter": functools.partial(_itemgetter, getitem)},
         "numbers": {"abstractmethod": own(abc.abstractmethod)},
         "typing": {
             "abstractmethod": own(abc.abstractmethod),
@@ -66,6 +69,35 @@ def library_rules(write: Callable[[Any], Any]) -> dict[str, dict[str, Any]]:
             "clear_overloads": REFUSED,  # empties the host's registry
         },
     }
+
+
+def _itemgetter(getitem: Callable[[Any, Any], Any], *items: Any) -> Callable[[Any], Any]:
+    """operator.itemgetter, reading each item as ``obj[key]`` does in the sandbox (vetted)."""
+    if not items:
+        raise TypeError("itemgetter expected 1 argument, got 0")
+    if len(items) == 1:
+        return lambda obj: getitem(obj, items[0])
+    return lambda obj: tuple(getitem(obj, item) for item in items)
+
+
+def _public_asdict(obj: Any, *, dict_factory: Callable[..., Any] = dict) -> Any:
+    """dataclasses.asdict, refusing a dataclass (nested ones too) with a field the code could not read as ``obj._x``."""
+    return dataclasses.asdict(obj, dict_factory=lambda pairs: dict_factory(_public_pairs(pairs)))
+
+
+def _public_astuple(obj: Any, *, tuple_factory: Callable[..., Any] = tuple) -> Any:
+    """dataclasses.astuple, refusing as `_public_asdict` does (whose walk checks the names astuple does not see)."""
+    dataclasses.asdict(obj, dict_factory=_public_pairs)
+    return dataclasses.astuple(obj, tuple_factory=tuple_factory)
+
+
+def _public_pairs(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    for name, _ in pairs:
+        if name.startswith("_"):
+            raise SandboxViolation(
+                f"dataclasses.asdict/astuple: the field {name!r} is private and not available in the sandbox"
+            )
+    return pairs
 
 
 def _unrecorded_overload(function: Any) -> Callable[..., Any]:
