@@ -172,6 +172,11 @@ def test_a_librarys_system_exit_does_not_end_the_host(attack):
     assert "SystemExit(3)" in error.message and "end the process" in error.message
 
 
+@pytest.mark.parametrize("code", ["exit(0)", "quit()", "import sys\nsys.exit(0)"])
+def test_the_codes_own_exit_is_not_reachable(code, attack):
+    attack(code, control="stops")
+
+
 @in_process_only
 def test_the_code_cannot_catch_a_librarys_system_exit_to_go_on(attack):
     error = attack(
@@ -212,8 +217,9 @@ def test_astuple_does_not_hand_over_private_fields(attack):
 
 
 @in_process_only
-def test_itemgetter_vets_what_it_reads(attack):
-    error = attack("import operator\noperator.itemgetter(0)(fs)('touch CANARY')", variables={"fs": [os.system]})
+@pytest.mark.parametrize("read", ["operator.itemgetter(0)(fs)", "operator.getitem(fs, 0)"])
+def test_operator_item_readers_vet_what_they_read(read, attack):
+    error = attack(f"import operator\n{read}('touch CANARY')", variables={"fs": [os.system]})
     assert "'system' belongs to the module 'os'" in error.message
 
 
@@ -281,6 +287,7 @@ result = (
     isinstance(Leaf(), Leaf),
     operator.itemgetter(1, 0)((5, 6)),
     operator.itemgetter('a')({'a': 7}),
+    operator.getitem([1, 2], 1),
 )
 result
 """
@@ -302,6 +309,7 @@ def test_ordinary_uses_of_the_checked_functions_still_work(isolation):
         True,
         (6, 5),
         7,
+        2,
     )
 
 

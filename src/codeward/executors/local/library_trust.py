@@ -55,7 +55,7 @@ def library_rules(write: Callable[[Any], Any], getitem: Callable[[Any, Any], Any
     return {
         "dataclasses": {"dataclass": checked_dataclass(write), "asdict": _public_asdict, "astuple": _public_astuple},
         "functools": {"total_ordering": own(functools.total_ordering)},
-        "operator": {"itemgetter": functools.partial(_itemgetter, getitem)},
+        "operator": {"itemgetter": functools.partial(_itemgetter, getitem), "getitem": getitem},
         "numbers": {"abstractmethod": own(abc.abstractmethod)},
         "typing": {
             "abstractmethod": own(abc.abstractmethod),
