@@ -132,7 +132,9 @@ def checked_dataclass(write: Callable[[Any], Any]) -> Callable[..., Any]:
 
 def check_field_names(cls: Any) -> None:
     """Every name `dataclasses` will write into source for `cls`: its own annotations, and
-    the fields of its dataclass bases. Anything not a plain str identifier is refused."""
+    the fields of its dataclass bases. Anything not a plain str public identifier is refused.
+    The class is given a fresh copy of its annotations, so that no one holding the checked dict
+    can change a name between the check and the code generation."""
     if not isinstance(cls, type):
         return  # dataclasses raises its own TypeError
     annotations = cls.__dict__.get("__annotations__", {})  # noqa: RUF063  # as dataclasses reads them
@@ -140,7 +142,8 @@ def check_field_names(cls: Any) -> None:
         raise SandboxViolation(
             f"dataclass {cls.__name__!r}: its annotations are not a plain dict; declare fields as 'name: type' lines"
         )
-    names: list[Any] = list(annotations)
+    fresh = dict(annotations)
+    names: list[Any] = list(fresh)
     for base in cls.__mro__[1:]:
         fields = base.__dict__.get(dataclasses._FIELDS)  # type: ignore[attr-defined]
         if isinstance(fields, dict):
@@ -151,6 +154,8 @@ def check_field_names(cls: Any) -> None:
                 f"dataclass {cls.__name__!r}: the field name {name!r} is not a public identifier, and dataclasses "
                 "would write it into code; use names like 'count' for dataclass fields"
             )
+    if "__annotations__" in cls.__dict__:
+        type.__setattr__(cls, "__annotations__", fresh)
 
 
 def refuse_foreign_register(value: Any, sandbox_module: str) -> None:
