@@ -4,7 +4,8 @@ The sandbox trusts no allowed library to keep its rules. This audit lists every 
 function, class and public method of the default allow-list (and of numpy and pandas when
 installed), walks its bytecode for what it calls, following the Python functions it calls
 through its globals up to `DEPTH` calls deep, and flags those that reach a name in
-`DANGEROUS_NAMES` or `DANGEROUS_ATTRIBUTES`. For each flagged callable it asks the sandbox
+`DANGEROUS_NAMES`, `DANGEROUS_ATTRIBUTES` or `PROCESS_ATTRIBUTES`, that import a module
+outside the standard library and the allowed ones, or that set attributes on their arguments. For each flagged callable it asks the sandbox
 itself (a `LocalExecutor` in process) what the code gets: ``refused``, ``replaced`` (another
 object than the library's) or ``through``.
 
@@ -32,9 +33,13 @@ from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS
 DANGEROUS_NAMES = frozenset({"exec", "eval", "compile", "getattr", "setattr", "__import__", "subprocess"})
 #: Attributes (``module.name``) that import by name, end the process or run commands.
 DANGEROUS_ATTRIBUTES = frozenset({"import_module", "exit", "_exit", "system", "Popen", "run_module"})
+#: Attributes of the host process's own state, flagged on whatever object they are read (``sys`` is often
+#: imported inside the function): a command-line entry point reads the host's arguments and stdin.
+PROCESS_ATTRIBUTES = frozenset({"argv", "stdin"})
 #: How many calls deep the walk follows Python functions (``dataclass`` reaches ``exec`` at 4).
 DEPTH = 5
 DATA_LIBRARIES = ("numpy", "pandas")
+_ALLOWED_TOPS = frozenset(name.split(".")[0] for name in DEFAULT_AUTHORIZED_IMPORTS) | set(DATA_LIBRARIES)
 
 #: Flagged callables of the default allow-list that the sandbox lets through, and why that is safe.
 REVIEWED: dict[str, str] = {
@@ -111,7 +116,8 @@ def _walk(function: FunctionType, depth: int, found: dict[str, str], seen: set[i
         _argument_writes(function, found)
     for code in _codes(function.__code__):
         previous: Any = None
-        for instruction in dis.get_instructions(code):
+        instructions = list(dis.get_instructions(code))
+        for index, instruction in enumerate(instructions):
             name = instruction.argval
             if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
                 if name in DANGEROUS_NAMES:
@@ -120,6 +126,11 @@ def _walk(function: FunctionType, depth: int, found: dict[str, str], seen: set[i
                 if depth < DEPTH and isinstance(previous, FunctionType):
                     _walk(previous, depth + 1, found, seen)
                 continue
+            relative = index >= 2 and instructions[index - 2].argval != 0  # the level, loaded two before
+            if instruction.opname == "IMPORT_NAME" and not relative and _foreign_import(name, function):
+                found.setdefault(f"import {name}", function.__qualname__)
+            if instruction.opname in ("LOAD_ATTR", "LOAD_METHOD") and name in PROCESS_ATTRIBUTES:
+                found.setdefault(f"sys.{name}", function.__qualname__)
             if instruction.opname in ("LOAD_ATTR", "LOAD_METHOD") and isinstance(previous, ModuleType):
                 target = getattr(previous, name, None)
                 if name in DANGEROUS_ATTRIBUTES:
@@ -141,6 +152,14 @@ def _argument_writes(function: FunctionType, found: dict[str, str]) -> None:
         if instruction.opname == "STORE_ATTR" and previous is not None and previous.argval in parameters:
             found.setdefault(f"{previous.argval}.{instruction.argval} = ...", function.__qualname__)
         previous = instruction
+
+
+def _foreign_import(name: str, function: FunctionType) -> bool:
+    """An import, inside a function, of a module outside the standard library, the allowed modules and the
+    function's own package (numpy.test imports pytest when called): the audit cannot see what it runs."""
+    top = name.split(".")[0]
+    own = str(function.__globals__.get("__name__", "")).split(".")[0]
+    return bool(top) and top not in (own, *_ALLOWED_TOPS) and top not in sys.stdlib_module_names
 
 
 def _codes(code: CodeType) -> Iterator[CodeType]:

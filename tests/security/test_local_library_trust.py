@@ -162,6 +162,14 @@ def test_the_codes_own_exit_is_not_reachable(code, attack):
     attack(code, control="stops")
 
 
+def test_command_line_entry_points_are_refused(attack, monkeypatch):
+    """base64.main parses the host's argv: given an option it does not know, it sets the host's
+    sys.stdout to stderr and calls sys.exit."""
+    monkeypatch.setattr(sys, "argv", ["base64", "-z"])
+    error = attack("import base64\nbase64.main()", control="stops")
+    assert "base64.main is not available" in error.message
+
+
 @in_process_only
 def test_the_code_cannot_catch_a_librarys_system_exit_to_go_on(attack):
     error = attack(

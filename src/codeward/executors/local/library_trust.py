@@ -53,6 +53,8 @@ def library_rules(write: Callable[[Any], Any], getitem: Callable[[Any, Any], Any
     own = functools.partial(_on_own_objects, write)
     transform = typing.dataclass_transform
     return {
+        "base64": {"main": REFUSED},  # the command line: reads the host's argv and stdin, may sys.exit
+        "json.tool": {"main": REFUSED},  # the same, and writes the file its argv names
         "dataclasses": {"dataclass": checked_dataclass(write), "asdict": _public_asdict, "astuple": _public_astuple},
         "functools": {"total_ordering": own(functools.total_ordering)},
         "operator": {"itemgetter": functools.partial(_itemgetter, getitem), "getitem": getitem},
