@@ -33,12 +33,14 @@ from collections.abc import Callable
 from types import FunctionType, MethodType
 from typing import Any
 
-from codeward.executors.local.imports import REFUSED, SandboxViolation
+from codeward.executors.local.imports import Refused, SandboxViolation
 
 __all__ = ["exit_refused", "library_rules", "refuse_foreign_register", "vet_library_function"]
 
 #: Where the libraries' test runners live (numpy rewrites their ``__module__`` to ``"numpy"``).
 _TEST_RUNNER_MODULES = frozenset({"numpy._pytesttester", "pandas.util._tester"})
+#: Why a module's command-line entry point is refused.
+_COMMAND_LINE = "it is the module's command line, reading the host's argv and stdin, and it may end the process"
 #: numpy.info: (the module its code lives in, its name).
 _NUMPY_INFO = ("numpy.lib._utils_impl", "info")
 
@@ -53,8 +55,8 @@ def library_rules(write: Callable[[Any], Any], getitem: Callable[[Any, Any], Any
     own = functools.partial(_on_own_objects, write)
     transform = typing.dataclass_transform
     return {
-        "base64": {"main": REFUSED},  # the command line: reads the host's argv and stdin, may sys.exit
-        "json.tool": {"main": REFUSED},  # the same, and writes the file its argv names
+        "base64": {"main": Refused(_COMMAND_LINE)},
+        "json.tool": {"main": Refused(_COMMAND_LINE)},
         "dataclasses": {"dataclass": checked_dataclass(write), "asdict": _public_asdict, "astuple": _public_astuple},
         "functools": {"total_ordering": own(functools.total_ordering)},
         "operator": {"itemgetter": functools.partial(_itemgetter, getitem), "getitem": getitem},
@@ -65,10 +67,10 @@ def library_rules(write: Callable[[Any], Any], getitem: Callable[[Any, Any], Any
             "no_type_check": own(typing.no_type_check),
             "runtime_checkable": own(typing.runtime_checkable),
             "dataclass_transform": lambda **options: own(transform(**options)),
-            "no_type_check_decorator": REFUSED,  # applies the real no_type_check to what the decorator returns
-            "NamedTupleMeta": REFUSED,  # a metaclass: builds a class from a namespace of any names
+            "no_type_check_decorator": Refused("it marks whatever its decorator returns, host objects included"),
+            "NamedTupleMeta": Refused("a metaclass builds classes from a namespace of any names; use class"),
             "overload": _unrecorded_overload,
-            "clear_overloads": REFUSED,  # empties the host's registry
+            "clear_overloads": Refused("it empties the host's registry of overloads"),
         },
     }
 
