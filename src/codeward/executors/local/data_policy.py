@@ -43,6 +43,7 @@ from typing import Any
 
 from codeward.executors.local.forbidden import FORBIDDEN_ATTRIBUTES
 from codeward.executors.local.imports import SandboxViolation
+from codeward.executors.local.library_trust import vet_library_function
 
 __all__ = ["DataPolicy"]
 
@@ -216,6 +217,7 @@ class DataPolicy:
         if module_name.split(".")[0] not in _LIBRARIES:
             return value
         self._watch_options()
+        value = vet_library_function(f"{module_name}.{attribute}", value)
         target = getattr(value, "__name__", "") if isinstance(value, type(os)) else ""
         if target and _refused_module(target):
             raise SandboxViolation(f"{target} is not available in the sandbox (file, pickle or code access)")

@@ -11,7 +11,6 @@ attributes...).
 from __future__ import annotations
 
 import _string  # type: ignore[import-not-found]
-import abc
 import builtins
 import dataclasses
 import functools
@@ -35,6 +34,7 @@ from codeward.executors.local.builtin_types import (
 from codeward.executors.local.data_policy import DataPolicy
 from codeward.executors.local.forbidden import FORBIDDEN_ATTRIBUTES
 from codeward.executors.local.imports import REFUSED, ImportGate, SandboxViolation
+from codeward.executors.local.library_trust import library_rules, refuse_foreign_register
 from codeward.executors.local.limits import (
     BudgetSpentOutsideRun,
     Limits,
@@ -207,8 +207,8 @@ class Guards:
         value = self.gate.vet(value)
         if name in FORMAT_METHODS and (isinstance(obj, str) or (isinstance(obj, type) and issubclass(obj, str))):
             return self.safe_format(obj, name)
-        if name == REGISTER and isinstance(obj, abc.ABCMeta) and obj.__module__ != SANDBOX_MODULE:
-            raise SandboxViolation(f"{obj.__name__}.register would change the host's isinstance(); subclass it instead")
+        if name == REGISTER:
+            refuse_foreign_register(value, SANDBOX_MODULE)
         if name in SIZING_METHODS and isinstance(obj, (str, bytes)):
             return self.limits.str_method(obj, name, value)
         return self.data_policy.vet_attribute(obj, name, value)
@@ -645,6 +645,8 @@ class Guards:
             },
             "dataclasses": {"make_dataclass": REFUSED},  # takes a namespace of any names
         }
+        for module, rules in library_rules(self.write, self.getitem).items():
+            table.setdefault(module, {}).update(rules)
         table["random"]["Random"] = random.Random
         table["random"]["SystemRandom"] = REFUSED
         return lambda name: table.get(name, {})

@@ -23,7 +23,14 @@ from collections.abc import Callable, Iterable
 from types import CodeType, FrameType, ModuleType, TracebackType
 from typing import Any
 
-__all__ = ["DEFAULT_AUTHORIZED_IMPORTS", "ImportGate", "SandboxViolation", "checked_import_entries"]
+__all__ = [
+    "DEFAULT_AUTHORIZED_IMPORTS",
+    "REFUSED",
+    "ImportGate",
+    "Refused",
+    "SandboxViolation",
+    "checked_import_entries",
+]
 
 _IMPORT_NAME = dis.opmap["IMPORT_NAME"]
 _REAL_IMPORT = builtins.__import__
@@ -171,6 +178,15 @@ Overrides = Callable[[str], dict[str, Any]]
 REFUSED = object()
 
 
+class Refused:
+    """A replacement that refuses the attribute and says why, in words the model can act on."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
 class ImportGate:
     """The allow-list, the proxies it hands out, and the vetting of reached values."""
 
@@ -271,6 +287,8 @@ class ImportGate:
                 value = overrides[attribute]
                 if value is REFUSED:
                     raise SandboxViolation(f"{name}.{attribute} is not available in the sandbox")
+                if type(value) is Refused:
+                    raise SandboxViolation(f"{name}.{attribute} is not available in the sandbox: {value.reason}")
             else:
                 missing: str | None = None
                 try:

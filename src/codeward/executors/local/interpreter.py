@@ -27,6 +27,7 @@ from codeward.executors.local.data_policy import DataPolicy
 from codeward.executors.local.guards import Guards
 from codeward.executors.local.imports import ImportGate
 from codeward.executors.local.instrumenter import RESULT_NAME
+from codeward.executors.local.library_trust import exit_refused
 from codeward.executors.local.limits import (
     BudgetSpentOutsideRun,
     Limits,
@@ -205,8 +206,10 @@ class Interpreter:
         )
         try:
             action()
-        except (KeyboardInterrupt, SystemExit):
+        except KeyboardInterrupt:
             raise
+        except SystemExit as error:  # a library's sys.exit ends the block, never the host
+            return exit_refused(error)
         except BaseException as error:
             return error
         finally:
