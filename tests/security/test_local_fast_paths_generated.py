@@ -20,14 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings, target
 from hypothesis import strategies as st
 
-from codeward.executors import LocalExecutor
 from codeward.executors.base import ExecutionError
-from tests.security.conftest import SANDBOX_OFF
+from tests.security.conftest import sandbox
 
-pytestmark = [
-    pytest.mark.timeout(600),
-    pytest.mark.skipif(SANDBOX_OFF, reason="the generated programs attack the sandbox's own fast paths"),
-]
+pytestmark = pytest.mark.timeout(600)
 
 #: The code's own plain class, whose instances' methods the fast paths call without the guard.
 OWN_CLASS = "class Own:\n    def copy(self, source, target):\n        return None\n"
@@ -91,7 +87,7 @@ def _plain_cpython(texts: list[str], canary: Path) -> None:
 
 
 def _sandboxed(texts: list[str], canary: Path) -> None:
-    with LocalExecutor(isolation="in_process", timeout_seconds=5) as executor:
+    with sandbox(isolation="in_process", timeout_seconds=5) as executor:
         executor.send_variables({"m": shutil, "flag": True, "SOURCE": __file__, "CANARY": str(canary)})
         for text in texts:
             try:
