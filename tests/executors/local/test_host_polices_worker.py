@@ -33,11 +33,10 @@ from codeward.executors.local import process
 from codeward.executors.local.watchdog import resident_bytes
 from codeward.platform.tools import tool
 from tests.executors.contract.conftest import process_gone
-from tests.security.conftest import SANDBOX_OFF
 
 pytestmark = [
     pytest.mark.timeout(180),
-    pytest.mark.skipif(SANDBOX_OFF or not sys.platform.startswith("linux"), reason="attacks a Linux worker"),
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="attacks a Linux worker"),
 ]
 
 LIMIT = 1.0
