@@ -128,6 +128,18 @@ ATTACKS = [
         "PermissionError",
         "seccomp",
     ),
+    (
+        "lock_a_readable_file",
+        "import fcntl\nwith open(os.__file__) as f:\n    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)",
+        "PermissionError",
+        "seccomp",
+    ),
+    (
+        "read_the_parents_limits",
+        "import resource\nresource.prlimit(os.getppid(), resource.RLIMIT_NOFILE)",
+        "OSError",
+        "seccomp",
+    ),
     ("chmod_outside", 'os.chmod(OUTSIDE / "secret.txt", 0o666)', "PermissionError", "seccomp"),
     ("touch_outside", 'os.utime(OUTSIDE / "secret.txt", (0, 0))', "PermissionError", "seccomp"),
     (
@@ -161,6 +173,10 @@ WORK = [
     (
         "sleep_and_time",
         "import time, datetime\nstart = time.monotonic()\ntime.sleep(0.01)\nassert time.monotonic() > start\ndatetime.datetime.now()",
+    ),
+    (
+        "own_limits",
+        "import resource\nresource.getrlimit(resource.RLIMIT_NOFILE)\nresource.prlimit(os.getpid(), resource.RLIMIT_DATA)",
     ),
     ("signal_self", "os.kill(os.getpid(), 0)"),
     ("nice_self", "os.nice(1)\nos.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0))"),

@@ -47,7 +47,7 @@ ALLOWED = (
     # open descriptors (fcntl and ioctl are below: only the commands listed)
     *("read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2"),
     *("close", "close_range", "dup", "dup2", "dup3", "lseek", "fstat", "fstatfs", "ftruncate", "fsync"),
-    *("fdatasync", "flock", "fadvise64", "fallocate", "sendfile", "copy_file_range", "splice", "tee"),
+    *("fdatasync", "fadvise64", "fallocate", "sendfile", "copy_file_range", "splice", "tee"),
     *("pipe", "pipe2", "poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1", "epoll_ctl"),
     *("epoll_wait", "epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2", "getdents", "getdents64"),
     # the channel to the host, the one socket the worker has (inherited connected)
@@ -74,6 +74,7 @@ REFUSED = (
     *("utimensat", "futimesat", "link", "linkat", "symlink", "symlinkat", "mknod", "mknodat"),
     *("setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr"),
     *("landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self"),
+    "flock",  # a lock on any file it can read (the interpreter's own) would hold up other processes
 )
 
 #: Signals and process look-ups allowed only when aimed at the worker itself (its pid as argument 0).
@@ -138,14 +139,17 @@ def build_filter(pid: int) -> Any:
     for name in ("getpriority", "ioprio_get"):
         rule(sc.ALLOW, name)
     _memory_maps(rule, sc, eperm)
-    _commands(rule, sc, eperm)
+    _commands(rule, sc, eperm, pid)
     return built
 
 
 def _memory_maps(rule: Any, sc: Any, eperm: Any) -> None:
     """Private mappings, and read-only shared mappings of files (numpy.memmap's "r", pandas'
     memory_map): those hold nothing beyond the file. Refused: shared anonymous memory, and a
-    writable shared mapping, which memory outside ``RLIMIT_DATA`` would back."""
+    writable shared mapping, which memory outside ``RLIMIT_DATA`` would back. A read-only shared
+    mapping of a file opened for writing can still be made writable by ``mprotect``, whose call
+    does not say what it maps: that writes no more than ``write()`` to the same file could, a
+    file Landlock lets the worker write and ``RLIMIT_FSIZE`` bounds."""
     rule(sc.ALLOW, "mmap", sc.Arg(3, sc.MASKED_EQ, MAP_SHARED, 0))
     rule(
         sc.ALLOW,
@@ -162,7 +166,7 @@ def _memory_maps(rule: Any, sc: Any, eperm: Any) -> None:
     )
 
 
-def _commands(rule: Any, sc: Any, eperm: Any) -> None:
+def _commands(rule: Any, sc: Any, eperm: Any, pid: int) -> None:
     """The calls whose first or second argument is a command: only the commands listed, the rest EPERM."""
     for name, position, allowed in (
         ("fcntl", 1, FCNTL_COMMANDS),
@@ -173,6 +177,8 @@ def _commands(rule: Any, sc: Any, eperm: Any) -> None:
             rule(sc.ALLOW, name, sc.Arg(position, sc.MASKED_EQ, 0xFFFFFFFF, command))
         for command in DANGEROUS_COMMANDS[name]:  # the rest answer ENOSYS; these say plainly that they are refused
             rule(eperm, name, sc.Arg(position, sc.MASKED_EQ, 0xFFFFFFFF, command))
-    # getrlimit goes through prlimit64 with no new limit; setting one is refused
-    rule(sc.ALLOW, "prlimit64", sc.Arg(2, sc.EQ, 0))
+    # getrlimit goes through prlimit64 with no new limit, for the worker itself (0 or its pid) only;
+    # setting one is refused, and another process's limits are not the worker's to read
+    for own in (0, pid):
+        rule(sc.ALLOW, "prlimit64", sc.Arg(0, sc.EQ, own), sc.Arg(2, sc.EQ, 0))
     rule(eperm, "prlimit64", sc.Arg(2, sc.NE, 0))
