@@ -174,6 +174,18 @@ def test_a_decoding_deadline_stops_a_decode_that_outlasts_it() -> None:
     assert len(loads(text)) == 5_000  # outside the block, no deadline
 
 
+@pytest.mark.parametrize("digits", [1, 4_299], ids=["small-ints", "long-ints"])
+def test_a_decoding_deadline_stops_a_payload_of_ints_alone(digits: int) -> None:
+    """No object for the hook to count: the ints' own parser looks at the clock (300 MB of 4,299-digit
+    ints held the host 10 s past a 3 s deadline before it did)."""
+    text = "[" + ",".join(["9" * digits] * 5_000) + "]"
+    with decoding_deadline(time.monotonic() - 1), pytest.raises(CodecError, match="ran past the time limit"):
+        loads(text)
+    with decoding_deadline(time.monotonic() + 60):
+        assert len(loads(text)) == 5_000
+    assert len(loads(text)) == 5_000
+
+
 # ------------------------------------------------------------------------- end to end
 
 #: The sandbox's side of the attacks: a class whose instances its codec encodes as the JSON tree
