@@ -431,3 +431,36 @@ def test_closing_leaves_no_worker_or_reaper():
     sandbox.close()
     pids = [first.process.pid, first.reaper.process.pid, second.process.pid, second.reaper.process.pid]
     assert all(map(process_gone, pids)), [pid for pid in pids if not process_gone(pid)]
+
+
+#: A thread the code leaves running after its block, burning CPU while no block runs.
+LEFT_RUNNING = (
+    "import threading\nthreading.Thread(target=lambda: [None for _ in iter(int, 1)], daemon=True).start()\n'started'"
+)
+
+
+def test_a_thread_left_running_between_blocks_is_stopped_at_the_next_request(monkeypatch):
+    with monkeypatch.context() as unwatched:
+        unwatched.setattr(process, "IDLE_CPU_SECONDS", float("inf"))  # control: idle CPU not looked at
+        with executor() as sandbox:
+            assert sandbox.run(LEFT_RUNNING).output == "started"
+            worker = sandbox.sandbox_id
+            time.sleep(1.5)
+            assert sandbox._worker._worker.busy_while_idle() > 1.0, "control: the thread burns CPU between blocks"
+            assert sandbox.run("'next'").output == "next"
+            assert sandbox.sandbox_id == worker, "control: the same worker goes on"
+    with executor() as sandbox:
+        assert sandbox.run(LEFT_RUNNING).output == "started"
+        time.sleep(1.5)
+        with pytest.raises(SandboxError, match="kept running code between blocks"):
+            sandbox.run("'next'")
+        later_blocks_hold(sandbox)
+
+
+def test_an_idle_worker_goes_on_between_blocks():
+    with executor() as sandbox:
+        assert sandbox.run("import numpy\nint(numpy.arange(10).sum())").output == 45
+        worker = sandbox.sandbox_id
+        time.sleep(1.0)
+        assert sandbox.run("'next'").output == "next"
+        assert sandbox.sandbox_id == worker

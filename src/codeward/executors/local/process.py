@@ -67,11 +67,16 @@ START_SECONDS = 60.0
 #: exiting process closes its files just before it becomes a zombie, so its status comes at once;
 #: code that closes the socket and runs on is stopped this soon, well within `GRACE_SECONDS` + 1.
 DEATH_SECONDS = 0.5
+#: CPU seconds a worker may spend between two of its requests: a thread the code left running
+#: after its block burns CPU while the host waits for no answer, and is stopped at the next request.
+IDLE_CPU_SECONDS = 0.5
 #: Bytes a header may hold besides the logs and an error's texts: the operation, flags, parts' sizes.
 HEADER_ROOM = 1 << 16
 #: Bytes of codec text one item of a value may take: the longest, about 31, is a complex number or
 #: a dict's int key with its float (a character takes at most 12, an astral one escaped).
 ITEM_BYTES = 32
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 _SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="codeward-worker-spawner")
 
@@ -281,7 +286,15 @@ class WorkerExecutor(RememberingExecutor):
         self, worker: _Worker, header: dict[str, Any], body: str, parts: Sequence[Any] = (), *, deadline: float
     ) -> int:
         """Send a request by `deadline` (a worker that stops reading cannot hold the host); return
-        its number, which the worker's answer must carry."""
+        its number, which the worker's answer must carry. A worker that ran code since its last
+        answer (a thread the code left behind) is stopped first; a tool's reply is part of its
+        block, whose deadline bounds whatever runs meanwhile."""
+        if header["op"] != "reply" and worker.busy_while_idle() > IDLE_CPU_SECONDS:
+            raise self._lost(
+                worker,
+                f"the worker process kept running code between blocks (more than {IDLE_CPU_SECONDS:g} CPU seconds "
+                "while no block ran: a thread the code started and left running), and was stopped",
+            )
         try:
             return worker.send(header, body, parts, deadline)
         except OSError:  # a worker that died while idle (killed from outside) shows it here first
@@ -305,7 +318,9 @@ class WorkerExecutor(RememberingExecutor):
         self, worker: _Worker, deadline: float, *, code_running: bool
     ) -> tuple[dict[str, Any], str, list[bytes]]:
         try:
-            return worker.channel.receive(deadline)
+            message = worker.channel.receive(deadline)
+            worker.answered()
+            return message
         except ChannelTimeout:
             if code_running:
                 raise self._lost(
@@ -388,6 +403,28 @@ class _Worker:
         self.channel = Channel(host_end, limit=limit, header_limit=header_limit)
         self.start_seq = self.send({"op": "start", "host_pid": os.getpid(), **settings})
         self.ready = False
+        self._stat = f"/proc/{self.process.pid}/stat"
+        self._cpu_at_answer: float | None = None  # its CPU time when it last answered, where the system says
+
+    def cpu_seconds(self) -> float | None:
+        """The user and system CPU time of all its threads, from /proc; None where there is no /proc."""
+        try:
+            with open(self._stat, "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime and stime, fields 14 and 15
+
+    def answered(self) -> None:
+        """Mark the end of an answer: from here until the next request, the worker should be idle."""
+        self._cpu_at_answer = self.cpu_seconds()
+
+    def busy_while_idle(self) -> float:
+        """CPU seconds it spent since its last answer (0 where that cannot be known)."""
+        now = self.cpu_seconds()
+        if now is None or self._cpu_at_answer is None:
+            return 0.0
+        return now - self._cpu_at_answer
 
     def send(
         self, header: dict[str, Any], body: str = "", parts: Sequence[Any] = (), deadline: float | None = None
