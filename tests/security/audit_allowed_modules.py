@@ -58,6 +58,15 @@ REVIEWED: dict[str, str] = {
     "typing.ForwardRef.__init__": "as typing.ForwardRef",
     "typing.get_overloads": "reads typing's registry, which the sandbox's overload no longer writes",
 }
+if sys.version_info >= (3, 13):  # what 3.13 adds, or reaches by another route
+    REVIEWED.update(
+        {
+            "dataclasses.recursive_repr": "functools.recursive_repr, re-exported",
+            "re.RegexFlag": "an enum: making a member from a value reads the enum's own members",
+            "typing.is_protocol": "reads whether a class is marked a protocol, and gives a bool",
+            "typing.get_protocol_members": "reads a protocol class's member names, and gives them as str",
+        }
+    )
 
 
 @dataclass(frozen=True)

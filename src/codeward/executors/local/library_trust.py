@@ -25,6 +25,8 @@ checked here at the boundary, before the library acts:
 from __future__ import annotations
 
 import abc
+import collections.abc
+import copy
 import dataclasses
 import functools
 import keyword
@@ -61,9 +63,12 @@ def library_rules(write: Callable[[Any], Any], getitem: Callable[[Any, Any], Any
         "functools": {"total_ordering": own(functools.total_ordering)},
         "operator": {"itemgetter": functools.partial(_itemgetter, getitem), "getitem": getitem},
         "numbers": {"abstractmethod": own(abc.abstractmethod)},
+        "collections.abc": _when_present(collections.abc, "abstractmethod", own),  # re-exported from 3.13
+        "copy": _when_present(copy, "replace", lambda _: Refused(_REPLACE)),
         "typing": {
             "abstractmethod": own(abc.abstractmethod),
             "final": own(typing.final),
+            **_when_present(typing, "override", own),  # 3.12+: it sets __override__ on what it is given
             "no_type_check": own(typing.no_type_check),
             "runtime_checkable": own(typing.runtime_checkable),
             "dataclass_transform": lambda **options: own(transform(**options)),
@@ -73,6 +78,18 @@ def library_rules(write: Callable[[Any], Any], getitem: Callable[[Any, Any], Any
             "clear_overloads": Refused("it empties the host's registry of overloads"),
         },
     }
+
+
+_REPLACE = (
+    "it calls the object's own __replace__, looked up by name; for a dataclass use dataclasses.replace, "
+    "for a namedtuple its _replace through a new tuple, or build the new object with its class"
+)
+
+
+def _when_present(module: Any, name: str, wrap: Callable[[Any], Any]) -> dict[str, Any]:
+    """``{name: wrap(module.name)}`` where this Python's `module` has `name`, else nothing."""
+    found = getattr(module, name, None)
+    return {} if found is None else {name: wrap(found)}
 
 
 def _itemgetter(getitem: Callable[[Any, Any], Any], *items: Any) -> Callable[[Any], Any]:
