@@ -151,7 +151,7 @@ def test_ctrl_c_cancels_running_jobs_and_leaves_no_process(spawn, tmp_path):
     while time.monotonic() < deadline and len(list(tmp_path.glob("started-*"))) < 3:
         time.sleep(0.05)
     workers = children(batch.pid)
-    assert len(workers) == 6  # three job workers, each with its local sandbox's worker process
+    assert len(workers) == 9  # three job workers, each with its local sandbox's worker process and its reaper
     time.sleep(0.3)  # into the sleeping block
     batch.send_signal(signal.SIGINT)
     out, err = batch.communicate(timeout=30)
