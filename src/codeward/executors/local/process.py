@@ -319,7 +319,8 @@ class WorkerExecutor(RememberingExecutor):
     ) -> tuple[dict[str, Any], str, list[bytes]]:
         try:
             message = worker.channel.receive(deadline)
-            worker.answered()
+            if message[0].get("op") != "tool":  # a tool request is answered by a reply, which is not checked
+                worker.answered()
             return message
         except ChannelTimeout:
             if code_running:
