@@ -11,27 +11,47 @@ end matters), so they live beside the executor's other tests rather than in test
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
-from codeward.executors.base import ExecutionTimeout
+from codeward.executors.base import ExecutionError, ExecutionTimeout
 
 pytestmark = pytest.mark.timeout(60)
 
 
-def test_model_code_run_by_the_host_after_the_block_stays_bounded():
-    """A final answer whose __repr__ never ends: the host's repr() stops with an ordinary error."""
+def test_a_final_answer_of_the_codes_own_class_is_refused_as_a_worker_refuses_it():
+    """The host never receives the code's objects as a block's output, so it never calls their
+    methods later, without a watch: in process as from a worker, with the same message."""
     from codeward.executors.local.executor import LocalExecutor
-    from codeward.executors.local.limits import BudgetSpentOutsideRun
     from codeward.platform.tools import FinalAnswerTool
 
+    code = "class Sticky:\n    def __repr__(self):\n        while True:\n            pass\nfinal_answer(Sticky())"
+    messages = []
+    for isolation in ("in_process", "process"):
+        with LocalExecutor(isolation=isolation, max_operations=100_000) as ex:
+            ex.send_tools({"final_answer": FinalAnswerTool()})
+            with pytest.raises(ExecutionError) as refused:
+                ex.run(code)
+            assert refused.value.error_type == "CodecError"
+            messages.append(refused.value.message)
+            assert ex.run("2 + 2").output == 4
+    assert messages[0] == messages[1]
+    assert "the final answer, of type __codeward_sandbox__.Sticky, cannot leave the sandbox" in messages[0]
+
+
+def test_model_code_run_by_the_host_after_the_block_stays_bounded():
+    """What the code leaves on a host object it was given is the host's to use: its methods run
+    on the host's allowance for sandbox code, and stop with an ordinary error."""
+    from codeward.executors.local.executor import LocalExecutor
+    from codeward.executors.local.limits import BudgetSpentOutsideRun
+
+    holder = SimpleNamespace()
     with LocalExecutor(isolation="in_process", max_operations=100_000) as ex:
-        ex.send_tools({"final_answer": FinalAnswerTool()})
-        out = ex.run(
-            "class Sticky:\n    def __repr__(self):\n        while True:\n            pass\nfinal_answer(Sticky())"
-        )
-        assert out.is_final_answer
+        ex.send_variables({"holder": holder})
+        ex.run("class Sticky:\n    def __repr__(self):\n        while True:\n            pass\nholder.left = Sticky()")
         with pytest.raises(BudgetSpentOutsideRun):
-            repr(out.output)
+            repr(holder.left)
         assert ex.run("2 + 2").output == 4
 
 
@@ -39,10 +59,12 @@ def test_sandbox_code_cannot_sleep_when_the_host_calls_it_between_blocks():
     from codeward.executors.local.executor import LocalExecutor
     from codeward.executors.local.limits import BudgetSpentOutsideRun
 
+    holder = SimpleNamespace()
     with LocalExecutor(isolation="in_process") as ex:
-        napper = ex.run("import time\ndef nap():\n    time.sleep(3600)\nnap").output
+        ex.send_variables({"holder": holder})
+        ex.run("import time\ndef nap():\n    time.sleep(3600)\nholder.nap = nap")
         with pytest.raises(BudgetSpentOutsideRun):
-            napper()
+            holder.nap()
 
 
 def test_a_time_signal_landing_in_a_host_finalizer_is_not_reported(monkeypatch):
@@ -101,8 +123,11 @@ def test_a_generator_the_host_resumes_after_the_block_stays_bounded(code):
     from codeward.executors.local.executor import LocalExecutor
     from codeward.executors.local.limits import BudgetSpentOutsideRun
 
+    holder = SimpleNamespace()  # a block's value would leave as its shown text: the code leaves it here
     with LocalExecutor(isolation="in_process", max_operations=1_000) as ex:
-        source = ex.run(code + "\nnext(source), next(other)\nsource").output
+        ex.send_variables({"holder": holder})
+        ex.run(code + "\nnext(source), next(other)\nholder.source = source")
+        source = holder.source
         with pytest.raises(BudgetSpentOutsideRun):
             for _ in range(5_000):
                 next(source)

@@ -126,7 +126,7 @@ class LocalExecutor(Executor):
         self._interpreter: Interpreter | None = None
         self._worker: WorkerExecutor | None = None
         if isolation == "in_process":
-            self._interpreter = Interpreter(**settings)
+            self._interpreter = Interpreter(**settings, host_process=True)
         else:
             self._worker = _start_worker(settings, confinement, env)
 

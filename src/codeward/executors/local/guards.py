@@ -34,7 +34,12 @@ from codeward.executors.local.builtin_types import (
 from codeward.executors.local.data_policy import DataPolicy
 from codeward.executors.local.forbidden import FORBIDDEN_ATTRIBUTES
 from codeward.executors.local.imports import REFUSED, ImportGate, SandboxViolation
-from codeward.executors.local.library_trust import library_rules, refuse_foreign_register
+from codeward.executors.local.library_trust import (
+    NUMPY_RANDOM_MODULES,
+    library_rules,
+    private_numpy_random,
+    refuse_foreign_register,
+)
 from codeward.executors.local.limits import (
     BudgetSpentOutsideRun,
     Limits,
@@ -649,7 +654,13 @@ class Guards:
             table.setdefault(module, {}).update(rules)
         table["random"]["Random"] = random.Random
         table["random"]["SystemRandom"] = REFUSED
-        return lambda name: table.get(name, {})
+
+        def overrides(name: str) -> dict[str, Any]:
+            if name in NUMPY_RANDOM_MODULES and name not in table:  # made when numpy is first imported
+                table[name] = private_numpy_random()
+            return table.get(name, {})
+
+        return overrides
 
 
 def _signal_in(group: BaseExceptionGroup[Any]) -> BaseException | None:

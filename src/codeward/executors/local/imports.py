@@ -20,7 +20,7 @@ import dis
 import importlib
 import sys
 from collections.abc import Callable, Iterable
-from types import CodeType, FrameType, ModuleType, TracebackType
+from types import CodeType, FrameType, MappingProxyType, ModuleType, TracebackType
 from typing import Any
 
 __all__ = [
@@ -299,7 +299,7 @@ class ImportGate:
                     raise AttributeError(missing, name=attribute, obj=proxy)  # out here, it has no context
                 if not full and not isinstance(value, ModuleType):
                     raise self.refusal(name)
-                value = self.vet_module_attribute(name, attribute, value)
+                value = _read_only(self.vet_module_attribute(name, attribute, value))
             proxy.__dict__[attribute] = value
             return value
 
@@ -335,6 +335,19 @@ class ImportGate:
                 f"{label!r} belongs to the module {entry[1]!r}, which is not available in the sandbox"
             )
         return value
+
+
+def _read_only(value: Any) -> Any:
+    """A module's own table as the code sees it: one it cannot change. numpy's C code reads the
+    dtype names in `numpy.sctypeDict`; a registry changed by the code would change the host."""
+    kind = type(value)
+    if kind is dict:
+        return MappingProxyType(value)
+    if kind is list:
+        return tuple(value)
+    if kind is set:
+        return frozenset(value)
+    return value
 
 
 def _top(module_name: object) -> str:

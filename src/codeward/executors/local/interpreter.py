@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from codeward.executors import codec
 from codeward.executors.base import (
     CodeOutput,
     ExecutionError,
@@ -23,8 +24,15 @@ from codeward.executors.base import (
     FinalAnswerSignal,
 )
 from codeward.executors.kernel.cells import BoundedText
+from codeward.executors.local.crossing import (
+    SHOWN_LIMIT,
+    CodeSettings,
+    code_object_in,
+    final_answer_refused,
+    vetted_from_host,
+)
 from codeward.executors.local.data_policy import DataPolicy
-from codeward.executors.local.guards import Guards
+from codeward.executors.local.guards import SANDBOX_MODULE, Guards
 from codeward.executors.local.imports import ImportGate
 from codeward.executors.local.instrumenter import RESULT_NAME
 from codeward.executors.local.library_trust import exit_refused
@@ -100,6 +108,7 @@ class Interpreter:
         max_memory_bytes: int | None,
         *,
         memory_capped: bool = False,
+        host_process: bool = False,
         watchdog: Watchdog | AlarmWatchdog = WATCHDOG,
     ) -> None:
         self.authorized_imports = authorized_imports
@@ -109,6 +118,9 @@ class Interpreter:
         self.max_memory_bytes = max_memory_bytes
         # In a worker, the operating system caps the whole process, so the watchdog need not poll.
         self._memory_capped = memory_capped
+        # In the host's own process, what crosses between host and code is looked through (`crossing`).
+        self._host_process = host_process
+        self._settings = CodeSettings() if host_process else None
         self._watchdog = watchdog
         self._globals: dict[str, Any] = {}
         self._sources: dict[str, list[str]] = {}
@@ -128,14 +140,38 @@ class Interpreter:
         self._globals["_tick_"] = make_tick(self.max_operations, BudgetSpentOutsideRun)
 
     def send_variables(self, variables: dict[str, Any]) -> None:
-        self._globals.update(variables)
+        vet = self._guards.gate.vet
+        self._globals.update(
+            {name: vetted_from_host(value, vet, f"the variable {name!r}") for name, value in variables.items()}
+        )
 
     def send_tools(self, tools: dict[str, ToolHandle]) -> None:
         for name in self._tools.keys() - tools.keys():
             if self._globals.get(name) is self._tools[name]:
                 del self._globals[name]
-        self._tools = dict(tools)
+        self._tools = {name: self._crossing(handle) for name, handle in tools.items()}
         self._globals.update(self._tools)
+
+    def _crossing(self, handle: ToolHandle) -> ToolHandle:
+        """In the host's process, a tool's arguments leave as the block's value would, and its
+        result comes in as a variable would (see `crossing`); a worker's tools cross as data."""
+        if not self._host_process:
+            return handle
+        if handle._final:  # its argument leaves as the final answer, looked through at the block's end
+            return handle
+        call, vet, where = handle._call, self._guards.gate.vet, f"the result of the tool {handle.name!r}"
+
+        def crossing(*args: Any, **kwargs: Any) -> Any:
+            return vetted_from_host(call(*self._carried(list(args)), **self._carried(kwargs)), vet, where)
+
+        return ToolHandle(handle.name, handle.description, crossing, False)
+
+    def _carried(self, value: Any) -> Any:
+        """`value`, or, where it holds an object of the code's own, what a worker's codec would
+        deliver of it (a dataclass as a dict); `CodecError` where the codec cannot carry it."""
+        if code_object_in(value, SANDBOX_MODULE, self._globals) is None:
+            return value
+        return codec.loads(codec.dumps(value))
 
     def run(self, code: str) -> CodeOutput:
         filename = _FILENAME.format(len(self._sources) + 1)
@@ -161,10 +197,30 @@ class Interpreter:
             self._globals[PLAIN_RECEIVER][0] = None  # the code's object goes when the code lets it go
         logs = self._logs.text()
         if error is None:
-            return CodeOutput(self._globals.pop(RESULT_NAME, None), logs, False)
-        if isinstance(error, FinalAnswerSignal):
-            return CodeOutput(error.value, logs, True)
-        raise self._translate(error, logs) from None
+            output = CodeOutput(self._globals.pop(RESULT_NAME, None), logs, False)
+        elif isinstance(error, FinalAnswerSignal):
+            output = CodeOutput(error.value, logs, True)
+        else:
+            raise self._translate(error, logs) from None
+        return self._leaving(output) if self._host_process else output
+
+    def _leaving(self, output: CodeOutput) -> CodeOutput:
+        """The block's value or final answer as a worker would give it, where it holds the code's
+        own objects: carried by the codec, or else its shown text (a value) or an error (a final
+        answer). Worked out under a block's limits, never by the host afterwards."""
+        carried: list[Any] = []
+        error = self._watched(lambda: carried.append(self._carried(output.output)))
+        if carried:
+            return CodeOutput(carried[0], output.logs, output.is_final_answer)
+        if not output.is_final_answer:
+            return CodeOutput(self.shown(output.output)[:SHOWN_LIMIT], output.logs, False)
+        if isinstance(error, codec.CodecError):  # the codec's own text; the code's exception's text is the code's
+            reason = str(error)
+        elif isinstance(error, SandboxSignal):
+            reason = "looking through it ran past the sandbox's limits"
+        else:
+            reason = f"encoding it raised {type(error).__name__}"
+        raise ExecutionError(final_answer_refused(output.output, reason), logs=output.logs, error_type="CodecError")
 
     def close(self) -> None:
         if "_tick_" in self._globals:
@@ -184,19 +240,27 @@ class Interpreter:
         """``make(value)``, which may run the code's own ``__repr__`` or ``__str__``, under a block's
         limits (time as well as operations); `fallback` when it fails or gives no str."""
         text: list[str] = []
-        self._globals["_tick_"] = make_tick(self.max_operations)
-        try:
-            error = self._execute(lambda: text.append(make(value)))
-        finally:
-            self._globals["_tick_"] = make_tick(self.max_operations, BudgetSpentOutsideRun)
+        error = self._watched(lambda: text.append(make(value)))
         if error is not None or not text or type(text[0]) is not str:
             return fallback
         return text[0]
 
-    def _execute(self, action: Callable[[], Any]) -> BaseException | None:
-        """Run under the watchdog; return the exception that ended the block, if any."""
+    def _watched(self, action: Callable[[], Any]) -> BaseException | None:
+        """`action`, which may run the code's own methods, under a block's limits."""
+        self._globals["_tick_"] = make_tick(self.max_operations)
         try:
-            return self._run_watched(action)
+            return self._execute(action)
+        finally:
+            self._globals["_tick_"] = make_tick(self.max_operations, BudgetSpentOutsideRun)
+
+    def _execute(self, action: Callable[[], Any]) -> BaseException | None:
+        """Run under the watchdog, with the code's own process-wide settings in the host's process;
+        return the exception that ended the block, if any."""
+        try:
+            if self._settings is None:
+                return self._run_watched(action)
+            error: BaseException | None = self._settings.run(lambda: self._run_watched(action))
+            return error
         except SandboxSignal as late:  # landed after the code ended, before the watch was off
             return late
 

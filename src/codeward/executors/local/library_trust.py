@@ -37,7 +37,17 @@ from typing import Any
 
 from codeward.executors.local.imports import Refused, SandboxViolation
 
-__all__ = ["exit_refused", "library_rules", "refuse_foreign_register", "vet_library_function"]
+__all__ = [
+    "NUMPY_RANDOM_MODULES",
+    "exit_refused",
+    "library_rules",
+    "private_numpy_random",
+    "refuse_foreign_register",
+    "vet_library_function",
+]
+
+#: The modules whose functions draw from numpy's one global random state.
+NUMPY_RANDOM_MODULES = frozenset({"numpy.random", "numpy.random.mtrand"})
 
 #: Where the libraries' test runners live (numpy rewrites their ``__module__`` to ``"numpy"``).
 _TEST_RUNNER_MODULES = frozenset({"numpy._pytesttester", "pandas.util._tester"})
@@ -231,3 +241,28 @@ def exit_refused(error: SystemExit) -> SandboxViolation:
     )
     refusal.__traceback__ = error.__traceback__
     return refusal
+
+
+def private_numpy_random() -> dict[str, Any]:
+    """numpy.random's functions drawing from a state of the code's own, as `random`'s do.
+
+    The module's functions are methods of one global `RandomState`, the host's: seeded by the
+    code, it would make the host's later draws the code's to choose, and read, to predict."""
+    import numpy
+
+    own = numpy.random.RandomState()
+    shared = numpy.random.mtrand._rand
+    methods = {
+        name: getattr(own, name)
+        for name in dir(numpy.random)
+        if not name.startswith("_") and getattr(getattr(numpy.random, name), "__self__", None) is shared
+    }
+    refused = Refused("it reaches numpy's global random state, the host's; use numpy.random.default_rng()")
+    return {
+        **methods,
+        "seed": own.seed,
+        "ranf": own.random_sample,
+        "sample": own.random_sample,
+        "get_bit_generator": refused,
+        "set_bit_generator": refused,
+    }

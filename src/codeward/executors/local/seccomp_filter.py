@@ -94,6 +94,7 @@ DANGEROUS_COMMANDS = {
 CLONE_THREAD = 0x00010000
 MAP_SHARED = 0x01  # MAP_SHARED_VALIDATE (0x03) has this bit too
 MAP_ANONYMOUS = 0x20  # alike on x86_64 and aarch64
+MAP_GROWSDOWN = 0x100  # alike on x86_64 and aarch64
 PROT_WRITE = 0x2
 #: fcntl commands allowed: descriptor flags, status flags, duplication, locks, pipe sizes, seals read.
 #: Not F_SETOWN, F_SETOWN_EX or F_SETSIG, which have the kernel signal a process the worker names
@@ -146,23 +147,30 @@ def build_filter(pid: int) -> Any:
 def _memory_maps(rule: Any, sc: Any, eperm: Any) -> None:
     """Private mappings, and read-only shared mappings of files (numpy.memmap's "r", pandas'
     memory_map): those hold nothing beyond the file. Refused: shared anonymous memory, and a
-    writable shared mapping, which memory outside ``RLIMIT_DATA`` would back. A read-only shared
-    mapping of a file opened for writing can still be made writable by ``mprotect``, whose call
-    does not say what it maps: that writes no more than ``write()`` to the same file could, a
-    file Landlock lets the worker write and ``RLIMIT_FSIZE`` bounds."""
-    rule(sc.ALLOW, "mmap", sc.Arg(3, sc.MASKED_EQ, MAP_SHARED, 0))
+    writable shared mapping, which memory outside ``RLIMIT_DATA`` would back; and a mapping that
+    grows down, which the kernel counts as a stack, never against ``RLIMIT_DATA`` (threads' stacks
+    are ordinary mappings). A read-only shared mapping of a file opened for writing can still be
+    made writable by ``mprotect``, whose call does not say what it maps: that writes no more than
+    ``write()`` to the same file could, a file Landlock lets the worker write and ``RLIMIT_FSIZE``
+    bounds."""
+    rule(sc.ALLOW, "mmap", sc.Arg(3, sc.MASKED_EQ, MAP_SHARED | MAP_GROWSDOWN, 0))
     rule(
         sc.ALLOW,
         "mmap",
         sc.Arg(2, sc.MASKED_EQ, PROT_WRITE, 0),
-        sc.Arg(3, sc.MASKED_EQ, MAP_SHARED | MAP_ANONYMOUS, MAP_SHARED),
+        sc.Arg(3, sc.MASKED_EQ, MAP_SHARED | MAP_ANONYMOUS | MAP_GROWSDOWN, MAP_SHARED),
     )
-    rule(eperm, "mmap", sc.Arg(3, sc.MASKED_EQ, MAP_SHARED | MAP_ANONYMOUS, MAP_SHARED | MAP_ANONYMOUS))
+    rule(eperm, "mmap", sc.Arg(3, sc.MASKED_EQ, MAP_GROWSDOWN, MAP_GROWSDOWN))
+    rule(
+        eperm,
+        "mmap",
+        sc.Arg(3, sc.MASKED_EQ, MAP_SHARED | MAP_ANONYMOUS | MAP_GROWSDOWN, MAP_SHARED | MAP_ANONYMOUS),
+    )
     rule(
         eperm,
         "mmap",
         sc.Arg(2, sc.MASKED_EQ, PROT_WRITE, PROT_WRITE),
-        sc.Arg(3, sc.MASKED_EQ, MAP_SHARED | MAP_ANONYMOUS, MAP_SHARED),
+        sc.Arg(3, sc.MASKED_EQ, MAP_SHARED | MAP_ANONYMOUS | MAP_GROWSDOWN, MAP_SHARED),
     )
 
 

@@ -27,6 +27,7 @@ from codeward.executors import codec
 from codeward.executors.base import ExecutionError, ExecutionTimeout, FinalAnswerSignal
 from codeward.executors.kernel import prelude
 from codeward.executors.local.channel import TEXT_LIMIT, Channel, ChannelClosed
+from codeward.executors.local.crossing import SHOWN_LIMIT, final_answer_refused
 from codeward.executors.local.interpreter import Interpreter, ToolHandle
 from codeward.executors.local.watchdog import WATCHDOG, AlarmWatchdog
 
@@ -36,10 +37,6 @@ _PR_SET_PDEATHSIG = 1
 
 #: A message: its header, its body text, and the binary parts beside it.
 _Message = tuple[dict[str, Any], str, Sequence[Any]]
-
-#: The most characters of a value's text sent in place of a value the codec cannot carry.
-_SHOWN_LIMIT = 10_000
-
 
 def main(fd: int) -> None:
     channel = Channel(socket.socket(fileno=fd))
@@ -198,21 +195,19 @@ def _run(interpreter: Interpreter, interrupts: _HostInterrupts, code: str) -> _M
         return header, codec.dumps(output.output, parts=parts), parts
     except Exception as error:  # the codec's refusal, or the value's own code failing while encoded
         if output.is_final_answer:
-            kind = type(output.output)
-            message = f"the final answer, of type {kind.__module__}.{kind.__qualname__}, cannot leave the sandbox: "
             return (
                 {
                     **header,
                     "op": "error",
                     "timeout": False,
-                    "message": _clipped(message + str(error)),
+                    "message": _clipped(final_answer_refused(output.output, error)),
                     "traceback": "",
                     "error_type": "CodecError",
                 },
                 "",
                 (),
             )
-        return {**header, "shown": True}, codec.dumps(interpreter.shown(output.output)[:_SHOWN_LIMIT]), ()
+        return {**header, "shown": True}, codec.dumps(interpreter.shown(output.output)[:SHOWN_LIMIT]), ()
 
 
 def _clipped(text: str) -> str:
