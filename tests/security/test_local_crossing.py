@@ -80,9 +80,9 @@ def test_the_refusal_names_the_place(canary):
     """The user is told which variable, and where in it, holds what the code may not have."""
     if ISOLATIONS == ("off",):
         pytest.fail("no sandbox: nothing refuses the container")
-    with sandbox(isolation="in_process") as executor:
-        with pytest.raises(SandboxViolation, match=r"the variable 'nested'\['steps'\]\[0\]\[1\] cannot be given"):
-            executor.send_variables({"nested": HANDED["nested"]})
+    refusal = r"the variable 'nested'\['steps'\]\[0\]\[1\] cannot be given"
+    with sandbox(isolation="in_process") as executor, pytest.raises(SandboxViolation, match=refusal):
+        executor.send_variables({"nested": HANDED["nested"]})
 
 
 def helpers() -> list:

@@ -111,9 +111,11 @@ ATTACKS = [
     ("memfd", 'fd = os.memfd_create("held")\nos.ftruncate(fd, 1 << 30)', "PermissionError", "seccomp"),
     (
         "stack_mapping_beyond_the_memory_limit",  # MAP_GROWSDOWN: a stack, which RLIMIT_DATA does not count
-        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.mmap.restype = ctypes.c_void_p\n"
-        "libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]\n"
-        "if libc.mmap(None, 3_000_000_000, 3, 0x122, -1, 0) == 2**64 - 1:\n    raise OSError(ctypes.get_errno(), 'mmap')",
+        (
+            "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.mmap.restype = ctypes.c_void_p\n"
+            "libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]\n"
+            "if libc.mmap(None, 3_000_000_000, 3, 0x122, -1, 0) == 2**64 - 1:\n    raise OSError(ctypes.get_errno(), 'mmap')"
+        ),
         "PermissionError",
         "seccomp",
     ),

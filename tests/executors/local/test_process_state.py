@@ -80,13 +80,17 @@ def test_settings_the_code_makes_never_reach_the_hosts_work(monkeypatch, host_se
             _hosts_work()
         assert ex.run("seen").output == []
         # The code's settings are its own from block to block, as in a worker.
-        kept = "[np.geterr()['divide'], pd.get_option('display.max_rows'), pd.get_option('display.float_format') is grab]"
+        kept = (
+            "[np.geterr()['divide'], pd.get_option('display.max_rows'), pd.get_option('display.float_format') is grab]"
+        )
         assert ex.run(kept).output == ["call", 7, True]
     assert pd.get_option("display.max_rows") == 60
 
 
 def test_the_same_settings_hold_in_a_worker():
-    code = INSTALL + "np.float64(1.0) / np.float64(0.0)\n[np.geterr()['divide'], pd.get_option('display.max_rows'), seen]"
+    code = (
+        INSTALL + "np.float64(1.0) / np.float64(0.0)\n[np.geterr()['divide'], pd.get_option('display.max_rows'), seen]"
+    )
     outputs = []
     for isolation in ("in_process", "process"):
         with LocalExecutor(isolation=isolation, authorized_imports=["numpy", "pandas"]) as ex:
@@ -136,7 +140,7 @@ def test_numpy_global_random_state_is_the_codes_own(monkeypatch):
     attack = "import numpy as np\nnp.random.seed(1234)"
     expected = np.random.RandomState(1234).randint(0, 10**6, 5).tolist()
     with monkeypatch.context() as shared:
-        shared.setattr(guards, "private_numpy_random", lambda: {})  # control
+        shared.setattr(guards, "private_numpy_random", dict)  # control
         with LocalExecutor(isolation="in_process", authorized_imports=["numpy"]) as ex:
             ex.run(attack)
             assert np.random.randint(0, 10**6, 5).tolist() == expected, "control: the code chose the host's draws"

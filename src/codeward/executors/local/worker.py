@@ -38,6 +38,7 @@ _PR_SET_PDEATHSIG = 1
 #: A message: its header, its body text, and the binary parts beside it.
 _Message = tuple[dict[str, Any], str, Sequence[Any]]
 
+
 def main(fd: int) -> None:
     channel = Channel(socket.socket(fileno=fd))
     settings, _, _ = channel.receive()
