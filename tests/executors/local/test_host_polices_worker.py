@@ -464,3 +464,59 @@ def test_an_idle_worker_goes_on_between_blocks():
         time.sleep(1.0)
         assert sandbox.run("'next'").output == "next"
         assert sandbox.sandbox_id == worker
+
+
+#: A thread that, once its block has answered, holds the interpreter's lock in a C sleep: no CPU
+#: spent, and no answer to the host's next request until it wakes.
+HELD_ASLEEP = (
+    "import threading, ctypes, time\n"
+    "def hold():\n"
+    "    time.sleep(0.3)\n"
+    "    ctypes.PyDLL(None).sleep(6)\n"
+    "threading.Thread(target=hold, daemon=True).start()\n"
+    "'started'"
+)
+
+
+@pytest.mark.parametrize("load", ["variables", "tools"])
+def test_loading_into_a_held_worker_is_bounded_by_the_blocks_limit(load, monkeypatch):
+    from codeward.platform.tools import FinalAnswerTool
+
+    def send(sandbox: LocalExecutor) -> None:
+        time.sleep(0.6)
+        if load == "variables":
+            sandbox.send_variables({"x": 1})
+        else:
+            sandbox.send_tools({"final_answer": FinalAnswerTool()})
+
+    with monkeypatch.context() as patient:
+        patient.setattr(process, "LOADING_BYTES_PER_SECOND", 1.0)  # control: a deadline of minutes
+        with executor() as sandbox:
+            assert sandbox.run(HELD_ASLEEP).output == "started"
+            outcome, took = timed(lambda: send(sandbox))
+            assert took > LIMIT + ROOM, f"control: {outcome!r:.200} in {took:.1f} s"
+    with executor() as sandbox:
+        assert sandbox.run(HELD_ASLEEP).output == "started"
+        outcome, took = timed(lambda: send(sandbox))
+        assert isinstance(outcome, SandboxError) and "did not answer in time" in outcome.message, outcome
+        assert took < LIMIT + ROOM + 0.6, f"the host was held {took:.1f} s"
+        later_blocks_hold(sandbox)
+
+
+def test_a_value_that_decodes_past_the_memory_allowance_is_refused(monkeypatch):
+    """Two million references to one empty dict: 16 MB in the worker, 6 MB on the wire, and two
+    million dicts (150 MB) once the host decodes them."""
+    from codeward.executors import codec
+
+    options = {"max_memory_bytes": 200 * 2**20}
+    with monkeypatch.context() as unbounded:
+        unbounded.setattr(codec, "decoding_memory", lambda allowance: contextlib.nullcontext())  # control
+        with executor(**options) as sandbox, peak_growth() as grown:
+            outcome, _ = timed(lambda: sandbox.run("[{}] * 2_000_000"))
+        assert not isinstance(outcome, BaseException), outcome
+        assert grown[0] > 100 * 2**20, f"control: the host grew by only {grown[0] / 2**20:.0f} MiB"
+    with executor(**options) as sandbox, peak_growth() as grown:
+        outcome, _ = timed(lambda: sandbox.run("[{}] * 2_000_000"))
+        assert isinstance(outcome, ExecutionError) and "once decoded" in outcome.message, outcome
+        assert grown[0] < GROWTH, f"the host grew by {grown[0] / 2**20:.0f} MiB"
+        assert sandbox.run("len([{}] * 200_000)").output == 200_000

@@ -87,13 +87,14 @@ from __future__ import annotations
 from . import arrays, classes, containers, frames, images, scalars, times, wire
 from .classes import register_class, restore_loaded_classes
 from .errors import CodecError, CodecWarning
-from .wire import decode_variables, decoding_deadline, dumps, encode_variables, loads
+from .wire import decode_variables, decoding_deadline, decoding_memory, dumps, encode_variables, loads
 
 __all__ = [
     "CodecError",
     "CodecWarning",
     "decode_variables",
     "decoding_deadline",
+    "decoding_memory",
     "dumps",
     "encode_variables",
     "loads",

@@ -32,6 +32,20 @@ EXPANSION_SLACK = 1 << 16
 _HASH_MODULUS = sys.hash_info.modulus  # 2**61 - 1 on 64-bit builds: an int hashes to itself modulo this
 
 
+def decoded_size(text: str | bytes | bytearray) -> int:
+    """An upper estimate of the bytes the objects decoded from JSON `text` take, found at C speed.
+
+    Decoding amplifies: ``{}`` is 3 bytes of text and a 72-byte dict, a short string 5 bytes and a
+    59-byte str. So each list or dict counts 72 bytes, each string 80 (its two quotes), each item
+    after a comma 32 (a float), and each character one; binary parts are held as they came.
+    """
+    if isinstance(text, str):
+        counts = [text.count(mark) for mark in '[{",']
+    else:
+        counts = [text.count(mark) for mark in (b"[", b"{", b'"', b",")]
+    return 72 * (counts[0] + counts[1]) + 40 * counts[2] + 32 * counts[3] + len(text)
+
+
 def check_payload_size(size: int) -> None:
     if size > MAX_PAYLOAD:
         raise CodecError(f"refused a payload of {size} bytes: the codec decodes at most {MAX_PAYLOAD}")

@@ -67,6 +67,12 @@ def loads(text: str, *, allow_pickle: bool = False, parts: Sequence[Any] | None 
     if not isinstance(text, (str, bytes, bytearray)):
         raise CodecError(f"loads expects JSON text, got {type(text)!r}")
     bounds.check_payload_size(len(text) + sum(map(len, parts or ())))
+    allowance = _MEMORY.get()
+    if allowance is not None and bounds.decoded_size(text) > allowance:
+        raise CodecError(
+            f"refused a payload that would take about {bounds.decoded_size(text):,} bytes once decoded, more than "
+            f"the {allowance:,} bytes allowed; send large data as arrays or DataFrames, which carry as raw bytes"
+        )
     decoder = Decoder(allow_pickle, parts)
     if isinstance(text, str) and len(text) >= _CUT_AT:
         text = decoder.cut_blobs(text)
@@ -93,6 +99,17 @@ def decoding_deadline(at: float | None) -> Iterator[None]:
         yield
     finally:
         _DEADLINE.reset(token)
+
+
+@contextlib.contextmanager
+def decoding_memory(allowance: int | None) -> Iterator[None]:
+    """Within the block, `loads` refuses text whose decoded objects would take more than `allowance`
+    bytes (estimated before decoding: `bounds.decoded_size`), however small the text."""
+    token = _MEMORY.set(allowance)
+    try:
+        yield
+    finally:
+        _MEMORY.reset(token)
 
 
 def encode_variables(variables: dict[str, Any], *, allow_pickle: bool = False, parts: list[Any] | None = None) -> str:
@@ -311,6 +328,8 @@ def _bad_constant(name: str) -> Any:
 # When decoding must stop (see `decoding_deadline`), looked at once every `_DEADLINE_STRIDE + 1` objects.
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("codeward_decoding_deadline", default=None)
 _DEADLINE_STRIDE = 0x3FF
+# How many bytes the decoded objects may take (see `decoding_memory`); None: no bound but the payload's.
+_MEMORY: contextvars.ContextVar[int | None] = contextvars.ContextVar("codeward_decoding_memory", default=None)
 
 # Texts this long have their large base64 strings cut out before JSON parsing (see `Decoder.cut_blobs`).
 _CUT_AT = 1 << 20

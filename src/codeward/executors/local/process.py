@@ -63,6 +63,9 @@ GRACE_SECONDS = 1.0
 INTERRUPT_GRACE_SECONDS = 1.0
 #: How long a new worker may take to import and confine itself.
 START_SECONDS = 60.0
+#: How fast a worker is expected to at least take in what is sent to it: loading variables or tools
+#: may take the block's time limit, plus the grace, plus a second for each this many bytes.
+LOADING_BYTES_PER_SECOND = 50 * 2**20
 #: How long a worker whose socket closed may take to exit before it counts as alive and silent: an
 #: exiting process closes its files just before it becomes a zombie, so its status comes at once;
 #: code that closes the socket and runs on is stopped this soon, well within `GRACE_SECONDS` + 1.
@@ -229,7 +232,7 @@ class WorkerExecutor(RememberingExecutor):
         """Run the tool the block asked for; its request is decoded within the block's deadline.
         The host cannot stop a tool mid-call: past the deadline when it returns, the worker is
         stopped (its block has already given up waiting), and the block ends as a timeout."""
-        with codec.decoding_deadline(deadline):
+        with codec.decoding_deadline(deadline), codec.decoding_memory(self._settings["max_memory_bytes"]):
             reply = self._bridge.answer_tool(body)
         if time.monotonic() > deadline:
             raise self._lost(
@@ -257,7 +260,10 @@ class WorkerExecutor(RememberingExecutor):
         self._send(self._worker, what, text, parts)
 
     def _send(self, worker: _Worker, what: str, text: str, parts: Sequence[Any] = ()) -> None:
-        deadline = time.monotonic() + START_SECONDS
+        """Load variables or tools into a running worker, by a deadline the host sets from what it sends:
+        a worker that stops answering (a thread of the code's holding it) holds the host no longer."""
+        size = len(text) + sum(map(len, parts))
+        deadline = time.monotonic() + self.timeout_seconds + GRACE_SECONDS + size / LOADING_BYTES_PER_SECOND
         seq = self._transmit(worker, {"op": what}, text, parts, deadline=deadline)
         header, _, _ = self._receive(worker, seq, deadline, code_running=False)
         if header.get("op") != "loaded":
@@ -346,7 +352,7 @@ class WorkerExecutor(RememberingExecutor):
         logs = str(header.get("logs", ""))
         if header.get("op") == "done":
             try:
-                with codec.decoding_deadline(deadline):
+                with codec.decoding_deadline(deadline), codec.decoding_memory(self._settings["max_memory_bytes"]):
                     value = codec.loads(body, parts=parts)
             except codec.CodecError as error:
                 raise ExecutionError(
