@@ -156,3 +156,30 @@ def test_an_agent_in_process_never_runs_a_final_answers_text_past_the_limit(monk
     result, took = _agent_run()
     assert result == 1  # the model was told the answer cannot leave, and gave another
     assert took < 1 + 2
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "collections.ChainMap({'k': Own()})",
+        "collections.UserList([Own()])",
+        "map(str, [Own()])",
+        "itertools.chain([Own()])",
+        "datetime.datetime(2020, 1, 1, tzinfo=Zone())",
+        "functools.partial(print, Own())",
+    ],
+    ids=["chainmap", "userlist", "map", "chain", "datetime-tzinfo", "partial"],
+)
+def test_the_codes_objects_inside_library_objects_are_found(answer):
+    """Library objects whose text or use runs what they hold: a ChainMap's repr runs its maps'
+    reprs, a datetime's its tzinfo's."""
+    code = (
+        "import collections, datetime, functools, itertools\n"
+        + OWN_CLASS
+        + "class Zone(datetime.tzinfo):\n    def utcoffset(self, when):\n        return None\n"
+        + f"final_answer({answer})"
+    )
+    with LocalExecutor(isolation="in_process") as ex:
+        ex.send_tools({"final_answer": FinalAnswerTool()})
+        with pytest.raises(ExecutionError, match="cannot leave the sandbox"):
+            ex.run(code)

@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import collections
 import contextvars
+import datetime
 import functools
+import gc
 import sys
 import warnings
 from collections.abc import Callable, Iterator
-from types import FunctionType, GeneratorType, MethodType
+from types import BuiltinFunctionType, CodeType, FrameType, FunctionType, GeneratorType, MethodType, ModuleType
 from typing import Any
 
 from codeward.executors.local.imports import SandboxViolation
@@ -63,7 +65,7 @@ def vetted_from_host(value: Any, vet: Callable[[Any], Any], where: str) -> Any:
 def code_object_in(value: Any, sandbox_module: str, code_globals: dict[str, Any]) -> str | None:
     """Where `value` holds an object of the code's own (``value[0]``...), or None. Looking never
     calls the code's methods, but a large value takes time: the caller runs it under a watch."""
-    for item, place in _contents(value, "value", with_top=True):
+    for item, place in _contents(value, "value", with_top=True, deep=True):
         if _is_codes(item, sandbox_module, code_globals):
             return place
     return None
@@ -89,8 +91,11 @@ def _is_codes(item: Any, sandbox_module: str, code_globals: dict[str, Any]) -> b
     return isinstance(item, type) and item.__module__ == sandbox_module
 
 
-def _contents(value: Any, where: str, *, with_top: bool = False) -> Iterator[tuple[Any, str]]:
+def _contents(value: Any, where: str, *, with_top: bool = False, deep: bool = False) -> Iterator[tuple[Any, str]]:
     """Every object inside `value`'s containers, with its place; `value` first when `with_top`.
+    `deep`: inside any object too (what the garbage collector sees it hold: an instance's
+    attributes, an iterator's source, a datetime's tzinfo), but never inside a class, a module, a
+    function or a frame, which lead to the whole program.
 
     A flat container of plain items is judged at C speed: the types it holds are gathered first,
     and only a container holding something other than a plain scalar is walked item by item.
@@ -104,16 +109,16 @@ def _contents(value: Any, where: str, *, with_top: bool = False) -> Iterator[tup
         if id(container) in seen:
             continue
         seen.add(id(container))
-        for item, item_place in _items(container, place):
+        for item, item_place in _items(container, place, deep):
             yield item, item_place
-            if _opens(item):
+            if _opens(item, deep):
                 stack.append((item, item_place))
 
 
 _SCALARS = frozenset({int, float, complex, str, bytes, bool, type(None)})
 
 
-def _items(container: Any, place: str) -> list[tuple[Any, str]]:
+def _items(container: Any, place: str, deep: bool) -> list[tuple[Any, str]]:
     """The items of `container` that are not plain scalars, each with its place."""
     if isinstance(container, dict):
         keys = list(container)
@@ -125,6 +130,8 @@ def _items(container: Any, place: str) -> list[tuple[Any, str]]:
         return [(item, at) for item, at in pairs if type(item) not in _SCALARS]
     if isinstance(container, functools.partial):
         return [(part, f"{place}.func") for part in _partial_parts(container)]
+    if deep and not isinstance(container, _CONTAINERS) and not _is_library_data(container):
+        return [(item, f"{place}.<{type(item).__name__}>") for item in _held(container) if type(item) not in _SCALARS]
     items = _unplain(_flat(container))
     at = "{{...}}" if isinstance(container, (set, frozenset)) else "[{}]"
     return [(item, place + at.format(index)) for index, item in enumerate(items) if type(item) not in _SCALARS]
@@ -166,10 +173,29 @@ def _pandas_items(container: Any, pandas: Any) -> list[Any]:
     return items
 
 
-def _opens(item: Any) -> bool:
+def _opens(item: Any, deep: bool) -> bool:
     if isinstance(item, (*_CONTAINERS, functools.partial)):
         return True
+    if deep:
+        return type(item) not in _SCALARS and not isinstance(item, _CLOSED)
+    return _is_library_data(item)
+
+
+def _is_library_data(item: Any) -> bool:
     return type(item).__module__.split(".")[0] in ("numpy", "pandas")
+
+
+#: What a deep look never opens: each leads to the whole program (a function to its module's
+#: globals, a frame to its caller's), and the code's own are found without opening them.
+_CLOSED = (type, ModuleType, FunctionType, BuiltinFunctionType, CodeType, FrameType, GeneratorType)
+
+
+def _held(item: Any) -> list[Any]:
+    """What `item` holds, as the garbage collector sees it (its class aside), and a datetime's tzinfo,
+    which it does not show."""
+    held = [part for part in gc.get_referents(item) if not isinstance(part, type)]
+    tzinfo = getattr(item, "tzinfo", None) if isinstance(item, (datetime.datetime, datetime.time)) else None
+    return [*held, tzinfo] if tzinfo is not None else held
 
 
 def _partial_parts(item: functools.partial[Any]) -> list[Any]:

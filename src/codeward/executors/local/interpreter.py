@@ -53,6 +53,8 @@ from codeward.executors.local.watchdog import WATCHDOG, AlarmWatchdog, Watchdog
 __all__ = ["Interpreter", "ToolHandle", "interrupted"]
 
 _FILENAME = "<code block {}>"
+#: Values that hold nothing of the code's, leaving a block without a look.
+_SCALARS = frozenset({type(None), bool, int, float, complex, str, bytes})
 _ABSENT_BUILTINS = frozenset(
     {"open", "eval", "exec", "compile", "input", "globals", "locals", "vars", "breakpoint", "exit", "quit", "help"}
 )
@@ -208,6 +210,8 @@ class Interpreter:
         """The block's value or final answer as a worker would give it, where it holds the code's
         own objects: carried by the codec, or else its shown text (a value) or an error (a final
         answer). Worked out under a block's limits, never by the host afterwards."""
+        if type(output.output) in _SCALARS:
+            return output
         carried: list[Any] = []
         error = self._watched(lambda: carried.append(self._carried(output.output)))
         if carried:
