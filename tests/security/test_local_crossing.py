@@ -125,3 +125,33 @@ def test_a_module_inside_a_container_is_refused_and_one_alone_is_its_proxy():
             executor.run("alone.codecs")  # the raw module's imports stay out of reach
         with pytest.raises(SandboxViolation, match="a module reaches the code only as a variable of its own"):
             executor.send_variables({"mods": [json]})
+
+
+def failing_step(step: str) -> str:
+    """A host tool whose error carries what it was working with.
+
+    Args:
+        step: the step to run
+    """
+    raise LookupError("unknown step", step, [shutil.copy])
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_a_tools_exception_reaches_the_code_as_it_would_from_a_worker(isolation, canary):
+    """The exception's arguments are the host's objects: only plain ones cross, as from a worker."""
+    code = _route("try:\n    failing_step('x')\nexcept LookupError as e:\n    for f in e.args[2]:\n        f" + COPY, canary)
+    tool = FunctionTool(failing_step)
+    if isolation != "off":
+        with Unsandboxed() as control:
+            control.send_tools({"failing_step": tool})
+            control.run(code)
+        assert canary.exists(), "control: the exception hands over the function without a sandbox"
+        canary.unlink()
+    options: dict[str, Any] = {} if isolation == "off" else {"isolation": isolation}
+    with sandbox(**options) as executor:
+        executor.send_tools({"failing_step": tool})
+        with pytest.raises(ExecutionError):
+            executor.run(code)
+        caught = "try:\n    failing_step('x')\nexcept LookupError as e:\n    caught = str(e)\ncaught"
+        assert "unknown step" in executor.run(caught).output
+    assert not canary.exists()

@@ -19,7 +19,9 @@ import pytest
 from codeward.executors.base import ExecutionError
 from codeward.executors.codec import CodecWarning
 from codeward.executors.local import LocalExecutor
+from codeward.executors.local import interpreter
 from codeward.executors.local.interpreter import Interpreter
+from codeward.executors.local.limits import BudgetSpentOutsideRun, make_tick
 from codeward.platform.tools import FinalAnswerTool
 from codeward.tools import FunctionTool
 
@@ -149,8 +151,9 @@ def _agent_run() -> tuple[Any, float]:
 
 
 def test_an_agent_in_process_never_runs_a_final_answers_text_past_the_limit(monkeypatch):
-    with monkeypatch.context() as unchecked:
-        unchecked.setattr(Interpreter, "_leaving", lambda self, output: output)  # control
+    with monkeypatch.context() as unchecked:  # control: the answer leaves as it is, its methods run later
+        unchecked.setattr(Interpreter, "_leaving", lambda self, output: output)
+        unchecked.setattr(interpreter, "_BETWEEN_BLOCKS", make_tick(10**12, BudgetSpentOutsideRun))
         _, took = _agent_run()
         assert took > 3, "control: the host ran the answer's __repr__ for as long as it took"
     result, took = _agent_run()

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from codeward.executors.base import ExecutionError
-from codeward.executors.local import LocalExecutor, crossing, guards, imports
+from codeward.executors.local import LocalExecutor, crossing, guards, imports, interpreter
+from codeward.executors.local.limits import BudgetSpentOutsideRun, make_tick
 
 np = pytest.importorskip("numpy")
 pd = pytest.importorskip("pandas")
@@ -62,6 +63,7 @@ def test_settings_the_code_makes_never_reach_the_hosts_work(monkeypatch, host_se
     before = _host_settings()
     with monkeypatch.context() as shared:
         shared.setattr(crossing.CodeSettings, "run", lambda self, action: action())  # control
+        shared.setattr(interpreter, "_BETWEEN_BLOCKS", make_tick(10**9, BudgetSpentOutsideRun))  # and may run
         with LocalExecutor(isolation="in_process", authorized_imports=["numpy", "pandas"]) as ex:
             ex.run(INSTALL)
             _hosts_work()
@@ -150,3 +152,38 @@ def test_numpy_global_random_state_is_the_codes_own(monkeypatch):
         assert ex.run("np.random.randint(0, 10**6, 5).tolist()").output == expected  # the code's own state
         with pytest.raises(ExecutionError, match="global random state"):
             ex.run("np.random.get_bit_generator()")
+
+
+#: Settings numpy and pandas keep on objects of their modules: (the change, what the host sees, undo).
+MODULE_SETTINGS = {
+    "masked-print": (
+        "np.ma.masked_print_option.set_display('HACKED')",
+        lambda: str(np.ma.masked_array([1, 2], mask=[0, 1])),
+        lambda: np.ma.masked_print_option.set_display("--"),
+    ),
+    "polynomial-style": (
+        "np.polynomial.set_default_printstyle('ascii')",
+        lambda: str(np.polynomial.Polynomial([1, 2])),
+        lambda: np.polynomial.set_default_printstyle("unicode"),
+    ),
+    "plot-params": (
+        "pd.plotting.plot_params['x_compat'] = True",
+        lambda: pd.plotting.plot_params["x_compat"],
+        lambda: pd.plotting.plot_params.reset(),
+    ),
+}
+
+
+@pytest.mark.parametrize(("change", "seen", "undo"), MODULE_SETTINGS.values(), ids=MODULE_SETTINGS.keys())
+def test_a_setting_kept_on_a_library_module_is_refused(change, seen, undo):
+    before = seen()
+    try:
+        exec(change, {"np": np, "pd": pd})  # control: plain Python changes what the host sees
+        assert seen() != before, "control: the setting is the host's"
+    finally:
+        undo()
+    assert seen() == before
+    with LocalExecutor(isolation="in_process", authorized_imports=["numpy", "pandas"]) as ex:
+        with pytest.raises(ExecutionError, match="a setting of the whole process"):
+            ex.run("import numpy as np\nimport pandas as pd\n" + change)
+    assert seen() == before

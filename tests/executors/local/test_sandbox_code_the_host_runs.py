@@ -164,3 +164,61 @@ def test_generator_finally_run_by_the_host_later_stays_bounded():
     ex = LocalExecutor(isolation="in_process", max_operations=100_000)
     ex.run("def g():\n    try:\n        yield 1\n    finally:\n        while True:\n            pass\nx = g()\nnext(x)")
     ex.close()  # drops the generator: its finally runs on the host, under the budget
+
+
+#: A key the code plants in typing's process-wide cache, whose hash is int's: the host's own
+#: ``Optional[int]``, later, compares ``int == key`` and so runs the code's ``__eq__``.
+PLANTED = """
+import time, typing
+armed = []
+class Key:
+    def __init__(self, h):
+        self.h = h
+    def __hash__(self):
+        return self.h
+    def __call__(self):
+        return None
+    def __eq__(self, other):
+        if armed:
+            until = time.monotonic() + 3.2
+            while time.monotonic() < until:
+                pass
+        return self is other
+typing.Optional[Key(hash(int))]
+armed.append(1)
+"""
+PROBE = """
+import sys, time, typing
+from codeward.executors.local import LocalExecutor, interpreter
+from codeward.executors.local.limits import BudgetSpentOutsideRun, make_tick
+if sys.argv[1] == "control":  # the code's functions keep an operation budget between blocks
+    interpreter._BETWEEN_BLOCKS = make_tick(10**12, BudgetSpentOutsideRun)
+ex = LocalExecutor(isolation="in_process", timeout_seconds=1, max_operations=10**12)
+ex.run(sys.argv[2])
+started = time.monotonic()
+try:
+    typing.Optional[int]
+    outcome = "ran"
+except BudgetSpentOutsideRun:
+    outcome = "refused"
+print(outcome, round(time.monotonic() - started, 2))
+"""
+
+
+def test_the_codes_function_in_a_library_cache_never_runs_between_blocks():
+    """Nothing the host receives holds the key: it waits in a library's cache. Whatever route
+    brings the code's function back to the host, it raises at once outside a block."""
+    import subprocess
+    import sys
+
+    def probe(mode: str) -> tuple[str, float]:
+        done = subprocess.run(
+            [sys.executable, "-c", PROBE, mode, PLANTED], capture_output=True, text=True, timeout=60, check=True
+        )
+        outcome, took = done.stdout.split()
+        return outcome, float(took)
+
+    outcome, took = probe("control")
+    assert outcome == "ran" and took > 3, f"control: the host's Optional[int] {outcome} in {took} s"
+    outcome, took = probe("sandboxed")
+    assert outcome == "refused" and took < 1, (outcome, took)

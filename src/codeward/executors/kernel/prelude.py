@@ -284,10 +284,10 @@ def _call_host(name: str, arguments: dict[str, Any]) -> Any:
     error = reply["error"]
     if error["kind"] == "call":
         raise ToolCallError(error["message"])
-    raise _tool_failure(name, error)
+    raise tool_failure(name, error)
 
 
-def _tool_failure(name: str, reply: dict[str, Any]) -> Exception:
+def tool_failure(name: str, reply: dict[str, Any]) -> Exception:
     """The tool's own exception where it is a built-in type (so ``except ValueError`` works as it
     would on the host), from its own arguments where they came; otherwise a `ToolError` subclass
     named as the original, which derives from the original's nearest built-in base too, so the

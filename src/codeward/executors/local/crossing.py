@@ -36,7 +36,9 @@ from collections.abc import Callable, Iterator
 from types import BuiltinFunctionType, CodeType, FrameType, FunctionType, GeneratorType, MethodType, ModuleType
 from typing import Any
 
+from codeward.executors.codec import CodecError
 from codeward.executors.local.imports import SandboxViolation
+from codeward.executors.local.limits import SandboxSignal
 
 __all__ = ["SHOWN_LIMIT", "CodeSettings", "code_object_in", "final_answer_refused", "vetted_from_host"]
 
@@ -71,9 +73,16 @@ def code_object_in(value: Any, sandbox_module: str, code_globals: dict[str, Any]
     return None
 
 
-def final_answer_refused(answer: Any, reason: object) -> str:
-    """Why a final answer cannot leave, as a worker and the host's own process both say it."""
+def final_answer_refused(answer: Any, error: BaseException | None) -> str:
+    """Why a final answer cannot leave, as a worker and the host's own process both say it: the
+    codec's own words, never the text of the code's exception (its ``__str__`` is the code's)."""
     kind = type(answer)
+    if isinstance(error, CodecError):
+        reason = str(error)
+    elif isinstance(error, SandboxSignal):
+        reason = "looking through it ran past the sandbox's limits"
+    else:
+        reason = f"encoding it raised {type(error).__name__}"
     return f"the final answer, of type {kind.__module__}.{kind.__qualname__}, cannot leave the sandbox: {reason}"
 
 

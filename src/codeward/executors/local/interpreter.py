@@ -23,7 +23,8 @@ from codeward.executors.base import (
     ExecutionTimeout,
     FinalAnswerSignal,
 )
-from codeward.executors.kernel.cells import BoundedText
+from codeward.executors.kernel import prelude
+from codeward.executors.kernel.cells import BoundedText, request_error
 from codeward.executors.local.crossing import (
     SHOWN_LIMIT,
     CodeSettings,
@@ -49,10 +50,15 @@ from codeward.executors.local.output import capture_output
 from codeward.executors.local.policy import CodeRefused, compile_block
 from codeward.executors.local.receivers import PLAIN_RECEIVER
 from codeward.executors.local.watchdog import WATCHDOG, AlarmWatchdog, Watchdog
+from codeward.tools import ToolCallError
 
 __all__ = ["Interpreter", "ToolHandle", "interrupted"]
 
 _FILENAME = "<code block {}>"
+#: The tick of the code's functions outside its blocks: the code runs only while a block (or a text
+#: worked out under a block's limits) is watched, never when a program or library calls it later
+#: (a callback, a cache's comparison, an object's method it left somewhere): that raises at once.
+_BETWEEN_BLOCKS = make_tick(0, BudgetSpentOutsideRun)
 #: Values that hold nothing of the code's, leaving a block without a look.
 _SCALARS = frozenset({type(None), bool, int, float, complex, str, bytes})
 _ABSENT_BUILTINS = frozenset(
@@ -139,7 +145,7 @@ class Interpreter:
         self._guards.connect(ImportGate(self.authorized_imports, overrides, self.data_policy.vet_module_attribute))
         self._globals.update(self._guards.guard_names())
         self._globals["__builtins__"] = self._guards.builtins(self._print)
-        self._globals["_tick_"] = make_tick(self.max_operations, BudgetSpentOutsideRun)
+        self._globals["_tick_"] = _BETWEEN_BLOCKS
 
     def send_variables(self, variables: dict[str, Any]) -> None:
         vet = self._guards.gate.vet
@@ -161,10 +167,18 @@ class Interpreter:
             return handle
         if handle._final:  # its argument leaves as the final answer, looked through at the block's end
             return handle
-        call, vet, where = handle._call, self._guards.gate.vet, f"the result of the tool {handle.name!r}"
+        name, call, vet = handle.name, handle._call, self._guards.gate.vet
 
         def crossing(*args: Any, **kwargs: Any) -> Any:
-            return vetted_from_host(call(*self._carried(list(args)), **self._carried(kwargs)), vet, where)
+            args, kwargs = self._carried(list(args)), self._carried(kwargs)
+            try:
+                result = call(*args, **kwargs)
+            except ToolCallError:  # codeward's own, about the arguments: its text is all it holds
+                raise
+            except Exception as error:  # the tool's own: it reaches the code as a worker's would
+                reply = codec.loads(request_error("tool", type(error).__name__, str(error), error))
+                raise prelude.tool_failure(name, reply["error"]) from None
+            return vetted_from_host(result, vet, f"the result of the tool {name!r}")
 
         return ToolHandle(handle.name, handle.description, crossing, False)
 
@@ -193,8 +207,7 @@ class Interpreter:
         except KeyboardInterrupt as interrupt:
             raise interrupt from interrupted(self._logs.text())
         finally:
-            # Code the host triggers between blocks (a repr, a callback) keeps a budget.
-            self._globals["_tick_"] = make_tick(self.max_operations, BudgetSpentOutsideRun)
+            self._globals["_tick_"] = _BETWEEN_BLOCKS
             self._globals.update(self._tools)
             self._globals[PLAIN_RECEIVER][0] = None  # the code's object goes when the code lets it go
         logs = self._logs.text()
@@ -213,27 +226,22 @@ class Interpreter:
         if type(output.output) in _SCALARS:
             return output
         carried: list[Any] = []
-        error = self._watched(lambda: carried.append(self._carried(output.output)))
+        error = self.watched(lambda: carried.append(self._carried(output.output)))
         if carried:
             return CodeOutput(carried[0], output.logs, output.is_final_answer)
         if not output.is_final_answer:
             return CodeOutput(self.shown(output.output)[:SHOWN_LIMIT], output.logs, False)
-        if isinstance(error, codec.CodecError):  # the codec's own text; the code's exception's text is the code's
-            reason = str(error)
-        elif isinstance(error, SandboxSignal):
-            reason = "looking through it ran past the sandbox's limits"
-        else:
-            reason = f"encoding it raised {type(error).__name__}"
-        raise ExecutionError(final_answer_refused(output.output, reason), logs=output.logs, error_type="CodecError")
+        raise ExecutionError(final_answer_refused(output.output, error), logs=output.logs, error_type="CodecError")
 
     def close(self) -> None:
         if "_tick_" in self._globals:
             # Dropping the code's objects can run its code (a suspended generator's
-            # finally): give that no budget, then let the objects go before the guards.
-            self._globals["_tick_"] = make_tick(0, BudgetSpentOutsideRun)
+            # finally): that runs no further than between blocks, and neither does any later call.
+            self._globals["_tick_"] = _BETWEEN_BLOCKS
             for name in [name for name in self._globals if not name.startswith("_")]:
                 del self._globals[name]
             self._globals.clear()
+            self._globals["_tick_"] = _BETWEEN_BLOCKS
 
     # Running -----------------------------------------------------------------
     def shown(self, value: Any) -> str:
@@ -244,18 +252,19 @@ class Interpreter:
         """``make(value)``, which may run the code's own ``__repr__`` or ``__str__``, under a block's
         limits (time as well as operations); `fallback` when it fails or gives no str."""
         text: list[str] = []
-        error = self._watched(lambda: text.append(make(value)))
+        error = self.watched(lambda: text.append(make(value)))
         if error is not None or not text or type(text[0]) is not str:
             return fallback
         return text[0]
 
-    def _watched(self, action: Callable[[], Any]) -> BaseException | None:
-        """`action`, which may run the code's own methods, under a block's limits."""
+    def watched(self, action: Callable[[], Any]) -> BaseException | None:
+        """`action`, which may run the code's own methods (a value's text, its encoding), under a
+        block's limits; the exception that ended it, if any."""
         self._globals["_tick_"] = make_tick(self.max_operations)
         try:
             return self._execute(action)
         finally:
-            self._globals["_tick_"] = make_tick(self.max_operations, BudgetSpentOutsideRun)
+            self._globals["_tick_"] = _BETWEEN_BLOCKS
 
     def _execute(self, action: Callable[[], Any]) -> BaseException | None:
         """Run under the watchdog, with the code's own process-wide settings in the host's process;

@@ -87,7 +87,16 @@ def library_rules(write: Callable[[Any], Any], getitem: Callable[[Any, Any], Any
             "overload": _unrecorded_overload,
             "clear_overloads": Refused("it empties the host's registry of overloads"),
         },
+        # Process-wide settings kept in a library's module, beyond those the code keeps as its own
+        # (numpy's error and print options, pandas' options: see crossing.CodeSettings).
+        "numpy.ma": {"masked_print_option": Refused(_SHARED_SETTING)},
+        "numpy.ma.core": {"masked_print_option": Refused(_SHARED_SETTING)},
+        "numpy.polynomial": {"set_default_printstyle": Refused(_SHARED_SETTING)},
+        "pandas.plotting": {"plot_params": Refused(_SHARED_SETTING + "; pass the option to the plot call")},
     }
+
+
+_SHARED_SETTING = "it is a setting of the whole process, the host's too"
 
 
 _REPLACE = (

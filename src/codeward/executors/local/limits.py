@@ -48,8 +48,8 @@ class MemoryLimitReached(SandboxSignal):
 
 
 class BudgetSpentOutsideRun(RuntimeError):
-    """Code defined in the sandbox, called by the host between blocks (a `repr` of an
-    answer, a callback), ran past the operation budget it has there."""
+    """Code defined in the sandbox was called between blocks (a callback, a cache's comparison,
+    a method of an object it left with the host), where it has no budget: it runs only in blocks."""
 
 
 class SizeLimitError(MemoryError):
@@ -67,7 +67,9 @@ class _Exhausted:
 
     def __next__(self) -> bool:
         raise self.error(
-            "code defined in the sandbox ran past its operation budget" if self.error is BudgetSpentOutsideRun else ""
+            "code defined in the sandbox runs only inside its blocks; it was called between blocks"
+            if self.error is BudgetSpentOutsideRun
+            else ""
         )
 
 

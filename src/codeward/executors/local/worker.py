@@ -192,23 +192,24 @@ def _run(interpreter: Interpreter, interrupts: _HostInterrupts, code: str) -> _M
         return failed, "", ()
     header: dict[str, Any] = {"op": "done", "final": output.is_final_answer, "logs": output.logs}
     parts: list[Any] = []
-    try:
-        return header, codec.dumps(output.output, parts=parts), parts
-    except Exception as error:  # the codec's refusal, or the value's own code failing while encoded
-        if output.is_final_answer:
-            return (
-                {
-                    **header,
-                    "op": "error",
-                    "timeout": False,
-                    "message": _clipped(final_answer_refused(output.output, error)),
-                    "traceback": "",
-                    "error_type": "CodecError",
-                },
-                "",
-                (),
-            )
-        return {**header, "shown": True}, codec.dumps(interpreter.shown(output.output)[:SHOWN_LIMIT]), ()
+    encoded: list[str] = []
+    failure = interpreter.watched(lambda: encoded.append(codec.dumps(output.output, parts=parts)))
+    if encoded:
+        return header, encoded[0], parts
+    if output.is_final_answer:  # the codec's refusal, or the value's own code failing while encoded
+        return (
+            {
+                **header,
+                "op": "error",
+                "timeout": False,
+                "message": _clipped(final_answer_refused(output.output, failure)),
+                "traceback": "",
+                "error_type": "CodecError",
+            },
+            "",
+            (),
+        )
+    return {**header, "shown": True}, codec.dumps(interpreter.shown(output.output)[:SHOWN_LIMIT]), ()
 
 
 def _clipped(text: str) -> str:
