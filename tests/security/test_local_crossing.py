@@ -139,7 +139,9 @@ def failing_step(step: str) -> str:
 @pytest.mark.parametrize("isolation", ISOLATIONS)
 def test_a_tools_exception_reaches_the_code_as_it_would_from_a_worker(isolation, canary):
     """The exception's arguments are the host's objects: only plain ones cross, as from a worker."""
-    code = _route("try:\n    failing_step('x')\nexcept LookupError as e:\n    for f in e.args[2]:\n        f" + COPY, canary)
+    code = _route(
+        "try:\n    failing_step('x')\nexcept LookupError as e:\n    for f in e.args[2]:\n        f" + COPY, canary
+    )
     tool = FunctionTool(failing_step)
     if isolation != "off":
         with Unsandboxed() as control:

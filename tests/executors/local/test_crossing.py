@@ -18,8 +18,7 @@ import pytest
 
 from codeward.executors.base import ExecutionError
 from codeward.executors.codec import CodecWarning
-from codeward.executors.local import LocalExecutor
-from codeward.executors.local import interpreter
+from codeward.executors.local import LocalExecutor, interpreter
 from codeward.executors.local.interpreter import Interpreter
 from codeward.executors.local.limits import BudgetSpentOutsideRun, make_tick
 from codeward.platform.tools import FinalAnswerTool

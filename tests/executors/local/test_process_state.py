@@ -183,7 +183,9 @@ def test_a_setting_kept_on_a_library_module_is_refused(change, seen, undo):
     finally:
         undo()
     assert seen() == before
-    with LocalExecutor(isolation="in_process", authorized_imports=["numpy", "pandas"]) as ex:
-        with pytest.raises(ExecutionError, match="a setting of the whole process"):
-            ex.run("import numpy as np\nimport pandas as pd\n" + change)
+    with (
+        LocalExecutor(isolation="in_process", authorized_imports=["numpy", "pandas"]) as ex,
+        pytest.raises(ExecutionError, match="a setting of the whole process"),
+    ):
+        ex.run("import numpy as np\nimport pandas as pd\n" + change)
     assert seen() == before
