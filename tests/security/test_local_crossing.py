@@ -9,7 +9,9 @@ that names the place; from a worker, the codec refuses to carry a function at al
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +87,22 @@ def test_the_refusal_names_the_place(canary):
         executor.send_variables({"nested": HANDED["nested"]})
 
 
+@contextlib.contextmanager
+def _given(tool: FunctionTool, code: str, isolation: str, canary: Path) -> Iterator[Any]:
+    """The executor under attack with `tool` sent, after the control: without a sandbox, `code`
+    reaches the function through the tool and writes the canary."""
+    if isolation != "off":
+        with Unsandboxed() as control:
+            control.send_tools({tool.name: tool})
+            control.run(code)
+        assert canary.exists(), "control: the tool hands over the function without a sandbox"
+        canary.unlink()
+    options: dict[str, Any] = {} if isolation == "off" else {"isolation": isolation}
+    with sandbox(**options) as executor:
+        executor.send_tools({tool.name: tool})
+        yield executor
+
+
 def helpers() -> list:
     """A host tool that returns functions of the machine."""
     return [shutil.copy]
@@ -93,16 +111,7 @@ def helpers() -> list:
 @pytest.mark.parametrize("isolation", ISOLATIONS)
 def test_a_tools_result_is_vetted_inside_its_containers(isolation, canary):
     code = _route("for f in helpers():\n    f" + COPY, canary)
-    tool = FunctionTool(helpers)
-    if isolation != "off":
-        with Unsandboxed() as control:
-            control.send_tools({"helpers": tool})
-            control.run(code)
-        assert canary.exists(), "control: the tool's result reaches the function without a sandbox"
-        canary.unlink()
-    options: dict[str, Any] = {} if isolation == "off" else {"isolation": isolation}
-    with sandbox(**options) as executor:
-        executor.send_tools({"helpers": tool})
+    with _given(FunctionTool(helpers), code, isolation, canary) as executor:
         with pytest.raises(ExecutionError) as refused:
             executor.run(code)
         if isolation == "in_process":
@@ -142,16 +151,7 @@ def test_a_tools_exception_reaches_the_code_as_it_would_from_a_worker(isolation,
     code = _route(
         "try:\n    failing_step('x')\nexcept LookupError as e:\n    for f in e.args[2]:\n        f" + COPY, canary
     )
-    tool = FunctionTool(failing_step)
-    if isolation != "off":
-        with Unsandboxed() as control:
-            control.send_tools({"failing_step": tool})
-            control.run(code)
-        assert canary.exists(), "control: the exception hands over the function without a sandbox"
-        canary.unlink()
-    options: dict[str, Any] = {} if isolation == "off" else {"isolation": isolation}
-    with sandbox(**options) as executor:
-        executor.send_tools({"failing_step": tool})
+    with _given(FunctionTool(failing_step), code, isolation, canary) as executor:
         with pytest.raises(ExecutionError):
             executor.run(code)
         caught = "try:\n    failing_step('x')\nexcept LookupError as e:\n    caught = str(e)\ncaught"
