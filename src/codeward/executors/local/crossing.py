@@ -49,18 +49,16 @@ _CONTAINERS = (list, tuple, dict, set, frozenset, collections.deque)
 
 
 def vetted_from_host(value: Any, vet: Callable[[Any], Any], where: str) -> Any:
-    """`value` as the code may hold it: ``vet(value)`` (a module becomes its proxy), and inside its
-    containers, nothing ``vet`` would change or refuse; a `SandboxViolation` names the place."""
-    value = vet(value)
-    for item, place in _contents(value, where):
+    """`value`, once nothing in it is what an item read would refuse (a function of a refused
+    module, an interpreter internal); a `SandboxViolation` names the place. A module is given as it
+    is, alone or inside a container: every read of its attributes is guarded, as any module's."""
+    for item, place in _contents(value, where, with_top=True):
+        if type(item) is ModuleType:
+            continue
         try:
-            vetted = vet(item)
+            vet(item)
         except SandboxViolation as refusal:
             raise SandboxViolation(f"{place} cannot be given to the code: {refusal}") from None
-        if vetted is not item:
-            raise SandboxViolation(
-                f"{place} is the module {item.__name__!r}: a module reaches the code only as a variable of its own"
-            )
     return value
 
 
