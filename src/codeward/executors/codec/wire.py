@@ -68,10 +68,10 @@ def loads(text: str, *, allow_pickle: bool = False, parts: Sequence[Any] | None 
         raise CodecError(f"loads expects JSON text, got {type(text)!r}")
     bounds.check_payload_size(len(text) + sum(map(len, parts or ())))
     allowance = _MEMORY.get()
-    if allowance is not None and bounds.decoded_size(text) > allowance:
+    if allowance is not None and (decoded := bounds.decoded_size(text)) > allowance:
         raise CodecError(
-            f"refused a payload that would take about {bounds.decoded_size(text):,} bytes once decoded, more than "
-            f"the {allowance:,} bytes allowed; send large data as arrays or DataFrames, which carry as raw bytes"
+            f"refused a payload that would take about {decoded:,} bytes once decoded, more than the "
+            f"{allowance:,} bytes allowed; send large data as arrays or DataFrames, which carry as raw bytes"
         )
     decoder = Decoder(allow_pickle, parts)
     if isinstance(text, str) and len(text) >= _CUT_AT:

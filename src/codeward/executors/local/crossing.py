@@ -40,7 +40,7 @@ from codeward.executors.codec import CodecError
 from codeward.executors.local.imports import SandboxViolation
 from codeward.executors.local.limits import SandboxSignal
 
-__all__ = ["SHOWN_LIMIT", "CodeSettings", "code_object_in", "final_answer_refused", "vetted_from_host"]
+__all__ = ["SCALARS", "SHOWN_LIMIT", "CodeSettings", "code_object_in", "final_answer_refused", "vetted_from_host"]
 
 #: The most characters of a value's text given in place of a value the codec cannot carry.
 SHOWN_LIMIT = 10_000
@@ -122,7 +122,8 @@ def _contents(value: Any, where: str, *, with_top: bool = False, deep: bool = Fa
                 stack.append((item, item_place))
 
 
-_SCALARS = frozenset({int, float, complex, str, bytes, bool, type(None)})
+#: Values that hold nothing but themselves: no walk looks inside them.
+SCALARS = frozenset({int, float, complex, str, bytes, bool, type(None)})
 
 
 def _items(container: Any, place: str, deep: bool) -> list[tuple[Any, str]]:
@@ -134,24 +135,24 @@ def _items(container: Any, place: str, deep: bool) -> list[tuple[Any, str]]:
         pairs += [(value, f"{place}[{_label(key)}]") for key, value in zip(keys, values, strict=False)]
         if isinstance(container, collections.defaultdict) and container.default_factory is not None:
             pairs.append((container.default_factory, f"{place}.default_factory"))
-        return [(item, at) for item, at in pairs if type(item) not in _SCALARS]
+        return [(item, at) for item, at in pairs if type(item) not in SCALARS]
     if isinstance(container, functools.partial):
         return [(part, f"{place}.func") for part in _partial_parts(container)]
     if deep and not isinstance(container, _CONTAINERS) and not _is_library_data(container):
-        return [(item, f"{place}.<{type(item).__name__}>") for item in _held(container) if type(item) not in _SCALARS]
+        return [(item, f"{place}.<{type(item).__name__}>") for item in _held(container) if type(item) not in SCALARS]
     items = _unplain(_flat(container))
     at = "{{...}}" if isinstance(container, (set, frozenset)) else "[{}]"
-    return [(item, place + at.format(index)) for index, item in enumerate(items) if type(item) not in _SCALARS]
+    return [(item, place + at.format(index)) for index, item in enumerate(items) if type(item) not in SCALARS]
 
 
 def _label(key: Any) -> str:
     """A key as a place names it; only a plain key's own repr is called."""
-    return f"{key!r:.40}" if type(key) in _SCALARS else f"<a {type(key).__name__} key>"
+    return f"{key!r:.40}" if type(key) in SCALARS else f"<a {type(key).__name__} key>"
 
 
 def _unplain(items: list[Any]) -> list[Any]:
     """`items`, or none where all are plain scalars: that is judged at C speed, for large flat data."""
-    return [] if _SCALARS.issuperset(map(type, items)) else items
+    return [] if SCALARS.issuperset(map(type, items)) else items
 
 
 def _flat(container: Any) -> list[Any]:
@@ -184,7 +185,7 @@ def _opens(item: Any, deep: bool) -> bool:
     if isinstance(item, (*_CONTAINERS, functools.partial)):
         return True
     if deep:
-        return type(item) not in _SCALARS and not isinstance(item, _CLOSED)
+        return type(item) not in SCALARS and not isinstance(item, _CLOSED)
     return _is_library_data(item)
 
 

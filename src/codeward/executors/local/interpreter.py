@@ -26,6 +26,7 @@ from codeward.executors.base import (
 from codeward.executors.kernel import prelude
 from codeward.executors.kernel.cells import BoundedText, request_error
 from codeward.executors.local.crossing import (
+    SCALARS,
     SHOWN_LIMIT,
     CodeSettings,
     code_object_in,
@@ -59,8 +60,6 @@ _FILENAME = "<code block {}>"
 #: worked out under a block's limits) is watched, never when a program or library calls it later
 #: (a callback, a cache's comparison, an object's method it left somewhere): that raises at once.
 _BETWEEN_BLOCKS = make_tick(0, BudgetSpentOutsideRun)
-#: Values that hold nothing of the code's, leaving a block without a look.
-_SCALARS = frozenset({type(None), bool, int, float, complex, str, bytes})
 _ABSENT_BUILTINS = frozenset(
     {"open", "eval", "exec", "compile", "input", "globals", "locals", "vars", "breakpoint", "exit", "quit", "help"}
 )
@@ -163,9 +162,7 @@ class Interpreter:
     def _crossing(self, handle: ToolHandle) -> ToolHandle:
         """In the host's process, a tool's arguments leave as the block's value would, and its
         result comes in as a variable would (see `crossing`); a worker's tools cross as data."""
-        if not self._host_process:
-            return handle
-        if handle._final:  # its argument leaves as the final answer, looked through at the block's end
+        if not self._host_process or handle._final:  # a final answer is looked through at the block's end
             return handle
         name, call, vet = handle.name, handle._call, self._guards.gate.vet
 
@@ -223,7 +220,7 @@ class Interpreter:
         """The block's value or final answer as a worker would give it, where it holds the code's
         own objects: carried by the codec, or else its shown text (a value) or an error (a final
         answer). Worked out under a block's limits, never by the host afterwards."""
-        if type(output.output) in _SCALARS:
+        if type(output.output) in SCALARS:  # nothing of the code's: they leave without a look
             return output
         carried: list[Any] = []
         error = self.watched(lambda: carried.append(self._carried(output.output)))

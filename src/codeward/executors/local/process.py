@@ -32,6 +32,7 @@ polices it from outside:
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import glob
 import json
 import os
@@ -43,7 +44,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -232,7 +233,7 @@ class WorkerExecutor(RememberingExecutor):
         """Run the tool the block asked for; its request is decoded within the block's deadline.
         The host cannot stop a tool mid-call: past the deadline when it returns, the worker is
         stopped (its block has already given up waiting), and the block ends as a timeout."""
-        with codec.decoding_deadline(deadline), codec.decoding_memory(self._settings["max_memory_bytes"]):
+        with self._decoding(deadline):
             reply = self._bridge.answer_tool(body)
         if time.monotonic() > deadline:
             raise self._lost(
@@ -341,6 +342,12 @@ class WorkerExecutor(RememberingExecutor):
         except ChannelError as error:
             raise self._lost(worker, f"the worker process sent {error}, and was stopped") from None
 
+    @contextlib.contextmanager
+    def _decoding(self, deadline: float) -> Iterator[None]:
+        """What the host decodes from the worker: by the block's deadline, and within its memory allowance."""
+        with codec.decoding_deadline(deadline), codec.decoding_memory(self._settings["max_memory_bytes"]):
+            yield
+
     def _lost(self, worker: _Worker, what: str) -> SandboxError:
         """Stop `worker` for good; the next block starts a new one."""
         worker.stop(graceful=False)
@@ -352,7 +359,7 @@ class WorkerExecutor(RememberingExecutor):
         logs = str(header.get("logs", ""))
         if header.get("op") == "done":
             try:
-                with codec.decoding_deadline(deadline), codec.decoding_memory(self._settings["max_memory_bytes"]):
+                with self._decoding(deadline):
                     value = codec.loads(body, parts=parts)
             except codec.CodecError as error:
                 raise ExecutionError(
