@@ -3,12 +3,20 @@ thing on every sandbox and bad input gets the same clear error wherever it is pa
 
 from __future__ import annotations
 
+import builtins
 import keyword
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["RESERVED_NAMES", "checked_packages", "checked_seconds", "checked_tool_names", "checked_variable_names"]
+__all__ = [
+    "RESERVED_NAMES",
+    "checked_packages",
+    "checked_seconds",
+    "checked_tool_names",
+    "checked_variable_names",
+    "taken_name",
+]
 
 
 #: The bytes one cell may bring back to the host from a kernel sandbox (jupyter, docker, e2b):
@@ -33,32 +41,56 @@ def checked_seconds(name: str, value: Any) -> float:
     return float(value)
 
 
-#: Names no variable may take on any sandbox: the local executor's guarded `range`, and what an
-#: IPython kernel's namespace needs for itself.
+#: Names no variable or tool may take on any sandbox: the local executor's guarded `range`, and
+#: what an IPython kernel's namespace needs for itself.
 RESERVED_NAMES = ("range", "get_ipython", "In", "Out", "exit", "quit")
+
+#: Python's builtins as the code sees them: a tool or variable under one of these names would
+#: receive what the code meant for `print`, `len` or `str` (secrets included).
+_BUILTIN_NAMES = frozenset(name for name in dir(builtins) if not name.startswith("_"))
+
+
+def taken_name(name: str) -> str | None:
+    """Why `name` cannot enter a sandbox's namespace from outside, or None if it can.
+
+    The one rule for every name a user, an MCP server or a tool module puts beside the code:
+    it is a public identifier, and it hides neither a builtin nor a name the sandbox uses.
+    (`final_answer` is the agent's to judge: only the agent knows which one is its own.)
+    """
+    if not name.isidentifier() or keyword.iskeyword(name):
+        return "is not a Python identifier"
+    if name.startswith("_"):
+        return "starts with '_', which the code cannot read"
+    if name in RESERVED_NAMES:
+        return "is a name the sandbox needs for itself"
+    if name in _BUILTIN_NAMES:
+        return f"would hide Python's builtin {name}"
+    return None
 
 
 def checked_variable_names(variables: Any, tools: Iterable[str] = ()) -> None:
-    """Variables must be a dict whose keys the code can read as names, none of them a tool's or reserved."""
+    """Variables must be a dict whose keys the code can read as names, none of them a tool's or taken."""
     if not isinstance(variables, Mapping):
         raise TypeError(f"variables must be a dict of names to values, got {type(variables).__name__}")
-    taken = {*tools, *RESERVED_NAMES}
+    tool_names = set(tools)
     for name in variables:
-        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+        if not isinstance(name, str):
             raise ValueError(f"variable name {name!r} is not a Python identifier")
-        if name.startswith("_"):
-            raise ValueError(f"variable {name!r} starts with '_', which the code cannot read; rename it")
-        if name in taken:
-            raise ValueError(f"variable {name!r} has the name of a tool or of something the sandbox needs; rename it")
+        reason = taken_name(name) or ("is the name of a tool" if name in tool_names else None)
+        if reason is not None:
+            raise ValueError(f"variable {name!r} {reason}; rename it")
 
 
 def checked_tool_names(tools: Any) -> None:
-    """Tools must be a dict of public identifiers to callables."""
+    """Tools must be a dict of names the code can call, none of them taken, to callables."""
     if not isinstance(tools, Mapping):
         raise TypeError(f"tools must be a dict of names to tools, got {type(tools).__name__}")
     for name, tool in tools.items():
-        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
+        if not isinstance(name, str):
             raise ValueError(f"tool name {name!r} must be a public Python identifier")
+        reason = taken_name(name)
+        if reason is not None:
+            raise ValueError(f"tool name {name!r} {reason}; rename the tool")
         if not callable(tool):
             raise TypeError(f"tool {name!r} is not callable: {type(tool).__name__}")
 

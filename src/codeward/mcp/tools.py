@@ -35,6 +35,7 @@ from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client, ty
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from codeward.executors.settings import taken_name
 from codeward.tools import JSON_TYPES, Tool, ToolDefinitionError
 
 __all__ = ["MCPTool", "MCPToolError", "MCPTools", "served_over_http"]
@@ -324,7 +325,7 @@ def _tools(tools: MCPTools, listed: list[types.Tool]) -> list[Tool]:
     """One codeward tool per server tool, under a Python name; two tools that would share one are refused."""
     made: dict[str, Tool] = {}
     for entry in listed:
-        name = _python_name(entry.name)
+        name = _tool_name(entry.name)
         if name in made:
             raise ToolDefinitionError(
                 f"the MCP server {tools.server} has two tools named {name!r} once made Python names; "
@@ -334,11 +335,24 @@ def _tools(tools: MCPTools, listed: list[types.Tool]) -> list[Tool]:
     return list(made.values())
 
 
+def _tool_name(name: str) -> str:
+    """The server's tool name as the sandbox knows it: a name the server chose never hides ours.
+
+    A name that would hide a builtin, a name the sandbox uses, or the agent's own `final_answer`
+    gets a trailing underscore, as a keyword does (`print` -> `print_`); the model sees the
+    tool under that name.
+    """
+    python = _python_name(name)
+    if python == "final_answer" or taken_name(python) is not None:
+        python = f"{python}_"
+    return python
+
+
 def _python_name(name: str) -> str:
     """A name the model's code can call: other characters become underscores ("get-weather" -> get_weather)."""
-    python = re.sub(r"\W", "_", name)
+    python = re.sub(r"\W", "_", name).lstrip("_")
     if not python or python[0].isdigit():
-        python = f"_{python}"
+        python = f"tool_{python}"
     return f"{python}_" if keyword.iskeyword(python) else python
 
 

@@ -225,6 +225,11 @@ class MultiStepAgent:
                 raise ValueError(f"two tools are named {tool.name!r}; tool names must be unique")
             if tool.name in self.managed_agents:
                 raise ValueError(f"{tool.name!r} names both a tool and a managed agent; names must be unique")
+            if tool.name == "final_answer" and not isinstance(tool, FinalAnswerTool):
+                raise ValueError(
+                    f"the tool {tool!r} is named final_answer, which ends the run with its argument as the answer; "
+                    "rename it, or subclass codeward.tools.FinalAnswerTool to change how answers are given"
+                )
             table[tool.name] = tool
         table.setdefault("final_answer", FinalAnswerTool())
         return table

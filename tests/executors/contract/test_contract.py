@@ -288,13 +288,26 @@ def test_a_bad_time_limit_is_refused_alike(executor_name: str, bad: object) -> N
         PROFILES[executor_name].make(timeout_seconds=bad)
 
 
-@pytest.mark.parametrize("name", ["not an identifier", "class", "_private", "get_ipython", "range", "double"])
+@pytest.mark.parametrize(
+    "name", ["not an identifier", "class", "_private", "get_ipython", "range", "double", "print", "len"]
+)
 def test_a_bad_variable_name_is_refused_alike_and_nothing_is_sent(executor: Executor, name: str) -> None:
     executor.send_tools({"double": double})
     with pytest.raises(ValueError, match="variable"):
         executor.send_variables({"fine": 1, name: 2})
     with pytest.raises(ExecutionError):
         executor.run("fine")
+
+
+@pytest.mark.parametrize("name", ["print", "str", "range", "get_ipython", "_hidden"])
+def test_a_tool_that_would_hide_a_builtin_or_the_sandboxs_own_name_is_refused_alike(
+    executor: Executor, name: str
+) -> None:
+    executor.send_tools({"double": double})
+    with pytest.raises(ValueError, match=f"tool name '{name}'"):
+        executor.send_tools({"double": double, name: double})
+    ran = executor.run("print('still mine'); double(2)")
+    assert (ran.logs.strip(), ran.output) == ("still mine", 4)
 
 
 def test_a_package_list_given_as_one_string_is_refused_alike(executor: Executor) -> None:
