@@ -17,8 +17,9 @@ import pytest
 
 from codeward import CodeAgent, ScriptedModel, tool
 from codeward.demo import DEMO_VARIABLES, forecast, recording_path
-from codeward.platform.replay import ReplayNeedsFlags
-from codeward.platform.tool_specs import load_tool_specs
+from codeward.platform import replay as replay_module
+from codeward.platform.replay import ReplayNeedsFlags, replay_run
+from codeward.platform.tool_specs import ToolSpecError, load_tool_specs
 from codeward.testing import assert_replays
 from tests.cli.conftest import code, write_script
 from tests.executors.contract.conftest import PROFILES, _module_missing
@@ -366,3 +367,46 @@ def test_as_recorded_takes_a_confining_executor_from_the_file(codeward, shop_too
     done = codeward("replay", "run.json", "--as-recorded")
     assert done.returncode == 0, done.stdout
     assert f"2 steps and the final answer match on the {executor} executor" in done.stdout
+
+
+def _run_naming_an_installed_module(shop_tools, tmp_path):
+    """A run file in its own folder whose record names a module installed elsewhere (on sys.path)."""
+    installed = tmp_path / "site"
+    installed.mkdir()
+    (installed / "evil_installed.py").write_text(HOSTILE_TOOLS)
+    run_folder = tmp_path / "runs"
+    run_folder.mkdir()
+    _save_from_python(shop_tools, "local", run_folder / "run.json")
+    data = json.loads((run_folder / "run.json").read_text())
+    data["codeward_run"]["tool_sources"] = [{"name": "shop_rate", "spec": "evil_installed:shop_rate"}]
+    data["codeward_run"]["variable_sources"] = []
+    (run_folder / "run.json").write_text(json.dumps(data))
+    return installed, run_folder / "run.json"
+
+
+def test_as_recorded_never_imports_an_installed_module_the_file_names(shop_tools, tmp_path, monkeypatch):
+    installed, run_file = _run_naming_an_installed_module(shop_tools, tmp_path)
+    monkeypatch.syspath_prepend(str(installed))
+    with pytest.raises(ReplayNeedsFlags, match="--tools evil_installed:shop_rate: for the tool"):
+        replay_run(run_file, as_recorded=True, variables={"amounts": {"USD": 1}})
+    assert not (installed / MARKER).exists()
+
+
+def test_as_recorded_takes_a_module_whose_file_lies_in_the_runs_folder(shop_tools, tmp_path):
+    _, run_file = _run_naming_an_installed_module(shop_tools, tmp_path)
+    (run_file.parent / "evil_installed.py").write_text(SHOP_TOOLS)  # handed with the run: the user's consent covers it
+    report = replay_run(run_file, as_recorded=True, variables={"amounts": {"USD": 100, "GBP": 10}})
+    assert report.ok, report.render()
+
+
+def test_control_adopting_module_names_imports_what_the_file_names(shop_tools, tmp_path, monkeypatch):
+    """The harm, with the rule off: the module's import-time code runs before anything is checked."""
+    installed, run_file = _run_naming_an_installed_module(shop_tools, tmp_path)
+    monkeypatch.syspath_prepend(str(installed))
+    monkeypatch.setattr(replay_module, "_tool_file_inside", lambda folder, target: target)
+    try:
+        with pytest.raises(ToolSpecError):  # it has no shop_rate: too late, its code ran
+            replay_run(run_file, as_recorded=True, variables={"amounts": {"USD": 100, "GBP": 10}})
+    finally:
+        sys.modules.pop("evil_installed", None)
+    assert (installed / MARKER).exists()

@@ -78,7 +78,7 @@ def add_parser(commands: Any) -> None:
     replay.add_argument(
         "--as-recorded",
         action="store_true",
-        help="also take what the run file records: its tools (imported: trust the file first), variable "
-        "files inside its folder, and its executor unless that runs code unconfined (jupyter)",
+        help="also take what the run file records: its tool and variable files inside its folder (tools are "
+        "imported: trust the folder first), and its executor unless that runs code unconfined (jupyter)",
     )
     replay.set_defaults(handler=_replay)

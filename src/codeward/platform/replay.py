@@ -48,9 +48,9 @@ _ORIGINS = {"python": "Python", "saved": "the run file, which could not read it 
 _CHECK_SUGGESTIONS = (
     "These suggestions are the run file's own words: check each before you pass it, "
     "as a flag grants what a file cannot (host code to import, a sandbox, imports). "
-    "--as-recorded takes the recorded tools, variable files inside the run's folder and a "
-    "confining executor at once; imports, an unconfined executor and MCP servers (--mcp: a server "
-    "is a process to start) still need their flags."
+    "--as-recorded takes the recorded tool and variable files inside the run's folder and a "
+    "confining executor at once; installed modules, imports, an unconfined executor and MCP servers "
+    "(--mcp: a server is a process to start) still need their flags."
 )
 
 
@@ -238,9 +238,13 @@ def _inside(folder: Path, file: str) -> Path | None:
 
 
 def _recorded_tool_specs(record: dict[str, Any], folder: Path, given: set[str]) -> list[str]:
-    """The recorded specs of the tools not given, for --as-recorded: modules by name, and files only
-    inside the run's folder (a spec that climbs out stays a flag for the user to pass). Never an MCP
-    server: it is recorded with no spec, as starting a process always takes the user's --mcp."""
+    """The recorded specs of the tools not given, for --as-recorded: only files inside the run's folder.
+
+    A file's import runs its code, so the record may name only what the user was handed with it:
+    a ``file.py`` spec, or a module whose file lies in the folder (``tools:lookup`` with
+    ``tools.py`` beside the run). An installed module, or a file that climbs out, stays a flag
+    for the user to pass. Never an MCP server: it is recorded with no spec, as starting a
+    process always takes the user's --mcp."""
     sources = recorded_entries(record, "tool_sources")
     specs = [
         s["spec"] for s in sources if s["name"] not in given and isinstance(s.get("spec"), str) and "server" not in s
@@ -250,11 +254,21 @@ def _recorded_tool_specs(record: dict[str, Any], folder: Path, given: set[str]) 
     adopted = []
     for spec in dict.fromkeys(specs):
         target, sep, attr = spec.partition(":")
-        if not target.endswith(".py"):
-            adopted.append(spec)
-        elif (file := _inside(folder, target)) is not None:
+        if (file := _tool_file_inside(folder, target)) is not None:
             adopted.append(f"{file}{sep}{attr}")
     return adopted
+
+
+def _tool_file_inside(folder: Path, target: str) -> Path | None:
+    """The file a recorded spec names, if it lies inside the run's folder: a path, or a top-level module's file."""
+    if target.endswith(".py"):
+        return _inside(folder, target)
+    if not target.isidentifier():
+        return None  # a dotted module is imported through its packages, wherever they are installed
+    for candidate in (f"{target}.py", f"{target}/__init__.py"):
+        if (file := _inside(folder, candidate)) is not None and file.is_file():
+            return file
+    return None
 
 
 def _recorded_variable_files(record: dict[str, Any], folder: Path, given: set[str]) -> dict[str, Any]:
@@ -330,9 +344,9 @@ def replay_run(
     ``codeward run --save`` kept.
 
     `as_recorded` is the caller's consent to take from the record what it lacks: an executor
-    that confines code at least as local does, the recorded tool specs (modules, and files
-    inside the run's folder), and variable files inside that folder. Never imports beyond the
-    defaults or an unconfined executor: those always take their own flags.
+    that confines code at least as local does, the recorded tools whose files lie inside the
+    run's folder, and variable files inside that folder. Never an installed module, imports beyond
+    the defaults or an unconfined executor: those always take their own flags.
     """
     path = Path(path)
     try:
