@@ -8,14 +8,17 @@ span per model call, an ``execute_code`` span per code block and an
 semantic conventions name them. The standard ``OTEL_EXPORTER_OTLP_*``
 variables say where the OTLP/HTTP exporter sends them.
 
-Values of the user's (the task, tool arguments and results, answers) stay out
-of the spans unless `instrument(capture_values=True)`; a code block's text is
-always recorded, cut at `CODE_LIMIT` characters. This is the only module that
-imports OpenTelemetry, and only `instrument()`'s callers import it.
+Values of the user's (the task, tool arguments and results, answers, and the
+messages of exceptions, which carry values: ``int(token)``) stay out of the
+spans unless `instrument(capture_values=True)`; a code block's text is always
+recorded, cut at `CODE_LIMIT` characters. Every text a span carries has the
+secrets codeward knows of (`codeward.redaction`) replaced. This is the only
+module that imports OpenTelemetry, and only `instrument()`'s callers import it.
 """
 
 from __future__ import annotations
 
+import traceback as tracebacks
 from types import TracebackType
 from typing import Any
 
@@ -30,6 +33,7 @@ except ImportError as missing:  # pragma: no cover - the message is the point
     raise ImportError(f"codeward's traces need OpenTelemetry: pip install 'codeward[otel]' ({missing})") from missing
 
 from codeward import tracing
+from codeward.redaction import redacted
 
 __all__ = ["CODE_LIMIT", "VALUE_LIMIT", "instrument", "uninstrument"]
 
@@ -84,7 +88,7 @@ class _Tracer:
         self.capture_values = capture_values
 
     def span(self, name: str, attributes: tracing.Attributes) -> _Span:
-        return _Span(self.tracer.start_span(name, attributes=attributes), self.capture_values)
+        return _Span(self.tracer.start_span(name, attributes=_clean(attributes)), self.capture_values)
 
     def flush(self) -> None:
         force_flush = getattr(self.provider, "force_flush", None)
@@ -109,22 +113,44 @@ class _Span:
     ) -> None:
         try:
             if error is not None:
-                self.span.set_attribute("error.type", type(error).__name__)
-                self.span.record_exception(error)
-                self.span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:VALUE_LIMIT]))
+                self._record(error)
         finally:
             self.span.end()
             otel_context.detach(self._token)  # type: ignore[arg-type]
 
+    def _record(self, error: BaseException) -> None:
+        """The failure as OpenTelemetry's exception event; its message only where values are captured."""
+        kind = type(error).__name__
+        said = f"{kind}: {redacted(str(error))}"[:VALUE_LIMIT] if self.capture_values else kind
+        where = redacted("".join(tracebacks.format_tb(error.__traceback__)))
+        self.span.set_attribute("error.type", kind)
+        self.span.add_event(
+            "exception",
+            {"exception.type": kind, "exception.message": said, "exception.stacktrace": f"{where}{said}"},
+        )
+        self.span.set_status(Status(StatusCode.ERROR, said))
+
     def set(self, attributes: tracing.Attributes) -> None:
-        self.span.set_attributes(attributes)
+        self.span.set_attributes(_clean(attributes))
 
     def event(self, name: str, attributes: tracing.Attributes) -> None:
-        self.span.add_event(name, _cut_texts(attributes))
+        self.span.add_event(name, _cut_texts(_clean(attributes)))
 
     def value(self, key: str, value: Any) -> None:
         if self.capture_values:
             self.span.set_attribute(key, _preview(value))
+
+
+def _clean(attributes: tracing.Attributes) -> dict[str, Any]:
+    """The attributes with every known secret replaced in their texts."""
+    return {
+        key: redacted(value)
+        if isinstance(value, str)
+        else [redacted(item) if isinstance(item, str) else item for item in value]
+        if isinstance(value, (list, tuple))
+        else value
+        for key, value in attributes.items()
+    }
 
 
 def _cut_texts(attributes: tracing.Attributes) -> dict[str, Any]:
@@ -144,6 +170,7 @@ def _preview(value: Any) -> str:
         shown = value if isinstance(value, str) else repr(value)
     except Exception as error:  # a value's own repr may fail; the span still ends
         shown = f"<{type(value).__name__}: repr failed with {type(error).__name__}>"
+    shown = redacted(shown)  # before the cut, so that no secret is left half-shown
     if len(shown) > VALUE_LIMIT:
         shown = shown[:VALUE_LIMIT] + f"... ({len(shown) - VALUE_LIMIT} more characters)"
     return shown

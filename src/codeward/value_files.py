@@ -9,13 +9,15 @@ The file's suffix says how to read it: ``.json`` (any JSON value), ``.csv`` and
 from __future__ import annotations
 
 import json
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from codeward.redaction import mark_secrets_in
 from codeward.usage import UsageError
 
-__all__ = ["READERS", "ValueFileError", "check_value_file", "load_value_file", "parse_var_option"]
+__all__ = ["READERS", "ValueFileError", "check_value_file", "load_value_file", "mark_private_file", "parse_var_option"]
 
 
 class ValueFileError(UsageError):
@@ -69,8 +71,27 @@ def check_value_file(path: Path) -> Path:
 
 
 def load_value_file(path: Path) -> Any:
+    """The file's value; one that only its owner may read holds a secret, never written out."""
     check_value_file(path)
-    return READERS[path.suffix.lower()](path)
+    value = READERS[path.suffix.lower()](path)
+    if _private(path):
+        mark_secrets_in(value)
+    return value
+
+
+def mark_private_file(path: Path) -> None:
+    """Mark a private file's value as secret before another process loads it (a batch job's worker),
+    so that what this process writes of the job (results, audit) never holds it. A file that
+    cannot be read is left to the loader, which says why."""
+    if _private(path):
+        try:
+            load_value_file(path)
+        except (ValueError, OSError):
+            pass
+
+
+def _private(path: Path) -> bool:
+    return not path.stat().st_mode & stat.S_IROTH
 
 
 def parse_var_option(option: str, base_dir: Path | None = None) -> tuple[str, Path]:

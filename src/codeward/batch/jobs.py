@@ -32,7 +32,7 @@ from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS
 from codeward.platform.model_ids import ModelIdError, check_model_id
 from codeward.platform.tool_specs import load_tool_specs
 from codeward.usage import UsageError
-from codeward.value_files import ValueFileError, check_value_file
+from codeward.value_files import ValueFileError, check_value_file, mark_private_file
 
 __all__ = [
     "ALLOW_EXECUTORS_FLAG",
@@ -257,10 +257,12 @@ class _Checker:
 
     def _checked_file(self, name: str, raw: str) -> Path | None:
         try:
-            return check_value_file(self._path(raw)).resolve()
+            checked = check_value_file(self._path(raw)).resolve()
         except ValueFileError as error:
             self.fault(name, str(error))
             return None
+        mark_private_file(checked)
+        return checked
 
     def model(self, default: str | None) -> str | None:
         """The job's model, else the command line's; a file the job names must be inside its folder."""

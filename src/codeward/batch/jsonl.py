@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from codeward.redaction import redacted
 from codeward.usage import UsageError
 
 __all__ = ["JsonlAppender", "exclusive_writer", "repair_and_read"]
@@ -118,7 +119,7 @@ class JsonlAppender:
         if self._fd is None:
             raise ValueError(f"{self.path} is closed")
         # ASCII JSON: every str, lone surrogates included, is written as escapes that read back exactly
-        data = (json.dumps(record, ensure_ascii=True, default=str) + "\n").encode("ascii")
+        data = (redacted(json.dumps(record, ensure_ascii=True, default=str)) + "\n").encode("ascii")
         if self.shared:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:

@@ -42,6 +42,7 @@ from codeward.batch.jobs import Job
 from codeward.batch.ray_nodes import DOCKER_RESOURCE, DockerNodes, NodePools, SentBack
 from codeward.batch.recording import BatchOptions, Interrupts, Recorder, timeout_error
 from codeward.batch.worker import MAX_WARM_SETTINGS, pool_settings
+from codeward.redaction import mark_secret
 from codeward.usage import UsageError
 
 __all__ = ["DOCKER_RESOURCE", "RayBackend"]
@@ -212,7 +213,9 @@ class RayBackend:
             raise UsageError(
                 f"--env names {', '.join(missing)}, which this shell does not set: set it, or drop the --env"
             )
-        return {name: os.environ[name] for name in self.env}
+        values = {name: os.environ[name] for name in self.env}
+        mark_secret(*values.values())  # a model key sent to the tasks is never written out
+        return values
 
     def _connect(self, jobs: list[Job], options: BatchOptions) -> bool:
         """Join (or start) the cluster; False when the caller had already connected (then it is theirs to end)."""

@@ -13,6 +13,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from codeward.executors.base import ExecutorError
+from codeward.redaction import mark_secret
 from codeward.usage import UsageError
 
 if TYPE_CHECKING:
@@ -69,7 +70,9 @@ def _mcp_env(names: list[str]) -> dict[str, str]:
         raise UsageError(
             f"--mcp-env {', '.join(missing)}: not set in this environment; set it before running, or drop the option"
         )
-    return {name: os.environ[name] for name in names}
+    values = {name: os.environ[name] for name in names}
+    mark_secret(*values.values())  # what a server is given is never written out
+    return values
 
 
 def add_model_options(parser: argparse.ArgumentParser, executor_help: str) -> None:

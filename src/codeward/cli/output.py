@@ -3,8 +3,8 @@
 Bad input, or a setup step the user must take, is one line and exit 2; an interrupt is exit 130;
 anything else is a fault of codeward's own (or of a sandbox mid-run), exit 1, with its traceback
 kept in a file, never passed off as bad input. Text from elsewhere (a sandbox, a model, a run
-file) is printed through `literal`, so the terminal obeys none of its control characters and rich
-reads none of it as markup.
+file) is printed through `literal`, so the terminal obeys none of its control characters, rich
+reads none of it as markup, and no known secret is shown.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from codeward.redaction import redacted
 from codeward.terminal_text import visible
 from codeward.usage import UsageError
 
@@ -23,8 +24,8 @@ __all__ = ["console_for", "exit_code", "literal"]
 
 
 def literal(text: str) -> str:
-    """Text from elsewhere as rich markup that prints it as it is, its control characters named."""
-    return escape(visible(text))
+    """Text from elsewhere as rich markup that prints it as it is, its control characters named, its secrets hidden."""
+    return escape(visible(redacted(text)))
 
 
 def console_for(args: argparse.Namespace) -> Console:
@@ -59,5 +60,5 @@ def _keep_traceback() -> Path:
 
     handle, name = tempfile.mkstemp(prefix="codeward-failure-", suffix=".log")
     with open(handle, "w", encoding="utf-8") as log:
-        traceback.print_exc(file=log)
+        log.write(redacted(traceback.format_exc()))
     return Path(name)

@@ -36,6 +36,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from codeward.executors.settings import taken_name
+from codeward.redaction import mark_secret, url_without_secrets
 from codeward.tools import JSON_TYPES, Tool, ToolDefinitionError
 
 __all__ = ["MCPTool", "MCPToolError", "MCPTools", "served_over_http"]
@@ -77,7 +78,8 @@ class _Server:
     cwd: str | None = None
 
     def __str__(self) -> str:
-        return self.url or shlex.join(self.command or [])
+        """How the server is named in messages and saved runs: a URL's credentials never shown."""
+        return url_without_secrets(self.url) if self.url is not None else shlex.join(self.command or [])
 
     def transport(self) -> AbstractAsyncContextManager[Any]:
         if self.url is not None:
@@ -275,12 +277,15 @@ def _server(
     if served_over_http(server):
         if env:
             raise ValueError("env is for a server started as a command; an HTTP server takes headers=")
+        mark_secret(*(headers or {}).values())
+        url_without_secrets(server)  # marks the URL's user, password and keys
         return _Server(url=server, headers=dict(headers or {}))
     command = shlex.split(server) if isinstance(server, str) else list(server)
     if not command:
         raise ValueError("an MCP server is a command to run or an http(s) URL; got nothing")
     if headers:
         raise ValueError("headers are for an HTTP server; a server started as a command takes env=")
+    mark_secret(*(env or {}).values())
     return _Server(command=command, env=dict(env or {}), cwd=cwd)
 
 

@@ -44,7 +44,11 @@ _DEFAULT_EXECUTOR = "local"
 #: default does. Any other (jupyter runs code on the host, unconfined) needs its own --executor.
 _ADOPTABLE_EXECUTORS = frozenset({"local", "docker", "e2b"})
 #: How a variable's recorded origin reads in a message.
-_ORIGINS = {"python": "Python", "saved": "the run file, which could not read it back"}
+_ORIGINS = {
+    "python": "Python",
+    "saved": "the run file, which could not read it back",
+    "secret": "a secret, which a run file never keeps",
+}
 _CHECK_SUGGESTIONS = (
     "These suggestions are the run file's own words: check each before you pass it, "
     "as a flag grants what a file cannot (host code to import, a sandbox, imports). "

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from codeward.executors.codec import CodecError, decode_variables, encode_variables
 from codeward.platform.tool_specs import load_tools
+from codeward.redaction import holds_secret, redacted
 from codeward.value_files import parse_var_option
 
 __all__ = [
@@ -181,7 +182,7 @@ def write_run(path: Path, memory: dict[str, Any], setup: RunSetup | None, variab
         if variables is not None:
             data[RUN_RECORD]["variables"] = variables
     temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    temporary.write_text(redacted(json.dumps(data, indent=2, default=str)), encoding="utf-8")
     os.replace(temporary, path)
     return path
 
@@ -207,14 +208,15 @@ def _tool_sources(specs: list[str]) -> list[ToolSource]:
     return sources
 
 
-def _variable_sources(variables: dict[str, Any], variable_files: list[str], saved: bool) -> list[VariableSource]:
-    """Each variable with the file `--var` read it from, else whether its value is in the run file."""
+def _variable_sources(variables: dict[str, Any], variable_files: list[str], saved: set[str]) -> list[VariableSource]:
+    """Each variable with the file `--var` read it from, else whether its value is in the run file (a
+    secret's never is)."""
     files = dict(parse_var_option(option) for option in variable_files)
     return [
         VariableSource(name, "file", str(files[name].resolve()))
         if name in files
-        else VariableSource(name, "saved" if saved else "python")
-        for name in variables
+        else VariableSource(name, "saved" if name in saved else "secret" if holds_secret(value) else "python")
+        for name, value in variables.items()
     ]
 
 
@@ -232,12 +234,14 @@ def save_run(
 
     The record names the `--tools` specs and `--var` files as given, and the server of each MCP
     tool, so `codeward replay` can suggest the same flags; the variables' values are saved too, so
-    a replay needs no `--var`.
+    a replay needs no `--var`, except those that hold a secret (`codeward.redaction`): a replay
+    asks for them again.
     """
     path = Path(path)
     warning, encoded = None, None
+    kept = {name: value for name, value in variables.items() if not holds_secret(value)}
     try:
-        encoded = encode_variables(variables)
+        encoded = encode_variables(kept)
     except CodecError as error:
         warning = f"the variables were not saved ({error}); pass them to codeward replay with --var"
     recorded = memory.setup or RunSetup([], [])
@@ -246,7 +250,7 @@ def save_run(
         executor=executor,
         authorized_imports=list(authorized_imports),
         tools=_tool_sources(tool_specs) + [source for source in recorded.tools if source.server is not None],
-        variables=_variable_sources(variables, variable_files or [], saved=encoded is not None),
+        variables=_variable_sources(variables, variable_files or [], saved=set(kept) if encoded is not None else set()),
     )
     write_run(path, memory.to_dict(), setup, encoded)
     return warning
