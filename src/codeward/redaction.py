@@ -43,13 +43,13 @@ _pattern: tuple[frozenset[str], re.Pattern[str] | None] = (frozenset(), None)
 
 def mark_secret(*values: str) -> None:
     """Treat each value as a secret from now on, in this process: it never appears in what codeward writes."""
+    # the token alone is the secret of an Authorization header
+    texts = [text for value in values if isinstance(value, str) for text in (value, value.removeprefix("Bearer "))]
     with _lock:
-        for value in values:
-            if isinstance(value, str) and len(value.strip()) >= MIN_LENGTH:
-                _marked.add(value)
-                _marked.add(json.dumps(value)[1:-1])  # as it reads inside a JSON string
-                if value.startswith("Bearer "):  # the token alone is the secret of an Authorization header
-                    mark_secret(value.removeprefix("Bearer "))
+        for text in texts:
+            if len(text.strip()) >= MIN_LENGTH:
+                _marked.add(text)
+                _marked.add(json.dumps(text)[1:-1])  # as it reads inside a JSON string
 
 
 def mark_secrets_in(value: Any) -> None:

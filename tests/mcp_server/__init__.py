@@ -47,6 +47,12 @@ def pid() -> int:
     return os.getpid()
 
 
+@server.tool()
+def blob(size: int) -> str:
+    """A text of `size` characters: an answer as large as a test needs."""
+    return "x" * size
+
+
 @server.tool(name="shout-text")
 def shout(text: str, times: int | None = None) -> str:
     """Upper-case a text, repeated `times` times: a name that is not a Python identifier, an optional argument."""

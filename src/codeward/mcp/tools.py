@@ -33,9 +33,10 @@ import httpx2
 import mcp_types
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client, types
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
-from codeward.executors.settings import taken_name
+from codeward.executors.settings import checked_bytes, taken_name
+from codeward.mcp.budget import DEFAULT_MESSAGE_BYTES, OVER_BUDGET, RELAY, CappedTransport, over_budget
 from codeward.redaction import mark_secret, url_without_secrets
 from codeward.tools import JSON_TYPES, Tool, ToolDefinitionError
 
@@ -49,15 +50,6 @@ CONNECT_TIMEOUT = 30.0
 CALL_TIMEOUT = 120.0
 #: Seconds the server gets to stop when the tools are closed.
 CLOSE_TIMEOUT = 10.0
-
-#: Run before the server's own command: the server dies with the host (Linux's parent-death signal,
-#: which survives the exec), and a host already gone means no server at all.
-_DIE_WITH_HOST = (
-    "import ctypes, os, signal, sys\n"
-    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
-    "if os.getppid() != int(sys.argv[1]): os._exit(1)\n"
-    "os.execvp(sys.argv[2], sys.argv[2:])\n"
-)
 
 
 class MCPToolError(RuntimeError):
@@ -76,6 +68,7 @@ class _Server:
     env: dict[str, str] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None
+    message_bytes: int = DEFAULT_MESSAGE_BYTES
 
     def __str__(self) -> str:
         """How the server is named in messages and saved runs: a URL's credentials never shown."""
@@ -83,21 +76,25 @@ class _Server:
 
     def transport(self) -> AbstractAsyncContextManager[Any]:
         if self.url is not None:
-            return _http_transport(self.url, self.headers)
-        return stdio_client(_stdio_parameters(self.command or [], self.env, self.cwd))
+            return _http_transport(self.url, self.headers, self.message_bytes)
+        return stdio_client(_stdio_parameters(self.command or [], self.env, self.cwd, self.message_bytes))
 
 
-def _stdio_parameters(command: list[str], env: dict[str, str], cwd: str | None) -> StdioServerParameters:
-    """The SDK passes the server a minimal environment (PATH, HOME...) plus `env`: the host's secrets stay here."""
+def _stdio_parameters(command: list[str], env: dict[str, str], cwd: str | None, limit: int) -> StdioServerParameters:
+    """The SDK passes the server a minimal environment (PATH, HOME...) plus `env`: the host's secrets stay here.
+
+    On Linux the server runs under the relay (`budget.RELAY`): it dies with the host, and no
+    message over the budget reaches the host."""
     if sys.platform.startswith("linux"):
-        command = [sys.executable, "-c", _DIE_WITH_HOST, str(os.getpid()), *command]
+        command = [sys.executable, "-c", RELAY, str(os.getpid()), str(limit), over_budget(limit), *command]
     return StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=cwd)
 
 
 @asynccontextmanager
-async def _http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+async def _http_transport(url: str, headers: dict[str, str], limit: int) -> AsyncIterator[Any]:
+    timeout = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
     async with (
-        create_mcp_http_client(headers=headers) as client,
+        httpx2.AsyncClient(headers=headers, timeout=timeout, transport=CappedTransport(limit)) as client,
         streamable_http_client(url, http_client=client) as streams,
     ):
         yield streams
@@ -141,7 +138,8 @@ class MCPTools:
     line) with the `env` it needs, or the URL of a streamable-HTTP server with
     the `headers` it needs. Use it as a context manager: the block gets the list
     of tools, and the server stops when the block ends (a stdio server also dies
-    with the host process). `timeout` bounds each call, in seconds.
+    with the host process). `timeout` bounds each call, in seconds, and
+    `max_message_bytes` each message the server sends (an answer over it fails the call).
     """
 
     def __init__(
@@ -152,8 +150,10 @@ class MCPTools:
         headers: dict[str, str] | None = None,
         cwd: str | None = None,
         timeout: float = CALL_TIMEOUT,
+        max_message_bytes: int = DEFAULT_MESSAGE_BYTES,
     ) -> None:
         self.server = _server(server, env, headers, cwd)
+        self.server.message_bytes = checked_bytes("max_message_bytes", max_message_bytes)
         self.timeout = timeout
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"mcp {self.server}", daemon=True)
@@ -197,6 +197,8 @@ class MCPTools:
         try:
             result = self._wait(session.call_tool(name, arguments, read_timeout_seconds=self.timeout), self.timeout + 5)
         except MCPError as error:
+            if error.code == OVER_BUDGET:
+                raise MCPToolError(f"{error.error.message} (the call to {name})") from None
             if error.code != mcp_types.CONNECTION_CLOSED:
                 raise MCPToolError(
                     f"the MCP server {self.server} refused the call to {name}: {error.error.message}"
