@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from codeward.executors.settings import taken_name
 from codeward.redaction import mark_secrets_in
 from codeward.usage import UsageError
 
@@ -99,8 +100,8 @@ def parse_var_option(option: str, base_dir: Path | None = None) -> tuple[str, Pa
     name, sep, ref = option.partition("=")
     if not sep or not ref.startswith("@") or len(ref) < 2:
         raise ValueFileError(f"--var {option!r}: write NAME=@FILE, e.g. --var sales=@sales.csv")
-    if not name.isidentifier() or name.startswith("_"):
-        raise ValueFileError(f"--var {option!r}: {name!r} cannot be a variable name; use a Python identifier")
+    if (reason := taken_name(name)) is not None:
+        raise ValueFileError(f"--var {option!r}: the name {name!r} {reason}; choose another")
     path = Path(ref[1:]).expanduser()
     if base_dir is not None and not path.is_absolute():
         path = base_dir / path

@@ -57,7 +57,7 @@ def test_every_fault_is_reported_with_its_job_and_field(tmp_path, model):
         "line 6 (id 'c'), field 'executor': unknown executor 'nope'",
         "line 6 (id 'c'), field 'model': script:",
         "line 7 (id 'd'), field 'additional_args.x':",
-        "line 7 (id 'd'), field 'additional_args': '_y' cannot be a variable name",
+        "line 7 (id 'd'), field 'additional_args': the name '_y' starts with '_'",
         "line 8 (id 'e'), field 'tools': 'no_such_module:x' is not a tool name",
         "line 8 (id 'e'), field 'timeout_seconds': must be a positive number, got -1",
     ]

@@ -110,6 +110,7 @@ def test_run_refuses_bad_inputs_with_the_fix(codeward, tmp_path):
         (["--model", "replay:missing.json"], "no such file"),
         (["--model", "script:model.yaml", "--var", "data"], "NAME=@FILE"),
         (["--model", "script:model.yaml", "--var", "data=@data.txt"], "use one of .json, .csv, .parquet, .npy"),
+        (["--model", "script:model.yaml", "--var", "print=@data.json"], "would hide Python's builtin print"),
         (["--model", "script:model.yaml", "--tools", "no_such_module:x"], "cannot import 'no_such_module'"),
         (["--model", "script:model.yaml", "--tools", f"{SAMPLE_TOOLS}:nothing"], "no attribute 'nothing'"),
     ]

@@ -89,8 +89,10 @@ def test_an_empty_task_is_refused(task):
 
 def test_additional_args_must_be_variable_names():
     agent = CodeAgent(tools=[lookup], model=ScriptedModel([]), executor=ExecDouble(), verbosity_level=-1)
-    with pytest.raises(ValueError, match="'my-var' cannot be a variable name"):
+    with pytest.raises(ValueError, match="'my-var' is not a Python identifier"):
         agent.run("t", additional_args={"my-var": 1})
+    with pytest.raises(ValueError, match="'len' would hide Python's builtin len"):
+        agent.run("t", additional_args={"len": 1})
     with pytest.raises(ValueError, match="would hide the tool"):
         agent.run("t", additional_args={"lookup": 1})
 

@@ -29,6 +29,7 @@ import yaml
 from codeward.executors.base import available_executors, executor_class
 from codeward.executors.docker.gvisor import GVISOR
 from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS
+from codeward.executors.settings import taken_name
 from codeward.platform.model_ids import ModelIdError, check_model_id
 from codeward.platform.tool_specs import load_tool_specs
 from codeward.usage import UsageError
@@ -247,8 +248,9 @@ class _Checker:
             return {}
         resolved = {}
         for name, item in value.items():
-            if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
-                self.fault("additional_args", f"{name!r} cannot be a variable name; use a Python identifier")
+            if not isinstance(name, str) or (reason := taken_name(name)) is not None:
+                said = reason if isinstance(name, str) else "is not a Python identifier"
+                self.fault("additional_args", f"the name {name!r} {said}; choose another")
             reference = file_reference(item)
             resolved[name] = (
                 item if reference is None else "@" + str(self._checked_file(f"additional_args.{name}", reference))

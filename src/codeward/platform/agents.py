@@ -16,6 +16,7 @@ from typing import Any, Literal, overload
 
 from codeward import tracing
 from codeward.executors.base import ExecutorError
+from codeward.executors.settings import taken_name
 from codeward.platform.display import AgentLogger, LogLevel
 from codeward.platform.errors import AgentError, AgentGenerationError, AgentMaxStepsError
 from codeward.platform.memory import (
@@ -331,11 +332,9 @@ class MultiStepAgent:
                 f"additional_args must be a dict of variable names to values, got {type(variables).__name__}"
             )
         for name in variables:
-            if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
-                raise ValueError(
-                    f"additional_args key {name!r} cannot be a variable name; "
-                    "use Python identifiers that do not start with an underscore"
-                )
+            reason = taken_name(name) if isinstance(name, str) else "is not a Python identifier"
+            if reason is not None:
+                raise ValueError(f"additional_args key {name!r} {reason}; rename it")
             if name in self.tools or name in self.managed_agents:
                 raise ValueError(f"additional_args key {name!r} would hide the tool of that name; rename it")
 
