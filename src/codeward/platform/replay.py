@@ -26,6 +26,7 @@ from codeward.platform.code_agent import CodeAgent
 from codeward.platform.errors import AgentGenerationError
 from codeward.platform.models import ReplayModel
 from codeward.platform.run_files import (
+    load_run_file,
     recorded_entries,
     recorded_strings,
     recorded_variables,
@@ -339,7 +340,7 @@ def replay_run(
         model = ReplayModel(path)  # checks that the file is a saved run, with errors that say so
     except ValueError as error:
         raise UsageError(str(error)) from None
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = load_run_file(path)
     tasks = [step["task"] for step in data["steps"] if step.get("type") == "task"]
     if not tasks:
         raise UsageError(f"{path} is not a saved run: it has no task step")

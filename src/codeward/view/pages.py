@@ -22,11 +22,12 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
+from codeward.handed_files import write_fresh
 from codeward.terminal_text import visible
 from codeward.usage import UsageError
-from codeward.view.batches import BatchView, read_batch
+from codeward.view.batches import MOST_JOBS, MOST_PAGE_STEPS, BatchView, read_batch
 from codeward.view.charts import PARTS, duration_chart, time_segments
-from codeward.view.runs import RunView, read_run
+from codeward.view.runs import MOST_DISPLAYS, MOST_STEPS, RunView, read_run
 
 __all__ = ["SHOWN_CHARACTERS", "SHOWN_LINES", "open_view", "render_batch", "render_run", "write_view"]
 
@@ -78,6 +79,9 @@ def _environment() -> Environment:
     environment.filters["code"] = _code
     environment.filters["seconds"] = _seconds
     environment.globals["cut"] = cut
+    environment.globals.update(
+        most_steps=MOST_STEPS, most_displays=MOST_DISPLAYS, most_jobs=MOST_JOBS, most_page_steps=MOST_PAGE_STEPS
+    )
     return environment
 
 
@@ -124,7 +128,7 @@ def write_view(path: str | Path, out: str | Path | None = None, *, batch: bool =
     page = render_batch(path) if batch else render_run(path)
     target = Path(out) if out is not None else (path / "index.html" if batch else path.with_suffix(".html"))
     try:
-        target.write_text(page, encoding="utf-8")
+        write_fresh(target, page.encode("utf-8"))  # a page shows a run's output: its owner's only, never via a link
     except OSError as error:
         raise UsageError(f"cannot write the page to {target}: {error.strerror}; pick another place with -o") from None
     return target
