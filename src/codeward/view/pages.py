@@ -25,9 +25,11 @@ from pygments.lexers import PythonLexer
 from codeward.handed_files import write_fresh
 from codeward.terminal_text import visible
 from codeward.usage import UsageError
-from codeward.view.batches import MOST_JOBS, MOST_PAGE_STEPS, BatchView, read_batch
+from codeward.view import batches as batch_views
+from codeward.view import runs as run_views
+from codeward.view.batches import BatchView, read_batch
 from codeward.view.charts import PARTS, duration_chart, time_segments
-from codeward.view.runs import MOST_DISPLAYS, MOST_STEPS, RunView, read_run
+from codeward.view.runs import RunView, read_run
 
 __all__ = ["SHOWN_CHARACTERS", "SHOWN_LINES", "open_view", "render_batch", "render_run", "write_view"]
 
@@ -79,9 +81,6 @@ def _environment() -> Environment:
     environment.filters["code"] = _code
     environment.filters["seconds"] = _seconds
     environment.globals["cut"] = cut
-    environment.globals.update(
-        most_steps=MOST_STEPS, most_displays=MOST_DISPLAYS, most_jobs=MOST_JOBS, most_page_steps=MOST_PAGE_STEPS
-    )
     return environment
 
 
@@ -91,10 +90,21 @@ def _code_styles() -> Markup:
     return Markup(HtmlFormatter(style="default").get_style_defs(".code"))  # type: ignore[no-untyped-call]
 
 
+def _budgets() -> dict[str, int]:
+    """What a page shows at most, for its notes of what was left off."""
+    return {
+        "most_steps": run_views.MOST_STEPS,
+        "most_displays": run_views.MOST_DISPLAYS,
+        "most_jobs": batch_views.MOST_JOBS,
+        "most_page_steps": batch_views.MOST_PAGE_STEPS,
+    }
+
+
 def _render(template: str, **context: Any) -> str:
     """The page, with a nonce of its own that lets its style and script, and nothing else, run."""
     nonce = secrets.token_urlsafe(18)
-    return _environment().get_template(template).render(nonce=nonce, code_styles=_code_styles(), **context)
+    page = _environment().get_template(template)
+    return page.render(nonce=nonce, code_styles=_code_styles(), **_budgets(), **context)
 
 
 def render_run(run: RunView | str | Path) -> str:
