@@ -16,7 +16,7 @@ from codeward.view import batches as batch_pages
 from codeward.view import read_batch, render_batch, render_run
 from tests.cli.conftest import command_env
 
-#: The documented bound (README, "Security"): the page holds at most about 30 times the size of the
+#: The documented bound (README, "Viewing runs"): the page holds at most about 30 times the size of the
 #: files it reads, plus a few megabytes of its own.
 MULTIPLE = 30
 OWN = 8 * 2**20
