@@ -15,6 +15,8 @@ import pytest
 from codeward import handed_files
 from codeward.batch.jsonl import JsonlAppender, exclusive_writer, repair_and_read
 from codeward.handed_files import HandedFileError, file_name, open_append, open_handed, write_fresh
+from codeward.platform.memory import AgentMemory
+from codeward.platform.models import ReplayModel
 from codeward.platform.run_files import load_run_file, run_file, write_run
 
 SECRET = "ssh-ed25519 AAAA-the-users-own-key"
@@ -157,3 +159,27 @@ def test_open_append_creates_with_the_mode_and_holds_no_link(folder):
     fd = open_append(folder / "new.jsonl")
     os.close(fd)
     assert _mode(folder / "new.jsonl") == 0o600
+
+
+def _outside_run(folder: Path, outside: Path) -> Path:
+    """A saved run of the user's outside the folder, and a link to it in the folder."""
+    steps = [
+        {"type": "task", "task": SECRET},
+        {"type": "action", "step_number": 1, "model_output_message": {"role": "assistant"}},
+    ]
+    outside.write_text(json.dumps({"steps": steps}))
+    (folder / "run.json").symlink_to(outside)
+    return folder / "run.json"
+
+
+def test_replay_and_memory_refuse_a_run_behind_a_link(folder, outside):
+    link = _outside_run(folder, outside)
+    for read in (ReplayModel, AgentMemory.load):
+        with pytest.raises(HandedFileError, match="is a symbolic link"):
+            read(link)
+
+
+def test_control_following_the_link_loads_the_outside_run(folder, outside, monkeypatch):
+    monkeypatch.setattr(handed_files, "_NO_FOLLOW", 0)
+    memory = AgentMemory.load(_outside_run(folder, outside))
+    assert SECRET in json.dumps(memory.to_dict())

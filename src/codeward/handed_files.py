@@ -8,6 +8,9 @@ in one place.
   cannot show the bytes of a file outside the folder, or truncate one. The folder itself is
   taken as the user named it. Anything but a regular file (a FIFO that would block, a device)
   is refused too.
+- Paths a file names: a path written in a handed file (a job's ``@file`` value or ``script:``
+  model, a saved run's variable file or tool file) counts only if, its links resolved, it lies
+  inside the file's folder (`inside`): a file never reaches out of where it was handed.
 - Names: an id that becomes a file name (a batch job's run file) keeps only letters, digits,
   ``.``, ``_`` and ``-``, never starts with a dot, and is at most `MOST_NAME_CHARACTERS` long;
   a changed id gains a hash of the whole, so two ids never share a file (`file_name`).
@@ -38,6 +41,7 @@ __all__ = [
     "HandedFileError",
     "file_mode",
     "file_name",
+    "inside",
     "open_append",
     "open_handed",
     "write_fresh",
@@ -71,6 +75,12 @@ def file_name(name: str, suffix: str) -> str:
     if safe != name:
         safe += "-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return safe + suffix
+
+
+def inside(folder: Path, name: str | Path) -> Path | None:
+    """`name` (relative to `folder`, or absolute) with its links resolved, if it lies inside `folder`; else None."""
+    candidate = (folder / Path(name).expanduser()).resolve()
+    return candidate if candidate.is_relative_to(folder.resolve()) else None
 
 
 def _refused(path: Path, error: OSError) -> HandedFileError | OSError:

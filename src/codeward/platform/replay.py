@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codeward.handed_files import inside
 from codeward.platform.code_agent import CodeAgent
 from codeward.platform.errors import AgentGenerationError
 from codeward.platform.models import ReplayModel
@@ -232,12 +233,6 @@ def _variable_needs(record: dict[str, Any], available: set[str], folder: Path) -
     return needs
 
 
-def _inside(folder: Path, file: str) -> Path | None:
-    """`file` read from the run's folder, if it lies inside it (links resolved); None if it climbs out."""
-    candidate = (folder / Path(file).expanduser()).resolve()
-    return candidate if candidate.is_relative_to(folder.resolve()) else None
-
-
 def _recorded_tool_specs(record: dict[str, Any], folder: Path, given: set[str]) -> list[str]:
     """The recorded specs of the tools not given, for --as-recorded: modules by name, and files only
     inside the run's folder (a spec that climbs out stays a flag for the user to pass). Never an MCP
@@ -253,7 +248,7 @@ def _recorded_tool_specs(record: dict[str, Any], folder: Path, given: set[str]) 
         target, sep, attr = spec.partition(":")
         if not target.endswith(".py"):
             adopted.append(spec)
-        elif (file := _inside(folder, target)) is not None:
+        elif (file := inside(folder, target)) is not None:
             adopted.append(f"{file}{sep}{attr}")
     return adopted
 
@@ -265,8 +260,8 @@ def _recorded_variable_files(record: dict[str, Any], folder: Path, given: set[st
         file = source.get("file")
         if source["name"] in given or not isinstance(file, str) or not source["name"].isidentifier():
             continue
-        if (inside := _inside(folder, file)) is not None and inside.is_file():
-            values[source["name"]] = load_value_file(check_value_file(inside))
+        if (found := inside(folder, file)) is not None and found.is_file():
+            values[source["name"]] = load_value_file(check_value_file(found))
     return values
 
 
