@@ -183,3 +183,9 @@ def test_control_following_the_link_loads_the_outside_run(folder, outside, monke
     monkeypatch.setattr(handed_files, "_NO_FOLLOW", 0)
     memory = AgentMemory.load(_outside_run(folder, outside))
     assert SECRET in json.dumps(memory.to_dict())
+
+
+def test_a_long_name_the_user_chose_still_gets_its_temporary_file(folder):
+    path = folder / ("p" * 250 + ".html")  # what -o may name: the temporary beside it must fit too
+    write_fresh(path, b"page")
+    assert path.read_bytes() == b"page" and [p.name for p in folder.iterdir()] == [path.name]

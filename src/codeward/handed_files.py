@@ -127,7 +127,7 @@ def write_fresh(path: str | Path, data: bytes) -> Path:
     """Write `data` to `path` whole or not at all, with `file_mode`: into a temporary file created fresh
     beside it, then renamed over the name, so a link there is replaced, never written through."""
     path = Path(path)
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    temporary = path.with_name(f".{path.name[:MOST_NAME_CHARACTERS]}.{secrets.token_hex(6)}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, file_mode())
     try:
         with os.fdopen(fd, "wb") as stream:
