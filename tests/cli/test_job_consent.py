@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from codeward.batch import jobs as jobs_module
 from codeward.batch.jobs import JobDefaults, JobFileError, load_jobs
 from tests.cli.conftest import SAMPLE_TOOLS, command_env, write_script
 
@@ -149,6 +150,26 @@ def test_a_variable_file_outside_the_jobs_folder_is_refused(tmp_path, model):
     (tmp_path / "secret.json").write_text('{"key": "s3cret"}')
     message = _refusal(folder, {"additional_args": {"key": "@../secret.json"}}, model=model)
     assert "field 'additional_args.key'" in message and "outside the jobs file's folder" in message
+
+
+def test_a_link_inside_the_jobs_folder_to_a_file_outside_it_is_refused(tmp_path, model):
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    (tmp_path / "secret.json").write_text('{"key": "s3cret"}')
+    (folder / "data.json").symlink_to(tmp_path / "secret.json")
+    message = _refusal(folder, {"additional_args": {"key": "@data.json"}}, model=model)
+    assert "field 'additional_args.key'" in message and "outside the jobs file's folder" in message
+
+
+def test_control_without_the_inside_rule_the_link_reaches_the_outside_file(tmp_path, model, monkeypatch):
+    monkeypatch.setattr(jobs_module, "inside", lambda folder, name: folder / name)
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    (tmp_path / "secret.json").write_text('{"key": "s3cret"}')
+    (folder / "data.json").symlink_to(tmp_path / "secret.json")
+    (folder / "jobs.jsonl").write_text(json.dumps({"id": "a", "task": "T", "additional_args": {"key": "@data.json"}}))
+    (job,) = load_jobs(folder / "jobs.jsonl", JobDefaults(model=model))
+    assert job.additional_args == {"key": f"@{(tmp_path / 'secret.json').resolve()}"}  # the user's own file
 
 
 def _readme_example(section: str, until: str) -> str:

@@ -29,6 +29,7 @@ import yaml
 from codeward.executors.base import available_executors, executor_class
 from codeward.executors.docker.gvisor import GVISOR
 from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS
+from codeward.handed_files import inside
 from codeward.executors.settings import taken_name
 from codeward.platform.model_ids import ModelIdError, check_model_id
 from codeward.platform.tool_specs import load_tool_specs
@@ -199,8 +200,8 @@ class _Checker:
 
     def _path(self, raw: str) -> Path:
         """A file the job names, which must resolve inside the jobs file's folder (links followed)."""
-        path = (self.base_dir / Path(raw)).resolve()
-        if not path.is_relative_to(self.base_dir.resolve()):
+        path = inside(self.base_dir, raw)
+        if path is None:
             raise ValueFileError(f"{raw!r} is outside the jobs file's folder; a job names files only inside it")
         return path
 

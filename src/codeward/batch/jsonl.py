@@ -11,11 +11,14 @@ Several processes may append to one file (the audit): with ``shared=True`` an
 ``flock`` around each write keeps their lines whole. A file with one writer
 (the results) is instead held with `exclusive_writer` for the writer's whole
 life, so a second batch on the same file is refused rather than interleaved.
+Both may hold secret values: they are created readable by their owner only,
+and never opened through a link (`codeward.handed_files`).
 """
 
 from __future__ import annotations
 
 import fcntl
+import io
 import json
 import os
 from collections.abc import Iterator
@@ -23,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from codeward.handed_files import open_append, open_handed
 from codeward.redaction import redacted
 from codeward.usage import UsageError
 
@@ -31,7 +35,7 @@ __all__ = ["JsonlAppender", "exclusive_writer", "repair_and_read"]
 
 def _cut_torn_tail(path: Path) -> int:
     """Truncate after the last newline; return how many bytes were dropped."""
-    with open(path, "r+b") as handle:
+    with open_handed(path, update=True) as handle:
         size = handle.seek(0, os.SEEK_END)
         if size == 0:
             return 0
@@ -61,7 +65,7 @@ def repair_and_read(path: str | Path) -> tuple[list[dict[str, Any]], int]:
         return [], 0
     dropped = _cut_torn_tail(path)
     records = []
-    with open(path, encoding="utf-8") as handle:
+    with open_handed(path) as stream, io.TextIOWrapper(stream, encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
@@ -90,7 +94,7 @@ def exclusive_writer(path: str | Path) -> Iterator[None]:
     """Hold `path` for one writer; raise if another process holds it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    fd = open_append(path, read_only=True)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -111,7 +115,7 @@ class JsonlAppender:
         self.shared = shared
         created = not self.path.exists()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd: int | None = open_append(self.path)
         if created:
             _fsync_directory(self.path)
 

@@ -17,7 +17,7 @@ from typing import Any
 from codeward.executors.displays import Display
 from codeward.platform.errors import AgentError
 from codeward.platform.models import ChatMessage, TokenUsage, ToolCall
-from codeward.platform.run_files import RunSetup, write_run
+from codeward.platform.run_files import RunSetup, load_run_file, write_run
 
 __all__ = [
     "ActionStep",
@@ -226,7 +226,7 @@ class AgentMemory:
     @classmethod
     def load(cls, path: str | Path) -> AgentMemory:
         """Rebuild a saved memory: enough to read, show and replay it (live values become text)."""
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = load_run_file(path)
         if not isinstance(data, dict) or "steps" not in data:
             raise ValueError(f"{path} is not a saved agent memory (no 'steps')")
         memory = cls(data.get("system_prompt", ""))

@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from codeward.handed_files import open_handed
+
 if TYPE_CHECKING:
     from codeward.tools import Tool
 
@@ -259,7 +261,8 @@ class ReplayModel(ScriptedModel):
     def __init__(self, path: str | Path) -> None:
         path = Path(path)
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
+            with open_handed(path) as stream:  # a saved run may sit among links
+                record = json.loads(stream.read())
         except FileNotFoundError:
             raise FileNotFoundError(f"no saved run at {path}; save one with agent.memory.save(path)") from None
         except json.JSONDecodeError as error:

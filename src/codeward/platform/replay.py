@@ -22,10 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codeward.handed_files import inside
 from codeward.platform.code_agent import CodeAgent
 from codeward.platform.errors import AgentGenerationError
 from codeward.platform.models import ReplayModel
 from codeward.platform.run_files import (
+    load_run_file,
     recorded_entries,
     recorded_strings,
     recorded_variables,
@@ -235,12 +237,6 @@ def _variable_needs(record: dict[str, Any], available: set[str], folder: Path) -
     return needs
 
 
-def _inside(folder: Path, file: str) -> Path | None:
-    """`file` read from the run's folder, if it lies inside it (links resolved); None if it climbs out."""
-    candidate = (folder / Path(file).expanduser()).resolve()
-    return candidate if candidate.is_relative_to(folder.resolve()) else None
-
-
 def _recorded_tool_specs(record: dict[str, Any], folder: Path, given: set[str]) -> list[str]:
     """The recorded specs of the tools not given, for --as-recorded: only files inside the run's folder.
 
@@ -266,11 +262,11 @@ def _recorded_tool_specs(record: dict[str, Any], folder: Path, given: set[str]) 
 def _tool_file_inside(folder: Path, target: str) -> Path | None:
     """The file a recorded spec names, if it lies inside the run's folder: a path, or a top-level module's file."""
     if target.endswith(".py"):
-        return _inside(folder, target)
+        return inside(folder, target)
     if not target.isidentifier():
         return None  # a dotted module is imported through its packages, wherever they are installed
     for candidate in (f"{target}.py", f"{target}/__init__.py"):
-        if (file := _inside(folder, candidate)) is not None and file.is_file():
+        if (file := inside(folder, candidate)) is not None and file.is_file():
             return file
     return None
 
@@ -282,8 +278,8 @@ def _recorded_variable_files(record: dict[str, Any], folder: Path, given: set[st
         file = source.get("file")
         if source["name"] in given or not isinstance(file, str) or not source["name"].isidentifier():
             continue
-        if (inside := _inside(folder, file)) is not None and inside.is_file():
-            values[source["name"]] = load_value_file(check_value_file(inside))
+        if (found := inside(folder, file)) is not None and found.is_file():
+            values[source["name"]] = load_value_file(check_value_file(found))
     return values
 
 
@@ -357,7 +353,7 @@ def replay_run(
         model = ReplayModel(path)  # checks that the file is a saved run, with errors that say so
     except ValueError as error:
         raise UsageError(str(error)) from None
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = load_run_file(path)
     tasks = [step["task"] for step in data["steps"] if step.get("type") == "task"]
     if not tasks:
         raise UsageError(f"{path} is not a saved run: it has no task step")

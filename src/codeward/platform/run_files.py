@@ -13,16 +13,15 @@ record, and a caller treats what they return as hints, never as orders.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from codeward.executors.codec import CodecError, decode_variables, encode_variables
+from codeward.handed_files import file_name, open_handed, write_fresh
 from codeward.platform.tool_specs import load_tools
 from codeward.redaction import holds_secret, redacted
 from codeward.value_files import parse_var_option
@@ -33,6 +32,7 @@ __all__ = [
     "SavedMemory",
     "ToolSource",
     "VariableSource",
+    "load_run_file",
     "plain_settings",
     "recorded_entries",
     "recorded_strings",
@@ -174,26 +174,28 @@ class SavedMemory(Protocol):
 
 
 def write_run(path: Path, memory: dict[str, Any], setup: RunSetup | None, variables: str | None = None) -> Path:
-    """Write the memory's JSON and its set-up record whole or not at all (through a temporary file), so a
-    crash never leaves half a run; `variables` are the values encoded by the codec, kept only with a record."""
+    """Write the memory's JSON and its set-up record whole or not at all, so a crash never leaves half a run,
+    never through a link, readable by its owner only (`write_fresh`: a run may hold secret values);
+    `variables` are the values encoded by the codec, kept only with a record."""
     data = dict(memory)
     if setup is not None:
         data[RUN_RECORD] = setup.to_dict(path.parent)
         if variables is not None:
             data[RUN_RECORD]["variables"] = variables
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(redacted(json.dumps(data, indent=2, default=str)), encoding="utf-8")
-    os.replace(temporary, path)
-    return path
+    return write_fresh(path, redacted(json.dumps(data, indent=2, default=str)).encode("utf-8"))
+
+
+def load_run_file(path: str | Path) -> Any:
+    """A run file's JSON, read without following a link at its name (`open_handed`): the file may have been
+    handed over in a folder of links. Raises what opening (`OSError`, `HandedFileError`) or parsing raises."""
+    with open_handed(path) as stream:
+        return json.loads(stream.read())
 
 
 def run_file(runs: Path, job_id: str) -> Path:
     """Where a batch job's run is saved in its runs folder, for the worker that writes it and the page that
-    reads it: its id as a file name (made safe, and unique again by a hash if changed)."""
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", job_id)
-    if safe != job_id:
-        safe += "-" + hashlib.sha256(job_id.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-    return runs / f"{safe}.json"
+    reads it: its id as a file name (`file_name`: made safe and short, and unique again by a hash if changed)."""
+    return runs / file_name(job_id, ".json")
 
 
 def _tool_sources(specs: list[str]) -> list[ToolSource]:

@@ -22,8 +22,11 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
+from codeward.handed_files import write_fresh
 from codeward.terminal_text import visible
 from codeward.usage import UsageError
+from codeward.view import batches as batch_views
+from codeward.view import runs as run_views
 from codeward.view.batches import BatchView, read_batch
 from codeward.view.charts import PARTS, duration_chart, time_segments
 from codeward.view.runs import RunView, read_run
@@ -87,10 +90,21 @@ def _code_styles() -> Markup:
     return Markup(HtmlFormatter(style="default").get_style_defs(".code"))  # type: ignore[no-untyped-call]
 
 
+def _budgets() -> dict[str, int]:
+    """What a page shows at most, for its notes of what was left off."""
+    return {
+        "most_steps": run_views.MOST_STEPS,
+        "most_displays": run_views.MOST_DISPLAYS,
+        "most_jobs": batch_views.MOST_JOBS,
+        "most_page_steps": batch_views.MOST_PAGE_STEPS,
+    }
+
+
 def _render(template: str, **context: Any) -> str:
     """The page, with a nonce of its own that lets its style and script, and nothing else, run."""
     nonce = secrets.token_urlsafe(18)
-    return _environment().get_template(template).render(nonce=nonce, code_styles=_code_styles(), **context)
+    page = _environment().get_template(template)
+    return page.render(nonce=nonce, code_styles=_code_styles(), **_budgets(), **context)
 
 
 def render_run(run: RunView | str | Path) -> str:
@@ -124,7 +138,7 @@ def write_view(path: str | Path, out: str | Path | None = None, *, batch: bool =
     page = render_batch(path) if batch else render_run(path)
     target = Path(out) if out is not None else (path / "index.html" if batch else path.with_suffix(".html"))
     try:
-        target.write_text(page, encoding="utf-8")
+        write_fresh(target, page.encode("utf-8"))  # a page shows a run's output: its owner's only, never via a link
     except OSError as error:
         raise UsageError(f"cannot write the page to {target}: {error.strerror}; pick another place with -o") from None
     return target

@@ -5,12 +5,18 @@ runs folder): every field is checked (`codeward.view.values`), a step that is no
 as malformed, and a display becomes an image on the page only if its bytes are one of a few
 raster formats, checked by their signature. SVG, HTML or anything else a sandbox showed is
 shown as text, never as markup.
+
+A page's size has a bound of its own beside the file's: at most `MOST_STEPS` steps and
+`MOST_DISPLAYS` displays a step are shown, and a note says how many were left off, so a file of
+a million tiny steps costs a page no more than a file of a few.
 """
 
 from __future__ import annotations
 
 import base64
+import itertools
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,14 +24,18 @@ from typing import Any
 from markupsafe import Markup
 
 from codeward.executors.displays import Display
-from codeward.platform.run_files import run_record
+from codeward.platform.run_files import load_run_file, run_record
 from codeward.usage import UsageError
-from codeward.view.values import mapping, number, text, whole
+from codeward.view.values import MOST_NAME_CHARACTERS, mapping, number, text, whole
 
-__all__ = ["MAX_IMAGE_BYTES", "Image", "RunView", "StepView", "read_run", "run_view"]
+__all__ = ["MAX_IMAGE_BYTES", "MOST_DISPLAYS", "MOST_STEPS", "Image", "RunView", "StepView", "read_run", "run_view"]
 
 #: The largest image embedded in a page; a larger one is named, not shown.
 MAX_IMAGE_BYTES = 8 * 2**20
+#: The most steps a run's page shows; the rest are counted.
+MOST_STEPS = 500
+#: The most displays a step shows; the rest are counted.
+MOST_DISPLAYS = 20
 
 _EXPECTED = "a run saved by codeward run --save or agent.memory.save (a JSON object with 'steps')"
 
@@ -54,6 +64,8 @@ class StepView:
     texts: list[tuple[str, str]] = field(default_factory=list)
     #: Displays left out, with why.
     refused: list[str] = field(default_factory=list)
+    #: Displays past `MOST_DISPLAYS`, not looked at.
+    displays_left_off: int = 0
     duration: float | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -70,6 +82,8 @@ class RunView:
     duration: float | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    #: Steps past `MOST_STEPS`, not shown.
+    steps_left_off: int = 0
 
 
 def _is_format(mime: str, data: bytes) -> bool:
@@ -118,8 +132,10 @@ def _action(record: dict[str, Any]) -> StepView:
     step.output = text(record.get("observations"))
     step.error = text(mapping(record.get("error")).get("message"))
     displays = record.get("displays")
-    for shown in displays if isinstance(displays, list) else []:
+    displays = displays if isinstance(displays, list) else []
+    for shown in displays[:MOST_DISPLAYS]:
         _display(shown, step)
+    step.displays_left_off = max(0, len(displays) - MOST_DISPLAYS)
     if record.get("is_final_answer") is True:
         step.final_answer = text(record.get("action_output"))
     return step
@@ -153,21 +169,34 @@ def _final_answer(records: list[Any], steps: list[StepView]) -> str | None:
 
 
 def _span(records: list[Any]) -> float | None:
-    """From the first step's start to the last one's end."""
-    timings = [mapping(mapping(record).get("timing")) for record in records]
-    starts = [s for t in timings if (s := number(t.get("start_time"))) is not None and s > 0]
-    ends = [e for t in timings if (e := number(t.get("end_time"))) is not None]
-    return max(ends) - min(starts) if starts and ends else None
+    """From the first step's start to the last one's end (read a record at a time: nothing kept per step)."""
+    first, last = math.inf, -math.inf
+    for record in records:
+        timing = mapping(record.get("timing")) if isinstance(record, dict) else {}
+        if (start := number(timing.get("start_time"))) is not None and start > 0:
+            first = min(first, start)
+        if (end := number(timing.get("end_time"))) is not None:
+            last = max(last, end)
+    return last - first if math.isfinite(first) and math.isfinite(last) else None
 
 
-def run_view(data: Any, name: str) -> RunView:
-    """The page's view of a saved run's JSON; `UsageError` if it is not a saved run at all."""
+def run_view(data: Any, name: str, most_steps: int | None = None) -> RunView:
+    """The page's view of a saved run's JSON, with at most `most_steps` steps (`MOST_STEPS` unless said);
+    `UsageError` if it is not a saved run at all."""
+    most_steps = MOST_STEPS if most_steps is None else min(most_steps, MOST_STEPS)
     if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
         raise UsageError(f"{name} is not {_EXPECTED}")
     records: list[Any] = data["steps"]
-    view = RunView(name, executor=text(run_record(data).get("executor")))
-    view.task = "\n\n".join(text(r.get("task")) for r in records if isinstance(r, dict) and r.get("type") == "task")
-    view.steps = [step for step in map(_step, records) if step is not None]
+    view = RunView(
+        text(name, MOST_NAME_CHARACTERS), executor=text(run_record(data).get("executor"), MOST_NAME_CHARACTERS)
+    )
+    tasks = (r.get("task") for r in records if isinstance(r, dict) and r.get("type") == "task")
+    view.task = text("\n\n".join(text(task) for task in itertools.islice(tasks, MOST_STEPS)))
+    for record in records:
+        if len(view.steps) < most_steps:
+            view.steps.extend(filter(None, [_step(record)]))
+        elif not (isinstance(record, dict) and record.get("type") in ("task", "final_answer")):
+            view.steps_left_off += 1
     view.final_answer = _final_answer(records, view.steps)
     view.duration = _span(records)
     view.input_tokens = sum(step.input_tokens or 0 for step in view.steps)
@@ -175,13 +204,16 @@ def run_view(data: Any, name: str) -> RunView:
     return view
 
 
-def read_run(path: str | Path) -> RunView:
-    """Read a saved run; a missing file, or one that is not a saved run, is a `UsageError` that says what was expected."""
+def read_run(path: str | Path, most_steps: int | None = None) -> RunView:
+    """Read a saved run (its first `most_steps` steps); a missing file, or one that is not a saved run, is a
+    `UsageError` that says what was expected."""
     path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"{path} is not a file: expected {_EXPECTED}")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = load_run_file(path)  # never through a link at its name
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        raise UsageError(f"{path} is not a file: expected {_EXPECTED}") from None
+    except OSError as error:
+        raise UsageError(f"cannot read {path}: {error.strerror}") from None
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
         raise UsageError(f"{path} is not JSON ({error}): expected {_EXPECTED}") from None
-    return run_view(data, path.name)
+    return run_view(data, path.name, most_steps)

@@ -1,0 +1,139 @@
+"""Top-level because every surface uses it: the viewer, saved runs, a batch's results and audit files.
+
+Files a user may have been handed, and the files codeward writes beside them: one rule each,
+in one place.
+
+- Reading: a file in a folder a user was handed (a batch's runs folder, a saved run's folder) is
+  opened without following a symbolic link at its name (`open_handed`), so a link planted there
+  cannot show the bytes of a file outside the folder, or truncate one. The folder itself is
+  taken as the user named it. Anything but a regular file (a FIFO that would block, a device)
+  is refused too.
+- Paths a file names: a path written in a handed file (a job's ``@file`` value or ``script:``
+  model, a saved run's variable file or tool file) counts only if, its links resolved, it lies
+  inside the file's folder (`inside`): a file never reaches out of where it was handed.
+- Names: an id that becomes a file name (a batch job's run file) keeps only letters, digits,
+  ``.``, ``_`` and ``-``, never starts with a dot, and is at most `MOST_NAME_CHARACTERS` long;
+  a changed id gains a hash of the whole, so two ids never share a file (`file_name`).
+- Writing: an output is written whole to a temporary file created fresh beside it, then put in
+  place with ``os.replace``, which replaces a link at that name rather than writing through it
+  (`write_fresh`); an appended file is opened without following a link (`open_append`).
+- Modes: what codeward writes may hold a secret value (a tool's output, a variable, a final
+  answer), so it is created readable by its owner only (0600). A user who shares a runs folder
+  with a group sets ``CODEWARD_SHARED_FILES=1`` to create them 0644 (`file_mode`).
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import re
+import secrets
+import stat
+from pathlib import Path
+from typing import BinaryIO
+
+from codeward.usage import UsageError
+
+__all__ = [
+    "MOST_NAME_CHARACTERS",
+    "SHARED_FILES_VARIABLE",
+    "HandedFileError",
+    "file_mode",
+    "file_name",
+    "inside",
+    "open_append",
+    "open_handed",
+    "write_fresh",
+]
+
+#: The environment variable that makes the files codeward writes readable by others (0644), when "1".
+SHARED_FILES_VARIABLE = "CODEWARD_SHARED_FILES"
+#: The longest file name (before its suffix) an id becomes; file systems allow 255 bytes.
+MOST_NAME_CHARACTERS = 120
+#: The flag that keeps a read or an append from following a link at the file's name.
+_NO_FOLLOW = os.O_NOFOLLOW
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+class HandedFileError(UsageError):
+    """A file codeward will not read or write as it stands; the message names it and says what to do."""
+
+
+def file_mode() -> int:
+    """The mode files are created with: the owner's only, unless the user asked for shared files."""
+    return 0o644 if os.environ.get(SHARED_FILES_VARIABLE) == "1" else 0o600
+
+
+def file_name(name: str, suffix: str) -> str:
+    """`name` as a file name with `suffix`: safe characters, no leading dot, bounded length; a name
+    that had to change gains 8 hex digits of its hash, so distinct names stay distinct files."""
+    safe = _UNSAFE.sub("_", name)
+    if safe.startswith("."):
+        safe = "_" + safe[1:]
+    safe = safe[:MOST_NAME_CHARACTERS]
+    if safe != name:
+        safe += "-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return safe + suffix
+
+
+def inside(folder: Path, name: str | Path) -> Path | None:
+    """`name` (relative to `folder`, or absolute) with its links resolved, if it lies inside `folder`; else None."""
+    candidate = (folder / Path(name).expanduser()).resolve()
+    return candidate if candidate.is_relative_to(folder.resolve()) else None
+
+
+def _refused(path: Path, error: OSError) -> HandedFileError | OSError:
+    """The error for a file refused by `_NO_FOLLOW`; any other error as it was."""
+    if error.errno == errno.ELOOP:
+        return HandedFileError(
+            f"{path} is a symbolic link; codeward does not follow links in a folder it reads or writes, "
+            "since one may lead out of it: put the file itself there, or remove the link"
+        )
+    return error
+
+
+def open_handed(path: str | Path, *, update: bool = False) -> BinaryIO:
+    """The file at `path` opened for reading (or, with `update`, reading and writing), never through a
+    link at its name, and only if it is a regular file; `HandedFileError` says what was refused."""
+    path = Path(path)
+    flags = (os.O_RDWR if update else os.O_RDONLY) | _NO_FOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError as error:
+        raise _refused(path, error) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise HandedFileError(f"{path} is not a regular file; codeward reads only plain files there")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "r+b" if update else "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_append(path: str | Path, *, read_only: bool = False) -> int:
+    """A descriptor for appending to `path` (or, with `read_only`, for holding a lock on it), created with
+    `file_mode` if missing, never through a link at its name."""
+    path = Path(path)
+    access = os.O_RDONLY if read_only else os.O_WRONLY | os.O_APPEND
+    try:
+        return os.open(path, access | os.O_CREAT | _NO_FOLLOW | os.O_CLOEXEC, file_mode())
+    except OSError as error:
+        raise _refused(path, error) from None
+
+
+def write_fresh(path: str | Path, data: bytes) -> Path:
+    """Write `data` to `path` whole or not at all, with `file_mode`: into a temporary file created fresh
+    beside it, then renamed over the name, so a link there is replaced, never written through."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name[:MOST_NAME_CHARACTERS]}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, file_mode())
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            stream.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,191 @@
+"""The rules for files a user may have been handed, each attacked, and each shown to matter: with its
+one guard turned off, the same attack reads the file outside, writes through the link, or leaves the
+file readable by others."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from codeward import handed_files
+from codeward.batch.jsonl import JsonlAppender, exclusive_writer, repair_and_read
+from codeward.handed_files import HandedFileError, file_name, open_append, open_handed, write_fresh
+from codeward.platform.memory import AgentMemory
+from codeward.platform.models import ReplayModel
+from codeward.platform.run_files import load_run_file, run_file, write_run
+
+SECRET = "ssh-ed25519 AAAA-the-users-own-key"
+
+
+@pytest.fixture(autouse=True)
+def _umask() -> Iterator[None]:
+    """A usual umask (022), under which a file created 0644 is readable by everyone: the harm to show."""
+    previous = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A file of the user's outside the handed folder, which a link in the folder points at."""
+    path = tmp_path / "home" / "authorized_keys"
+    path.parent.mkdir()
+    path.write_text(SECRET + "\n")
+    return path
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    path = tmp_path / "handed"
+    path.mkdir()
+    return path
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.lstat().st_mode)
+
+
+def test_a_link_at_a_read_files_name_is_refused_naming_the_file(folder, outside):
+    (folder / "results.jsonl").symlink_to(outside)
+    with pytest.raises(HandedFileError, match=r"results.jsonl is a symbolic link; .* remove the link"):
+        open_handed(folder / "results.jsonl")
+    with pytest.raises(HandedFileError, match="is a symbolic link"):
+        repair_and_read(folder / "results.jsonl")  # which would cut the outside file's "torn tail"
+    assert outside.read_text() == SECRET + "\n"
+
+
+def test_control_reading_through_the_link_shows_the_outside_file(folder, outside, monkeypatch):
+    (folder / "run.json").symlink_to(outside)
+    monkeypatch.setattr(handed_files, "_NO_FOLLOW", 0)
+    with open_handed(folder / "run.json") as stream:
+        assert stream.read().decode() == SECRET + "\n"
+
+
+def test_a_fifo_or_a_folder_is_refused_without_waiting(folder):
+    os.mkfifo(folder / "results.jsonl")  # opening it to read would wait for a writer forever
+    with pytest.raises(HandedFileError, match="not a regular file"):
+        open_handed(folder / "results.jsonl")
+    with pytest.raises(HandedFileError, match="not a regular file"):
+        load_run_file(folder)
+
+
+def test_a_run_written_over_a_link_replaces_the_link_not_its_target(folder, outside):
+    path = folder / "run.json"
+    path.symlink_to(outside)
+    write_run(path, {"steps": [{"type": "task", "task": "printed output"}]}, None)
+    assert outside.read_text() == SECRET + "\n"
+    assert not path.is_symlink() and json.loads(path.read_text())["steps"][0]["task"] == "printed output"
+    assert _mode(path) == 0o600
+    assert sorted(p.name for p in folder.iterdir()) == ["run.json"]  # no temporary file left behind
+
+
+def test_control_a_plain_write_goes_through_the_link(folder, outside, monkeypatch):
+    """The landed write (``Path.write_text``) in place of `write_fresh`: the run's text lands in the user's file."""
+    from codeward.platform import run_files
+
+    monkeypatch.setattr(run_files, "write_fresh", lambda path, data: path.write_bytes(data))
+    (folder / "run.json").symlink_to(outside)
+    write_run(folder / "run.json", {"steps": [{"type": "task", "task": "printed output"}]}, None)
+    assert "printed output" in outside.read_text()
+
+
+def test_appending_never_follows_a_link(folder, outside):
+    (folder / "audit.jsonl").symlink_to(outside)
+    with pytest.raises(HandedFileError, match=r"audit\.jsonl is a symbolic link"):
+        JsonlAppender(folder / "audit.jsonl", shared=True)
+    with pytest.raises(HandedFileError), exclusive_writer(folder / "audit.jsonl"):
+        pass
+    assert outside.read_text() == SECRET + "\n"
+
+
+def test_control_appending_through_the_link_writes_the_users_file(folder, outside, monkeypatch):
+    monkeypatch.setattr(handed_files, "_NO_FOLLOW", 0)
+    (folder / "audit.jsonl").symlink_to(outside)
+    with JsonlAppender(folder / "audit.jsonl") as audit:
+        audit.append({"code": "the model's line"})
+    assert "the model's line" in outside.read_text()
+
+
+def test_written_files_are_the_owners_only_unless_shared_files_are_asked_for(folder, monkeypatch):
+    write_fresh(folder / "page.html", b"<p>secret</p>")
+    with JsonlAppender(folder / "results.jsonl") as results:
+        results.append({"id": "a"})
+    with exclusive_writer(folder / "held.jsonl"):
+        pass
+    assert {p.name: _mode(p) for p in folder.iterdir()} == dict.fromkeys(
+        ["page.html", "results.jsonl", "held.jsonl"], 0o600
+    )
+    monkeypatch.setenv(handed_files.SHARED_FILES_VARIABLE, "1")
+    write_fresh(folder / "shared.html", b"<p>for the team</p>")
+    assert _mode(folder / "shared.html") == 0o644
+
+
+def test_control_with_the_mode_rule_off_files_are_readable_by_everyone(folder, monkeypatch):
+    monkeypatch.setattr(handed_files, "file_mode", lambda: 0o644)
+    write_run(folder / "run.json", {"steps": []}, None)
+    with JsonlAppender(folder / "audit.jsonl") as audit:
+        audit.append({"job_id": "a"})
+    assert _mode(folder / "run.json") == _mode(folder / "audit.jsonl") == 0o644
+
+
+def test_ids_become_short_safe_distinct_file_names(folder):
+    long = "x" * 1000
+    names = {
+        job_id: file_name(job_id, ".json") for job_id in ["job-01", long, long + "y", "../../etc/passwd", ".", "a\0b"]
+    }
+    assert names["job-01"] == "job-01.json"  # a safe id keeps its name, so older folders still read
+    assert len(set(names.values())) == len(names)
+    for name in names.values():
+        assert len(name.encode()) <= handed_files.MOST_NAME_CHARACTERS + 14 and "/" not in name and "\0" not in name
+        assert not name.startswith(".")
+    write_fresh(run_file(folder, long), b"{}")  # a file system takes it (255 bytes at most)
+    assert load_run_file(run_file(folder, long)) == {}
+
+
+def test_control_without_the_length_rule_a_long_id_names_no_file(folder, monkeypatch):
+    monkeypatch.setattr(handed_files, "MOST_NAME_CHARACTERS", 10**6)
+    with pytest.raises(OSError, match="File name too long"):
+        write_fresh(run_file(folder, "x" * 1000), b"{}")
+
+
+def test_open_append_creates_with_the_mode_and_holds_no_link(folder):
+    fd = open_append(folder / "new.jsonl")
+    os.close(fd)
+    assert _mode(folder / "new.jsonl") == 0o600
+
+
+def _outside_run(folder: Path, outside: Path) -> Path:
+    """A saved run of the user's outside the folder, and a link to it in the folder."""
+    steps = [
+        {"type": "task", "task": SECRET},
+        {"type": "action", "step_number": 1, "model_output_message": {"role": "assistant"}},
+    ]
+    outside.write_text(json.dumps({"steps": steps}))
+    (folder / "run.json").symlink_to(outside)
+    return folder / "run.json"
+
+
+def test_replay_and_memory_refuse_a_run_behind_a_link(folder, outside):
+    link = _outside_run(folder, outside)
+    for read in (ReplayModel, AgentMemory.load):
+        with pytest.raises(HandedFileError, match="is a symbolic link"):
+            read(link)
+
+
+def test_control_following_the_link_loads_the_outside_run(folder, outside, monkeypatch):
+    monkeypatch.setattr(handed_files, "_NO_FOLLOW", 0)
+    memory = AgentMemory.load(_outside_run(folder, outside))
+    assert SECRET in json.dumps(memory.to_dict())
+
+
+def test_a_long_name_the_user_chose_still_gets_its_temporary_file(folder):
+    path = folder / ("p" * 250 + ".html")  # what -o may name: the temporary beside it must fit too
+    write_fresh(path, b"page")
+    assert path.read_bytes() == b"page" and [p.name for p in folder.iterdir()] == [path.name]
