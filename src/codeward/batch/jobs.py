@@ -29,8 +29,8 @@ import yaml
 from codeward.executors.base import available_executors, executor_class
 from codeward.executors.docker.gvisor import GVISOR
 from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS
-from codeward.handed_files import inside
 from codeward.executors.settings import taken_name
+from codeward.handed_files import inside
 from codeward.platform.model_ids import ModelIdError, check_model_id
 from codeward.platform.tool_specs import load_tool_specs
 from codeward.usage import UsageError
