@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from codeward.cli.options import add_import_option
 from codeward.usage import UsageError
+
+if TYPE_CHECKING:
+    from codeward.mcp.server import HttpAccess
 
 __all__ = ["add_parser"]
 
@@ -28,8 +31,25 @@ def _mcp_serve(args: argparse.Namespace, console: Console) -> int:
     if args.http is None:
         server.serve_stdio(options)
     else:
-        server.serve_http(options, args.host, args.http)
+        server.serve_http(options, args.host, args.http, _access(args))
     return 0
+
+
+def _access(args: argparse.Namespace) -> HttpAccess:
+    """Who may call the HTTP server: a token unless --no-auth, which only a loopback address may have."""
+    from codeward.mcp.guard import TOKEN_VARIABLE, is_loopback, server_token
+    from codeward.mcp.server import HttpAccess
+
+    if args.no_auth:
+        if not is_loopback(args.host):
+            raise UsageError(
+                f"--no-auth would let anyone who reaches {args.host} run code with your tools; use it only with a "
+                f"loopback --host (127.0.0.1, ::1, localhost), or drop it and give clients the token "
+                f"(set {TOKEN_VARIABLE}, or use the one printed at start)"
+            )
+        return HttpAccess(None, allow_hosts=args.allow_hosts, allow_origins=args.allow_origins)
+    token, generated = server_token()
+    return HttpAccess(token, generated, args.allow_hosts, args.allow_origins)
 
 
 def add_parser(commands: Any) -> None:
@@ -54,6 +74,29 @@ def add_parser(commands: Any) -> None:
         "--http", type=int, metavar="PORT", help="serve streamable HTTP at /mcp on PORT (0: a free one, printed)"
     )
     serve.add_argument("--host", default="127.0.0.1", help="the address --http listens on (default: 127.0.0.1)")
+    serve.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="serve --http without a bearer token (loopback --host only: every local account can then call it); "
+        "by default clients send Authorization: Bearer $CODEWARD_MCP_TOKEN, or the token generated and printed at start",
+    )
+    serve.add_argument(
+        "--allow-host",
+        dest="allow_hosts",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="a further Host header to accept (repeatable); requests naming any other host than the bound "
+        "address are refused, against DNS rebinding",
+    )
+    serve.add_argument(
+        "--allow-origin",
+        dest="allow_origins",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a further Origin to accept, as scheme://host:port (repeatable); by default only the server's own",
+    )
     serve.add_argument(
         "--idle-timeout",
         type=float,

@@ -31,12 +31,13 @@ from mcp.server.stdio import stdio_server
 
 from codeward import __version__
 from codeward.executors.base import ExecutorError
+from codeward.mcp.guard import require_token, transport_security
 from codeward.platform.code_agent import CodeAgent
 from codeward.platform.display import AgentLogger, LogLevel
 from codeward.platform.models import Model
 from codeward.tools import Tool
 
-__all__ = ["ServeOptions", "serve_http", "serve_stdio"]
+__all__ = ["HttpAccess", "ServeOptions", "serve_http", "serve_stdio"]
 
 _SANDBOX_KEY = "codeward.sandbox"
 _RUN_PYTHON = types.Tool(
@@ -265,16 +266,35 @@ def serve_stdio(options: ServeOptions) -> None:
     anyio.run(_serve_stdio, options)
 
 
-async def _serve_http(options: ServeOptions, listening: socket.socket, host: str) -> None:
+@dataclass(frozen=True)
+class HttpAccess:
+    """Who may reach the HTTP server: the token every request carries (None: anyone on loopback) and extra names."""
+
+    token: str | None
+    show_token: bool = False
+    allow_hosts: list[str] = field(default_factory=list)
+    allow_origins: list[str] = field(default_factory=list)
+
+
+async def _serve_http(options: ServeOptions, listening: socket.socket, host: str, access: HttpAccess) -> None:
     import uvicorn
 
-    app = _server(options).streamable_http_app(host=host, session_idle_timeout=options.idle_timeout)
-    web = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    port = listening.getsockname()[1]
+    app = _server(options).streamable_http_app(
+        host=host,
+        session_idle_timeout=options.idle_timeout,
+        transport_security=transport_security(host, port, access.allow_hosts, access.allow_origins),
+    )
+    served = app if access.token is None else require_token(app, access.token)
+    web = uvicorn.Server(uvicorn.Config(served, log_level="warning", lifespan="on"))
     await web.serve(sockets=[listening])  # uvicorn stops on SIGTERM and SIGINT itself, closing the lifespan
 
 
-def serve_http(options: ServeOptions, host: str, port: int) -> None:
-    """Serve clients over streamable HTTP at http://HOST:PORT/mcp; port 0 picks a free one, printed on stderr."""
+def serve_http(options: ServeOptions, host: str, port: int, access: HttpAccess) -> None:
+    """Serve clients over streamable HTTP at http://HOST:PORT/mcp; port 0 picks a free one, printed on stderr.
+
+    A generated token is printed once, beside the URL: it is the only place the operator sees it.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as listening:
         listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -283,4 +303,9 @@ def serve_http(options: ServeOptions, host: str, port: int) -> None:
         print(
             f"codeward MCP server at http://{shown_host}:{listening.getsockname()[1]}/mcp", file=sys.stderr, flush=True
         )
-        anyio.run(_serve_http, options, listening, host)
+        if access.token is not None and access.show_token:
+            print(f"codeward MCP token (clients send Authorization: Bearer TOKEN): {access.token}", file=sys.stderr)
+        elif access.token is None:
+            print("codeward MCP server without a token (--no-auth): every local account can call it", file=sys.stderr)
+        sys.stderr.flush()
+        anyio.run(_serve_http, options, listening, host, access)
