@@ -15,6 +15,16 @@ if TYPE_CHECKING:
 
 __all__ = ["add_parser"]
 
+# Each budget flag of `mcp serve`: its least value, its default (ServeOptions's), what it bounds.
+_BUDGETS = {
+    "max_sessions": (1, 16, "HTTP sessions open at once, in total; one more is refused with an MCP error"),
+    "sessions_per_client": (1, 4, "HTTP sessions open at once from one client address"),
+    "waiting_calls": (0, 2, "calls a session may have waiting behind the one running; more are refused at once"),
+    "threads": (1, 8, "calls running at once, in total (each holds a worker thread while its code runs)"),
+    "threads_per_client": (1, 2, "calls running at once from one client address, so no client takes every thread"),
+    "steps_kept": (1, 50, "past calls a session's agent remembers; older ones are forgotten"),
+}
+
 
 def _mcp_serve(args: argparse.Namespace, console: Console) -> int:
     from codeward.executors.base import executor_class, import_with_extra
@@ -27,7 +37,16 @@ def _mcp_serve(args: argparse.Namespace, console: Console) -> int:
         raise UsageError(str(error)) from error
     if args.idle_timeout <= 0:
         raise UsageError(f"--idle-timeout must be a positive number of seconds, got {args.idle_timeout}")
-    options = server.ServeOptions(args.executor, load_tool_specs(args.tools), args.imports, args.idle_timeout)
+    for flag, (least, _, _) in _BUDGETS.items():
+        if getattr(args, flag) < least:
+            raise UsageError(f"--{flag.replace('_', '-')} must be at least {least}, got {getattr(args, flag)}")
+    options = server.ServeOptions(
+        args.executor,
+        load_tool_specs(args.tools),
+        args.imports,
+        args.idle_timeout,
+        **{flag: getattr(args, flag) for flag in _BUDGETS},
+    )
     if args.http is None:
         server.serve_stdio(options)
     else:
@@ -104,4 +123,8 @@ def add_parser(commands: Any) -> None:
         metavar="SECONDS",
         help="close a session's sandbox after this long without a call (default 1800)",
     )
+    for flag, (_, default, text) in _BUDGETS.items():
+        serve.add_argument(
+            f"--{flag.replace('_', '-')}", type=int, default=default, metavar="N", help=f"{text} (default {default})"
+        )
     serve.set_defaults(handler=_mcp_serve, console_to_stderr=True)
