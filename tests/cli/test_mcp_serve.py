@@ -252,3 +252,26 @@ def test_without_the_mcp_extra_serve_names_it_and_help_still_works(tmp_path: Pat
     served = subprocess.run(command("mcp", "serve"), capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
     assert served.returncode == 2, served.stderr
     assert install_line("mcp") in served.stderr.replace("\n", "")
+
+
+@pytest.mark.parametrize("executor", ["docker"])
+def test_a_server_killed_mid_session_leaves_no_container(tmp_path: Path, executor: str, engine: Any) -> None:
+    """SIGKILL runs none of the server's cleanup: the sandbox's watchdog removes its container."""
+    server, url, token = start_http_server(tmp_path, executor)
+
+    async def scenario() -> set[str]:
+        async with http_session(url, token) as session:
+            await run_python(session, "x = 1")
+            started = set(our_containers(engine))
+            server.kill()
+            server.wait()
+            return started
+
+    try:
+        started = anyio.run(scenario)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    assert len(started) == 1, started
+    assert wait_until(lambda: not remaining(engine, started), 10), remaining(engine, started)
