@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -88,6 +89,45 @@ def test_the_token_can_come_from_the_environment_and_is_then_not_printed(tmp_pat
         assert token is None and chosen not in log, log
         assert opening(url, Authorization="Bearer another").status_code == 401
         assert calls_the_tool(url, chosen) == "Last output from code snippet:\n42"
+
+
+INHERITED = textwrap.dedent(
+    '''
+    import subprocess, sys
+    from codeward import tool
+
+    @tool
+    def inherited(name: str) -> str:
+        """What a program the server starts finds in its environment under a name.
+
+        Args:
+            name: The variable's name.
+        """
+        shown = f"import os; print(os.environ.get({name!r}, 'absent'))"
+        return subprocess.run([sys.executable, "-c", shown], capture_output=True, text=True).stdout.strip()
+    '''
+)
+
+
+def test_a_token_from_the_environment_is_not_inherited_by_what_the_server_starts(tmp_path: Path) -> None:
+    """Control: another variable of the server's environment is inherited, as the token would be."""
+    (tmp_path / "inherited.py").write_text(INHERITED)
+    chosen = "a-token-the-operator-chose-0123456789"
+    served = http_server(tmp_path, "--tools", "inherited.py", CODEWARD_MCP_TOKEN=chosen, OTHER_VARIABLE="inherited")
+
+    async def scenario(url: str) -> None:
+        async with http_session(url, chosen) as session:
+            assert await run_python(session, "inherited(name='CODEWARD_MCP_TOKEN')") == (
+                "Last output from code snippet:\nabsent",
+                False,
+            )
+            assert await run_python(session, "inherited(name='OTHER_VARIABLE')") == (
+                "Last output from code snippet:\ninherited",
+                False,
+            )
+
+    with served as (url, _, _):
+        anyio.run(scenario, url)
 
 
 def test_no_auth_is_refused_on_an_address_other_hosts_reach(codeward: Any) -> None:

@@ -37,8 +37,12 @@ def is_loopback(host: str) -> bool:
 
 
 def server_token() -> tuple[str, bool]:
-    """The token clients must send, and whether it was generated (then the operator must be shown it)."""
-    given = os.environ.get(TOKEN_VARIABLE, "")
+    """The token clients must send, and whether it was generated (then the operator must be shown it).
+
+    A token from the environment is taken out of it, so no program the server starts (a tool's
+    subprocess, a sandbox that would inherit the environment) finds it there.
+    """
+    given = os.environ.pop(TOKEN_VARIABLE, "")
     if given:
         return given, False
     return secrets.token_urlsafe(32), True

@@ -356,6 +356,7 @@ def serve_http(options: ServeOptions, host: str, port: int, access: HttpAccess) 
     with socket.socket(family, socket.SOCK_STREAM) as listening:
         listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listening.bind((host, port))
+        listening.listen(128)  # a client that reads the URL below may connect at once: it queues, not refused
         shown_host = f"[{host}]" if family == socket.AF_INET6 else host
         print(
             f"codeward MCP server at http://{shown_host}:{listening.getsockname()[1]}/mcp", file=sys.stderr, flush=True
