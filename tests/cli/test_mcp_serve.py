@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -54,8 +55,16 @@ async def stdio_session(folder: Path, *args: str) -> AsyncIterator[ClientSession
 
 
 @asynccontextmanager
-async def http_session(url: str) -> AsyncIterator[ClientSession]:
-    async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+async def http_session(url: str, token: str | None, source: str | None = None) -> AsyncIterator[ClientSession]:
+    """A client session on an HTTP server, sending `token` (if any) from the local address `source` (if given)."""
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    transport = httpx2.AsyncHTTPTransport(local_address=source) if source is not None else None
+    timeout = httpx2.Timeout(30, read=300)
+    async with (
+        httpx2.AsyncClient(headers=headers, transport=transport, timeout=timeout) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
         await session.initialize()
         yield session
 
@@ -160,8 +169,10 @@ def test_ending_a_stdio_session_removes_its_container(tmp_path: Path, executor: 
     assert wait_until(lambda: not remaining(engine, started)), remaining(engine, started)
 
 
-def start_http_server(folder: Path, executor: str, *args: str) -> tuple[subprocess.Popen[bytes], str]:
-    """A `codeward mcp serve --http 0` process and the URL it says it serves at."""
+def start_http_server(
+    folder: Path, executor: str, *args: str, **env: str
+) -> tuple[subprocess.Popen[bytes], str, str | None]:
+    """A `codeward mcp serve --http 0` process, the URL it says it serves at, and the token it printed (if any)."""
     log = folder / "http-server.log"
     with log.open("wb") as stderr:
         server = subprocess.Popen(
@@ -169,27 +180,29 @@ def start_http_server(folder: Path, executor: str, *args: str) -> tuple[subproce
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
-            env=command_env(),
+            env=command_env(**env),
             cwd=folder,
         )
     found: list[str] = []
 
     def announced() -> bool:
-        found.extend(re.findall(r"http://127\.0\.0\.1:\d+/mcp", log.read_text()))
+        found.extend(re.findall(r"http://[^ ]+:\d+/mcp", log.read_text()))
         return bool(found) or server.poll() is not None
 
     wait_until(announced, 30)
     assert found, log.read_text()
-    return server, found[0]
+    wait_until(lambda: "token" in log.read_text(), 2)
+    tokens = re.findall(r"Bearer TOKEN\): (\S+)", log.read_text())
+    return server, found[0], tokens[0] if tokens else None
 
 
 @EXECUTORS
 def test_http_sessions_of_one_server_keep_separate_state_and_end_alone(
     tmp_path: Path, executor: str, engine: Any
 ) -> None:
-    server, url = start_http_server(tmp_path, executor)
+    server, url, token = start_http_server(tmp_path, executor)
     try:
-        staying = anyio.run(two_http_sessions, url, engine)
+        staying = anyio.run(two_http_sessions, url, token, engine)
         workers = children(server.pid)
         server.send_signal(signal.SIGTERM)  # uvicorn shuts down, then ends by the signal it caught
         assert server.wait(timeout=30) in (0, -signal.SIGTERM), (tmp_path / "http-server.log").read_text()
@@ -202,10 +215,10 @@ def test_http_sessions_of_one_server_keep_separate_state_and_end_alone(
         assert wait_until(lambda: not remaining(engine, staying)), remaining(engine, staying)
 
 
-async def two_http_sessions(url: str, engine: Any) -> set[str]:
+async def two_http_sessions(url: str, token: str | None, engine: Any) -> set[str]:
     """Two sessions on one server: separate state; the first ends alone. Returns the second's containers."""
-    async with http_session(url) as staying:
-        async with http_session(url) as leaving:
+    async with http_session(url, token) as staying:
+        async with http_session(url, token) as leaving:
             assert await run_python(leaving, "x = 1\nx") == ("Last output from code snippet:\n1", False)
             text, failed = await run_python(staying, "x")
             assert failed and "NameError" in text, text
@@ -239,3 +252,26 @@ def test_without_the_mcp_extra_serve_names_it_and_help_still_works(tmp_path: Pat
     served = subprocess.run(command("mcp", "serve"), capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
     assert served.returncode == 2, served.stderr
     assert install_line("mcp") in served.stderr.replace("\n", "")
+
+
+@pytest.mark.parametrize("executor", ["docker"])
+def test_a_server_killed_mid_session_leaves_no_container(tmp_path: Path, executor: str, engine: Any) -> None:
+    """SIGKILL runs none of the server's cleanup: the sandbox's watchdog removes its container."""
+    server, url, token = start_http_server(tmp_path, executor)
+
+    async def scenario() -> set[str]:
+        async with http_session(url, token) as session:
+            await run_python(session, "x = 1")
+            started = set(our_containers(engine))
+            server.kill()
+            server.wait()
+            return started
+
+    try:
+        started = anyio.run(scenario)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    assert len(started) == 1, started
+    assert wait_until(lambda: not remaining(engine, started), 10), remaining(engine, started)

@@ -10,6 +10,9 @@ The session's end is the SDK's per-connection ``exit_stack``, unwound when a std
 closes or a streamable-HTTP session is deleted or times out; an idle timeout of our own, and
 the server's shutdown, close whatever that hook missed. A client on the stateless 2026-07-28
 protocol has no session: each of its calls gets a fresh sandbox, closed when the call ends.
+
+Over HTTP, who may call is `guard`'s business and what each client may hold is `budgets`'s;
+a session's calls take turns here, and its agent forgets all but its last steps.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import anyio
 import mcp_types as types
@@ -28,16 +32,20 @@ from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from starlette.requests import Request
 
 from codeward import __version__
 from codeward.executors.base import ExecutorError
+from codeward.mcp.budgets import Budgets, CallQueue, client_of
+from codeward.mcp.guard import require_token, transport_security
 from codeward.platform.code_agent import CodeAgent
 from codeward.platform.display import AgentLogger, LogLevel
 from codeward.platform.models import Model
 from codeward.tools import Tool
 
-__all__ = ["ServeOptions", "serve_http", "serve_stdio"]
+__all__ = ["HttpAccess", "ServeOptions", "serve_http", "serve_stdio"]
 
+T = TypeVar("T")
 _SANDBOX_KEY = "codeward.sandbox"
 _RUN_PYTHON = types.Tool(
     name="run_python",
@@ -67,6 +75,12 @@ class ServeOptions:
     tools: list[Tool] = field(default_factory=list)
     imports: list[str] = field(default_factory=list)
     idle_timeout: float = 1800.0
+    max_sessions: int = 16  # over HTTP, in total ...
+    sessions_per_client: int = 4  # ... and from one address
+    waiting_calls: int = 2  # a session's calls beyond the one running; more are refused at once
+    threads: int = 8  # worker threads for calls, shared by every client ...
+    threads_per_client: int = 2  # ... of which one address's calls may hold this many
+    steps_kept: int = 50  # the past calls a session's agent remembers
 
 
 class SessionSandbox:
@@ -82,6 +96,7 @@ class SessionSandbox:
         self._options = options
         self._agent: CodeAgent | None = None
         self._lock = threading.Lock()
+        self.calls = CallQueue()
         self._idle_note = ""
         self.last_used = time.monotonic()
 
@@ -97,6 +112,7 @@ class SessionSandbox:
                 step = agent.run_code(code)
             finally:
                 self.last_used = time.monotonic()
+                del agent.memory.steps[: -self._options.steps_kept]  # a long session's memory stays bounded
             if step.error is not None:
                 return _text_result(_joined(self._take_idle_note(), step.observations, step.error.message), failed=True)
             answer = f"Final answer: {step.action_output}" if step.is_final_answer else ""
@@ -151,8 +167,9 @@ def _text_result(text: str, *, failed: bool = False) -> types.CallToolResult:
 class Sandboxes:
     """Every session's sandbox, so the idle timeout and the server's shutdown can reach them all."""
 
-    def __init__(self, options: ServeOptions) -> None:
+    def __init__(self, options: ServeOptions, budgets: Budgets) -> None:
         self.options = options
+        self.budgets = budgets
         self._open: set[SessionSandbox] = set()
 
     def of(self, connection: Connection) -> SessionSandbox:
@@ -179,9 +196,40 @@ class Sandboxes:
             for sandbox in list(self._open):
                 await anyio.to_thread.run_sync(sandbox.close_if_idle, now)
 
+    async def in_turn(
+        self, ctx: ServerRequestContext[Sandboxes], sandbox: SessionSandbox, call: Callable[[], T]
+    ) -> T | types.CallToolResult:
+        """Run `call` in a worker thread when the session's turn comes, within its client's threads and the server's.
+
+        Waiting calls hold no thread; past the few that may wait, a call is refused at once.
+        """
+        queue = sandbox.calls
+        if queue.in_flight > self.options.waiting_calls:
+            return _text_result(
+                f"This session already has a call running and {queue.in_flight - 1} waiting, the most it may "
+                "(--waiting-calls); wait for an answer before sending more.",
+                failed=True,
+            )
+        queue.in_flight += 1
+        try:
+            async with queue.turn:
+                limiter = self.budgets.limiter(_client_of(ctx))
+                if limiter is None:
+                    return await anyio.to_thread.run_sync(call, limiter=self.budgets.threads)
+                async with limiter:
+                    return await anyio.to_thread.run_sync(call, limiter=self.budgets.threads)
+        finally:
+            queue.in_flight -= 1
+
     async def close_all(self) -> None:
         for sandbox in list(self._open):
             await self._close(sandbox)
+
+
+def _client_of(ctx: ServerRequestContext[Sandboxes]) -> str:
+    """The address the request came from (the HTTP transport attaches its request); stdio's one client has none."""
+    request = ctx.request
+    return client_of(request.scope) if isinstance(request, Request) else "stdio"
 
 
 def _connection_of(ctx: ServerRequestContext[Sandboxes]) -> Connection:
@@ -203,25 +251,26 @@ async def _list_tools(
 
 
 async def _call_tool(ctx: ServerRequestContext[Sandboxes], params: types.CallToolRequestParams) -> types.CallToolResult:
-    sandbox = ctx.lifespan_context.of(_connection_of(ctx))
+    sandboxes = ctx.lifespan_context
+    sandbox = sandboxes.of(_connection_of(ctx))
     arguments = params.arguments or {}
     if params.name == "run_python":
         code = arguments.get("code")
         if not isinstance(code, str):
             return _text_result("run_python needs its argument 'code', a string of Python.", failed=True)
-        return await anyio.to_thread.run_sync(sandbox.run, code)
+        return await sandboxes.in_turn(ctx, sandbox, lambda: sandbox.run(code))
     if params.name == "reset":
-        await anyio.to_thread.run_sync(sandbox.reset)
-        return _text_result("The sandbox was reset: the next run_python starts in a fresh one.")
+        refused = await sandboxes.in_turn(ctx, sandbox, sandbox.reset)
+        return refused or _text_result("The sandbox was reset: the next run_python starts in a fresh one.")
     return _text_result(f"There is no tool named {params.name!r}; the tools are run_python and reset.", failed=True)
 
 
-def _server(options: ServeOptions) -> Server[Sandboxes]:
+def _server(options: ServeOptions, budgets: Budgets) -> Server[Sandboxes]:
     """The MCP server; its lifespan holds the sandboxes, closes idle ones, and closes the rest when it stops."""
 
     @asynccontextmanager
     async def lifespan(_: Server[Sandboxes]) -> AsyncIterator[Sandboxes]:
-        sandboxes = Sandboxes(options)
+        sandboxes = Sandboxes(options, budgets)
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(sandboxes.close_idle_forever)
             try:
@@ -231,7 +280,7 @@ def _server(options: ServeOptions) -> Server[Sandboxes]:
                 with anyio.CancelScope(shield=True):
                     await sandboxes.close_all()
 
-    return Server(
+    server = Server(
         "codeward",
         version=__version__,
         instructions="run_python runs Python in a sandbox of this session's own; reset starts it afresh.",
@@ -239,6 +288,12 @@ def _server(options: ServeOptions) -> Server[Sandboxes]:
         on_list_tools=_list_tools,
         on_call_tool=_call_tool,
     )
+    server.middleware.append(budgets.middleware)
+    return server
+
+
+def _budgets(options: ServeOptions) -> Budgets:
+    return Budgets(options.max_sessions, options.sessions_per_client, options.threads, options.threads_per_client)
 
 
 async def _until_terminated(scope: anyio.CancelScope) -> None:
@@ -252,7 +307,7 @@ async def _until_terminated(scope: anyio.CancelScope) -> None:
 
 
 async def _serve_stdio(options: ServeOptions) -> None:
-    server = _server(options)
+    server = _server(options, _budgets(options))
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(_until_terminated, tasks.cancel_scope)
         async with stdio_server() as (read_stream, write_stream):
@@ -265,22 +320,50 @@ def serve_stdio(options: ServeOptions) -> None:
     anyio.run(_serve_stdio, options)
 
 
-async def _serve_http(options: ServeOptions, listening: socket.socket, host: str) -> None:
+@dataclass(frozen=True)
+class HttpAccess:
+    """Who may reach the HTTP server: the token every request carries (None: anyone on loopback) and extra names."""
+
+    token: str | None
+    show_token: bool = False
+    allow_hosts: list[str] = field(default_factory=list)
+    allow_origins: list[str] = field(default_factory=list)
+
+
+async def _serve_http(options: ServeOptions, listening: socket.socket, host: str, access: HttpAccess) -> None:
     import uvicorn
 
-    app = _server(options).streamable_http_app(host=host, session_idle_timeout=options.idle_timeout)
-    web = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    port = listening.getsockname()[1]
+    budgets = _budgets(options)
+    app = _server(options, budgets).streamable_http_app(
+        host=host,
+        session_idle_timeout=options.idle_timeout,
+        max_sessions=options.max_sessions,
+        transport_security=transport_security(host, port, access.allow_hosts, access.allow_origins),
+    )
+    counted = budgets.admit(app)
+    served = counted if access.token is None else require_token(counted, access.token)
+    web = uvicorn.Server(uvicorn.Config(served, log_level="warning", lifespan="on"))
     await web.serve(sockets=[listening])  # uvicorn stops on SIGTERM and SIGINT itself, closing the lifespan
 
 
-def serve_http(options: ServeOptions, host: str, port: int) -> None:
-    """Serve clients over streamable HTTP at http://HOST:PORT/mcp; port 0 picks a free one, printed on stderr."""
+def serve_http(options: ServeOptions, host: str, port: int, access: HttpAccess) -> None:
+    """Serve clients over streamable HTTP at http://HOST:PORT/mcp; port 0 picks a free one, printed on stderr.
+
+    A generated token is printed once, beside the URL: it is the only place the operator sees it.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as listening:
         listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listening.bind((host, port))
+        listening.listen(128)  # a client that reads the URL below may connect at once: it queues, not refused
         shown_host = f"[{host}]" if family == socket.AF_INET6 else host
         print(
             f"codeward MCP server at http://{shown_host}:{listening.getsockname()[1]}/mcp", file=sys.stderr, flush=True
         )
-        anyio.run(_serve_http, options, listening, host)
+        if access.token is not None and access.show_token:
+            print(f"codeward MCP token (clients send Authorization: Bearer TOKEN): {access.token}", file=sys.stderr)
+        elif access.token is None:
+            print("codeward MCP server without a token (--no-auth): every local account can call it", file=sys.stderr)
+        sys.stderr.flush()
+        anyio.run(_serve_http, options, listening, host, access)

@@ -36,7 +36,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
 from codeward.executors.settings import checked_bytes, taken_name
-from codeward.mcp.budget import DEFAULT_MESSAGE_BYTES, OVER_BUDGET, RELAY, CappedTransport, over_budget
+from codeward.mcp.message_cap import DEFAULT_MESSAGE_BYTES, OVER_BUDGET, RELAY, CappedTransport, over_budget
 from codeward.redaction import mark_secret, url_without_secrets
 from codeward.tools import JSON_TYPES, Tool, ToolDefinitionError
 
@@ -83,7 +83,7 @@ class _Server:
 def _stdio_parameters(command: list[str], env: dict[str, str], cwd: str | None, limit: int) -> StdioServerParameters:
     """The SDK passes the server a minimal environment (PATH, HOME...) plus `env`: the host's secrets stay here.
 
-    On Linux the server runs under the relay (`budget.RELAY`): it dies with the host, and no
+    On Linux the server runs under the relay (`message_cap.RELAY`): it dies with the host, and no
     message over the budget reaches the host."""
     if sys.platform.startswith("linux"):
         command = [sys.executable, "-c", RELAY, str(os.getpid()), str(limit), over_budget(limit), *command]

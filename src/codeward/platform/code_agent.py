@@ -172,7 +172,8 @@ class CodeAgent(MultiStepAgent):
         """
         if not self._sandbox_has_tools:
             self._setup_run()
-        step = ActionStep(step_number=len(self.memory.action_steps()) + 1, code_action=code)
+        past = self.memory.action_steps()  # a caller may have dropped the oldest: number after the last
+        step = ActionStep(step_number=past[-1].step_number + 1 if past else 1, code_action=code)
         try:
             outcome = self._execute(code, step)
             step.action_output, step.is_final_answer = outcome.output, outcome.is_final_answer

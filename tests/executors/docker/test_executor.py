@@ -24,7 +24,7 @@ from codeward.executors.docker.hardening import PACKAGES_DIR
 from codeward.executors.docker.images import BUILD_COMMAND, SandboxImageError, source_dir
 from codeward.executors.docker.sandbox import OWNER_PID_LABEL, list_sandboxes, sandbox_ids
 from codeward.platform.tools import tool
-from tests.executors.docker.containers import gone
+from tests.executors.docker.containers import UNWATCHED, gone
 from tests.executors.docker.engine_proxy import EngineProxy
 from tests.package_index import package_index, tiny_wheel, wheel
 
@@ -217,7 +217,7 @@ def test_an_engine_that_goes_away_raises_and_nothing_is_left_once_it_is_back(
         executor.close()
 
 
-OWNER = textwrap.dedent(
+OWNER = UNWATCHED + textwrap.dedent(
     """
     import sys
     from codeward.executors.docker.executor import DockerExecutor

@@ -34,7 +34,7 @@ from codeward.executors.docker.sandbox import (
     reap_orphans,
     start_kernel_container,
 )
-from tests.executors.docker.containers import gone
+from tests.executors.docker.containers import UNWATCHED, gone
 from tests.executors.docker.kernel_calls import run_code
 
 
@@ -98,7 +98,7 @@ def test_a_missing_image_is_a_clear_error(docker_client: docker.DockerClient) ->
         start_kernel_container(docker_client, "codeward-no-such-image:0")
 
 
-OWNER = textwrap.dedent(
+OWNER = UNWATCHED + textwrap.dedent(
     """
     import sys, time
     from codeward.executors.docker.images import engine_client

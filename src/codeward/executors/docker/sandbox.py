@@ -36,7 +36,8 @@ process's start time), so `reap_orphans` can tell a live owner from a pid that
 was reused, and remove what a killed process left behind. Anyone who can reach
 the engine can write labels, so the reaper never takes a folder from a label: it
 removes only the folder codeward makes for that session under this process's
-temporary root, and only if it is a real folder of this user.
+temporary root, and only if it is a real folder of this user. The reaper runs when codeward
+next starts; until then each container's `watchdog` removes it as soon as its owner dies.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ from codeward.executors.docker.hardening import (
     container_log_config,
 )
 from codeward.executors.docker.images import ENGINE_ERRORS, engine_client, require_image
+from codeward.executors.docker.watchdog import Watchdog, watch
 
 __all__ = [
     "IPC_DIR_LABEL",
@@ -187,6 +189,8 @@ class KernelContainer:
     session: str
     #: The bootstrap cell its kernel ran before any executor took it (a pool's warm-up), or "".
     prepared: str = field(default="", repr=False)
+    #: The process that removes the container if this one dies first (`watchdog`).
+    watchdog: Watchdog | None = field(default=None, repr=False)
     _clients: list[BlockingKernelClient] = field(default_factory=list, repr=False)
 
     def client(self) -> BlockingKernelClient:
@@ -263,7 +267,9 @@ class KernelContainer:
         except docker.errors.NotFound:
             pass
         except ENGINE_ERRORS:
-            return False
+            return False  # the watchdog stays: the container may remain
+        if self.watchdog is not None:
+            self.watchdog.release()
         return True
 
 
@@ -319,6 +325,7 @@ def start_kernel_container(
     sandbox = KernelContainer(container, ipc_dir, _connection_info(str(ipc_dir), key), session)
     deadline = time.monotonic() + ready_timeout
     try:
+        sandbox.watchdog = watch(container.id or "", str(ipc_dir))
         _take_sockets(sandbox, shared, uid, deadline)
         _wait_until_ready(sandbox, deadline)
         _end_sharing(shared)

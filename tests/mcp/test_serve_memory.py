@@ -1,0 +1,28 @@
+"""A session of `codeward mcp serve` remembers only its last calls, however long it lasts."""
+
+from __future__ import annotations
+
+import pytest
+
+from codeward.mcp.server import ServeOptions, SessionSandbox
+
+
+def steps_after_five_calls(kept: int) -> list[int]:
+    """The step numbers a session's agent remembers after five calls, keeping `kept`."""
+    sandbox = SessionSandbox(ServeOptions("local", steps_kept=kept))
+    try:
+        for n in range(5):
+            assert not sandbox.run(f"{n}").is_error
+        agent = sandbox._started()  # the session's agent, as the next call would find it
+        return [step.step_number for step in agent.memory.action_steps()]
+    finally:
+        sandbox.close()
+
+
+def test_a_long_session_keeps_only_its_last_steps_numbered_on() -> None:
+    assert steps_after_five_calls(3) == [3, 4, 5]
+
+
+@pytest.mark.parametrize("kept", [5, 50])
+def test_control_with_room_for_every_step_the_memory_grows_with_each_call(kept: int) -> None:
+    assert steps_after_five_calls(kept) == [1, 2, 3, 4, 5]
