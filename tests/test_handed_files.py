@@ -4,9 +4,11 @@ file readable by others."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -189,3 +191,44 @@ def test_a_long_name_the_user_chose_still_gets_its_temporary_file(folder):
     path = folder / ("p" * 250 + ".html")  # what -o may name: the temporary beside it must fit too
     write_fresh(path, b"page")
     assert path.read_bytes() == b"page" and [p.name for p in folder.iterdir()] == [path.name]
+
+
+def test_a_fifo_at_an_appended_files_name_is_refused_without_waiting(folder):
+    os.mkfifo(folder / "results.jsonl")
+    with pytest.raises(HandedFileError, match="not a regular file"):
+        JsonlAppender(folder / "results.jsonl")
+
+
+def test_control_opened_as_usual_the_fifo_holds_the_writer_until_someone_reads(folder, monkeypatch):
+    monkeypatch.setattr(handed_files.os, "O_NONBLOCK", 0)
+    fifo = folder / "results.jsonl"
+    os.mkfifo(fifo)
+
+    def open_it() -> None:
+        with contextlib.suppress(HandedFileError):  # once a reader lets it go, the kind check refuses it
+            JsonlAppender(fifo).close()
+
+    opening = threading.Thread(target=open_it, daemon=True)
+    opening.start()
+    opening.join(1.0)
+    held = opening.is_alive()
+    with open(fifo, "rb"):  # a reader lets it go, so the test leaves no thread behind
+        opening.join(5.0)
+    assert held
+
+
+def test_an_existing_file_readable_by_others_is_narrowed_before_anything_is_appended(folder):
+    (folder / "audit.jsonl").write_text("")
+    (folder / "audit.jsonl").chmod(0o666)
+    with JsonlAppender(folder / "audit.jsonl") as audit:
+        audit.append({"job_id": "a"})
+    assert _mode(folder / "audit.jsonl") == 0o600
+
+
+def test_control_without_narrowing_a_handed_world_readable_file_stays_so(folder, monkeypatch):
+    monkeypatch.setattr(handed_files.os, "fchmod", lambda fd, mode: None)
+    (folder / "audit.jsonl").write_text("")
+    (folder / "audit.jsonl").chmod(0o666)
+    with JsonlAppender(folder / "audit.jsonl") as audit:
+        audit.append({"job_id": "a"})
+    assert _mode(folder / "audit.jsonl") == 0o666

@@ -85,6 +85,8 @@ def inside(folder: Path, name: str | Path) -> Path | None:
 
 def _refused(path: Path, error: OSError) -> HandedFileError | OSError:
     """The error for a file refused by `_NO_FOLLOW`; any other error as it was."""
+    if error.errno == errno.ENXIO:  # a FIFO no one reads, opened without blocking
+        return HandedFileError(f"{path} is not a regular file; codeward writes only to plain files there")
     if error.errno == errno.ELOOP:
         return HandedFileError(
             f"{path} is a symbolic link; codeward does not follow links in a folder it reads or writes, "
@@ -114,13 +116,26 @@ def open_handed(path: str | Path, *, update: bool = False) -> BinaryIO:
 
 def open_append(path: str | Path, *, read_only: bool = False) -> int:
     """A descriptor for appending to `path` (or, with `read_only`, for holding a lock on it), created with
-    `file_mode` if missing, never through a link at its name."""
+    `file_mode` if missing, never through a link at its name, and only to a regular file (a FIFO would
+    block the writer for ever). A file found readable by more than `file_mode` allows (one handed
+    over, or written by an older codeward) is narrowed to it before anything is appended."""
     path = Path(path)
     access = os.O_RDONLY if read_only else os.O_WRONLY | os.O_APPEND
     try:
-        return os.open(path, access | os.O_CREAT | _NO_FOLLOW | os.O_CLOEXEC, file_mode())
+        fd = os.open(path, access | os.O_CREAT | _NO_FOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, file_mode())
     except OSError as error:
         raise _refused(path, error) from None
+    try:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode):
+            raise HandedFileError(f"{path} is not a regular file; codeward appends only to plain files there")
+        os.set_blocking(fd, True)
+        if stat.S_IMODE(found.st_mode) & ~file_mode() and found.st_uid == os.geteuid():
+            os.fchmod(fd, stat.S_IMODE(found.st_mode) & file_mode())
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def write_fresh(path: str | Path, data: bytes) -> Path:

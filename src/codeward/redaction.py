@@ -13,6 +13,7 @@ whatever a program marks with `mark_secret`.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -21,7 +22,15 @@ import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["REDACTED", "holds_secret", "mark_secret", "mark_secrets_in", "redacted", "url_without_secrets"]
+__all__ = [
+    "REDACTED",
+    "holds_secret",
+    "mark_secret",
+    "mark_secrets_in",
+    "redacted",
+    "redacted_data",
+    "url_without_secrets",
+]
 
 #: What a secret becomes in text codeward writes.
 REDACTED = "[redacted]"
@@ -36,6 +45,11 @@ _SECRET_PARAMETER = re.compile(
     r"(^|[_-])(api[_-]?key|apikey|key|token|secret|password|passwd|auth|signature|sig|code)([_-]|$)", re.IGNORECASE
 )
 
+#: Where a sandbox cut a long output (its head, a note, its tail): a secret may straddle it, half on each side.
+_CUT = re.compile(r"\n\[\.\.\. [^\]\n]{1,80} cut \.\.\.\]\n")
+#: The shortest part of a secret redacted beside a cut.
+_PART = 4
+
 _lock = threading.Lock()
 _marked: set[str] = set()
 _pattern: tuple[frozenset[str], re.Pattern[str] | None] = (frozenset(), None)
@@ -48,8 +62,12 @@ def mark_secret(*values: str) -> None:
     with _lock:
         for text in texts:
             if len(text.strip()) >= MIN_LENGTH:
-                _marked.add(text)
-                _marked.add(json.dumps(text)[1:-1])  # as it reads inside a JSON string
+                _marked.update(_forms(text))
+
+
+def _forms(text: str) -> set[str]:
+    """The secret as it may be written: itself, inside a JSON string, and percent-encoded in a URL."""
+    return {text, json.dumps(text)[1:-1], urllib.parse.quote(text, safe=""), urllib.parse.quote_plus(text)}
 
 
 def mark_secrets_in(value: Any) -> None:
@@ -77,9 +95,57 @@ def holds_secret(value: Any) -> bool:
 
 
 def redacted(text: str) -> str:
-    """`text` with every known secret replaced by `REDACTED`."""
+    """`text` with every known secret replaced by `REDACTED`, and the parts of one a cut left on either side of it."""
     pattern = _secrets_pattern()
-    return text if pattern is None or not text else pattern.sub(REDACTED, text)
+    if pattern is None or not text:
+        return text
+    text = pattern.sub(REDACTED, text)
+    return _around_cuts(text) if _CUT.search(text) else text
+
+
+def redacted_data(value: Any) -> Any:
+    """A JSON-like value with its secrets replaced in every text value, before it is serialized: replacing
+    in the serialized text could take a secret that reads like the structure (``"steps"``) for it.
+    Keys are the record's structure (a results line's ``status``, a run's ``steps``) and are kept."""
+    if isinstance(value, str):
+        return redacted(value)
+    if isinstance(value, Mapping):
+        return {key: redacted_data(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redacted_data(item) for item in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return redacted(str(value))  # what json.dumps(default=str) would have written
+
+
+def _around_cuts(text: str) -> str:
+    """The head of a secret just before a cut, and its tail just after, replaced too."""
+    secrets = _known()
+    pieces, last = [], 0
+    for cut in _CUT.finditer(text):
+        before = text[last : cut.start()]
+        pieces += [_cut_ending(before, secrets), cut.group()]
+        last = cut.end()
+    pieces.append(text[last:])
+    for index in range(2, len(pieces), 2):  # each text that follows a cut
+        pieces[index] = _cut_beginning(pieces[index], secrets)
+    return "".join(pieces)
+
+
+def _cut_ending(text: str, secrets: frozenset[str]) -> str:
+    for secret in secrets:
+        for size in range(len(secret) - 1, _PART - 1, -1):
+            if text.endswith(secret[:size]):
+                return text[:-size] + REDACTED
+    return text
+
+
+def _cut_beginning(text: str, secrets: frozenset[str]) -> str:
+    for secret in secrets:
+        for size in range(len(secret) - 1, _PART - 1, -1):
+            if text.startswith(secret[-size:]):
+                return REDACTED + text[size:]
+    return text
 
 
 def url_without_secrets(url: str) -> str:
@@ -91,7 +157,9 @@ def url_without_secrets(url: str) -> str:
     netloc = parts.netloc
     if "@" in netloc:
         credentials, _, host = netloc.rpartition("@")
-        mark_secret(*credentials.split(":", 1), urllib.parse.unquote(credentials))
+        user, _, password = (urllib.parse.unquote(part) for part in credentials.partition(":"))
+        basic = base64.b64encode(f"{user}:{password}".encode()).decode()  # as an Authorization header sends them
+        mark_secret(*credentials.split(":", 1), user, password, f"{user}:{password}", basic)
         netloc = f"{REDACTED}@{host}"
     query = []
     for name, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
@@ -103,10 +171,14 @@ def url_without_secrets(url: str) -> str:
     return redacted(urllib.parse.urlunsplit(shown))
 
 
+def _known() -> frozenset[str]:
+    return frozenset(_marked | _environment_secrets())
+
+
 def _secrets_pattern() -> re.Pattern[str] | None:
     """One expression for every known secret, longest first, made again only when the secrets change."""
     global _pattern
-    secrets = frozenset(_marked | _environment_secrets())
+    secrets = _known()
     known, pattern = _pattern
     if secrets != known:
         ordered = sorted(secrets, key=len, reverse=True)
@@ -119,6 +191,5 @@ def _environment_secrets() -> set[str]:
     found = set()
     for name, value in os.environ.items():
         if _SECRET_ENVIRONMENT.search(name) and len(value.strip()) >= MIN_LENGTH:
-            found.add(value)
-            found.add(json.dumps(value)[1:-1])
+            found.update(_forms(value))
     return found

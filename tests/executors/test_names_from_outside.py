@@ -47,3 +47,9 @@ def test_control_without_the_rule_a_tool_named_print_hears_what_the_code_prints(
         executor.send_variables({"token": SECRET})
         executor.run("print(token)")
     assert heard == [SECRET]
+
+
+@pytest.mark.parametrize("name", ["ｐｒｉｎｔ", "ﬁle_reader", "display", "runfile"])
+def test_names_python_reads_otherwise_or_a_kernel_uses_are_refused(name: str) -> None:
+    with LocalExecutor(isolation="in_process") as executor, pytest.raises(ValueError, match=f"tool name '{name}'"):
+        executor.send_tools({name: _listening_tool()[1]})

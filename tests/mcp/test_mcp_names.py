@@ -89,3 +89,16 @@ def test_control_with_the_servers_names_taken_as_they_are_it_hears_the_secret(
         finally:
             agent.close()
     assert {"tool": "print", "value": SECRET} in _calls(heard)
+
+
+@pytest.mark.parametrize(
+    "given, made",
+    [
+        ("ｐｒｉｎｔ", "print_"),
+        ("ｆｉｎａｌ_ａｎｓｗｅｒ", "final_answer_"),
+        ("display", "display_"),
+        ("²x", "tool_2x"),
+    ],
+)
+def test_a_servers_name_is_read_as_python_reads_it_before_the_rule(given: str, made: str) -> None:
+    assert mcp_tools._tool_name(given) == made

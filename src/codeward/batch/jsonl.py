@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from codeward.handed_files import open_append, open_handed
-from codeward.redaction import redacted
+from codeward.redaction import redacted_data
 from codeward.usage import UsageError
 
 __all__ = ["JsonlAppender", "exclusive_writer", "repair_and_read"]
@@ -123,7 +123,7 @@ class JsonlAppender:
         if self._fd is None:
             raise ValueError(f"{self.path} is closed")
         # ASCII JSON: every str, lone surrogates included, is written as escapes that read back exactly
-        data = (redacted(json.dumps(record, ensure_ascii=True, default=str)) + "\n").encode("ascii")
+        data = (json.dumps(redacted_data(record), ensure_ascii=True, default=str) + "\n").encode("ascii")
         if self.shared:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import builtins
 import keyword
 import math
+import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -42,8 +43,8 @@ def checked_seconds(name: str, value: Any) -> float:
 
 
 #: Names no variable or tool may take on any sandbox: the local executor's guarded `range`, and
-#: what an IPython kernel's namespace needs for itself.
-RESERVED_NAMES = ("range", "get_ipython", "In", "Out", "exit", "quit")
+#: what an IPython kernel's namespace needs for itself (its builtins beyond Python's among them).
+RESERVED_NAMES = ("range", "get_ipython", "In", "Out", "exit", "quit", "display", "execfile", "runfile")
 
 #: Python's builtins as the code sees them: a tool or variable under one of these names would
 #: receive what the code meant for `print`, `len` or `str` (secrets included).
@@ -59,6 +60,8 @@ def taken_name(name: str) -> str | None:
     """
     if not name.isidentifier() or keyword.iskeyword(name):
         return "is not a Python identifier"
+    if unicodedata.normalize("NFKC", name) != name:  # the code's `ｐｒｉｎｔ` is Python's `print`
+        return f"is read by Python as {unicodedata.normalize('NFKC', name)!r}, so the code could never reach it"
     if name.startswith("_"):
         return "starts with '_', which the code cannot read"
     if name in RESERVED_NAMES:

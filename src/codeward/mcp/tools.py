@@ -24,6 +24,7 @@ import re
 import shlex
 import sys
 import threading
+import unicodedata
 from collections.abc import AsyncIterator, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -357,9 +358,11 @@ def _tool_name(name: str) -> str:
 
 def _python_name(name: str) -> str:
     """A name the model's code can call: other characters become underscores ("get-weather" -> get_weather)."""
-    python = re.sub(r"\W", "_", name).lstrip("_")
-    if not python or python[0].isdigit():
+    python = re.sub(r"\W", "_", unicodedata.normalize("NFKC", name)).lstrip("_")
+    if not python.isidentifier():  # empty, or led by a digit ("3d-view", "²x")
         python = f"tool_{python}"
+    if not python.isidentifier():
+        python = re.sub(r"[^A-Za-z0-9_]", "_", python)
     return f"{python}_" if keyword.iskeyword(python) else python
 
 

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from codeward.executors.codec import CodecError, decode_variables, encode_variables
 from codeward.handed_files import file_name, open_handed, write_fresh
 from codeward.platform.tool_specs import load_tools
-from codeward.redaction import holds_secret, redacted
+from codeward.redaction import holds_secret, redacted_data
 from codeward.value_files import parse_var_option
 
 __all__ = [
@@ -182,7 +182,7 @@ def write_run(path: Path, memory: dict[str, Any], setup: RunSetup | None, variab
         data[RUN_RECORD] = setup.to_dict(path.parent)
         if variables is not None:
             data[RUN_RECORD]["variables"] = variables
-    return write_fresh(path, redacted(json.dumps(data, indent=2, default=str)).encode("utf-8"))
+    return write_fresh(path, json.dumps(redacted_data(data), indent=2, default=str).encode("utf-8"))
 
 
 def load_run_file(path: str | Path) -> Any:

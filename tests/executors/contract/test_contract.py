@@ -299,7 +299,7 @@ def test_a_bad_variable_name_is_refused_alike_and_nothing_is_sent(executor: Exec
         executor.run("fine")
 
 
-@pytest.mark.parametrize("name", ["print", "str", "range", "get_ipython", "_hidden"])
+@pytest.mark.parametrize("name", ["print", "str", "range", "get_ipython", "display", "_hidden"])
 def test_a_tool_that_would_hide_a_builtin_or_the_sandboxs_own_name_is_refused_alike(
     executor: Executor, name: str
 ) -> None:
