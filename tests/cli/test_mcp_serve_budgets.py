@@ -9,6 +9,8 @@ them waiting.
 from __future__ import annotations
 
 import json
+import os
+import threading
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -17,6 +19,7 @@ import anyio
 import httpx2
 from mcp.shared.exceptions import MCPError
 
+from tests.cli.conftest import SRC
 from tests.cli.test_mcp_serve import http_session, run_python
 from tests.cli.test_mcp_serve_access import INITIALIZE, http_server
 
@@ -161,3 +164,57 @@ def test_one_clients_slow_calls_leave_threads_for_the_others(tmp_path: Path) -> 
 def test_control_without_a_per_client_thread_budget_one_client_takes_them_all(tmp_path: Path) -> None:
     with http_server(tmp_path, *TWO_THREADS, "--threads-per-client", "2") as (url, token, _):
         assert answer_time_beside_a_busy_client(url, token) > 1.5
+
+
+def _foreign_calls(url: str, token: str | None, owner: str, caller: str, sessions: int = 4) -> float:
+    """Seconds for `caller` to run a 2 s call in each of `owner`'s sessions at once (the session ids are sent as is)."""
+    base = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+
+    def client(source: str) -> httpx2.Client:
+        return httpx2.Client(timeout=120, transport=httpx2.HTTPTransport(local_address=source))
+
+    def call(http: httpx2.Client, session: str, code: str, number: int) -> None:
+        sent = {"jsonrpc": "2.0", "id": number, "method": "tools/call"}
+        sent["params"] = {"name": "run_python", "arguments": {"code": code}}
+        http.post(url, json=sent, headers={**base, "mcp-session-id": session}).raise_for_status()
+
+    opened = []
+    with client(owner) as http:
+        for _ in range(sessions):
+            answer = http.post(url, content=json.dumps(INITIALIZE), headers=base)
+            session = answer.headers["mcp-session-id"]
+            initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            http.post(url, json=initialized, headers={**base, "mcp-session-id": session})
+            call(http, session, "import time", 2)  # the sandbox is started before the clock runs
+            opened.append(session)
+    with client(caller) as http:
+        start = time.monotonic()
+        calls = [threading.Thread(target=call, args=(http, s, "time.sleep(2)", 3)) for s in opened]
+        for thread in calls:
+            thread.start()
+        for thread in calls:
+            thread.join()
+        return time.monotonic() - start
+
+
+def test_calls_sent_to_a_session_from_another_address_count_against_the_client_that_opened_it(
+    tmp_path: Path,
+) -> None:
+    options = ("--threads-per-client", "2", "--sessions-per-client", "4")
+    with http_server(tmp_path, *options) as (url, token, _):
+        assert _foreign_calls(url, token, A, "127.0.0.99") > 3.5  # two at a time, as from A itself
+
+
+def test_control_charged_to_the_sending_address_a_client_takes_more_threads_than_its_share(tmp_path: Path) -> None:
+    patched = tmp_path / "patched"
+    patched.mkdir()
+    (patched / "sitecustomize.py").write_text(
+        "from codeward.mcp import budgets\nbudgets.Budgets.owner = lambda self, session_id: None\n"
+    )
+    options = ("--threads-per-client", "2", "--sessions-per-client", "4")
+    with http_server(tmp_path, *options, PYTHONPATH=f"{patched}{os.pathsep}{SRC}") as (url, token, _):
+        assert _foreign_calls(url, token, A, "127.0.0.99") < 3.5  # all four at once

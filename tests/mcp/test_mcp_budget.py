@@ -53,10 +53,10 @@ _MEASURE = textwrap.dedent(
     limit = int(sys.argv[1])
     with MCPTools([sys.executable, "-m", "tests.mcp_server"], env={"MCP_TEST_SECRET": "s"},
                   max_message_bytes=limit, timeout=120) as tools:
-        blob = {tool.name: tool for tool in tools}["blob"]
+        tool = {tool.name: tool for tool in tools}[sys.argv[3]]
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         try:
-            blob(size=int(sys.argv[2]))
+            tool(int(sys.argv[2]))
             outcome = "answered"
         except MCPToolError as error:
             outcome = str(error)
@@ -66,9 +66,9 @@ _MEASURE = textwrap.dedent(
 )
 
 
-def _measured(limit: int, size: int) -> dict[str, object]:
+def _measured(limit: int, size: int, tool: str = "blob") -> dict[str, object]:
     done = subprocess.run(
-        [sys.executable, "-c", _MEASURE, str(limit), str(size)],
+        [sys.executable, "-c", _MEASURE, str(limit), str(size), tool],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -91,3 +91,16 @@ def test_control_with_a_budget_past_the_answer_the_host_holds_it_several_times()
     measured = _measured(4 * HUGE, 30_000_000)
     assert measured["outcome"] == "answered"
     assert int(measured["grown_kib"]) > 30_000_000 // 1024  # at least the whole answer, held at once
+
+
+def test_an_answer_of_many_small_objects_is_refused_within_the_byte_budget() -> None:
+    """300,000 empty objects are about 2 MB on the wire: under a 4 MB budget in bytes, over it in objects."""
+    measured = _measured(4 * LIMIT, 300_000, "empties")
+    assert "lists and objects" in str(measured["outcome"])
+    assert int(measured["grown_kib"]) < 50 * 1024
+
+
+def test_control_the_same_answer_under_a_byte_budget_alone_costs_the_host_far_more_than_its_bytes() -> None:
+    measured = _measured(1000 * LIMIT, 300_000, "empties")
+    assert measured["outcome"] == "answered"
+    assert int(measured["grown_kib"]) > 40 * 1024  # twenty times the bytes it came in

@@ -61,7 +61,7 @@ def mcp_tools() -> Iterator[dict[str, Tool]]:
 
 
 def test_the_servers_tools_are_described_to_the_model(mcp_tools: dict[str, Tool]) -> None:
-    assert set(mcp_tools) == {"add", "secret_length", "fail", "pid", "shout_text", "blob"}
+    assert set(mcp_tools) == {"add", "secret_length", "fail", "pid", "shout_text", "blob", "empties"}
     assert mcp_tools["add"].python_signature() == "add(a: int, b: int) -> int"
     assert mcp_tools["add"].description == "Add two integers."
     assert mcp_tools["shout_text"].python_signature() == "shout_text(text: str, times: int | None = None) -> str"

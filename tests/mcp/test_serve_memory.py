@@ -26,3 +26,25 @@ def test_a_long_session_keeps_only_its_last_steps_numbered_on() -> None:
 @pytest.mark.parametrize("kept", [5, 50])
 def test_control_with_room_for_every_step_the_memory_grows_with_each_call(kept: int) -> None:
     assert steps_after_five_calls(kept) == [1, 2, 3, 4, 5]
+
+
+def _kept_after_a_big_value() -> list[object]:
+    sandbox = SessionSandbox(ServeOptions("local"))
+    try:
+        shown = sandbox.run("list(range(200_000))")
+        assert not shown.is_error and "more characters" in shown.content[0].text  # type: ignore[union-attr]
+        return [step.action_output for step in sandbox._started().memory.action_steps()]
+    finally:
+        sandbox.close()
+
+
+def test_a_calls_value_is_not_kept_once_the_client_has_its_text() -> None:
+    assert _kept_after_a_big_value() == [None]
+
+
+def test_control_keeping_the_value_holds_it_for_the_sessions_life(monkeypatch: pytest.MonkeyPatch) -> None:
+    from codeward.mcp import server
+
+    monkeypatch.setattr(server, "_forget_value", lambda step: None)
+    kept = _kept_after_a_big_value()
+    assert isinstance(kept[0], list) and len(kept[0]) == 200_000

@@ -53,6 +53,12 @@ def blob(size: int) -> str:
     return "x" * size
 
 
+@server.tool()
+def empties(count: int) -> list[dict[str, int]]:
+    """`count` empty objects: few bytes on the wire, many objects once parsed."""
+    return [{} for _ in range(count)]
+
+
 @server.tool(name="shout-text")
 def shout(text: str, times: int | None = None) -> str:
     """Upper-case a text, repeated `times` times: a name that is not a Python identifier, an optional argument."""

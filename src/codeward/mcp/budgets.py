@@ -89,6 +89,10 @@ class Budgets:
         held = self._clients.get(client)
         return held.limiter if held is not None else None
 
+    def owner(self, session_id: str | None) -> str | None:
+        """The client that opened the session: its calls count against that client, whoever sends them."""
+        return self._owners.get(session_id) if session_id is not None else None
+
     def session_ended(self, session_id: str) -> None:
         client = self._owners.pop(session_id, None)
         if client is not None:

@@ -6,6 +6,10 @@ enforced before the SDK: for a stdio server by a relay process between the serve
 (the server's own stdout never reaches the host), for an HTTP server by the client's transport.
 A message over the budget becomes an error for the call it answers, which the model's code
 receives as `MCPToolError`, and the host keeps at most the budget of it.
+
+Bytes alone do not bound what parsing makes of them: ``{}`` is two bytes and a few hundred once
+the SDK has made it a Python dict and validated it. So a message may also open at most one
+container (``{`` or ``[``, counted in strings too) per `BYTES_PER_CONTAINER` of the budget.
 """
 
 from __future__ import annotations
@@ -14,36 +18,43 @@ from collections.abc import AsyncIterator
 
 import httpx2
 
-__all__ = ["DEFAULT_MESSAGE_BYTES", "OVER_BUDGET", "RELAY", "CappedTransport", "over_budget"]
+__all__ = ["BYTES_PER_CONTAINER", "DEFAULT_MESSAGE_BYTES", "OVER_BUDGET", "RELAY", "CappedTransport", "over_budget"]
 
 #: Bytes one message from a server may hold: an answer with an image or a page fits, and the host's
 #: memory for a call stays a small multiple of it (the SDK copies a message while it reads it).
 DEFAULT_MESSAGE_BYTES = 16 * 2**20
+#: Of the budget, the bytes that buy one container a message opens.
+BYTES_PER_CONTAINER = 64
 #: The JSON-RPC error code of an answer over the budget (in the range JSON-RPC leaves to implementations).
 OVER_BUDGET = -32050
 
 
 def over_budget(limit: int) -> str:
     return (
-        f"the MCP server's answer was over {limit} bytes, codeward's budget for one message from a server; "
-        "ask for less, or raise MCPTools(max_message_bytes=...)"
+        f"the MCP server's answer was over {limit} bytes (or {limit // BYTES_PER_CONTAINER} lists and objects), "
+        "codeward's budget for one message from a server; ask for less, or raise MCPTools(max_message_bytes=...)"
     )
 
 
 #: Run before the server's own command, as `python -c RELAY HOST_PID LIMIT MESSAGE COMMAND...`. It dies
 #: with the host (Linux's parent-death signal), starts the server to die with it in turn, and copies
-#: the server's stdout to its own a line at a time: a line over LIMIT is read past and dropped, and
-#: the request it answered (its id read from the line's head) gets an error with MESSAGE instead.
+#: the server's stdout to its own a line at a time: a line over LIMIT (or opening too many containers)
+#: is read past and dropped, and the request it answered (its id read from the line's head) gets an
+#: error with MESSAGE instead. It is not dumpable, so a server running as another user cannot reach
+#: the host's pipe through /proc; one running as the same user as the host has the host's rights anyway.
 RELAY = r"""
 import ctypes, json, os, re, signal, subprocess, sys
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(1, signal.SIGKILL)
 if os.getppid() != int(sys.argv[1]): os._exit(1)
+libc.prctl(4, 0)
 limit, message = int(sys.argv[2]), sys.argv[3]
+containers = limit // %d
 server = subprocess.Popen(sys.argv[4:], stdout=subprocess.PIPE, preexec_fn=lambda: libc.prctl(1, signal.SIGKILL))
 source, out = server.stdout, sys.stdout.buffer
 while line := source.readline(limit + 1):
-    if len(line) > limit and not line.endswith(b"\n"):
+    whole = len(line) <= limit or line.endswith(b"\n")
+    if not whole or line.count(b"{") + line.count(b"[") > containers:
         found = re.search(rb'"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,200}")', line[:4096])
         while line and not line.endswith(b"\n"):
             line = source.readline(1 << 20)
@@ -54,7 +65,7 @@ while line := source.readline(limit + 1):
     out.write(line)
     out.flush()
 sys.exit(server.wait())
-"""
+""".replace("%d", str(BYTES_PER_CONTAINER))
 
 
 class _CappedStream(httpx2.AsyncByteStream):
@@ -63,10 +74,11 @@ class _CappedStream(httpx2.AsyncByteStream):
         self._limit = limit
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        received = 0
+        received = containers = 0
         async for chunk in self._stream:
             received += len(chunk)
-            if received > self._limit:
+            containers += chunk.count(b"{") + chunk.count(b"[")
+            if received > self._limit or containers > self._limit // BYTES_PER_CONTAINER:
                 raise httpx2.StreamError(over_budget(self._limit))
             yield chunk
 

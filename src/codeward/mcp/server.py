@@ -40,6 +40,7 @@ from codeward.mcp.budgets import Budgets, CallQueue, client_of
 from codeward.mcp.guard import require_token, transport_security
 from codeward.platform.code_agent import CodeAgent
 from codeward.platform.display import AgentLogger, LogLevel
+from codeward.platform.memory import ActionStep
 from codeward.platform.models import Model
 from codeward.tools import Tool
 
@@ -116,6 +117,7 @@ class SessionSandbox:
             if step.error is not None:
                 return _text_result(_joined(self._take_idle_note(), step.observations, step.error.message), failed=True)
             answer = f"Final answer: {step.action_output}" if step.is_final_answer else ""
+            _forget_value(step)
             return _text_result(_joined(self._take_idle_note(), step.observations, answer))
 
     def _started(self) -> CodeAgent:
@@ -154,6 +156,11 @@ class SessionSandbox:
         agent, self._agent = self._agent, None
         if agent is not None:
             agent.close()
+
+
+def _forget_value(step: ActionStep) -> None:
+    """The client has the call's value as text: the value itself (of any size) is not kept for the session's life."""
+    step.action_output = None
 
 
 def _joined(*parts: str | None) -> str:
@@ -213,7 +220,9 @@ class Sandboxes:
         queue.in_flight += 1
         try:
             async with queue.turn:
-                limiter = self.budgets.limiter(_client_of(ctx))
+                # a session's calls count against the client that opened it, from whatever address they come
+                client = self.budgets.owner(_connection_of(ctx).session_id) or _client_of(ctx)
+                limiter = self.budgets.limiter(client)
                 if limiter is None:
                     return await anyio.to_thread.run_sync(call, limiter=self.budgets.threads)
                 async with limiter:
