@@ -203,6 +203,7 @@ def test_python_api_with_a_timeout_and_a_named_key(
     cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from codeward.batch.ray_backend import RayBackend
+    from codeward.redaction import REDACTED
 
     (tmp_path / "env_tools.py").write_text(ENV_TOOL)
     (tmp_path / "key.yaml").write_text(
@@ -230,7 +231,8 @@ def test_python_api_with_a_timeout_and_a_named_key(
     assert outcome.counts == {"success": 4, "timeout": 1}
     results = {r["id"]: r for r in read_lines(tmp_path / "results.jsonl")}
     assert "timeout of 2 s" in results["hangs"]["error"]
-    assert all(results[f"key-{n}"]["output"] == ["sk-test", None] for n in range(4))  # the named key only
+    # the named key only reached the tasks, and a key sent with --env is a secret: the results never hold it
+    assert all(results[f"key-{n}"]["output"] == [REDACTED, None] for n in range(4))
     hang_blocks = [line for line in read_lines(tmp_path / "audit.jsonl") if line["job_id"] == "hangs"]
     assert [line["outcome"] for line in hang_blocks] == ["cancelled"] and hang_blocks[0]["attempt"] == 1
     assert not ray.is_initialized()  # the run connected, and it disconnected
