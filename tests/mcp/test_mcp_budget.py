@@ -1,7 +1,7 @@
 """An MCP server's answer draws from a budget: one over it fails its call with a clear error, the
 host never holds more than a small multiple of the budget, and the server's next calls answer.
 
-Measured in a fresh process (its peak resident memory, from the kernel), against a real server
+Measured in a fresh process (its peak resident memory, VmHWM from the kernel), against a real server
 over stdio and over streamable HTTP.
 """
 
@@ -47,20 +47,25 @@ def test_a_bad_budget_is_refused() -> None:
 
 
 _MEASURE = textwrap.dedent(
-    """
-    import json, resource, sys
+    r"""
+    import json, re, sys
     from codeward.mcp import MCPToolError, MCPTools
+
+    def peak_kib():  # this process's own high-water mark: ru_maxrss would carry its parent's across exec
+        with open("/proc/self/status") as status:
+            return int(re.search(r"VmHWM:\s+(\d+)", status.read()).group(1))
+
     limit = int(sys.argv[1])
     with MCPTools([sys.executable, "-m", "tests.mcp_server"], env={"MCP_TEST_SECRET": "s"},
                   max_message_bytes=limit, timeout=120) as tools:
         tool = {tool.name: tool for tool in tools}[sys.argv[3]]
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        before = peak_kib()
         try:
             tool(int(sys.argv[2]))
             outcome = "answered"
         except MCPToolError as error:
             outcome = str(error)
-        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        grown = peak_kib() - before
     print(json.dumps({"outcome": outcome, "grown_kib": grown}))
     """
 )
