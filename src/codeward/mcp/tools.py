@@ -70,10 +70,12 @@ class _Server:
     headers: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None
     message_bytes: int = DEFAULT_MESSAGE_BYTES
+    #: The URL as messages and saved runs show it, its credentials hidden (and marked secret) once.
+    shown_url: str = ""
 
     def __str__(self) -> str:
         """How the server is named in messages and saved runs: a URL's credentials never shown."""
-        return url_without_secrets(self.url) if self.url is not None else shlex.join(self.command or [])
+        return self.shown_url if self.url is not None else shlex.join(self.command or [])
 
     def transport(self) -> AbstractAsyncContextManager[Any]:
         if self.url is not None:
@@ -281,8 +283,7 @@ def _server(
         if env:
             raise ValueError("env is for a server started as a command; an HTTP server takes headers=")
         mark_secret(*(headers or {}).values())
-        url_without_secrets(server)  # marks the URL's user, password and keys
-        return _Server(url=server, headers=dict(headers or {}))
+        return _Server(url=server, headers=dict(headers or {}), shown_url=url_without_secrets(server))
     command = shlex.split(server) if isinstance(server, str) else list(server)
     if not command:
         raise ValueError("an MCP server is a command to run or an http(s) URL; got nothing")
