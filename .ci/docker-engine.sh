@@ -11,9 +11,8 @@
 # gVisor is registered as the runtime "runsc" in /etc/docker/daemon.json, merged
 # into what is there. Its flags: --network=none (this runsc refuses Docker's own
 # `--network none` otherwise; codeward's sandboxes have no network anyway) and
-# --host-uds=create, the least that lets the sandbox's kernel bind its ipc sockets
-# on the host folder (the host only connects to them; `open`, for sandboxes that
-# connect to host sockets, is not needed). A daemon that already runs reloads the
+# --host-uds=all: the sandbox's kernel creates its ipc sockets on the host folder, and
+# a sandbox with an egress list opens the host socket of its proxy. A daemon that already runs reloads the
 # runtimes on SIGHUP, so registering never restarts it or its containers.
 set -euo pipefail
 
@@ -21,7 +20,7 @@ LOG_DIR="${CODEWARD_DOCKER_LOG_DIR:-/var/log/codeward}"
 LOG="$LOG_DIR/dockerd.log"
 WAIT_SECONDS="${CODEWARD_DOCKER_WAIT_SECONDS:-60}"
 DAEMON_JSON=/etc/docker/daemon.json
-RUNSC_ARGS='["--network=none", "--host-uds=create"]'
+RUNSC_ARGS='["--network=none", "--host-uds=all"]'
 
 log() { echo "[docker-engine] $*" >&2; }
 

@@ -14,6 +14,7 @@ are reaped when an executor starts. An executor may take its containers from a
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import docker
@@ -32,6 +33,8 @@ from codeward.executors.kernel.session import ConnectedKernel, KernelSession
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, DEFAULT_PRINT_OUTPUTS_LENGTH, checked_packages
 
 if TYPE_CHECKING:
+    from codeward.egress.policy import EgressPolicy
+    from codeward.egress.proxy import EgressBudget
     from codeward.executors.docker.pool import SandboxSource
 
 __all__ = ["DockerExecutor"]
@@ -50,6 +53,10 @@ class DockerExecutor(KernelExecutor):
     loosened setting is logged. `extra_run_kwargs` may add container settings
     that weaken nothing (`hardening.EXTRA_RUN_KWARGS`). `image` defaults to
     the current codeward sandbox image (`codeward images build` makes it).
+
+    `egress` lists what the sandbox may reach through a proxy of its own on the host
+    (`codeward.egress`), and `egress_headers` what the host adds to requests to a listed
+    host (keys that so never enter the sandbox). None, the default: no way out at all.
     """
 
     name = "docker"
@@ -70,21 +77,30 @@ class DockerExecutor(KernelExecutor):
         docker_client: docker.DockerClient | None = None,
         extra_run_kwargs: dict[str, Any] | None = None,
         *,
+        egress: Sequence[str] | None = None,
+        egress_headers: Mapping[str, Mapping[str, str]] | None = None,
+        egress_budget: EgressBudget | None = None,
         allow_pickle: bool = False,
         max_output_bytes: int = DEFAULT_OUTPUT_BUDGET,
         max_print_outputs_length: int = DEFAULT_PRINT_OUTPUTS_LENGTH,
     ) -> None:
         hardening = Hardening(network, mem_limit, cpus, pids_limit, tmpfs_size, runtime)
+        policy = _egress_policy(egress, egress_headers)
         if pool is not None:
             if image is not None or hardening.changes() or docker_client is not None or extra_run_kwargs:
                 raise ValueError(
                     "an executor with a pool runs in the pool's sandboxes: give image, limits, docker_client "
                     "and extra_run_kwargs to SandboxPool(...), not to DockerExecutor(pool=...)"
                 )
+            if policy is not None or egress_budget is not None:
+                raise ValueError("give egress, egress_headers and egress_budget to SandboxPool(...), not to the executor")
             self.spec = pool.spec
         else:
-            self.spec = sandbox_spec(image, hardening, docker_client, extra_run_kwargs)
+            self.spec = sandbox_spec(image, hardening, docker_client, extra_run_kwargs, policy, egress_budget)
         self.pool = pool
+        self._egress_policy = self.spec.egress
+        # The record of sandboxes this executor has replaced; the running one's is read when asked.
+        self._egress_past: list[dict[str, Any]] = []
         self._sandbox: KernelContainer | None = None
         # Sandboxes whose removal failed while the engine was away; removed at the next chance.
         self._leftovers: list[KernelContainer] = []
@@ -132,6 +148,9 @@ class DockerExecutor(KernelExecutor):
     def _start_container(self) -> KernelContainer:
         self._sandbox = self.pool.take() if self.pool is not None else self.spec.start()
         self._leftovers = [sandbox for sandbox in self._leftovers if not sandbox.remove()]
+        proxy = self._sandbox.egress
+        if proxy is not None and self._egress_policy is not None and proxy.policy != self._egress_policy:
+            proxy.set_policy(self._egress_policy)  # changed by set_egress since this sandbox started
         return self._sandbox
 
     def _ran_in_advance(self, bootstrap: str) -> bool:
@@ -154,6 +173,8 @@ class DockerExecutor(KernelExecutor):
 
     def _remove_container(self) -> None:
         if self._sandbox is not None:
+            if self._sandbox.egress is not None:
+                self._egress_past.extend(self._sandbox.egress.record())
             if not self._sandbox.remove():
                 self._leftovers.append(self._sandbox)
             self._sandbox = None
@@ -190,16 +211,57 @@ class DockerExecutor(KernelExecutor):
         super().close()
         self._leftovers = [sandbox for sandbox in self._leftovers if not sandbox.remove()]
 
+    # -- egress --------------------------------------------------------------------
+
+    @property
+    def egress_log(self) -> list[dict[str, Any]]:
+        """Every request the sandbox made through its proxy, allowed or refused, oldest first.
+
+        Each is a dict: time, method, host, port, path (plain HTTP only), sent and received
+        bytes, verdict ("allowed", "refused", "failed") and the reason for a refusal.
+        """
+        sandbox = self._sandbox
+        current = sandbox.egress.record() if sandbox is not None and sandbox.egress is not None else []
+        return [*self._egress_past, *current]
+
+    def set_egress(
+        self, egress: Sequence[str], egress_headers: Mapping[str, Mapping[str, str]] | None = None
+    ) -> None:
+        """Change what the running sandbox may reach; `[]` closes it. Open connections are closed at once."""
+        if self._egress_policy is None:
+            raise ExecutorError(
+                "this sandbox was made with no way out (egress=None); create it with egress=[...] "
+                "(egress=[] starts it closed) to change its list while it runs"
+            )
+        policy = _egress_policy(egress, egress_headers)
+        assert policy is not None
+        if self._sandbox is not None and self._sandbox.egress is not None:
+            self._sandbox.egress.set_policy(policy)
+        self._egress_policy = policy
+
     def install_packages(self, packages: list[str]) -> list[str]:
-        """Install into the sandbox with pip; needs a network, which the default sandbox does not have.
+        """Install into the sandbox with pip; needs a network or an egress list that reaches an index.
 
         Packages go to a folder of the sandbox's own (`PACKAGES_DIR`, in memory), so they
         last as long as the sandbox; a sandbox that replaces it gets the same installs again.
         """
         packages = checked_packages(packages)
-        if self.hardening.network == "none":
+        if self.hardening.network == "none" and self._egress_policy is None:
             raise ExecutorError(
-                "installing packages needs a network, and this sandbox has none (the safe default); "
-                "bake them into your own image (image=...) or create DockerExecutor(network='bridge')"
+                "installing packages needs a way to an index, and this sandbox has none (the safe default); "
+                "create DockerExecutor(egress=codeward.egress.PYPI) (or your own index's host), "
+                "or bake them into your own image (image=...)"
             )
         return super().install_packages(packages)
+
+
+def _egress_policy(
+    egress: Sequence[str] | None, headers: Mapping[str, Mapping[str, str]] | None
+) -> EgressPolicy | None:
+    if egress is None:
+        if headers:
+            raise ValueError("egress_headers are added to requests to listed hosts: give egress=[...] as well")
+        return None
+    from codeward.egress.proxy import policy_from
+
+    return policy_from(egress, headers)

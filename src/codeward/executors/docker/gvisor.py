@@ -2,8 +2,8 @@
 
 The sandbox's kernel binds its ipc sockets in a folder bind-mounted from the host, and
 gVisor refuses to make host Unix sockets unless its `--host-uds` flag allows creating them
-(`create`; `all` allows more than needed; `open` only lets a sandbox connect to host
-sockets, which codeward's never does). This runsc also refuses Docker's `--network none`
+(`create` or `all`); a sandbox with an egress list also connects to its proxy's host socket,
+which needs `open` or `all`. `all` serves both, and is what codeward registers. This runsc also refuses Docker's `--network none`
 unless it is told `--network=none` itself. A runtime registered without them starts
 containers whose kernel never answers, so it is refused before any container starts, with
 the daemon.json entry that fixes it.
@@ -35,7 +35,7 @@ __all__ = [
 #: The name codeward's docs and CI register gVisor under.
 GVISOR = "runsc"
 #: The least runsc flags under which codeward's kernel starts (see the module's docstring).
-RUNSC_ARGS = ("--network=none", "--host-uds=create")
+RUNSC_ARGS = ("--network=none", "--host-uds=all")
 _HOST_UDS_ENOUGH = frozenset({"create", "all"})
 #: The least pids limit a gVisor sandbox starts under. The limit counts gVisor's own host threads
 #: (about 70 at rest on a two-core machine), not the sandbox's processes; below this the kernel dies at start.
@@ -65,7 +65,9 @@ def registration_line(name: str = GVISOR, path: str = "/usr/bin/runsc") -> str:
     )
 
 
-def runtime_problem(runtimes: Mapping[str, Any], name: str, network: str = "none") -> RuntimeProblem | None:
+def runtime_problem(
+    runtimes: Mapping[str, Any], name: str, network: str = "none", egress: bool = False
+) -> RuntimeProblem | None:
     """Why containers of runtime `name` cannot run codeward's kernel on an engine with `runtimes`; None when they can.
 
     `runtimes` is what `docker info` reports. Only gVisor's flags are known here: any
@@ -82,6 +84,11 @@ def runtime_problem(runtimes: Mapping[str, Any], name: str, network: str = "none
     missing = []
     if not _may_create_host_sockets(flags):
         missing.append(f"--host-uds=create (it has --host-uds={flags.get('host-uds', 'none')})")
+    if egress and not _may_open_host_sockets(flags):
+        missing.append(
+            f"--host-uds=all for an egress list, whose proxy the sandbox reaches through a host socket "
+            f"(it has --host-uds={flags.get('host-uds', 'none')})"
+        )
     if network == "none" and flags.get("network") != "none":
         missing.append("--network=none (this runsc refuses Docker's own `--network none` without it)")
     if network != "none" and flags.get("network") == "none":
@@ -98,9 +105,11 @@ def runtime_problem(runtimes: Mapping[str, Any], name: str, network: str = "none
     )
 
 
-def checked_runtime(runtimes: Mapping[str, Any], name: str, network: str, pids_limit: int) -> None:
+def checked_runtime(
+    runtimes: Mapping[str, Any], name: str, network: str, pids_limit: int, egress: bool = False
+) -> None:
     """Raise `RuntimeUnusable` at once, rather than let a sandbox wait for a kernel that cannot start."""
-    problem = runtime_problem(runtimes, name, network)
+    problem = runtime_problem(runtimes, name, network, egress)
     if problem:
         raise RuntimeUnusable(str(problem))
     if _is_gvisor(name, runtimes[name]) and pids_limit < GVISOR_LEAST_PIDS:
@@ -133,3 +142,7 @@ def _may_create_host_sockets(flags: Mapping[str, str]) -> bool:
     if flags.get("host-uds") in _HOST_UDS_ENOUGH:
         return True
     return flags.get("fsgofer-host-uds") == "true"  # the older flag's name, meaning --host-uds=all
+
+
+def _may_open_host_sockets(flags: Mapping[str, str]) -> bool:
+    return flags.get("host-uds") in {"open", "all"} or flags.get("fsgofer-host-uds") == "true"

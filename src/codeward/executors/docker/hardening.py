@@ -75,8 +75,11 @@ class Hardening:
         """The settings that differ from the strict defaults (for the log: loosening is never silent)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default}
 
-    def run_options(self, uid: int, gid: int) -> dict[str, Any]:
-        """The Docker SDK arguments that enforce these limits for a kernel run as `uid:gid`."""
+    def run_options(self, uid: int, gid: int, packages: bool = False) -> dict[str, Any]:
+        """The Docker SDK arguments that enforce these limits for a kernel run as `uid:gid`.
+
+        `packages`: a folder for `install_packages` even without a network (an egress list can reach an index).
+        """
         options: dict[str, Any] = {
             "network_mode": self.network,
             "cap_drop": ["ALL"],
@@ -93,7 +96,7 @@ class Hardening:
             "pids_limit": self.pids_limit,
             "init": True,
         }
-        if self.network != "none":
+        if self.network != "none" or packages:
             options["tmpfs"][PACKAGES_DIR] = (
                 f"rw,nosuid,nodev,exec,size={self.tmpfs_size},uid={uid},gid={gid},mode=0700"
             )

@@ -58,7 +58,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import docker
 import docker.errors
@@ -76,6 +76,10 @@ from codeward.executors.docker.hardening import (
 )
 from codeward.executors.docker.images import ENGINE_ERRORS, engine_client, require_image
 from codeward.executors.docker.watchdog import Watchdog, watch
+
+if TYPE_CHECKING:
+    from codeward.egress.policy import EgressPolicy
+    from codeward.egress.proxy import EgressBudget, EgressProxy
 
 __all__ = [
     "IPC_DIR_LABEL",
@@ -134,6 +138,8 @@ def sandbox_spec(
     hardening: Hardening,
     docker_client: docker.DockerClient | None,
     extra_run_kwargs: dict[str, Any] | None,
+    egress: EgressPolicy | None = None,
+    egress_budget: EgressBudget | None = None,
 ) -> SandboxSpec:
     """Check and settle what sandboxes will be like; log any loosening, and reap orphans on the engine.
 
@@ -143,13 +149,19 @@ def sandbox_spec(
     extra = checked_extra_run_kwargs(extra_run_kwargs)
     if hardening.changes():
         log.warning("docker sandbox settings changed from the strict defaults: %s", hardening.changes())
+    if egress is not None and hardening.network != "none":
+        raise ValueError(
+            f"an egress list gives the sandbox one way out, through codeward's proxy; network={hardening.network!r} "
+            "would give it another: leave network at 'none'"
+        )
     client = docker_client or engine_client()
     if hardening.runtime:
-        checked_runtime(_engine_runtimes(client), hardening.runtime, hardening.network, hardening.pids_limit)
+        runtimes = _engine_runtimes(client)
+        checked_runtime(runtimes, hardening.runtime, hardening.network, hardening.pids_limit, egress is not None)
     reaped = reap_orphans(client)
     if reaped:
         log.info("removed %d sandbox(es) whose owner process is gone: %s", len(reaped), ", ".join(reaped))
-    return SandboxSpec(client, image or str(require_image(client).id), hardening, extra)
+    return SandboxSpec(client, image or str(require_image(client).id), hardening, extra, egress, egress_budget)
 
 
 def _engine_runtimes(client: docker.DockerClient) -> dict[str, Any]:
@@ -169,6 +181,9 @@ class SandboxSpec:
     image: str
     hardening: Hardening
     extra_run_kwargs: dict[str, Any]
+    #: What the sandbox may reach through its own egress proxy; None: no way out at all.
+    egress: EgressPolicy | None = None
+    egress_budget: EgressBudget | None = None
 
     def start(self) -> KernelContainer:
         """A new sandbox whose kernel answers; an engine that is away is a `SandboxError`."""
@@ -176,7 +191,19 @@ class SandboxSpec:
             self.client.ping()
         except ENGINE_ERRORS as error:
             raise SandboxError(f"the Docker engine does not answer: {error}") from error
-        return start_kernel_container(self.client, self.image, self.hardening, extra_run_kwargs=self.extra_run_kwargs)
+        proxy = None
+        if self.egress is not None:
+            from codeward.egress.proxy import EgressProxy
+
+            proxy = EgressProxy(self.egress, self.egress_budget, sandbox_ids())
+        try:
+            return start_kernel_container(
+                self.client, self.image, self.hardening, extra_run_kwargs=self.extra_run_kwargs, egress=proxy
+            )
+        except BaseException:
+            if proxy is not None:
+                proxy.close()
+            raise
 
 
 @dataclass
@@ -191,6 +218,8 @@ class KernelContainer:
     prepared: str = field(default="", repr=False)
     #: The process that removes the container if this one dies first (`watchdog`).
     watchdog: Watchdog | None = field(default=None, repr=False)
+    #: The sandbox's egress proxy, closed with it; None for a sandbox with no way out.
+    egress: EgressProxy | None = field(default=None, repr=False)
     _clients: list[BlockingKernelClient] = field(default_factory=list, repr=False)
 
     def client(self) -> BlockingKernelClient:
@@ -270,6 +299,8 @@ class KernelContainer:
             return False  # the watchdog stays: the container may remain
         if self.watchdog is not None:
             self.watchdog.release()
+        if self.egress is not None:
+            self.egress.close()
         return True
 
 
@@ -290,6 +321,7 @@ def start_kernel_container(
     ready_timeout: float = 60.0,
     extra_labels: dict[str, str] | None = None,
     extra_run_kwargs: dict[str, Any] | None = None,
+    egress: EgressProxy | None = None,
 ) -> KernelContainer:
     """Start a hardened container running an ipykernel, and wait until it answers.
 
@@ -307,22 +339,28 @@ def start_kernel_container(
     key = secrets.token_hex(32)
     _write_private(shared / "kernel.json", _connection_info(CONTAINER_IPC_DIR, key), uid, gid)
     labels = {**(extra_labels or {}), **_owner_labels(session, ipc_dir)}
+    command = [*_KERNEL_COMMAND, f"{CONTAINER_IPC_DIR}/kernel.json"]
+    volumes = {str(shared): {"bind": CONTAINER_IPC_DIR, "mode": "rw"}}
+    if egress is not None:
+        command = egress.command(command)
+        environment.update(egress.environment())
+        volumes.update(egress.volumes())
     try:
         container = client.containers.run(
             image,
-            [*_KERNEL_COMMAND, f"{CONTAINER_IPC_DIR}/kernel.json"],
+            command,
             detach=True,
             labels=labels,
             environment=environment,
-            volumes={str(shared): {"bind": CONTAINER_IPC_DIR, "mode": "rw"}},
+            volumes=volumes,
             working_dir=CONTAINER_HOME,
             **extra,
-            **hardening.run_options(uid, gid),
+            **hardening.run_options(uid, gid, packages=egress is not None),
         )
     except ENGINE_ERRORS as error:
         shutil.rmtree(ipc_dir, ignore_errors=True)
         raise SandboxError(f"could not start a sandbox from image {image!r}: {error}", state_lost=False) from error
-    sandbox = KernelContainer(container, ipc_dir, _connection_info(str(ipc_dir), key), session)
+    sandbox = KernelContainer(container, ipc_dir, _connection_info(str(ipc_dir), key), session, egress=egress)
     deadline = time.monotonic() + ready_timeout
     try:
         sandbox.watchdog = watch(container.id or "", str(ipc_dir))
