@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 
+#: The local internet's origins (HTTP, HTTPS with a test CA, raw TCP) for every egress test.
+pytest_plugins = ["tests.egress.internet"]
+
 REQUIRE_DOCKER = os.environ.get("CODEWARD_REQUIRE_DOCKER") == "1"
 DOCKER_TESTS = "tests/executors/docker/"
 

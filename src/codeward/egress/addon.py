@@ -56,6 +56,7 @@ class Pumped:
         self.target: tuple[str, int] | None = None  # a CONNECT's host and port
         self.tunnel_logged = False
         self.refused: str | None = None
+        self.resolved: dict[tuple[str, int], str] = {}  # host and port to the checked address used
 
 
 class Egress:
@@ -100,6 +101,9 @@ class Egress:
             os.chown(ctx.options.codeward_socket, uid, gid)
         await asyncio.start_unix_server(self._control, path=ctx.options.codeward_control)
         os.chmod(ctx.options.codeward_control, 0o600)
+        ready = Path(ctx.options.codeward_control).with_name("ready.json")
+        ready.with_suffix(".tmp").write_text(json.dumps({"port": self.proxy_port}))
+        ready.with_suffix(".tmp").rename(ready)
         asyncio.get_running_loop().create_task(self._watch_owner(os.getppid()))
 
     async def _listen_port(self) -> int:
@@ -202,10 +206,12 @@ class Egress:
             host, port = pumped.target
             self._record("CONNECT", host, port, "allowed", "", sent=pumped.sent, received=pumped.received)
 
-    def http_connect(self, flow: http.HTTPFlow) -> None:
+    async def http_connect(self, flow: http.HTTPFlow) -> None:
         pumped = self._pumped_for(flow.client_conn)
         host, port = flow.request.host, flow.request.port
         refusal = self.policy.refusal(host, port) or self._rate_refusal()
+        if pumped is not None and not refusal:
+            refusal = await self._resolve(pumped, host, port)
         if pumped is None or refusal:
             flow.response = _refusal_response(refusal or "unknown connection")
             self._record("CONNECT", host, port, "refused", refusal or "unknown connection")
@@ -238,35 +244,37 @@ class Egress:
             data.server.error = pumped.refused if pumped else "unknown connection"
             return
         host, port = str(data.server.address[0]), int(data.server.address[1])
-        refusal = self.policy.refusal(host, port)
-        address = None if refusal else await self._checked_address(host, port)
-        if isinstance(address, str) and address.startswith("!"):
-            refusal, address = address[1:], None
-        if refusal or address is None:
-            data.server.error = refusal or f"{host} did not resolve"
-            pumped.refused = data.server.error
-            self._record("CONNECT" if pumped.target else "-", host, port, "refused", data.server.error)
+        refusal = self.policy.refusal(host, port) or await self._resolve(pumped, host, port)
+        if refusal:
+            data.server.error = pumped.refused = refusal
+            self._record("CONNECT" if pumped.target else "-", host, port, "refused", refusal)
             return
         if data.server.sni is None and policy_module.as_address(host) is None:
             data.server.sni = host
-        data.server.address = (address, port)
+        data.server.address = (pumped.resolved[(host, port)], port)
 
-    async def _checked_address(self, host: str, port: int) -> str | None:
-        """The first address `host` resolves to that the policy allows; "!why" when none is."""
+    async def _resolve(self, pumped: Pumped, host: str, port: int) -> str | None:
+        """Resolve `host` here, keep the first address the policy allows for the connection; else why not.
+
+        The address kept is the one connected to, so a second lookup cannot send it elsewhere.
+        """
+        if (host, port) in pumped.resolved:
+            return None
         try:
-            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=1)  # SOCK_STREAM
+            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except OSError as error:
-            return f"!{host} did not resolve: {error}"
+            return f"{host} did not resolve: {error}"
         reasons = []
         for info in infos:
             address = str(info[4][0])
             reason = self.policy.address_refusal(address, port)
             if reason is None:
-                return address
+                pumped.resolved[(host, port)] = address
+                return None
             reasons.append(reason)
-        return f"!{host} resolves only to refused addresses: {reasons[0] if reasons else 'none'}"
+        return f"{host} resolves only to refused addresses: {reasons[0] if reasons else 'none'}"
 
-    def requestheaders(self, flow: http.HTTPFlow) -> None:
+    async def requestheaders(self, flow: http.HTTPFlow) -> None:
         if flow.request.method == "CONNECT":
             return
         pumped = self._pumped_for(flow.client_conn)
@@ -284,6 +292,8 @@ class Egress:
         if not refusal and ("upgrade" in request.headers or request.method == "PRI"):
             refusal = "protocol upgrades (websockets, h2c) are not carried by the egress proxy"
         refusal = refusal or self._rate_refusal()
+        if not refusal and pumped is not None:
+            refusal = await self._resolve(pumped, host, port)
         path = "" if pumped is None or pumped.target else request.path
         if refusal:
             flow.response = _refusal_response(refusal)
@@ -305,7 +315,9 @@ class Egress:
     def response(self, flow: http.HTTPFlow) -> None:
         entry = flow.metadata.pop("codeward", None)
         if entry is not None:
-            self._record(**entry, verdict="allowed", reason="", status=flow.response.status_code if flow.response else 0)
+            self._record(
+                **entry, verdict="allowed", reason="", status=flow.response.status_code if flow.response else 0
+            )
 
     def error(self, flow: http.HTTPFlow) -> None:
         entry = flow.metadata.pop("codeward", None)

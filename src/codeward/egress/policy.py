@@ -20,12 +20,12 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 __all__ = ["DEFAULT_PORTS", "PYPI", "EgressPolicy", "Rule", "as_address", "normal_host", "parse_policy", "policy_dict"]
 
-IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
-IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 #: The ports an entry without one allows.
 DEFAULT_PORTS = (80, 443)
@@ -108,9 +108,7 @@ class EgressPolicy:
         return parse_policy(data["egress"], data["headers"])
 
 
-def parse_policy(
-    egress: Iterable[str] | None, headers: Mapping[str, Mapping[str, str]] | None = None
-) -> EgressPolicy:
+def parse_policy(egress: Iterable[str] | None, headers: Mapping[str, Mapping[str, str]] | None = None) -> EgressPolicy:
     """Check the user's entries and headers; a `ValueError` names what is wrong and what to write instead."""
     if isinstance(egress, (str, bytes)):
         raise ValueError(f"egress must be a list of hosts, such as ['pypi.org'], not the single string {egress!r}")
@@ -233,4 +231,7 @@ def _show(host: str, port: int) -> str:
 
 def policy_dict(policy: EgressPolicy) -> dict[str, Any]:
     """The policy without its header values: what may be shown or logged."""
-    return {"egress": [rule.text for rule in policy.rules], "headers": {k: sorted(v) for k, v in policy.headers.items()}}
+    return {
+        "egress": [rule.text for rule in policy.rules],
+        "headers": {k: sorted(v) for k, v in policy.headers.items()},
+    }

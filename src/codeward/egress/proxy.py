@@ -102,9 +102,7 @@ def install_proxy(home: Path | None = None, python: str = sys.executable) -> Pat
     """Make an environment of its own for mitmproxy (its pins clash with other extras); return its mitmdump."""
     home = home or default_proxy_home()
     venv.EnvBuilder(with_pip=True, clear=True).create(home)
-    subprocess.run(
-        [str(home / "bin" / "python"), "-m", "pip", "install", "--quiet", MITMPROXY_REQUIREMENT], check=True
-    )
+    subprocess.run([str(home / "bin" / "python"), "-m", "pip", "install", "--quiet", MITMPROXY_REQUIREMENT], check=True)
     return home / "bin" / "mitmdump"
 
 
@@ -126,6 +124,8 @@ class EgressProxy:
         self._read_at = 0
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
+        #: mitmproxy's own listener on loopback; it serves only what came through the sandbox's socket.
+        self.proxy_port = 0
         try:
             self._start(mitmdump_path(), sandbox_ids)
         except BaseException:
@@ -224,9 +224,11 @@ class EgressProxy:
         command = [mitmdump, "--quiet", "-s", str(_ADDON)]
         for name, value in options.items():
             command += ["--set", f"{name}={value}"]
-        self._process = subprocess.Popen(  # noqa: S603 (a fixed program and our own options)
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
+        # Its errors go to a file, never a pipe nobody drains (a full pipe would stop the proxy).
+        with open(self._private / "errors.log", "wb") as errors:
+            self._process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors
+            )
         self._wait_until_listening()
         self._write_ca_bundle()
         if sandbox_ids and os.getuid() == 0:
@@ -236,15 +238,16 @@ class EgressProxy:
 
     def _wait_until_listening(self) -> None:
         deadline = time.monotonic() + _START_TIMEOUT
-        control = self._private / "control.sock"
-        while not (control.exists() and (self.shared / _SOCKET).exists()):
+        ready = self._private / "ready.json"
+        while not ready.exists():
             assert self._process is not None
             if self._process.poll() is not None:
-                error = (self._process.stderr.read() if self._process.stderr else b"").decode(errors="replace")
-                raise EgressUnavailable(f"the egress proxy exited at start: {error[-2000:].strip()}")
+                error = (self._private / "errors.log").read_bytes()[-2000:].decode(errors="replace")
+                raise EgressUnavailable(f"the egress proxy exited at start: {error.strip()}")
             if time.monotonic() > deadline:
                 raise EgressUnavailable(f"the egress proxy did not start within {_START_TIMEOUT:.0f} s")
             time.sleep(0.02)
+        self.proxy_port = int(json.loads(ready.read_text())["port"])
 
     def _write_ca_bundle(self) -> None:
         """What the sandbox trusts: the public CAs its image has, this sandbox's CA and the user's extra CA."""

@@ -59,7 +59,14 @@ def test_gvisor_without_the_flags_the_kernel_needs_is_refused_with_the_fix(args:
     problem = runtime_problem(_runsc(*args), "runsc")
     assert problem is not None
     assert f"lacks {lacking}" in problem.detail
-    assert '"runtimeArgs": ["--network=none", "--host-uds=create"]' in problem.fix
+    assert '"runtimeArgs": ["--network=none", "--host-uds=all"]' in problem.fix
+
+
+@pytest.mark.parametrize("args", [("--network=none", "--host-uds=create"), ("--network=none", "--host-uds=open")])
+def test_an_egress_sandbox_needs_a_runsc_that_both_creates_and_opens_host_sockets(args: tuple[str, ...]) -> None:
+    problem = runtime_problem(_runsc(*args), "runsc", egress=True)
+    assert problem is not None and "--host-uds=all for an egress list" in problem.detail
+    assert runtime_problem(_runsc(*RUNSC_ARGS), "runsc", egress=True) is None
 
 
 def test_a_sandbox_with_a_network_does_not_need_runsc_without_one() -> None:
