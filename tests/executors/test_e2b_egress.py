@@ -115,3 +115,8 @@ def test_egress_that_is_not_a_list_of_strings_is_refused(egress: Any) -> None:
 def test_egress_and_allow_internet_access_true_contradict_each_other() -> None:
     with pytest.raises(ValueError, match="pass one of them"):
         E2BExecutor(connection=DEBUG, egress=["pypi.org"], allow_internet_access=True)
+
+
+def test_egress_is_refused_for_a_sandbox_it_did_not_create() -> None:
+    with pytest.raises(ValueError, match="keeps the network rules it was created with"):
+        E2BExecutor(connection=DEBUG, egress=["pypi.org"], sandbox_id="sandbox-made-elsewhere")

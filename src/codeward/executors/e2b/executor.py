@@ -172,6 +172,12 @@ class E2BExecutor(RememberingExecutor):
                 "allow_internet_access=True opens the whole internet and egress=[...] names the only places the "
                 "sandbox may reach: pass one of them"
             )
+        if self._network is not None and sandbox_id is not None:
+            raise ValueError(
+                "egress applies when the executor creates the sandbox: a sandbox named by sandbox_id keeps the "
+                "network rules it was created with, which codeward cannot see. Leave sandbox_id out, or create "
+                "that sandbox with E2B's own network= rules"
+            )
         super().__init__(
             timeout_seconds=timeout_seconds,
             tools_mode=tools_mode,
