@@ -22,7 +22,12 @@ one server. What it serves, as E2B's own server does:
 It plays the cloud's part too: `expire()` makes the sandbox vanish (every
 request then gets the 502 that E2B's edge answers for a sandbox it does not
 know, and a running execution is cut off), and `replace()` brings a fresh one,
-as creating a new sandbox would. It listens on the loopback interface only.
+as creating a new sandbox would. With `cloud_connection` instead of
+`connection` the SDK leaves debug mode and asks this server's API for the
+sandbox as it asks E2B's: ``POST /v2/sandboxes`` (its JSON body kept in
+`created`, network rules included), ``DELETE /sandboxes/{id}`` (the sandbox
+expires) and ``POST /sandboxes/{id}/timeout``. It listens on the loopback
+interface only.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from urllib.parse import parse_qs, urlsplit
 from tests.e2b_server.contexts import Context
 
 SANDBOX_ID = "debug_sandbox_id"  # the id the SDK gives every sandbox in debug mode
+ENVD_VERSION = "99.99.99"  # the envd version the SDK assumes in debug mode (`ENVD_DEBUG_FALLBACK`)
 
 
 class Sandbox:
@@ -84,6 +90,7 @@ class E2BServer:
     def __init__(self, port: int = 0, *, keepalive: float = 1.0) -> None:
         self.keepalive = keepalive
         self.sandbox: Sandbox | None = Sandbox()
+        self.created: list[dict[str, Any]] = []  # the bodies of the API's create requests, in order
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
         self._httpd.daemon_threads = True
         self._httpd.e2b = self  # type: ignore[attr-defined]
@@ -101,6 +108,11 @@ class E2BServer:
     def connection(self) -> dict[str, object]:
         """The SDK options (`ApiParams`) that send a sandbox's requests here, without environment variables."""
         return {"debug": True, "sandbox_url": self.url}
+
+    @property
+    def cloud_connection(self) -> dict[str, object]:
+        """The SDK options that ask this server's API for sandboxes, as the SDK asks E2B's (with a dummy key)."""
+        return {"api_key": "e2b_" + "0" * 40, "api_url": self.url, "sandbox_url": self.url}
 
     def start(self) -> E2BServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="e2b-server", daemon=True)
@@ -162,6 +174,9 @@ class _Handler(BaseHTTPRequestHandler):
         if urlsplit(self.path).path == "/files":
             self._upload()
             return
+        if self.path.startswith(("/v2/sandboxes", "/sandboxes/")):
+            self._control("POST")
+            return
         body = self._read_json()
         sandbox = self._sandbox()
         if sandbox is None or body is None:
@@ -186,6 +201,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_text(HTTPStatus.NOT_FOUND, f"no route for POST {self.path}")
 
     def do_DELETE(self) -> None:
+        if self.path.startswith("/sandboxes/"):
+            self._control("DELETE")
+            return
         sandbox = self._sandbox()
         if sandbox is None:
             return
@@ -197,6 +215,33 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_text(HTTPStatus.NOT_FOUND, f"Context {parts[1]} not found")
         else:
             self._send_text(HTTPStatus.NOT_FOUND, f"no route for DELETE {self.path}")
+
+    # -- the cloud's API -----------------------------------------------------------
+
+    def _control(self, method: str) -> None:
+        """Create, kill, or renew the sandbox, as E2B's API does for the SDK outside debug mode."""
+        body = self._read_json()
+        if body is None:
+            return
+        parts = urlsplit(self.path).path.strip("/").split("/")
+        if method == "POST" and parts == ["v2", "sandboxes"]:
+            self.e2b.created.append(body)
+            if self.e2b.sandbox is None:
+                self.e2b.replace()
+            created = {
+                "templateID": body.get("templateID") or "code-interpreter-v1",
+                "sandboxID": SANDBOX_ID,
+                "clientID": "local",
+                "envdVersion": ENVD_VERSION,
+            }
+            self._send_json(HTTPStatus.CREATED, created)
+        elif method == "DELETE" and parts == ["sandboxes", SANDBOX_ID]:
+            self.e2b.expire()
+            self._send(HTTPStatus.NO_CONTENT, b"", "application/json")
+        elif method == "POST" and parts == ["sandboxes", SANDBOX_ID, "timeout"]:
+            self._send(HTTPStatus.NO_CONTENT, b"", "application/json")
+        else:
+            self._send_json(HTTPStatus.NOT_FOUND, {"code": 404, "message": f"no sandbox route {method} {self.path}"})
 
     # -- execute ----------------------------------------------------------------
 

@@ -1,0 +1,1 @@
+"""Tests of the egress allow-list, and the local internet they run against (`internet`)."""

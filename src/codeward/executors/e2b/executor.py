@@ -39,7 +39,7 @@ import posixpath
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -67,6 +67,7 @@ from codeward.executors.base import (
     ExecutorError,
     SandboxError,
 )
+from codeward.executors.e2b.network import network_rules
 from codeward.executors.e2b.output import CellReading, HostRequests, OutputFlood
 from codeward.executors.kernel.bridge import bootstrap_code, cell_calling
 from codeward.executors.kernel.cells import (
@@ -139,6 +140,9 @@ class E2BExecutor(RememberingExecutor):
     options to the SDK's connection (``domain``, ``debug``, ``sandbox_url``,
     ``proxy``, ``request_timeout``...). `allow_pickle` lets variables the codec
     cannot carry go in pickled, for trusted setups (nothing comes out pickled).
+    `egress` lists the only hosts, IP addresses and CIDR blocks the sandbox may
+    reach, as E2B's own network rules (see `network`; ``[]``: none);
+    `egress_headers` is refused on e2b, with the reason.
     """
 
     name = "e2b"
@@ -158,8 +162,22 @@ class E2BExecutor(RememberingExecutor):
         connection: dict[str, Any] | None = None,
         max_output_bytes: int = DEFAULT_OUTPUT_BUDGET,
         max_print_outputs_length: int = DEFAULT_PRINT_OUTPUTS_LENGTH,
+        egress: Sequence[str] | None = None,
+        egress_headers: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         _check_arguments(checked_seconds("timeout_seconds", timeout_seconds), sandbox_timeout, envs)
+        self._network = network_rules(egress, egress_headers)
+        if self._network is not None and allow_internet_access:
+            raise ValueError(
+                "allow_internet_access=True opens the whole internet and egress=[...] names the only places the "
+                "sandbox may reach: pass one of them"
+            )
+        if self._network is not None and sandbox_id is not None:
+            raise ValueError(
+                "egress applies when the executor creates the sandbox: a sandbox named by sandbox_id keeps the "
+                "network rules it was created with, which codeward cannot see. Leave sandbox_id out, or create "
+                "that sandbox with E2B's own network= rules"
+            )
         super().__init__(
             timeout_seconds=timeout_seconds,
             tools_mode=tools_mode,
@@ -170,6 +188,7 @@ class E2BExecutor(RememberingExecutor):
         self.sandbox_timeout = int(sandbox_timeout)
         self.template = template
         self.allow_internet_access = allow_internet_access
+        self.egress = None if self._network is None else tuple(self._network.get("allow_out", []))
         self._envs = dict(envs or {})
         self._options = _connection_options(api_key, connection)
         self._sandbox: Sandbox | None = None
@@ -224,7 +243,9 @@ class E2BExecutor(RememberingExecutor):
                     lambda: Sandbox.create(
                         template=self.template,
                         timeout=self.sandbox_timeout,
-                        allow_internet_access=self.allow_internet_access,
+                        # with an allow-list, E2B's rules say it all (its allow_internet_access=False is a deny-all)
+                        allow_internet_access=None if self.egress else self.allow_internet_access,
+                        network=self._network,
                         idempotency_key=key,
                         **self._options,
                     )
@@ -450,11 +471,12 @@ class E2BExecutor(RememberingExecutor):
         finally:
             self._internal(cell_calling("limit_time", self.timeout_seconds))
         if cell.status != "ok":
-            hint = (
-                ""
-                if self.allow_internet_access
-                else " (the sandbox has no internet access: allow_internet_access=False)"
-            )
+            if self.egress:
+                hint = f" (the sandbox reaches only egress={list(self.egress)}: pip needs pypi.org and files.pythonhosted.org)"
+            elif self.allow_internet_access:
+                hint = ""
+            else:
+                hint = " (the sandbox has no internet access: allow_internet_access=False)"
             raise ExecutorError(f"installing {packages} into the E2B sandbox failed{hint}: {cell.error_value}")
         return list(code_output(cell).output)
 
