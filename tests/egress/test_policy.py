@@ -67,8 +67,9 @@ def test_headers_go_to_a_listed_name_and_port() -> None:
     ("egress", "headers", "says"),
     [
         ("pypi.org", None, "list of hosts"),
-        (["pypi.org/simple"], None, "not a host name"),
-        (["*"], None, "not a host name"),
+        (["pypi.org/simple"], None, "neither a host name"),
+        (["https://pypi.org"], None, "do not belong"),
+        (["*"], None, "neither a host name"),
         (["*.com"], None, "top-level domain"),
         (["pypi.org:0"], None, "valid port"),
         (["pypi.org:http"], None, "valid port"),

@@ -22,7 +22,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DEFAULT_PORTS", "PYPI", "EgressPolicy", "Rule", "as_address", "normal_host", "parse_policy", "policy_dict"]
+__all__ = [
+    "DEFAULT_PORTS",
+    "PYPI",
+    "EgressPolicy",
+    "Rule",
+    "as_address",
+    "normal_host",
+    "parse_policy",
+    "parse_rule",
+    "policy_dict",
+]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -115,7 +125,7 @@ def parse_policy(egress: Iterable[str] | None, headers: Mapping[str, Mapping[str
     entries = list(egress or ())
     if len(entries) > _MAX_ENTRIES:
         raise ValueError(f"egress lists {len(entries)} entries; at most {_MAX_ENTRIES} are allowed")
-    rules = tuple(_rule(entry) for entry in entries)
+    rules = tuple(parse_rule(entry) for entry in entries)
     policy = EgressPolicy(rules)
     checked: dict[str, dict[str, str]] = {}
     for key, values in (headers or {}).items():
@@ -129,10 +139,13 @@ def normal_host(host: str) -> str:
     return host.strip().lower().rstrip(".")
 
 
-def _rule(entry: object) -> Rule:
+def parse_rule(entry: object) -> Rule:
+    """One entry of the list, checked; a `ValueError` says what is wrong with it."""
     if not isinstance(entry, str) or not entry.strip():
         raise ValueError(f"an egress entry must be a host such as 'pypi.org' or '10.0.0.0/8', got {entry!r}")
     text = entry.strip()
+    if "://" in text or any(mark in text for mark in "?#@ \\"):
+        raise _unreadable(entry)
     host, ports = _split_port(text)
     try:
         network = ipaddress.ip_network(host, strict=False)
@@ -142,14 +155,19 @@ def _rule(entry: object) -> Rule:
         return Rule(text, network=network, ports=ports)
     name = normal_host(host)
     labels = name[2:].split(".") if name.startswith("*.") else name.split(".")
-    if not name or not all(_LABEL.fullmatch(label) for label in labels) or "*" in name[2:]:
-        raise ValueError(
-            f"egress entry {entry!r} is not a host name, '*.domain', an IP address or a CIDR range "
-            "(with ':port' for a port other than 80 and 443)"
-        )
+    if not name or len(name) > 253 or not all(_LABEL.fullmatch(label) for label in labels):
+        raise _unreadable(entry)
     if name.startswith("*.") and len(labels) < 2:
         raise ValueError(f"egress entry {entry!r} opens a whole top-level domain; name the domain, as '*.example.com'")
     return Rule(text, name=name, ports=ports)
+
+
+def _unreadable(entry: str) -> ValueError:
+    return ValueError(
+        f"egress entry {entry!r} is neither a host name (like 'pypi.org' or '*.example.com'), an IP address nor "
+        "a CIDR block (like '10.0.0.0/8'), with ':port' for a port other than 80 and 443; a URL's scheme, path "
+        "or credentials do not belong in it"
+    )
 
 
 def _split_port(text: str) -> tuple[str, tuple[int, ...]]:

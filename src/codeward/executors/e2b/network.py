@@ -15,17 +15,15 @@ requests (codeward's header-adding proxy runs beside docker sandboxes only).
 
 from __future__ import annotations
 
-import ipaddress
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from codeward.egress.policy import DEFAULT_PORTS, parse_rule
 
 __all__ = ["ALL_TRAFFIC", "network_rules"]
 
 #: E2B's "all traffic" (the SDK's `e2b.sandbox.network.ALL_TRAFFIC`).
 ALL_TRAFFIC = "0.0.0.0/0"
-_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)\Z")
-_Address = ipaddress.IPv4Address | ipaddress.IPv6Address | ipaddress.IPv4Network | ipaddress.IPv6Network
 _DOCKER = 'executor="docker" with egress=[...]'
 
 
@@ -60,57 +58,21 @@ def network_rules(
 
 def _rule(entry: object) -> str:
     """One egress entry as an E2B ``allow_out`` entry, or `ValueError` saying why it cannot be one."""
-    if not isinstance(entry, str):
-        raise ValueError(f"egress entry {entry!r} is not a string: give a host, an IP address or a CIDR block")
-    text = entry.strip().lower()
-    if "://" in text or any(mark in text for mark in "?#@ "):
-        raise _unreadable(entry)
-    if "/" in text:
-        try:
-            network = ipaddress.ip_network(text, strict=False)
-        except ValueError:
-            raise _unreadable(entry) from None
-        return _ipv4(entry, network)
-    try:
-        address = ipaddress.ip_address(text)
-    except ValueError:
-        pass
-    else:
-        return _ipv4(entry, address)
-    host, colon, port = text.rpartition(":")
-    if colon and port.isdigit():
-        if host.startswith("[") or ":" in host:
-            raise _no_ipv6(entry)
+    rule = parse_rule(entry)  # the same reading of an entry as on docker
+    if rule.network is not None and rule.network.version != 4:
+        raise ValueError(
+            f"egress entry {entry!r} is IPv6, and codeward passes E2B IPv4 rules only: its deny-all rule is "
+            f"{ALL_TRAFFIC}, so what an IPv6 rule would do there is not known. Use an IPv4 address or a host "
+            f"name, or {_DOCKER}"
+        )
+    if rule.ports != DEFAULT_PORTS:
+        host = rule.text.rsplit(":", 1)[0]
         raise ValueError(
             f"egress entry {entry!r} names a port, and E2B's network rules have none: a rule for {host!r} would "
             f"open every port on it. Give {host!r} alone to allow all its ports, or use {_DOCKER} to allow "
             "only some"
         )
-    if text.startswith("[") or ":" in text:
-        raise _no_ipv6(entry)
-    name = text[2:] if text.startswith("*.") else text
-    labels = name.split(".")
-    if len(name) > 253 or not all(_LABEL.match(label) for label in labels):
-        raise _unreadable(entry)
-    return text
-
-
-def _ipv4(entry: str, address: _Address) -> str:
-    if address.version != 4:
-        raise _no_ipv6(entry)
-    return str(address)
-
-
-def _no_ipv6(entry: str) -> ValueError:
-    return ValueError(
-        f"egress entry {entry!r} is IPv6, and codeward passes E2B IPv4 rules only: its deny-all rule is "
-        f"{ALL_TRAFFIC}, so what an IPv6 rule would do there is not known. Use an IPv4 address or a host name, "
-        f"or {_DOCKER}"
-    )
-
-
-def _unreadable(entry: str) -> ValueError:
-    return ValueError(
-        f"egress entry {entry!r} is neither a host name (like 'pypi.org' or '*.example.com'), an IP address "
-        "nor a CIDR block (like '10.0.0.0/8'); a URL's scheme, path or credentials do not belong in it"
-    )
+    if rule.network is None:
+        return str(rule.name)
+    network = rule.network
+    return str(network.network_address) if network.prefixlen == network.max_prefixlen else str(network)
