@@ -14,8 +14,9 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import pytest
 
@@ -23,6 +24,7 @@ from codeward.egress import EgressBudget
 from codeward.executors.base import ExecutorError
 from codeward.executors.docker.executor import DockerExecutor
 from tests.egress.internet import Origin, TcpEcho
+from tests.package_index import package_index, tiny_wheel
 
 SECRET = "egress-key-" + secrets.token_hex(12)
 
@@ -445,3 +447,17 @@ def _wait(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def test_install_packages_reaches_an_index_on_the_list(make: Callable[..., DockerExecutor], tmp_path: Path) -> None:
+    """pip in the sandbox goes through the proxy unchanged: the index is listed, nothing else is."""
+    executor = make(egress=[])
+    tiny_wheel(tmp_path)
+    with package_index(tmp_path, "127.0.0.1") as url:
+        with pytest.raises(ExecutorError, match="failed"):
+            executor.install_packages(["--index-url", url, "--retries", "0", "--timeout", "5", "codeward-tinypkg"])
+        executor.set_egress([urlsplit(url).netloc])
+        installed = executor.install_packages(["--index-url", url, "codeward-tinypkg"])
+    assert installed == ["codeward_tinypkg"]
+    assert executor.run("import codeward_tinypkg; codeward_tinypkg.ANSWER").output == 42
+    assert any(e["path"].startswith("/simple/codeward-tinypkg") for e in executor.egress_log)
