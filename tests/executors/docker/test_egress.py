@@ -461,3 +461,27 @@ def test_install_packages_reaches_an_index_on_the_list(make: Callable[..., Docke
     assert installed == ["codeward_tinypkg"]
     assert executor.run("import codeward_tinypkg; codeward_tinypkg.ANSWER").output == 42
     assert any(e["path"].startswith("/simple/codeward-tinypkg") for e in executor.egress_log)
+
+
+def test_each_request_is_a_span_of_the_block_that_made_it(
+    make: Callable[..., DockerExecutor], http_origin: Origin, other_origin: Origin
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from codeward import telemetry
+
+    executor = make(egress=[f"127.0.0.1:{http_origin.port}"])
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry.instrument(tracer_provider=provider)
+    try:
+        run(executor, f"fetch({http_origin.url('/bytes?n=3')!r}), fetch({other_origin.url('/x')!r})")
+    finally:
+        telemetry.uninstrument()
+        provider.shutdown()
+    spans = [span for span in exporter.get_finished_spans() if span.name.startswith("egress")]
+    verdicts = {(s.attributes["codeward.egress.port"], s.attributes["codeward.egress.verdict"]) for s in spans}
+    assert verdicts == {(http_origin.port, "allowed"), (other_origin.port, "refused")}

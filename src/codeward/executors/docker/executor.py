@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import docker
 
+from codeward import tracing
 from codeward.executors.base import (
     CodeOutput,
     ExecutionError,
@@ -44,6 +45,8 @@ _EXHAUSTED_SHARE = 0.95
 #: Errors that a full process table causes (fork, thread start): only they, and timeouts, make
 #: `run` count the sandbox's processes, which can cost a second when the engine is not local.
 _RESOURCE_ERRORS = frozenset({"BlockingIOError", "OSError", "RuntimeError", "MemoryError"})
+#: The requests of one block traced one by one; the rest are counted in one span.
+_TRACED_REQUESTS = 100
 
 
 class DockerExecutor(KernelExecutor):
@@ -195,7 +198,7 @@ class DockerExecutor(KernelExecutor):
         """Run `code`; a failure that left the sandbox full of processes replaces the sandbox."""
         self._replaced_exhausted = False
         try:
-            return super().run(code)
+            return self._run_and_trace(code)
         except ExecutionError as error:
             if not self._replaced_exhausted:
                 suspicious = isinstance(error, ExecutionTimeout) or error.error_type in _RESOURCE_ERRORS
@@ -214,6 +217,16 @@ class DockerExecutor(KernelExecutor):
         self._leftovers = [sandbox for sandbox in self._leftovers if not sandbox.remove()]
 
     # -- egress --------------------------------------------------------------------
+
+    def _run_and_trace(self, code: str) -> CodeOutput:
+        """Run `code`; each request its sandbox made meanwhile becomes a span of the block's trace."""
+        if self._egress_policy is None:
+            return super().run(code)
+        seen = len(self.egress_log)
+        try:
+            return super().run(code)
+        finally:
+            _trace_requests(self.egress_log[seen:])
 
     @property
     def egress_log(self) -> list[dict[str, Any]]:
@@ -253,6 +266,18 @@ class DockerExecutor(KernelExecutor):
                 "or bake them into your own image (image=...)"
             )
         return super().install_packages(packages)
+
+
+def _trace_requests(requests: list[dict[str, Any]]) -> None:
+    """A span per request (the first `_TRACED_REQUESTS` of a block), and one that counts the rest."""
+    for request in requests[:_TRACED_REQUESTS]:
+        attributes = {f"codeward.egress.{key}": value for key, value in request.items() if key != "time"}
+        attributes["codeward.egress.at"] = float(request.get("time") or 0)
+        with tracing.span(f"egress {request.get('method', '')} {request.get('host', '')}", attributes):
+            pass
+    if len(requests) > _TRACED_REQUESTS:
+        with tracing.span("egress", {"codeward.egress.untraced": len(requests) - _TRACED_REQUESTS}):
+            pass
 
 
 def _egress_policy(
