@@ -143,9 +143,8 @@ class Egress:
     # -- the pipe from the sandbox -----------------------------------------------
 
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self.policy.closed or len(self.pumped) >= self.budget["connections"] or self._spent():
-            reason = "the sandbox's egress is closed" if self.policy.closed else "over the sandbox's egress budget"
-            self._record("CONNECT", "", 0, "refused", reason)
+        if len(self.pumped) >= self.budget["connections"] or self._spent():
+            self._record("CONNECT", "", 0, "refused", "over the sandbox's egress budget")
             writer.close()
             return
         # Bound first, so the port is known (and the connection expected) before mitmproxy sees it.
@@ -221,9 +220,7 @@ class Egress:
     def tls_clienthello(self, data: tls.ClientHelloData) -> None:
         pumped = self._pumped_for(data.context.client)
         if pumped is None or pumped.target is None:
-            data.ignore_connection = True
-            data.context.server.error = "TLS that did not come through CONNECT"
-            return
+            return  # TLS to the proxy itself: the requests inside it are checked one by one
         host, port = pumped.target
         sni = data.client_hello.sni
         if sni and policy_module.normal_host(sni) != host:

@@ -342,6 +342,11 @@ def test_a_server_name_or_host_header_other_than_the_target_is_refused(
         listed, f"raw_request({target!r}, {inner.format(host=target)!r}, ssl.create_default_context(), 'localhost')"
     )
     assert " 200 " in allowed and https_origin.requests[-1].header("X-Api-Key") == SECRET
+    # An absolute-form request inside that tunnel, to another listed host, is refused too.
+    elsewhere = (
+        f"GET http://127.0.0.1:{http_origin.port}/bytes?n=1 HTTP/1.1\r\nHost: 127.0.0.1:{http_origin.port}\r\n\r\n"
+    )
+    assert " 403 " in run(listed, f"raw_request({target!r}, {elsewhere!r}, ssl.create_default_context(), 'localhost')")
 
 
 def test_a_redirect_to_a_host_not_listed_fails(
