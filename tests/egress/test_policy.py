@@ -44,12 +44,16 @@ def test_a_resolved_address_must_be_public_unless_listed() -> None:
     for private in ("127.0.0.1", "10.0.0.1", "169.254.169.254", "172.17.0.1", "::1", "fd00:ec2::254", "100.64.0.1"):
         assert policy.address_refusal(private, 8000) is not None, private
     assert policy.address_refusal("151.101.0.223", 8000) is None
-    # An IPv6 form that carries a private IPv4 address is that address.
-    for carried in ("::ffff:127.0.0.1", "64:ff9b::a9fe:a9fe", "2002:7f00:1::"):
+    # IPv6 forms that lead to an IPv4 host through a gateway (NAT64, 6to4, Teredo) are refused unless listed.
+    for carried in ("::ffff:127.0.0.1", "64:ff9b::a9fe:a9fe", "2002:7f00:1::2", "64:ff9b::97e5:df", "2001:0:4136::1"):
         assert policy.address_refusal(carried, 8000) is not None, carried
     listed = parse_policy(["localhost:8000", "127.0.0.1:8000"])
     assert listed.address_refusal("127.0.0.1", 8000) is None
+    assert listed.address_refusal("::ffff:127.0.0.1", 8000) is None  # the same host, as IPv6 writes it
     assert listed.address_refusal("127.0.0.1", 8001) is not None
+    # Listing an IPv4 address opens no IPv6 address that carries it.
+    for carrier in ("2002:7f00:1::2", "64:ff9b::7f00:1"):
+        assert listed.refusal(carrier, 8000) is not None and listed.address_refusal(carrier, 8000) is not None
 
 
 def test_headers_go_to_a_listed_name_and_port() -> None:

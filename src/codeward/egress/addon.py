@@ -26,6 +26,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import shutil
 import socket
 import sys
 import time
@@ -33,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from mitmproxy import ctx, http, tcp, tls
-from mitmproxy.proxy import server_hooks
+from mitmproxy.proxy import commands, events, server_hooks
+from mitmproxy.proxy.layers.http import _http1
 
 _spec = importlib.util.spec_from_file_location("codeward_egress_policy", Path(__file__).with_name("policy.py"))
 assert _spec is not None and _spec.loader is not None
@@ -43,7 +45,28 @@ _spec.loader.exec_module(policy_module)
 
 _CHUNK = 65536
 _MAX_LOG_ENTRIES = 100_000
+_MAX_FIELD = 300
+#: The largest request (or response) head mitmproxy reads, which it does not bound itself.
+MAX_HEAD_BYTES = 64 << 10
 _OWNER_POLL = 0.5
+
+
+def _capped(read_headers: Any, whose: str) -> Any:
+    """mitmproxy reads a message head of any size (its own FIXME): past `MAX_HEAD_BYTES` the connection ends."""
+
+    def read_capped_headers(self: Any, event: Any) -> Any:
+        if isinstance(event, events.DataReceived) and len(self.buf) > MAX_HEAD_BYTES:
+            addons[0]._record("-", "", 0, "refused", f"{whose} head over {MAX_HEAD_BYTES} bytes")
+            yield commands.CloseConnection(self.conn)
+            self.state = self.done
+            return
+        yield from read_headers(self, event)
+
+    return read_capped_headers
+
+
+_http1.Http1Server.read_headers = _capped(_http1.Http1Server.read_headers, "a request")
+_http1.Http1Client.read_headers = _capped(_http1.Http1Client.read_headers, "a response")
 
 
 class Pumped:
@@ -118,6 +141,8 @@ class Egress:
         """The proxy lives no longer than the process that started it."""
         while os.getppid() == owner:
             await asyncio.sleep(_OWNER_POLL)
+        # The owner died without closing: take the folders (the CA's key among them) along.
+        shutil.rmtree(Path(ctx.options.confdir).parent, ignore_errors=True)
         os._exit(0)
 
     # -- the host's control channel ---------------------------------------------
@@ -171,6 +196,9 @@ class Egress:
             for stream in pumped.writers:
                 stream.close()
             self.pumped.pop(port, None)
+            if pumped.target and not pumped.tunnel_logged and pumped.refused is None:
+                host, target_port = pumped.target
+                self._record("CONNECT", host, target_port, "allowed", "", sent=pumped.sent, received=pumped.received)
 
     async def _pipe(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, pumped: Pumped, way: str) -> None:
         with contextlib.suppress(OSError, asyncio.IncompleteReadError):
@@ -199,16 +227,10 @@ class Egress:
         if self._pumped_for(client) is None:
             client.error = "only the sandbox's own connections are served"
 
-    def client_disconnected(self, client: Any) -> None:
-        pumped = self._pumped_for(client)
-        if pumped is not None and pumped.target and not pumped.tunnel_logged and pumped.refused is None:
-            host, port = pumped.target
-            self._record("CONNECT", host, port, "allowed", "", sent=pumped.sent, received=pumped.received)
-
     async def http_connect(self, flow: http.HTTPFlow) -> None:
         pumped = self._pumped_for(flow.client_conn)
         host, port = flow.request.host, flow.request.port
-        refusal = self.policy.refusal(host, port) or self._rate_refusal()
+        refusal = self._rate_refusal() or self.policy.refusal(host, port)
         if pumped is not None and not refusal:
             refusal = await self._resolve(pumped, host, port)
         if pumped is None or refusal:
@@ -237,8 +259,8 @@ class Egress:
 
     async def server_connect(self, data: server_hooks.ServerConnectionHookData) -> None:
         pumped = self._pumped_for(data.client)
-        if pumped is None or pumped.refused:
-            data.server.error = pumped.refused if pumped else "unknown connection"
+        if pumped is None:
+            data.server.error = "unknown connection"
             return
         host, port = str(data.server.address[0]), int(data.server.address[1])
         refusal = self.policy.refusal(host, port) or await self._resolve(pumped, host, port)
@@ -276,19 +298,25 @@ class Egress:
             return
         pumped = self._pumped_for(flow.client_conn)
         request = flow.request
-        host, port = policy_module.normal_host(request.host), request.port
-        refusal = None
-        if pumped is None:
-            refusal = "unknown connection"
-        elif pumped.target is not None and (host, port) != pumped.target:
-            refusal = f"the request names {host}:{port}, but the tunnel was opened to {pumped.target[0]}"
-        refusal = refusal or self.policy.refusal(host, port)
-        header_host = policy_module.normal_host((request.host_header or host).rsplit(":", 1)[0].strip("[]"))
-        if not refusal and header_host != host.strip("[]"):
-            refusal = f"the Host header names {header_host!r}, not {host!r}"
+        refusal = self._rate_refusal()
+        if pumped is not None and pumped.target is not None:
+            # Inside a tunnel a request is to the tunnel's target alone, whatever form it takes.
+            host, port = pumped.target
+            named = (policy_module.normal_host(request.host), request.port)
+            if named not in {(host, port), (pumped.resolved.get((host, port)), port)} or (
+                request.authority and not _names(request.authority, host, port, request.scheme)
+            ):
+                refusal = refusal or f"a request inside a tunnel to {host}:{port} names another host"
+        else:
+            host, port = policy_module.normal_host(request.host), request.port
+        refusal = refusal or ("unknown connection" if pumped is None else self.policy.refusal(host, port))
+        hosts = request.headers.get_all("host")
+        if not refusal and len(hosts) > 1:
+            refusal = "a request with more than one Host header"
+        if not refusal and hosts and not _names(hosts[0], host, port, request.scheme):
+            refusal = f"the Host header names {_cut(hosts[0])!r}, not {host}:{port}"
         if not refusal and ("upgrade" in request.headers or request.method == "PRI"):
             refusal = "protocol upgrades (websockets, h2c) are not carried by the egress proxy"
-        refusal = refusal or self._rate_refusal()
         if not refusal and pumped is not None:
             refusal = await self._resolve(pumped, host, port)
         path = "" if pumped is None or pumped.target else request.path
@@ -326,7 +354,7 @@ class Egress:
         host, port = pumped.target if pumped and pumped.target else ("", 0)
         if pumped is not None:
             pumped.refused = "only HTTP and TLS are carried"
-        flow.kill()
+        flow.server_conn.error = "only HTTP and TLS are carried"  # the connection is then never opened
         self._record("CONNECT", host, port, "refused", "only HTTP and TLS are carried, not raw TCP")
 
     def websocket_start(self, flow: http.HTTPFlow) -> None:
@@ -345,14 +373,36 @@ class Egress:
         return None
 
     def _record(self, method: str, host: str, port: int, verdict: str, reason: str, **more: Any) -> None:
+        """One line of the record; what the sandbox chose (method, host, path) is cut to a few hundred bytes."""
         if self.log_file is None or self.logged > _MAX_LOG_ENTRIES:
             return
         self.logged += 1
-        entry = {"time": time.time(), "method": method, "host": host, "port": port, "verdict": verdict}
-        entry.update({"path": "", "sent": 0, "received": 0, "reason": reason}, **more)
+        entry = {"time": time.time(), "method": _cut(method), "host": _cut(host), "port": port, "verdict": verdict}
+        entry.update({"path": "", "sent": 0, "received": 0}, **more, reason=_cut(reason))
+        entry["path"] = _cut(str(entry["path"]))
         if self.logged > _MAX_LOG_ENTRIES:
             entry = {"time": time.time(), "verdict": "log full", "reason": f"{_MAX_LOG_ENTRIES} entries recorded"}
         self.log_file.write(json.dumps(entry) + "\n")
+
+
+def _cut(text: str, most: int = _MAX_FIELD) -> str:
+    return text if len(text) <= most else text[:most] + f"... ({len(text) - most} more characters)"
+
+
+def _names(authority: str, host: str, port: int, scheme: str) -> bool:
+    """Whether a Host header or :authority names exactly `host:port` (the scheme's port when it gives none)."""
+    text = authority.strip()
+    if text.startswith("["):
+        name, _, rest = text[1:].partition("]")
+        given = rest[1:] if rest.startswith(":") else rest
+    elif text.count(":") == 1:
+        name, _, given = text.partition(":")
+    else:
+        name, given = text, ""
+    if given and not given.isdigit():
+        return False
+    named_port = int(given) if given else (443 if scheme == "https" else 80)
+    return policy_module.normal_host(name) == policy_module.normal_host(host) and named_port == port
 
 
 def _counter(entry: dict[str, Any], way: str) -> Any:

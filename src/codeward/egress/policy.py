@@ -222,24 +222,24 @@ def _checked_headers(key: str, values: object) -> dict[str, str]:
 
 
 def as_address(host: str) -> IPAddress | None:
-    """`host` as an IP address (an IPv4-mapped IPv6 address as the IPv4 one it carries), or None for a name."""
+    """`host` as an IP address (an IPv4-mapped IPv6 address as the IPv4 one it is), or None for a name."""
     try:
         address = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
         return None
-    if isinstance(address, ipaddress.IPv6Address):
-        mapped = address.ipv4_mapped or address.sixtofour
-        if mapped is not None:
-            return mapped
-        if address in _NAT64:
-            return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
     return address
 
 
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+#: IPv6 ranges that lead to an IPv4 host through a gateway: never taken for the IPv4 address they carry.
+_CARRIERS = tuple(ipaddress.ip_network(net) for net in ("64:ff9b::/96", "64:ff9b:1::/48", "2002::/16", "2001::/32"))
 
 
 def _public(address: IPAddress) -> bool:
+    """Public, and not a translation to somewhere else (NAT64, 6to4, Teredo), which only listing may open."""
+    if isinstance(address, ipaddress.IPv6Address) and any(address in carrier for carrier in _CARRIERS):
+        return False
     return address.is_global and not address.is_multicast
 
 

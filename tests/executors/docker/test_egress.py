@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import secrets
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +29,8 @@ from tests.egress.internet import Origin, TcpEcho
 from tests.package_index import package_index, tiny_wheel
 
 SECRET = "egress-key-" + secrets.token_hex(12)
+#: The key for the plain HTTP origin's port: another service on the same name.
+PLAIN_SECRET = "egress-plain-key-" + secrets.token_hex(12)
 
 #: What the sandbox's code uses to probe: urllib as users write it, and a raw CONNECT to its proxy.
 PROBES = r"""
@@ -127,7 +131,7 @@ def listed(
     http_port, https_port = _http_origin_server.port, _https_origin_server.port
     egress = [f"{host}:{port}" for host in ("localhost", "127.0.0.1") for port in (http_port, https_port)]
     egress.append(f"127.0.0.1:{_tcp_echo_server.port}")
-    headers = {f"localhost:{port}": {"X-Api-Key": SECRET} for port in (http_port, https_port)}
+    headers = {f"localhost:{http_port}": {"X-Api-Key": PLAIN_SECRET}, f"localhost:{https_port}": {"X-Api-Key": SECRET}}
     executor = DockerExecutor(image=sandbox_image, runtime=runtime, egress=egress, egress_headers=headers)
     executor.run(PROBES)
     yield executor
@@ -159,36 +163,30 @@ def run(executor: DockerExecutor, code: str) -> Any:
 def test_a_listed_host_is_reached_and_its_key_arrives_only_at_the_server(
     listed: DockerExecutor, http_origin: Origin, https_origin: Origin
 ) -> None:
-    for origin in (http_origin, https_origin):
+    for origin, key in ((http_origin, PLAIN_SECRET), (https_origin, SECRET)):
         status, body = run(listed, f"fetch({origin.url('/bytes?n=5', 'localhost')!r})")
-        assert (status, body) == (200, "xxxxx") or (status == 200 and len(body) == 5), (status, body)
-        assert origin.requests[-1].header("X-Api-Key") == SECRET
+        assert status == 200 and len(body) == 5, (status, body)
+        assert origin.requests[-1].header("X-Api-Key") == key
     # Reached by address, the same origin gets no key: keys go to the names they were given for.
     assert run(listed, f"fetch({http_origin.url('/bytes?n=1', '127.0.0.1')!r})")[0] == 200
     assert http_origin.requests[-1].header("X-Api-Key") is None
     # The key is nowhere in the sandbox: no process's environment, no file it can read.
-    needle = SECRET[::-1]
+    needles = [SECRET[::-1], PLAIN_SECRET[::-1]]  # reversed, so the probe itself does not carry them
     found = run(
         listed,
         f"""
-needle = {needle!r}[::-1].encode()
-hits = []
-for pid in os.listdir("/proc"):
-    if pid.isdigit():
-        for part in ("environ", "cmdline"):
-            try:
-                if needle in open(f"/proc/{{pid}}/{{part}}", "rb").read():
-                    hits.append(f"/proc/{{pid}}/{{part}}")
-            except OSError:
-                pass
+needles = [needle[::-1].encode() for needle in {needles!r}]
+def holds(path, size=-1):
+    try:
+        data = open(path, "rb").read(size)
+    except OSError:
+        return False
+    return any(needle in data for needle in needles)
+hits = [f"/proc/{{pid}}/{{part}}" for pid in os.listdir("/proc") if pid.isdigit()
+        for part in ("environ", "cmdline") if holds(f"/proc/{{pid}}/{{part}}")]
 for root in ("/run", "/tmp", "/home", "/etc", "/opt"):
     for folder, _, files in os.walk(root):
-        for name in files:
-            try:
-                if needle in open(os.path.join(folder, name), "rb").read(1 << 22):
-                    hits.append(os.path.join(folder, name))
-            except OSError:
-                pass
+        hits += [os.path.join(folder, name) for name in files if holds(os.path.join(folder, name), 1 << 22)]
 hits
 """,
     )
@@ -342,11 +340,14 @@ def test_a_server_name_or_host_header_other_than_the_target_is_refused(
         listed, f"raw_request({target!r}, {inner.format(host=target)!r}, ssl.create_default_context(), 'localhost')"
     )
     assert " 200 " in allowed and https_origin.requests[-1].header("X-Api-Key") == SECRET
-    # An absolute-form request inside that tunnel, to another listed host, is refused too.
-    elsewhere = (
-        f"GET http://127.0.0.1:{http_origin.port}/bytes?n=1 HTTP/1.1\r\nHost: 127.0.0.1:{http_origin.port}\r\n\r\n"
-    )
-    assert " 403 " in run(listed, f"raw_request({target!r}, {elsewhere!r}, ssl.create_default_context(), 'localhost')")
+    # A request inside that tunnel that names the same host's other port goes to the tunnel's server,
+    # with that server's key: never to the other port, never with the other port's key.
+    http_origin.clear()
+    other_port = f"localhost:{http_origin.port}"
+    elsewhere = f"GET http://{other_port}/bytes?n=1 HTTP/1.1\r\nHost: {other_port}\r\nConnection: close\r\n\r\n"
+    run(listed, f"raw_request({target!r}, {elsewhere!r}, ssl.create_default_context(), 'localhost')")
+    assert http_origin.requests == []
+    assert all(request.header("X-Api-Key") == SECRET for request in https_origin.requests)
 
 
 def test_a_redirect_to_a_host_not_listed_fails(
@@ -490,3 +491,118 @@ def test_each_request_is_a_span_of_the_block_that_made_it(
     spans = [span for span in exporter.get_finished_spans() if span.name.startswith("egress")]
     verdicts = {(s.attributes["codeward.egress.port"], s.attributes["codeward.egress.verdict"]) for s in spans}
     assert verdicts == {(http_origin.port, "allowed"), (other_origin.port, "refused")}
+
+
+# -- what a red team found: the bytes sent must be the bytes checked -------------------------------
+
+
+def test_a_second_host_header_is_refused(listed: DockerExecutor, http_origin: Origin) -> None:
+    url = http_origin.url("/bytes?n=1", "localhost")
+    twice = f"GET {url} HTTP/1.1\r\nHost: localhost:{http_origin.port}\r\nHost: attacker.example\r\nConnection: close\r\n\r\n"
+    assert " 403 " in run(listed, f"plain_request({twice!r})")
+    other_port = f"GET {url} HTTP/1.1\r\nHost: localhost:{http_origin.port + 1}\r\nConnection: close\r\n\r\n"
+    assert " 403 " in run(listed, f"plain_request({other_port!r})")
+    assert http_origin.requests == []
+
+
+def test_a_kept_alive_tunnel_with_a_key_serves_request_after_request(
+    listed: DockerExecutor, https_origin: Origin
+) -> None:
+    code = f"""
+import http.client
+conn = http.client.HTTPSConnection("127.0.0.1", 3128, timeout=15, context=ssl.create_default_context())
+conn.set_tunnel("localhost", {https_origin.port})
+statuses = []
+for _ in range(3):
+    conn.request("GET", "/bytes?n=2")
+    response = conn.getresponse()
+    response.read()
+    statuses.append(response.status)
+statuses
+"""
+    assert run(listed, code) == [200, 200, 200]
+    assert [r.header("X-Api-Key") for r in https_origin.requests] == [SECRET] * 3
+
+
+def test_a_request_head_without_end_neither_grows_the_proxy_nor_stalls_a_change(
+    make: Callable[..., DockerExecutor], http_origin: Origin
+) -> None:
+    executor = make(egress=[f"127.0.0.1:{http_origin.port}"])
+    assert executor.sandbox is not None and executor.sandbox.egress is not None
+    proxy_pid = executor.sandbox.egress._process.pid  # type: ignore[union-attr]
+    flood = f"""
+import threading
+def flood():
+    conn = socket.create_connection(("127.0.0.1", 3128), timeout=30)
+    try:
+        conn.sendall(b"GET http://127.0.0.1:{http_origin.port}/ HTTP/1.1\\r\\n")
+        for _ in range(64):
+            conn.sendall(b"X-P: a\\r\\n" * (1 << 17))
+    except OSError:
+        pass
+floods = [threading.Thread(target=flood) for _ in range(8)]
+for thread in floods:
+    thread.start()
+"""
+    run(executor, flood)
+    time.sleep(3)
+    started = time.monotonic()
+    executor.set_egress([])
+    assert time.monotonic() - started < 2
+    assert _peak_memory_mib(proxy_pid) < 400
+    run(executor, "for thread in floods: thread.join(30)")
+    assert http_origin.requests == []
+
+
+def _peak_memory_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_the_record_keeps_what_the_sandbox_chose_short(listed: DockerExecutor, other_origin: Origin) -> None:
+    before = len(listed.egress_log)
+    assert run(listed, f"fetch({other_origin.url('/' + 'A' * 30000)!r})")[0] == 403
+    entries = listed.egress_log[before:]
+    assert entries and all(len(str(entry)) < 2000 for entry in entries)
+    # A head larger than the proxy reads ends the connection, and that too is recorded.
+    assert run(listed, f"fetch({other_origin.url('/' + 'A' * (1 << 20))!r})")[0] == "error"
+    assert any("head over" in entry["reason"] for entry in listed.egress_log[before:])
+    assert other_origin.requests == []
+
+
+def test_a_tunnel_is_recorded_however_it_ends(listed: DockerExecutor, https_origin: Origin, egress_ca: Any) -> None:
+    before = len(listed.egress_log)
+    code = f"""
+context = ssl.create_default_context(cadata={egress_ca.pem!r})
+conn, status = tunnel("127.0.0.1:{https_origin.port}")
+secure = context.wrap_socket(conn, server_hostname="127.0.0.1")
+secure.sendall(b"GET /bytes?n=100000 HTTP/1.1\\r\\nHost: 127.0.0.1:{https_origin.port}\\r\\n\\r\\n")
+secure.recv(64)
+secure.close()
+status
+"""
+    assert " 200 " in run(listed, code)
+    assert _wait(lambda: any(e["method"] == "CONNECT" and e["sent"] > 0 for e in listed.egress_log[before:]))
+
+
+def test_the_proxy_and_its_ca_go_with_an_owner_that_dies_unclosed(sandbox_image: str, tmp_path: Path) -> None:
+    script = tmp_path / "owner.py"
+    script.write_text(
+        "import sys, time\n"
+        "from codeward.executors.docker.executor import DockerExecutor\n"
+        f"ex = DockerExecutor(image={sandbox_image!r}, egress=[])\n"
+        "ex.run('1')\n"
+        "print(ex.sandbox.egress._root, ex.sandbox.egress._process.pid, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None
+        folder, pid = owner.stdout.readline().split()
+        assert (Path(folder) / "proxy" / "mitmproxy-ca.pem").exists()
+    finally:
+        owner.kill()
+        owner.wait()
+    assert _wait(lambda: not Path(folder).exists() and not Path(f"/proc/{pid}").exists(), 10)
