@@ -93,7 +93,9 @@ class DockerExecutor(KernelExecutor):
                     "and extra_run_kwargs to SandboxPool(...), not to DockerExecutor(pool=...)"
                 )
             if policy is not None or egress_budget is not None:
-                raise ValueError("give egress, egress_headers and egress_budget to SandboxPool(...), not to the executor")
+                raise ValueError(
+                    "give egress, egress_headers and egress_budget to SandboxPool(...), not to the executor"
+                )
             self.spec = pool.spec
         else:
             self.spec = sandbox_spec(image, hardening, docker_client, extra_run_kwargs, policy, egress_budget)
@@ -224,9 +226,7 @@ class DockerExecutor(KernelExecutor):
         current = sandbox.egress.record() if sandbox is not None and sandbox.egress is not None else []
         return [*self._egress_past, *current]
 
-    def set_egress(
-        self, egress: Sequence[str], egress_headers: Mapping[str, Mapping[str, str]] | None = None
-    ) -> None:
+    def set_egress(self, egress: Sequence[str], egress_headers: Mapping[str, Mapping[str, str]] | None = None) -> None:
         """Change what the running sandbox may reach; `[]` closes it. Open connections are closed at once."""
         if self._egress_policy is None:
             raise ExecutorError(
