@@ -164,3 +164,49 @@ def test_mcp_serve_and_replay_refuse_egress_on_the_local_sandbox(codeward, tmp_p
     for args in (("mcp", "serve"), ("replay", "run.json")):
         done = codeward(*args, "--egress", "pypi.org")
         assert done.returncode == 2 and "use --executor docker" in " ".join((done.stdout + done.stderr).split())
+
+
+def test_egress_passes_to_another_executor_only_if_it_takes_an_egress_list(mitmdump: Path, monkeypatch) -> None:
+    from codeward.cli import options
+
+    class Takes:
+        def __init__(self, egress: list[str] | None = None) -> None: ...
+
+    class Refuses:
+        def __init__(self, timeout_seconds: float = 30) -> None: ...
+
+    monkeypatch.setattr("codeward.executors.base.executor_class", lambda name: Takes if name == "e2b" else Refuses)
+    assert "e2b" in options.egress_executors() and "jupyter" not in options.egress_executors()
+    assert egress_settings("e2b", ["pypi.org"], []) == {"egress": ["pypi.org"]}
+    with pytest.raises(UsageError, match="use --executor docker"):
+        egress_settings("jupyter", ["pypi.org"], [])
+
+
+def test_a_ray_job_with_egress_starts_its_own_sandbox_so_its_proxy_is_the_tasks(monkeypatch) -> None:
+    ray_nodes = pytest.importorskip("codeward.batch.ray_nodes")
+    pools = ray_nodes.NodePools("run", "node", "attempt")
+    pools._actor = object()  # a node whose actor keeps warm sandboxes
+    assert pools.executor_kwargs("docker", {"egress": ["pypi.org"]}) == {"egress": ["pypi.org"]}
+    monkeypatch.setattr(ray_nodes._NodePool, "_take", lambda self: None)
+    assert "pool" in pools.executor_kwargs("docker", {"timeout_seconds": 5})  # the control: a job without egress
+
+
+def test_the_audit_counts_a_blocks_requests_and_shows_those_not_let_through() -> None:
+    from codeward.batch.audit import MAX_EGRESS_SHOWN, egress_summary
+
+    requests = [{"method": "GET", "host": "pypi.org", "port": 443, "verdict": "allowed", "path": "", "reason": ""}] * 3
+    requests += [
+        {"method": "CONNECT", "host": f"h{n}.example", "port": 443, "verdict": "refused", "reason": "no"}
+        for n in range(30)
+    ]
+    summary = egress_summary(requests)
+    assert (summary["allowed"], summary["refused"], summary["failed"]) == (3, 30, 0)
+    assert summary["hosts"] == ["pypi.org:443"]
+    assert len(summary["not_allowed"]) == MAX_EGRESS_SHOWN
+    assert summary["not_allowed"][0] == {
+        "method": "CONNECT",
+        "host": "h0.example",
+        "port": 443,
+        "verdict": "refused",
+        "reason": "no",
+    }
