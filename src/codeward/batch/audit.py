@@ -7,6 +7,10 @@ parent writes the record instead (outcome ``worker_lost``). It wraps each
 tool so that calls made from inside the block are recorded where they run, on
 the host. Tools a sandbox runs inside itself (shipped as source with tools_mode="inline") are not
 seen by the host, and their calls are not in the record.
+
+A block run in a sandbox with an egress list records what it asked of the proxy (`egress_summary`):
+how many requests were allowed, refused and failed, the hosts reached, and the refused and failed
+requests themselves (the first `MAX_EGRESS_SHOWN`), so a reader sees what the code tried to reach.
 """
 
 from __future__ import annotations
@@ -33,7 +37,18 @@ from codeward.tools import Tool
 if TYPE_CHECKING:
     from codeward.platform.memory import AgentMemory
 
-__all__ = ["AuditingExecutor", "BlockTimes", "RecordingTool", "code_digest", "iso_time"]
+__all__ = [
+    "MAX_EGRESS_SHOWN",
+    "AuditingExecutor",
+    "BlockTimes",
+    "RecordingTool",
+    "code_digest",
+    "egress_summary",
+    "iso_time",
+]
+
+#: Refused and failed requests a block's audit record shows in full; the counts hold them all.
+MAX_EGRESS_SHOWN = 20
 
 
 def iso_time(timestamp: float) -> str:
@@ -125,6 +140,32 @@ def _outcome(error: BaseException) -> tuple[str, str]:
     return "cancelled", type(error).__name__
 
 
+def egress_summary(requests: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a block asked of its egress proxy: counts by verdict, the hosts reached, and what was not let through."""
+    counts = {"allowed": 0, "refused": 0, "failed": 0}
+    reached: set[str] = set()
+    stopped: list[dict[str, Any]] = []
+    for request in requests:
+        verdict = str(request.get("verdict"))
+        counts[verdict] = counts.get(verdict, 0) + 1
+        where = f"{request.get('host')}:{request.get('port')}"
+        if verdict == "allowed":
+            reached.add(where)
+        elif len(stopped) < MAX_EGRESS_SHOWN:
+            shown = ("method", "host", "port", "path", "verdict", "reason")
+            stopped.append({key: request[key] for key in shown if request.get(key) not in (None, "")})
+    return {**counts, "hosts": sorted(reached), "not_allowed": stopped}
+
+
+def _egress_log(executor: Executor) -> list[dict[str, Any]] | None:
+    """The executor's record of egress requests, or None for a sandbox without an egress list."""
+    spec = getattr(executor, "spec", None)
+    if getattr(spec, "egress", None) is None:
+        return None
+    log: list[dict[str, Any]] = getattr(executor, "egress_log", [])
+    return log
+
+
 class AuditingExecutor(Executor):
     """Runs code in `inner` and writes one audit record per block through `write`."""
 
@@ -170,6 +211,7 @@ class AuditingExecutor(Executor):
             "start": iso_time(started),
         }
         self._announce(record)  # so a block whose process dies mid-run is still recorded, by the parent
+        before = _egress_log(self.inner)
         try:
             output = self.inner.run(code)
         except BaseException as error:
@@ -182,6 +224,9 @@ class AuditingExecutor(Executor):
             record["duration_seconds"] = round(time.time() - started, 6)
             with self._lock:
                 record["tool_calls"] = list(self._calls)
+            after = _egress_log(self.inner) if before is not None else None
+            if before is not None and after is not None:
+                record["egress"] = egress_summary(after[len(before) :])
             self._write(record)
             self._announce(None)
 

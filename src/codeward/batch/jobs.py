@@ -14,12 +14,19 @@ jobs file's folder; and a job that asks for more than the defaults (imports
 beyond them, a sandbox that confines less than the command line's, executor
 settings that are not tighter limits) is refused unless the command line
 consents (`JobDefaults.allow_imports`, `JobDefaults.allow_executors`).
+
+Egress is the command line's to widen. A docker job gets ``--egress`` and its headers; its
+own ``egress`` may name only hosts that list already allows (narrowing is free), and more
+with ``--allow-job-egress``. Its ``egress_headers`` need that flag, and their values are
+taken as written: a jobs file never reads this machine's environment (``env:NAME``), or a
+file handed to the user could send a key of theirs to a host of the file's choosing.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +44,7 @@ from codeward.usage import UsageError
 from codeward.value_files import ValueFileError, check_value_file, mark_private_file
 
 __all__ = [
+    "ALLOW_EGRESS_FLAG",
     "ALLOW_EXECUTORS_FLAG",
     "ALLOW_IMPORTS_FLAG",
     "MCP_FLAG",
@@ -59,11 +67,16 @@ _FIELDS = (
     "timeout_seconds",
     "authorized_imports",
     "tools",
+    "egress",
+    "egress_headers",
 )
+#: Executor settings only the job's egress fields and the command line set.
+_EGRESS_SETTINGS = ("egress", "egress_headers", "egress_budget")
 _MAX_REPORTED = 20
 #: The command-line flags that let jobs ask for more than the defaults.
 ALLOW_IMPORTS_FLAG = "--allow-job-imports"
 ALLOW_EXECUTORS_FLAG = "--allow-job-executors"
+ALLOW_EGRESS_FLAG = "--allow-job-egress"
 #: The command-line flag that starts an MCP server for the jobs: a process, which only the user may start.
 MCP_FLAG = "--mcp"
 #: How far each sandbox confines the code: jupyter runs it on the host as it is; local adds a policy
@@ -104,6 +117,12 @@ class JobDefaults:
     allow_imports: bool = False
     #: Jobs may choose a sandbox that confines less, and executor settings (``--allow-job-executors``).
     allow_executors: bool = False
+    #: What docker jobs may reach (``--egress``) and the headers added on the way (``--egress-header``,
+    #: values already read); None: no way out.
+    egress: list[str] | None = None
+    egress_headers: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: Jobs may name hosts beyond `egress`, and headers of their own (``--allow-job-egress``).
+    allow_egress: bool = False
 
 
 @dataclass
@@ -347,6 +366,14 @@ class _Checker:
         if not isinstance(kwargs, dict):
             self.fault("executor_kwargs", f"must be a map of keyword arguments, got {kwargs!r:.80}")
             return {}
+        named = [name for name in _EGRESS_SETTINGS if name in kwargs]
+        if named:
+            self.fault(
+                "executor_kwargs",
+                f"sets {', '.join(map(repr, named))}: a job's way out is its 'egress' and 'egress_headers' fields, "
+                f"under the command line's --egress and {ALLOW_EGRESS_FLAG}",
+            )
+            kwargs = {name: value for name, value in kwargs.items() if name not in _EGRESS_SETTINGS}
         loosened = [] if allowed or not kwargs else _loosened_settings(executor, kwargs)
         if loosened:
             self.fault(
@@ -355,6 +382,99 @@ class _Checker:
                 f"limit; pass {ALLOW_EXECUTORS_FLAG} to let jobs set their sandbox's settings",
             )
         return kwargs
+
+    def egress(self, executor: str, defaults: JobDefaults) -> dict[str, Any]:
+        """The docker job's egress settings: the command line's, narrowed by the job, widened only with consent."""
+        if "egress" not in self.entry and "egress_headers" not in self.entry:
+            return _egress_kwargs(defaults.egress, defaults.egress_headers) if executor == "docker" else {}
+        if executor != "docker":
+            field_name = "egress" if "egress" in self.entry else "egress_headers"
+            self.fault(field_name, f"only docker sandboxes have an egress list, and this job's is {executor!r}")
+            return {}
+        entries = self.string_list("egress") if "egress" in self.entry else list(defaults.egress or [])
+        beyond = [entry for entry in entries if not _granted(entry, defaults.egress)]
+        if beyond and not defaults.allow_egress:
+            self.fault(
+                "egress",
+                f"reaches beyond the command line's --egress ({', '.join(map(repr, beyond))}); a jobs file cannot "
+                f"widen what a sandbox reaches: pass {ALLOW_EGRESS_FLAG} to let jobs name their hosts, or --egress",
+            )
+        headers = _narrowed_headers(entries, defaults.egress_headers)
+        for host, values in self._job_headers(defaults.allow_egress).items():
+            headers.setdefault(host, {}).update(values)
+        try:
+            from codeward.egress.policy import parse_policy
+
+            parse_policy(entries, headers)
+        except ValueError as error:
+            self.fault("egress", str(error))
+        return _egress_kwargs(entries, headers)
+
+    def _job_headers(self, allowed: bool) -> dict[str, dict[str, str]]:
+        """The job's own headers: only with consent, and only values written in the file."""
+        headers = self.entry.get("egress_headers")
+        if headers is None:
+            return {}
+        if not allowed:
+            self.fault(
+                "egress_headers",
+                "a jobs file cannot add headers to a sandbox's requests (they could replace your keys); pass "
+                f"--egress-header on the command line, or {ALLOW_EGRESS_FLAG} to let jobs write their own",
+            )
+            return {}
+        if not isinstance(headers, dict) or not all(isinstance(values, dict) for values in headers.values()):
+            self.fault("egress_headers", f"must map hosts to maps of header names to values, got {headers!r:.80}")
+            return {}
+        for host, values in headers.items():
+            for name, value in values.items():
+                if isinstance(value, str) and ENV_REFERENCE.search(value):
+                    self.fault(
+                        "egress_headers",
+                        f"{host}: {name} reads this machine's environment ({value!r:.40}); a jobs file never does, "
+                        "or a file handed to you could send your keys to a host of its choosing: pass "
+                        f"--egress-header '{host}:{name}=...env:NAME' on the command line instead",
+                    )
+        return {str(host): dict(values) for host, values in headers.items()}
+
+
+#: What `codeward batch --egress-header` reads from the environment; never read from a jobs file.
+ENV_REFERENCE = re.compile(r"env:[A-Za-z_][A-Za-z0-9_]*\s*$")
+
+
+def _egress_kwargs(entries: list[str] | None, headers: dict[str, dict[str, str]]) -> dict[str, Any]:
+    if entries is None:
+        return {}
+    return {"egress": list(entries), **({"egress_headers": headers} if headers else {})}
+
+
+def _granted(entry: str, command_line: list[str] | None) -> bool:
+    """Whether the command line's list already allows all that `entry` would (a name under its wildcard, too)."""
+    from codeward.egress.policy import parse_policy
+
+    try:
+        granted = parse_policy(command_line or [])
+        (rule,) = parse_policy([entry]).rules
+    except ValueError:
+        return False  # told as the job's fault when its whole list is checked
+    if any((each.name, each.network, each.ports) == (rule.name, rule.network, rule.ports) for each in granted.rules):
+        return True
+    if rule.name is None or rule.name.startswith("*."):
+        return False
+    return all(granted.refusal(rule.name, port) is None for port in rule.ports)
+
+
+def _narrowed_headers(entries: list[str], headers: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """The command line's headers for the hosts the job's list still names (a narrowed list drops the others)."""
+    from codeward.egress.policy import parse_policy
+
+    kept: dict[str, dict[str, str]] = {}
+    for host, values in headers.items():
+        try:
+            parse_policy(entries, {host: values})
+        except ValueError:
+            continue
+        kept[host] = dict(values)
+    return kept
 
 
 def _confinement(executor: str) -> int:
@@ -407,6 +527,7 @@ def _check_entry(where: str, entry: Any, base_dir: Path, defaults: JobDefaults) 
         executor_kwargs={
             **check.runtime(executor, defaults.runtime),
             **check.executor_kwargs(executor, defaults.allow_executors),
+            **check.egress(executor, defaults),
         },
         max_steps=check.number("max_steps", int, defaults.max_steps),
         timeout_seconds=check.number("timeout_seconds", float, None),

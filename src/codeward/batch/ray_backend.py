@@ -41,7 +41,7 @@ import ray
 from codeward.batch.jobs import Job
 from codeward.batch.ray_nodes import DOCKER_RESOURCE, DockerNodes, NodePools, SentBack
 from codeward.batch.recording import BatchOptions, Interrupts, Recorder, timeout_error
-from codeward.batch.worker import MAX_WARM_SETTINGS, pool_settings
+from codeward.batch.worker import MAX_WARM_SETTINGS, pool_settings, uses_egress
 from codeward.redaction import mark_secret
 from codeward.usage import UsageError
 
@@ -154,6 +154,8 @@ def _warmed_settings(docker_jobs: list[Job]) -> list[dict[str, Any]]:
     """The different sandbox settings of the docker jobs, the first few: what each node's pool starts warming."""
     settings: dict[str, dict[str, Any]] = {}
     for job in docker_jobs:
+        if uses_egress(job.executor_kwargs or {}):
+            continue  # its proxy would belong to the node's actor: the job starts its own sandbox
         key, each, _ = pool_settings(job.executor_kwargs or {})
         settings.setdefault(key, each)
     return list(settings.values())[:MAX_WARM_SETTINGS]

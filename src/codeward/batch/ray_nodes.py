@@ -27,7 +27,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from codeward.batch.worker import WarmPools, pool_settings
+from codeward.batch.worker import WarmPools, pool_settings, uses_egress
 
 __all__ = ["DOCKER_RESOURCE", "DockerNodes", "NodePools", "SentBack"]
 
@@ -187,8 +187,10 @@ class NodePools:
             raise SentBack(reason)
 
     def executor_kwargs(self, executor: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-        if self._actor is None or not self.warm or executor != "docker" or "pool" in kwargs:
-            return kwargs  # a sandbox of the job's own, started when it starts
+        if self._actor is None or not self.warm or executor != "docker" or "pool" in kwargs or uses_egress(kwargs):
+            # a sandbox of the job's own, started when it starts; one with egress, so that its proxy
+            # (and the record the audit reads) is the task's, not the node actor's
+            return kwargs
         _, settings, rest = pool_settings(kwargs)
         return {**rest, "pool": _NodePool(self._actor, settings, self.attempt)}
 

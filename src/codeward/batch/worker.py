@@ -34,7 +34,7 @@ from typing import Any, Protocol, TextIO
 from codeward import tracing
 from codeward.batch.jobs import file_reference
 
-__all__ = ["JobCancelled", "MCPServers", "cancellation", "main", "run_job", "unrecordable"]
+__all__ = ["JobCancelled", "MCPServers", "cancellation", "main", "run_job", "unrecordable", "uses_egress"]
 
 
 class JobCancelled(KeyboardInterrupt):
@@ -134,6 +134,11 @@ def pool_settings(kwargs: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str
     settings = {key: kwargs[key] for key in SandboxPool.SANDBOX_SETTINGS if key in kwargs}
     rest = {name: value for name, value in kwargs.items() if name not in settings}
     return json.dumps(settings, sort_keys=True, default=str), settings, rest
+
+
+def uses_egress(kwargs: dict[str, Any]) -> bool:
+    """Whether a docker job's sandbox has an egress list (its proxy is a process of the one that starts it)."""
+    return kwargs.get("egress") is not None
 
 
 #: Different sandbox settings kept warm at once: past this, the least recently used pool is closed,

@@ -13,13 +13,13 @@ import os
 from collections.abc import Sequence
 
 from codeward import __version__
-from codeward.cli import batch, demo, doctor, mcp, replay, run, sandboxes, view
+from codeward.cli import batch, demo, doctor, egress, mcp, replay, run, sandboxes, view
 from codeward.cli.output import console_for, exit_code
 
 __all__ = ["main"]
 
 #: The subcommands, in the order the help lists them.
-_SUBCOMMANDS = (demo, run, batch, replay, view, doctor, sandboxes, mcp)
+_SUBCOMMANDS = (demo, run, batch, replay, view, doctor, sandboxes, mcp, egress)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-from codeward.cli.options import add_model_options
+from codeward.cli.options import add_egress_options, add_model_options, egress_settings
 from codeward.terminal_text import visible_text
 from codeward.usage import UsageError
 
@@ -28,6 +28,12 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
         raise UsageError("--env sends variables to the tasks of a Ray cluster: use it with --ray")
     if (args.job_cpus is not None or args.job_memory is not None) and args.ray is None:
         raise UsageError("--job-cpus and --job-memory are what each job asks of a Ray cluster: use them with --ray")
+    if args.egress is not None and args.executor != "docker":
+        raise UsageError(
+            f"--egress is for docker jobs, and jobs here run in the {args.executor!r} sandbox unless they say: "
+            "use --executor docker"
+        )
+    egress = egress_settings("docker", args.egress, args.egress_header)
     defaults = JobDefaults(
         model=args.model or default_model_id(),
         executor=args.executor,
@@ -37,6 +43,9 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
         max_steps=args.max_steps,
         allow_imports=args.allow_job_imports,
         allow_executors=args.allow_job_executors,
+        egress=egress.get("egress"),
+        egress_headers=egress.get("egress_headers", {}),
+        allow_egress=args.allow_job_egress,
     )
     jobs = load_jobs(args.jobs, defaults)
     if args.cancel_grace <= 0:
@@ -180,6 +189,13 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="let jobs choose a sandbox that confines less than --executor (jupyter, or local under docker) "
         "and set its executor_kwargs beyond lower limits: trust the jobs file first",
+    )
+    add_egress_options(batch, "each docker job's sandbox")
+    batch.add_argument(
+        "--allow-job-egress",
+        action="store_true",
+        help="let jobs name hosts beyond --egress in their egress list, and headers of their own in "
+        "egress_headers (values as written: a jobs file never reads this environment): trust the jobs file first",
     )
     batch.add_argument(
         "--cancel-grace",

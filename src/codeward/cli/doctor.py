@@ -115,6 +115,17 @@ def _gvisor(runtimes: dict[str, Any]) -> Check:
     return Check(name, True, f"registered ({flags}): runtime='runsc' starts codeward's kernel")
 
 
+def _egress() -> list[Check]:
+    """Whether a docker sandbox can be given an egress list here: the proxy's mitmdump is found."""
+    from codeward.egress.proxy import EgressUnavailable, mitmdump_path
+
+    try:
+        found = mitmdump_path()
+    except EgressUnavailable as error:
+        return [Check("egress proxy", False, str(error), "codeward egress install")]
+    return [Check("egress proxy", True, f"mitmdump at {found}: docker sandboxes may take --egress")]
+
+
 def _kernels() -> list[Check]:
     try:
         from jupyter_client.kernelspec import KernelSpecManager
@@ -176,6 +187,7 @@ _SECTIONS: list[Callable[[], list[Check]]] = [
     _executors,
     _local_confinement,
     _docker,
+    _egress,
     _kernels,
     _e2b,
     _models,

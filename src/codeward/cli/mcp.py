@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from codeward.cli.options import add_import_option
+from codeward.cli.options import add_egress_options, add_import_option, egress_settings
 from codeward.usage import UsageError
 
 if TYPE_CHECKING:
@@ -46,6 +46,7 @@ def _mcp_serve(args: argparse.Namespace, console: Console) -> int:
         args.imports,
         args.idle_timeout,
         **{flag: getattr(args, flag) for flag in _BUDGETS},
+        executor_kwargs=egress_settings(args.executor, args.egress, args.egress_header),
     )
     if args.http is None:
         server.serve_stdio(options)
@@ -89,6 +90,7 @@ def add_parser(commands: Any) -> None:
         help="tools the code can call: module:attr, module, or file.py[:attr] (repeatable)",
     )
     add_import_option(serve)
+    add_egress_options(serve, "each session's sandbox")
     serve.add_argument(
         "--http", type=int, metavar="PORT", help="serve streamable HTTP at /mcp on PORT (0: a free one, printed)"
     )

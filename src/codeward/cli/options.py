@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import os
+import re
 from typing import TYPE_CHECKING, Any
 
 from codeward.executors.base import ExecutorError
@@ -19,7 +21,21 @@ from codeward.usage import UsageError
 if TYPE_CHECKING:
     from codeward import CodeAgent
 
-__all__ = ["add_import_option", "add_mcp_env", "add_model_options", "make_agent", "mcp_tools", "read_variables"]
+__all__ = [
+    "ENV_VALUE",
+    "add_egress_options",
+    "add_import_option",
+    "add_mcp_env",
+    "add_model_options",
+    "egress_executors",
+    "egress_settings",
+    "make_agent",
+    "mcp_tools",
+    "read_variables",
+]
+
+#: A header value that ends in ``env:NAME`` takes that part from the environment variable NAME.
+ENV_VALUE = re.compile(r"(?P<text>.*?)env:(?P<name>[A-Za-z_][A-Za-z0-9_]*)")
 
 
 def make_agent(**settings: Any) -> CodeAgent:
@@ -114,3 +130,93 @@ def add_mcp_env(parser: argparse.ArgumentParser) -> None:
         help="a variable of this environment to pass to the --mcp servers started as commands, which get "
         "no other (repeatable)",
     )
+
+
+def add_egress_options(parser: argparse.ArgumentParser, whose: str = "the sandbox") -> None:
+    """`--egress` and `--egress-header`, as `run`, `batch` and `mcp serve` take them."""
+    parser.add_argument(
+        "--egress",
+        action="append",
+        metavar="HOST",
+        help=f"a host {whose} may reach through a proxy of its own on this machine (docker): pypi.org, "
+        "*.example.com, host:port, 10.0.0.0/8 (repeatable); without it the sandbox reaches nothing",
+    )
+    parser.add_argument(
+        "--egress-header",
+        action="append",
+        default=[],
+        metavar="HOST:NAME=VALUE",
+        help="a header the proxy adds to requests to a listed HOST (or HOST:PORT), such as "
+        "'api.example.com:Authorization=Bearer env:API_KEY': a value ending in env:VAR takes that part "
+        "from this environment's VAR, so the key stays out of your shell history; the sandbox never sees "
+        "it (repeatable)",
+    )
+
+
+def egress_headers(options: list[str]) -> dict[str, dict[str, str]]:
+    """The `--egress-header HOST:NAME=VALUE` options as the headers to add per host, values read from the environment."""
+    headers: dict[str, dict[str, str]] = {}
+    for option in options:
+        target, equals, value = option.partition("=")
+        host, colon, name = target.rpartition(":")
+        if not equals or not colon or not host.strip() or not name.strip():
+            raise UsageError(
+                f"--egress-header {option!r}: write HOST:NAME=VALUE, such as "
+                "'api.example.com:Authorization=Bearer env:API_KEY'"
+            )
+        headers.setdefault(host.strip(), {})[name.strip()] = _header_value(option, value)
+    return headers
+
+
+def _header_value(option: str, value: str) -> str:
+    """The value as given, or, ending in ``env:NAME``, with that part read from the environment (a secret)."""
+    match = ENV_VALUE.fullmatch(value)
+    if match is None:
+        mark_secret(value)
+        return value
+    name = match.group("name")
+    if name not in os.environ:
+        raise UsageError(f"--egress-header {option!r}: {name} is not set in this environment; set it before running")
+    secret = os.environ[name]
+    mark_secret(secret)
+    return match.group("text") + secret
+
+
+def egress_executors() -> set[str]:
+    """The executors that take an egress list: docker, and any other whose class accepts `egress`."""
+    from codeward.executors.base import available_executors, executor_class
+
+    names = {"docker"}
+    for name in set(available_executors()) - names:
+        with contextlib.suppress(ImportError, ValueError):
+            if "egress" in inspect.signature(executor_class(name)).parameters:
+                names.add(name)
+    return names
+
+
+def egress_settings(executor: str, egress: list[str] | None, header_options: list[str]) -> dict[str, Any]:
+    """The executor settings `--egress` and `--egress-header` ask for, checked now; {} when neither is given."""
+    if egress is None:
+        if header_options:
+            raise UsageError("--egress-header adds headers to requests to listed hosts: name them with --egress HOST")
+        return {}
+    if executor not in egress_executors():
+        raise UsageError(
+            f"--egress gives a docker sandbox a way out, through a proxy of its own; the {executor!r} sandbox "
+            "has no such proxy: use --executor docker"
+        )
+    from codeward.egress.policy import parse_policy
+
+    headers = egress_headers(header_options)
+    try:
+        parse_policy(egress, headers)
+    except ValueError as error:
+        raise UsageError(f"--egress/--egress-header: {error}") from error
+    if executor == "docker":
+        from codeward.egress.proxy import EgressUnavailable, mitmdump_path
+
+        try:
+            mitmdump_path()
+        except EgressUnavailable as error:
+            raise UsageError(str(error)) from error
+    return {"egress": list(egress), **({"egress_headers": headers} if headers else {})}

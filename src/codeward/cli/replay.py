@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from codeward.cli.options import add_mcp_env, mcp_tools, read_variables
+from codeward.cli.options import add_egress_options, add_mcp_env, egress_settings, mcp_tools, read_variables
 from codeward.cli.output import literal
 
 __all__ = ["add_parser"]
@@ -18,10 +18,12 @@ def _replay(args: argparse.Namespace, console: Console) -> int:
     from codeward.platform.replay import replay_run
     from codeward.platform.tool_specs import load_tool_specs
 
+    egress = egress_settings(args.executor or "local", args.egress, args.egress_header)
     with contextlib.ExitStack() as servers:
         report = replay_run(
             args.run,
             executor=args.executor,
+            executor_kwargs=egress or None,
             tools=load_tool_specs(args.tools) + mcp_tools(args.mcp, servers, args.mcp_env),
             variables=read_variables(args.var),
             authorized_imports=args.imports,
@@ -75,6 +77,7 @@ def add_parser(commands: Any) -> None:
         metavar="MODULE",
         help="a module the code may import on the local sandbox, beyond the defaults (repeatable)",
     )
+    add_egress_options(replay, "the replay's sandbox (--executor docker)")
     replay.add_argument(
         "--as-recorded",
         action="store_true",

@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from codeward.cli.options import (
+    add_egress_options,
     add_import_option,
     add_mcp_env,
     add_model_options,
+    egress_settings,
     make_agent,
     mcp_tools,
     read_variables,
@@ -38,6 +40,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     model_id = _model_id(args.model)
     tools = load_tool_specs(args.tools)
     variables = read_variables(args.var)
+    executor_kwargs = {
+        **(_host_tools_on_e2b(args) or {}),
+        **egress_settings(args.executor, args.egress, args.egress_header),
+    }
     logger = AgentLogger(LogLevel.OFF if args.json else LogLevel.INFO, console)
     with (
         contextlib.ExitStack() as servers,
@@ -45,7 +51,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             tools=tools + mcp_tools(args.mcp, servers, args.mcp_env),
             model=resolve_model(model_id),
             executor=args.executor,
-            executor_kwargs=_host_tools_on_e2b(args),
+            executor_kwargs=executor_kwargs or None,
             additional_authorized_imports=args.imports or None,
             max_steps=args.max_steps,
             logger=logger,
@@ -110,6 +116,7 @@ def add_parser(commands: Any) -> None:
     run.add_argument("task", help="what the agent should do")
     add_model_options(run, "the sandbox to run the code in (default: local)")
     add_import_option(run)
+    add_egress_options(run)
     run.add_argument(
         "--var",
         action="append",

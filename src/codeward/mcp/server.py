@@ -24,7 +24,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
@@ -82,6 +82,8 @@ class ServeOptions:
     threads: int = 8  # worker threads for calls, shared by every client ...
     threads_per_client: int = 2  # ... of which one address's calls may hold this many
     steps_kept: int = 50  # the past calls a session's agent remembers
+    #: More settings for each session's sandbox (`--egress`: each session's docker sandbox has a proxy of its own).
+    executor_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 class SessionSandbox:
@@ -126,6 +128,7 @@ class SessionSandbox:
                 tools=self._options.tools,
                 model=Model(),  # never asked: the MCP client's model writes the code
                 executor=self._options.executor,
+                executor_kwargs=self._options.executor_kwargs or None,
                 additional_authorized_imports=self._options.imports or None,
                 logger=AgentLogger(LogLevel.OFF),
             )

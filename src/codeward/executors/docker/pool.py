@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -20,6 +21,7 @@ from codeward.executors.kernel.bridge import bootstrap_code
 if TYPE_CHECKING:
     import docker
 
+    from codeward.egress.proxy import EgressBudget
     from codeward.executors.docker.sandbox import KernelContainer, SandboxSpec
 
 __all__ = ["SandboxPool", "SandboxSource"]
@@ -44,10 +46,22 @@ class SandboxPool:
     A background thread starts a replacement whenever one is taken. The pool's
     sandboxes carry this process's owner labels, so the reaper removes them if
     the process dies; `close()` (or the context manager) removes the idle ones.
+
+    `egress`, `egress_headers` and `egress_budget` are DockerExecutor's: each pooled
+    sandbox gets a proxy of its own with that list, started with it and closed with it.
+    An executor that takes one may change its list (`set_egress`) without touching the
+    pool's, and reads its record (`egress_log`) from that sandbox alone.
     """
 
     #: The DockerExecutor arguments that decide what the pool's sandboxes are like.
-    SANDBOX_SETTINGS = ("image", "extra_run_kwargs", *(setting.name for setting in fields(Hardening)))
+    SANDBOX_SETTINGS = (
+        "image",
+        "extra_run_kwargs",
+        *(setting.name for setting in fields(Hardening)),
+        "egress",
+        "egress_headers",
+        "egress_budget",
+    )
 
     def __init__(
         self,
@@ -56,6 +70,9 @@ class SandboxPool:
         image: str | None = None,
         docker_client: docker.DockerClient | None = None,
         extra_run_kwargs: dict[str, Any] | None = None,
+        egress: Sequence[str] | None = None,
+        egress_headers: Mapping[str, Mapping[str, str]] | None = None,
+        egress_budget: EgressBudget | None = None,
         **limits: Any,
     ) -> None:
         """`limits` are DockerExecutor's: network, mem_limit, cpus, pids_limit, tmpfs_size, runtime."""
@@ -63,8 +80,11 @@ class SandboxPool:
             raise ValueError(f"size must be a whole number of sandboxes, at least 1, got {size!r}")
         hardening = Hardening(**limits)
         sandbox = import_with_extra("codeward.executors.docker.sandbox", needed_by="SandboxPool", extra="docker")
+        policy = _egress_policy(egress, egress_headers, egress_budget)
         self.size = size
-        self.spec: SandboxSpec = sandbox.sandbox_spec(image, hardening, docker_client, extra_run_kwargs)
+        self.spec: SandboxSpec = sandbox.sandbox_spec(
+            image, hardening, docker_client, extra_run_kwargs, policy, egress_budget
+        )
         self._ready: list[KernelContainer] = []
         self._starting = 0
         self._closed = False
@@ -131,9 +151,11 @@ class SandboxPool:
                 sandbox.remove()
 
     def _start_one(self) -> KernelContainer | None:
+        from codeward.egress.proxy import EgressUnavailable
+
         try:
             sandbox = self.spec.start()
-        except ExecutorError as error:
+        except (ExecutorError, EgressUnavailable) as error:
             log.warning("the sandbox pool could not start a sandbox (retrying in %gs): %s", _POOL_RETRY, error)
             with self._changed:
                 self._changed.wait_for(lambda: self._closed, _POOL_RETRY)
@@ -142,6 +164,23 @@ class SandboxPool:
         if _run_quietly(sandbox, bootstrap):  # codeward's sandbox side, ready before an executor comes
             sandbox.prepared = bootstrap
         return sandbox
+
+
+def _egress_policy(
+    egress: Sequence[str] | None,
+    headers: Mapping[str, Mapping[str, str]] | None,
+    budget: EgressBudget | None,
+) -> Any:
+    """The pool's egress policy, or None; a missing mitmproxy is told now, not by a filler thread's log."""
+    if egress is None:
+        if headers or budget is not None:
+            raise ValueError("egress_headers and egress_budget go with a list of hosts: give egress=[...] as well")
+        return None
+    from codeward.egress.proxy import mitmdump_path, policy_from
+
+    policy = policy_from(egress, headers)
+    mitmdump_path()
+    return policy
 
 
 def _run_quietly(sandbox: KernelContainer, code: str) -> bool:
