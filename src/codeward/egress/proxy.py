@@ -46,7 +46,7 @@ __all__ = [
 CONTAINER_EGRESS_DIR = "/run/codeward-egress"
 #: The proxy address programs in the sandbox are given.
 SANDBOX_PROXY_PORT = 3128
-MITMPROXY_REQUIREMENT = "mitmproxy>=11.0"
+MITMPROXY_REQUIREMENT = "mitmproxy>=11.0,<13"  # the addon reaches into its HTTP/1 reader (see addon.py)
 _SOCKET = "egress.sock"
 _START_TIMEOUT = 60.0
 _ADDON = Path(__file__).with_name("addon.py")
