@@ -13,7 +13,8 @@ Why each part is here:
 - HTTPS to a host without added headers is tunnelled untouched (the sandbox verifies the
   server itself); to a host with added headers it is opened with this sandbox's own CA,
   the headers are added, and the server is verified here.
-- Upgrades (websockets, h2c) and anything on a tunnel that is neither HTTP nor TLS are refused.
+- Upgrades (websockets, h2c) are refused, and a tunnel that begins with neither TLS nor HTTP is
+  cut; a message head over `MAX_HEAD_BYTES` ends its connection (mitmproxy reads any size).
 - The host talks to the addon over a control socket in a private folder: the policy (with
   the header values, which so never touch a disk) arrives there, and a change closes every
   open connection before it is answered.
