@@ -193,3 +193,19 @@ def test_open_hands_the_written_page_to_the_users_browser(saved_run, tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "opened.txt").read_text() == (tmp_path / "page.html").resolve().as_uri()
+
+
+def test_a_jobs_egress_counts_are_shown_and_odd_ones_not_counted(batch_folder, tmp_path):
+    folder = tmp_path / "copy"
+    shutil.copytree(batch_folder, folder)
+    with open(folder / "audit.jsonl", "a", encoding="utf-8") as audit:
+        for summary in (
+            {"allowed": 3, "refused": 1, "failed": 0},
+            {"allowed": 2, "refused": "many", "failed": True},  # not numbers: not counted
+            {"allowed": 10**40},
+            ["allowed", 5],
+        ):
+            audit.write(json.dumps({"job_id": "job-02", "tool_calls": [], "egress": summary}) + "\n")
+    job = {job.id: job for job in read_batch(folder).jobs}["job-02"]
+    assert dict(job.egress) == {"allowed": 5, "refused": 1, "failed": 0}
+    assert "egress: 5 allowed, 1 refused, 0 failed" in render_batch(read_batch(folder))

@@ -79,6 +79,8 @@ class JobRow:
     output: str = ""
     blocks: int = 0
     tool_calls: int = 0
+    #: Requests the job's sandbox made through its egress proxy, by verdict (none without a list).
+    egress: Counter[str] = field(default_factory=Counter)
     run: RunView | None = None
     run_problem: str = ""
 
@@ -178,11 +180,21 @@ def _count_audit(folder: Path, view: BatchView, rows: dict[str, JobRow]) -> None
             elif (row := rows.get(text(record["job_id"]))) is not None:
                 row.blocks += 1
                 row.tool_calls += len(record["tool_calls"]) if isinstance(record.get("tool_calls"), list) else 0
+                _count_egress(row, record.get("egress"))
     except UsageError as error:
         view.audit_note = f"{error}; blocks are not counted"
         return
     if unreadable:
         view.audit_note = f"{unreadable} line(s) of {AUDIT_FILE} could not be read and are not counted"
+
+
+def _count_egress(row: JobRow, summary: object) -> None:
+    """A block's egress counts, as the audit wrote them; anything else in a handed file is not counted."""
+    if isinstance(summary, dict):
+        for verdict in ("allowed", "refused", "failed"):
+            count = summary.get(verdict)
+            if isinstance(count, int) and not isinstance(count, bool) and 0 <= count < 1 << 31:
+                row.egress[verdict] += count
 
 
 def _add(view: BatchView, record: dict[str, Any] | BadLine, folder: Path, rows: dict[str, JobRow]) -> None:
