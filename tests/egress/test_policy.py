@@ -81,6 +81,7 @@ def test_headers_go_to_a_listed_name_and_port() -> None:
         ([42], None, "must be a host"),
         (["pypi.org"], {"api.example.com": {"X": "1"}}, "does not allow"),
         (["10.0.0.1"], {"10.0.0.1": {"X": "1"}}, "listed name"),
+        (["*.example.com"], {"*.example.com": {"X": "1"}}, "not to a wildcard"),
         (["a.example.com"], {"a.example.com": {"Bad Name": "1"}}, "header name"),
         (["a.example.com"], {"a.example.com": {"X": "1\r\nEvil: 2"}}, "one-line"),
         (["a.example.com"], {"a.example.com": {"Host": "b.example.com"}}, "belongs to the request"),

@@ -196,6 +196,8 @@ def _header_key(key: object, policy: EgressPolicy) -> str:
         raise ValueError(f"egress_headers is keyed by host or 'host:port', got {key!r}")
     host, ports = _split_port(key.strip())
     allowed = [port for port in ports if policy.refusal(host, port) is None]
+    if "*" in host:
+        raise ValueError(f"egress_headers names {key!r}: headers go to one named host, not to a wildcard's names")
     if not allowed or as_address(host) is not None:
         raise ValueError(
             f"egress_headers names {key!r}, which the egress list does not allow as a host name: headers are "
