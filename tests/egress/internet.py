@@ -50,9 +50,11 @@ __all__ = [
     "TcpEcho",
     "TestCA",
     "egress_ca",
+    "fetch_code",
     "http_origin",
     "https_origin",
     "other_origin",
+    "require_mitmdump",
     "tcp_echo",
     "wait_for",
 ]
@@ -274,6 +276,11 @@ class Origin:
     def port(self) -> int:
         return int(self._httpd.server_address[1])
 
+    @property
+    def entry(self) -> str:
+        """The egress entry that lists it by address."""
+        return f"{HOST}:{self.port}"
+
     def url(self, path: str = "/", host: str = HOST) -> str:
         """The URL of `path` here (`host` may be a name the certificate holds, e.g. ``localhost``)."""
         return f"{self.scheme}://{host}:{self.port}/{path.lstrip('/')}"
@@ -471,6 +478,30 @@ def wait_for(condition: Any, seconds: float = 5.0) -> bool:
             return True
         time.sleep(0.02)
     return bool(condition())
+
+
+def require_mitmdump() -> str:
+    """The mitmdump egress sandboxes run; skipped without one (a failure where CI requires docker)."""
+    from codeward.egress.proxy import EgressUnavailable, mitmdump_path
+
+    try:
+        return mitmdump_path()
+    except EgressUnavailable as error:
+        pytest.skip(f"no egress proxy here: {error}")
+        raise
+
+
+def fetch_code(url: str) -> str:
+    """Code for a sandbox: `_got` is the path an origin's ``/echo`` saw arrive (else the body), or the error."""
+    return (
+        "import json as _json, urllib.request\n"
+        "try:\n"
+        f"    _got = urllib.request.urlopen({url!r}, timeout=10).read().decode()\n"
+        "    _got = _json.loads(_got)['path'] if _got.startswith('{') else _got\n"
+        "except Exception as _error:\n"
+        "    _got = 'failed: ' + type(_error).__name__\n"
+        "_got"
+    )
 
 
 # -- fixtures: servers for the session, records cleared for each test ------------------

@@ -6,24 +6,22 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
 import codeward
-from tests.executors.docker.host_server import HostServer, fetch_code, host_server, require_mitmdump
+from tests.egress.internet import Origin, fetch_code, require_mitmdump
 
 SRC = str(Path(codeward.__file__).parents[1])
 HEADER_KEY = ("CW_TEST_EGRESS_KEY", "sk-egress-from-env-93d0")
 
 
 @pytest.fixture
-def server(sandbox_image: str) -> Iterator[HostServer]:
+def server(sandbox_image: str, http_origin: Origin) -> Origin:
     require_mitmdump()
-    with host_server() as served:
-        yield served
+    return http_origin
 
 
 def _codeward(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -43,9 +41,9 @@ def _model(tmp_path: Path, *bodies: str) -> str:
     return "script:model.yaml"
 
 
-def test_run_reaches_a_listed_host_with_a_header_read_from_the_environment(tmp_path: Path, server: HostServer) -> None:
+def test_run_reaches_a_listed_host_with_a_header_read_from_the_environment(tmp_path: Path, server: Origin) -> None:
     name = f"localhost:{server.port}"
-    model = _model(tmp_path, fetch_code(f"http://{name}/run") + "\nfinal_answer(_got)")
+    model = _model(tmp_path, fetch_code(server.url("/echo?at=run", "localhost")) + "\nfinal_answer(_got)")
     done = _codeward(
         tmp_path,
         *("run", "Fetch.", "--json", "--model", model, "--executor", "docker"),
@@ -53,13 +51,13 @@ def test_run_reaches_a_listed_host_with_a_header_read_from_the_environment(tmp_p
         *("--egress-header", f"{name}:Authorization=Bearer env:{HEADER_KEY[0]}"),
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert json.loads(done.stdout)["output"] == "ok /run"
-    assert server.requests[0][1]["Authorization"] == f"Bearer {HEADER_KEY[1]}"
+    assert json.loads(done.stdout)["output"] == "/echo?at=run"
+    assert server.requests[0].header("Authorization") == f"Bearer {HEADER_KEY[1]}"
     assert HEADER_KEY[1] not in done.stdout + done.stderr
 
 
-def test_run_without_egress_reaches_nothing(tmp_path: Path, server: HostServer) -> None:
-    model = _model(tmp_path, fetch_code(f"{server.url}/nothing") + "\nfinal_answer(_got)")
+def test_run_without_egress_reaches_nothing(tmp_path: Path, server: Origin) -> None:
+    model = _model(tmp_path, fetch_code(server.url("/echo?at=nothing")) + "\nfinal_answer(_got)")
     done = _codeward(tmp_path, "run", "Fetch.", "--json", "--model", model, "--executor", "docker")
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["output"].startswith("failed")
@@ -67,9 +65,9 @@ def test_run_without_egress_reaches_nothing(tmp_path: Path, server: HostServer) 
 
 
 def test_batch_jobs_reach_the_command_lines_list_and_the_audit_records_each_request(
-    tmp_path: Path, server: HostServer
+    tmp_path: Path, server: Origin
 ) -> None:
-    body = fetch_code(f"{server.url}/listed") + "\n_first = _got\n" + fetch_code("http://127.0.0.1:9/unlisted")
+    body = fetch_code(server.url("/echo?at=listed")) + "\n_first = _got\n" + fetch_code("http://127.0.0.1:9/unlisted")
     model = _model(tmp_path, body + "\nfinal_answer([_first, _got])")
     jobs = [
         {"id": "open", "task": "Fetch."},
@@ -82,7 +80,7 @@ def test_batch_jobs_reach_the_command_lines_list_and_the_audit_records_each_requ
     )
     assert done.returncode == 0, done.stdout + done.stderr
     results = {record["id"]: record for record in map(json.loads, (tmp_path / "results.jsonl").open())}
-    assert results["open"]["output"][0] == "ok /listed"
+    assert results["open"]["output"][0] == "/echo?at=listed"
     assert results["open"]["output"][1].startswith("failed")
     assert results["narrowed"]["output"][0].startswith("failed")
     audit = {record["job_id"]: record for record in map(json.loads, (tmp_path / "audit.jsonl").open())}
@@ -95,11 +93,11 @@ def test_batch_jobs_reach_the_command_lines_list_and_the_audit_records_each_requ
     )
     narrowed = audit["narrowed"]["egress"]
     assert (narrowed["allowed"], narrowed["refused"]) == (0, 2)
-    assert [path for path, _ in server.requests] == ["/listed"]
+    assert [request.path for request in server.requests] == ["/listed"]
 
 
-def test_a_jobs_file_cannot_widen_the_list_but_the_command_line_can_consent(tmp_path: Path, server: HostServer) -> None:
-    model = _model(tmp_path, fetch_code(f"{server.url}/job") + "\nfinal_answer(_got)")
+def test_a_jobs_file_cannot_widen_the_list_but_the_command_line_can_consent(tmp_path: Path, server: Origin) -> None:
+    model = _model(tmp_path, fetch_code(server.url("/echo?at=job")) + "\nfinal_answer(_got)")
     (tmp_path / "jobs.jsonl").write_text(json.dumps({"id": "a", "task": "Fetch.", "egress": [server.entry]}) + "\n")
     args = ("batch", "jobs.jsonl", "--model", model, "--executor", "docker")
     refused = _codeward(tmp_path, *args)
@@ -107,15 +105,15 @@ def test_a_jobs_file_cannot_widen_the_list_but_the_command_line_can_consent(tmp_
     assert not (tmp_path / "results.jsonl").exists()
     done = _codeward(tmp_path, *args, "--allow-job-egress")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert json.loads((tmp_path / "results.jsonl").read_text())["output"] == "ok /job"
+    assert json.loads((tmp_path / "results.jsonl").read_text())["output"] == "/echo?at=job"
 
 
-def test_each_mcp_session_sandbox_gets_the_serves_egress_list(server: HostServer) -> None:
+def test_each_mcp_session_sandbox_gets_the_serves_egress_list(server: Origin) -> None:
     mcp_server = pytest.importorskip("codeward.mcp.server")
     options = mcp_server.ServeOptions("docker", executor_kwargs={"egress": [server.entry]})
     session = mcp_server.SessionSandbox(options)
     try:
-        answer = session.run(fetch_code(f"{server.url}/mcp") + "\nprint(_got)")
+        answer = session.run(fetch_code(server.url("/echo?at=mcp")) + "\nprint(_got)")
     finally:
         session.close()
-    assert "ok /mcp" in answer.content[0].text
+    assert "/echo?at=mcp" in answer.content[0].text

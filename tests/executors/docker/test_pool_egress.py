@@ -8,17 +8,16 @@ import pytest
 
 from codeward.batch.worker import pool_settings
 from codeward.executors import DockerExecutor, SandboxPool
-from tests.executors.docker.host_server import HostServer, fetch_code, host_server, require_mitmdump
+from tests.egress.internet import Origin, fetch_code, require_mitmdump
 
 
 @pytest.fixture
-def server() -> Iterator[HostServer]:
-    with host_server() as served:
-        yield served
+def server(http_origin: Origin) -> Origin:
+    return http_origin
 
 
 @pytest.fixture
-def pool(sandbox_image: str, server: HostServer) -> Iterator[SandboxPool]:
+def pool(sandbox_image: str, server: Origin) -> Iterator[SandboxPool]:
     require_mitmdump()
     with SandboxPool(size=2, image=sandbox_image, egress=[server.entry]) as started:
         assert started.wait_until_full(timeout=120)
@@ -31,38 +30,36 @@ def test_each_pooled_sandbox_has_a_proxy_of_its_own(pool: SandboxPool) -> None:
     assert len({id(proxy) for proxy in proxies}) == 2
 
 
-def test_a_pooled_executor_reaches_the_pools_list_and_nothing_else(pool: SandboxPool, server: HostServer) -> None:
+def test_a_pooled_executor_reaches_the_pools_list_and_nothing_else(pool: SandboxPool, server: Origin) -> None:
     with DockerExecutor(pool=pool) as executor:
-        assert executor.run(fetch_code(f"{server.url}/listed")).output == "ok /listed"
+        assert executor.run(fetch_code(server.url("/echo?at=listed"))).output == "/echo?at=listed"
         assert executor.run(fetch_code("http://127.0.0.1:9/other")).output.startswith("failed")
         verdicts = [(entry["port"], entry["verdict"]) for entry in executor.egress_log]
     assert verdicts == [(server.port, "allowed"), (9, "refused")]
-    assert [path for path, _ in server.requests] == ["/listed"]
+    assert [request.path for request in server.requests] == ["/listed"]
 
 
-def test_each_executor_reads_its_own_sandboxs_record(pool: SandboxPool, server: HostServer) -> None:
+def test_each_executor_reads_its_own_sandboxs_record(pool: SandboxPool, server: Origin) -> None:
     with DockerExecutor(pool=pool) as first:
-        first.run(fetch_code(f"{server.url}/first"))
+        first.run(fetch_code(server.url("/echo?at=first")))
         with DockerExecutor(pool=pool) as second:
-            second.run(fetch_code(f"{server.url}/second"))
+            second.run(fetch_code(server.url("/echo?at=second")))
             assert [entry["path"] for entry in second.egress_log] == ["/second"]
         assert [entry["path"] for entry in first.egress_log] == ["/first"]
 
 
-def test_set_egress_on_a_pooled_executor_changes_its_sandbox_not_the_pool(
-    pool: SandboxPool, server: HostServer
-) -> None:
+def test_set_egress_on_a_pooled_executor_changes_its_sandbox_not_the_pool(pool: SandboxPool, server: Origin) -> None:
     with DockerExecutor(pool=pool) as closed:
         closed.set_egress([])
-        assert closed.run(fetch_code(f"{server.url}/closed")).output.startswith("failed")
+        assert closed.run(fetch_code(server.url("/echo?at=closed"))).output.startswith("failed")
         assert closed.egress_log[-1]["verdict"] == "refused"
         with DockerExecutor(pool=pool) as other:  # taken from the same pool afterwards: the pool's list
-            assert other.run(fetch_code(f"{server.url}/open")).output == "ok /open"
+            assert other.run(fetch_code(server.url("/echo?at=open"))).output == "/echo?at=open"
     assert pool.spec.egress is not None and not pool.spec.egress.closed
-    assert [path for path, _ in server.requests] == ["/open"]
+    assert [request.path for request in server.requests] == ["/open"]
 
 
-def test_the_pools_headers_are_added_on_the_host(sandbox_image: str, server: HostServer) -> None:
+def test_the_pools_headers_are_added_on_the_host(sandbox_image: str, server: Origin) -> None:
     require_mitmdump()
     headers = {f"localhost:{server.port}": {"X-Key": "pool-key-1b7e"}}
     listed = [f"localhost:{server.port}", server.entry]  # the name, and the loopback address it leads to
@@ -70,9 +67,9 @@ def test_the_pools_headers_are_added_on_the_host(sandbox_image: str, server: Hos
         SandboxPool(size=1, image=sandbox_image, egress=listed, egress_headers=headers) as pool,
         DockerExecutor(pool=pool) as executor,
     ):
-        executor.run(fetch_code(f"http://localhost:{server.port}/h"))
+        executor.run(fetch_code(server.url("/echo?at=h", "localhost")))
         assert executor.run("import os; 'pool-key-1b7e' in str(os.environ)").output is False
-    assert server.requests and server.requests[0][1].get("X-Key") == "pool-key-1b7e"
+    assert server.requests and server.requests[0].header("X-Key") == "pool-key-1b7e"
 
 
 def test_egress_settings_decide_which_pool_a_batch_job_takes() -> None:
