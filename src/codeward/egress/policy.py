@@ -20,7 +20,6 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 __all__ = [
     "DEFAULT_PORTS",
@@ -31,7 +30,6 @@ __all__ = [
     "normal_host",
     "parse_policy",
     "parse_rule",
-    "policy_dict",
 ]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -247,11 +245,3 @@ def _public(address: IPAddress) -> bool:
 
 def _show(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def policy_dict(policy: EgressPolicy) -> dict[str, Any]:
-    """The policy without its header values: what may be shown or logged."""
-    return {
-        "egress": [rule.text for rule in policy.rules],
-        "headers": {k: sorted(v) for k, v in policy.headers.items()},
-    }
