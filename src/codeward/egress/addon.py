@@ -301,13 +301,9 @@ class Egress:
         request = flow.request
         refusal = self._rate_refusal()
         if pumped is not None and pumped.target is not None:
-            # Inside a tunnel a request is to the tunnel's target alone, whatever form it takes.
+            # Inside a tunnel mitmproxy sends every request to the tunnel's target, whatever it names;
+            # so the target decides the policy and the headers, and the Host header must name it.
             host, port = pumped.target
-            named = (policy_module.normal_host(request.host), request.port)
-            if named not in {(host, port), (pumped.resolved.get((host, port)), port)} or (
-                request.authority and not _names(request.authority, host, port, request.scheme)
-            ):
-                refusal = refusal or f"a request inside a tunnel to {host}:{port} names another host"
         else:
             host, port = policy_module.normal_host(request.host), request.port
         refusal = refusal or ("unknown connection" if pumped is None else self.policy.refusal(host, port))
