@@ -25,7 +25,7 @@ import pytest
 from codeward.egress import EgressBudget
 from codeward.executors.base import ExecutorError
 from codeward.executors.docker.executor import DockerExecutor
-from tests.egress.internet import Origin, TcpEcho
+from tests.egress.internet import Origin, TcpEcho, require_mitmdump
 from tests.package_index import package_index, tiny_wheel
 
 SECRET = "egress-key-" + secrets.token_hex(12)
@@ -128,6 +128,7 @@ def listed(
     _tcp_echo_server: TcpEcho,
 ) -> Iterator[DockerExecutor]:
     """A sandbox that may reach the HTTP and HTTPS origins and the echo port, with a key for the origins."""
+    require_mitmdump()
     http_port, https_port = _http_origin_server.port, _https_origin_server.port
     egress = [f"{host}:{port}" for host in ("localhost", "127.0.0.1") for port in (http_port, https_port)]
     egress.append(f"127.0.0.1:{_tcp_echo_server.port}")
@@ -140,6 +141,7 @@ def listed(
 
 @pytest.fixture
 def make(runtime: str | None, sandbox_image: str, trusted_ca: str) -> Iterator[Callable[..., DockerExecutor]]:
+    require_mitmdump()
     made: list[DockerExecutor] = []
 
     def build(**kwargs: Any) -> DockerExecutor:
