@@ -93,7 +93,7 @@ def test_batch_jobs_reach_the_command_lines_list_and_the_audit_records_each_requ
     )
     narrowed = audit["narrowed"]["egress"]
     assert (narrowed["allowed"], narrowed["refused"]) == (0, 2)
-    assert [request.path for request in server.requests] == ["/listed"]
+    assert [request.path for request in server.requests] == ["/echo?at=listed"]
 
 
 def test_a_jobs_file_cannot_widen_the_list_but_the_command_line_can_consent(tmp_path: Path, server: Origin) -> None:
