@@ -157,15 +157,6 @@ def egress_summary(requests: list[dict[str, Any]]) -> dict[str, Any]:
     return {**counts, "hosts": sorted(reached), "not_allowed": stopped}
 
 
-def _egress_log(executor: Executor) -> list[dict[str, Any]] | None:
-    """The executor's record of egress requests, or None for a sandbox without an egress list."""
-    spec = getattr(executor, "spec", None)
-    if getattr(spec, "egress", None) is None:
-        return None
-    log: list[dict[str, Any]] = getattr(executor, "egress_log", [])
-    return log
-
-
 class AuditingExecutor(Executor):
     """Runs code in `inner` and writes one audit record per block through `write`."""
 
@@ -211,7 +202,6 @@ class AuditingExecutor(Executor):
             "start": iso_time(started),
         }
         self._announce(record)  # so a block whose process dies mid-run is still recorded, by the parent
-        before = _egress_log(self.inner)
         try:
             output = self.inner.run(code)
         except BaseException as error:
@@ -224,9 +214,10 @@ class AuditingExecutor(Executor):
             record["duration_seconds"] = round(time.time() - started, 6)
             with self._lock:
                 record["tool_calls"] = list(self._calls)
-            after = _egress_log(self.inner) if before is not None else None
-            if before is not None and after is not None:
-                record["egress"] = egress_summary(after[len(before) :])
+            # What the block asked of its egress proxy, as the sandbox counted it (docker with a list only).
+            requests = getattr(self.inner, "last_block_egress", None)
+            if requests is not None:
+                record["egress"] = egress_summary(requests)
             self._write(record)
             self._announce(None)
 

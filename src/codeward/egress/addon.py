@@ -388,17 +388,11 @@ def _cut(text: str, most: int = _MAX_FIELD) -> str:
 
 def _names(authority: str, host: str, port: int, scheme: str) -> bool:
     """Whether a Host header or :authority names exactly `host:port` (the scheme's port when it gives none)."""
-    text = authority.strip()
-    if text.startswith("["):
-        name, _, rest = text[1:].partition("]")
-        given = rest[1:] if rest.startswith(":") else rest
-    elif text.count(":") == 1:
-        name, _, given = text.partition(":")
-    else:
-        name, given = text, ""
-    if given and not given.isdigit():
+    try:
+        name, given = policy_module.split_host_port(authority.strip())
+    except ValueError:
         return False
-    named_port = int(given) if given else (443 if scheme == "https" else 80)
+    named_port = given if given is not None else (443 if scheme == "https" else 80)
     return policy_module.normal_host(name) == policy_module.normal_host(host) and named_port == port
 
 

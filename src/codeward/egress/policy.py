@@ -30,6 +30,7 @@ __all__ = [
     "normal_host",
     "parse_policy",
     "parse_rule",
+    "split_host_port",
 ]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -169,18 +170,27 @@ def _unreadable(entry: str) -> ValueError:
 
 
 def _split_port(text: str) -> tuple[str, tuple[int, ...]]:
-    """`host`, `host:port`, `[v6]:port`, `v6` and `cidr` alike: the host part and the ports it opens."""
+    """The host part of an entry and the ports it opens."""
+    host, port = split_host_port(text)
+    return host, DEFAULT_PORTS if port is None else (port,)
+
+
+def split_host_port(text: str) -> tuple[str, int | None]:
+    """`host`, `host:port`, `[v6]:port`, `v6` and `cidr` alike: the host part and the port given, if any.
+
+    The proxy reads Host headers with it too, so an entry and a request name a port the same way.
+    """
     if text.startswith("["):
         host, _, rest = text[1:].partition("]")
         if not rest:
-            return host, DEFAULT_PORTS
+            return host, None
         if not rest.startswith(":"):
             raise ValueError(f"egress entry {text!r}: write an IPv6 address with a port as '[address]:port'")
-        return host, (_port(text, rest[1:]),)
+        return host, _port(text, rest[1:])
     if text.count(":") == 1:
         host, _, port = text.partition(":")
-        return host, (_port(text, port),)
-    return text, DEFAULT_PORTS
+        return host, _port(text, port)
+    return text, None
 
 
 def _port(entry: str, text: str) -> int:

@@ -19,7 +19,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -98,7 +97,7 @@ def mitmdump_path() -> str:
     )
 
 
-def install_proxy(home: Path | None = None, python: str = sys.executable) -> Path:
+def install_proxy(home: Path | None = None) -> Path:
     """Make an environment of its own for mitmproxy (its pins clash with other extras); return its mitmdump."""
     home = home or default_proxy_home()
     venv.EnvBuilder(with_pip=True, clear=True).create(home)
@@ -155,9 +154,7 @@ class EgressProxy:
 
     def set_policy(self, policy: EgressPolicy) -> None:
         """Send a new policy; every open connection is closed before this returns."""
-        for values in policy.headers.values():
-            for value in values.values():
-                mark_secret(value)
+        _mark_header_values(policy)
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as control:
             control.settimeout(_START_TIMEOUT)
             try:
@@ -263,10 +260,27 @@ class EgressProxy:
         (self.shared / "relay.py").chmod(0o444)
 
 
-def policy_from(egress: Sequence[str] | None, headers: Mapping[str, Mapping[str, str]] | None) -> EgressPolicy:
-    """The user's arguments as a policy; header values are marked secret before anything can show them."""
+def policy_from(
+    egress: Sequence[str] | None,
+    headers: Mapping[str, Mapping[str, str]] | None,
+    budget: EgressBudget | None = None,
+) -> EgressPolicy | None:
+    """The user's egress arguments as a policy, or None for no way out at all.
+
+    Header values are marked secret before anything can show them, and a missing mitmproxy
+    is told now, where the sandbox is asked for, not when its first proxy would start.
+    """
+    if egress is None:
+        if headers or budget is not None:
+            raise ValueError("egress_headers and egress_budget go with a list of hosts: give egress=[...] as well")
+        return None
     policy = parse_policy(egress, headers)
-    for values in policy.headers.values():
-        for value in values.values():
-            mark_secret(value)
+    _mark_header_values(policy)
+    mitmdump_path()
     return policy
+
+
+def _mark_header_values(policy: EgressPolicy) -> None:
+    """The values only, never the names: "Authorization" must stay readable wherever codeward writes."""
+    for values in policy.headers.values():
+        mark_secret(*values.values())

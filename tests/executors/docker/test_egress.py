@@ -446,6 +446,8 @@ def test_nothing_else_on_the_host_can_use_a_sandbox_proxy(
 def test_egress_with_a_network_is_refused(sandbox_image: str) -> None:
     with pytest.raises(ValueError, match="leave network at 'none'"):
         DockerExecutor(image=sandbox_image, network="bridge", egress=["pypi.org"])
+    with pytest.raises(ValueError, match="go with a list of hosts"):
+        DockerExecutor(image=sandbox_image, egress_budget=EgressBudget(connections=3))
 
 
 def _wait(condition: Callable[[], bool], seconds: float = 10.0) -> bool:

@@ -34,7 +34,6 @@ from codeward.executors.kernel.session import ConnectedKernel, KernelSession
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, DEFAULT_PRINT_OUTPUTS_LENGTH, checked_packages
 
 if TYPE_CHECKING:
-    from codeward.egress.policy import EgressPolicy
     from codeward.egress.proxy import EgressBudget
     from codeward.executors.docker.pool import SandboxSource
 
@@ -88,7 +87,9 @@ class DockerExecutor(KernelExecutor):
         max_print_outputs_length: int = DEFAULT_PRINT_OUTPUTS_LENGTH,
     ) -> None:
         hardening = Hardening(network, mem_limit, cpus, pids_limit, tmpfs_size, runtime)
-        policy = _egress_policy(egress, egress_headers)
+        from codeward.egress.proxy import policy_from
+
+        policy = policy_from(egress, egress_headers, None if pool is not None else egress_budget)
         if pool is not None:
             if image is not None or hardening.changes() or docker_client is not None or extra_run_kwargs:
                 raise ValueError(
@@ -106,6 +107,8 @@ class DockerExecutor(KernelExecutor):
         self._egress_policy = self.spec.egress
         # The record of sandboxes this executor has replaced; the running one's is read when asked.
         self._egress_past: list[dict[str, Any]] = []
+        #: The requests the last block made (None without an egress list): its spans, and the batch audit's.
+        self.last_block_egress: list[dict[str, Any]] | None = None
         self._sandbox: KernelContainer | None = None
         # Sandboxes whose removal failed while the engine was away; removed at the next chance.
         self._leftovers: list[KernelContainer] = []
@@ -226,7 +229,8 @@ class DockerExecutor(KernelExecutor):
         try:
             return super().run(code)
         finally:
-            _trace_requests(self.egress_log[seen:])
+            self.last_block_egress = self.egress_log[seen:]
+            _trace_requests(self.last_block_egress)
 
     @property
     def egress_log(self) -> list[dict[str, Any]]:
@@ -246,8 +250,10 @@ class DockerExecutor(KernelExecutor):
                 "this sandbox was made with no way out (egress=None); create it with egress=[...] "
                 "(egress=[] starts it closed) to change its list while it runs"
             )
-        policy = _egress_policy(egress, egress_headers)
-        assert policy is not None
+        from codeward.egress.proxy import policy_from
+
+        policy = policy_from(egress, egress_headers)
+        assert policy is not None  # a list, however short, makes a policy
         if self._sandbox is not None and self._sandbox.egress is not None:
             self._sandbox.egress.set_policy(policy)
         self._egress_policy = policy
@@ -278,15 +284,3 @@ def _trace_requests(requests: list[dict[str, Any]]) -> None:
     if len(requests) > _TRACED_REQUESTS:
         with tracing.span("egress", {"codeward.egress.untraced": len(requests) - _TRACED_REQUESTS}):
             pass
-
-
-def _egress_policy(
-    egress: Sequence[str] | None, headers: Mapping[str, Mapping[str, str]] | None
-) -> EgressPolicy | None:
-    if egress is None:
-        if headers:
-            raise ValueError("egress_headers are added to requests to listed hosts: give egress=[...] as well")
-        return None
-    from codeward.egress.proxy import policy_from
-
-    return policy_from(egress, headers)

@@ -80,7 +80,9 @@ class SandboxPool:
             raise ValueError(f"size must be a whole number of sandboxes, at least 1, got {size!r}")
         hardening = Hardening(**limits)
         sandbox = import_with_extra("codeward.executors.docker.sandbox", needed_by="SandboxPool", extra="docker")
-        policy = _egress_policy(egress, egress_headers, egress_budget)
+        from codeward.egress.proxy import policy_from
+
+        policy = policy_from(egress, egress_headers, egress_budget)
         self.size = size
         self.spec: SandboxSpec = sandbox.sandbox_spec(
             image, hardening, docker_client, extra_run_kwargs, policy, egress_budget
@@ -164,23 +166,6 @@ class SandboxPool:
         if _run_quietly(sandbox, bootstrap):  # codeward's sandbox side, ready before an executor comes
             sandbox.prepared = bootstrap
         return sandbox
-
-
-def _egress_policy(
-    egress: Sequence[str] | None,
-    headers: Mapping[str, Mapping[str, str]] | None,
-    budget: EgressBudget | None,
-) -> Any:
-    """The pool's egress policy, or None; a missing mitmproxy is told now, not by a filler thread's log."""
-    if egress is None:
-        if headers or budget is not None:
-            raise ValueError("egress_headers and egress_budget go with a list of hosts: give egress=[...] as well")
-        return None
-    from codeward.egress.proxy import mitmdump_path, policy_from
-
-    policy = policy_from(egress, headers)
-    mitmdump_path()
-    return policy
 
 
 def _run_quietly(sandbox: KernelContainer, code: str) -> bool:

@@ -156,8 +156,9 @@ def sandbox_spec(
         )
     client = docker_client or engine_client()
     if hardening.runtime:
-        runtimes = _engine_runtimes(client)
-        checked_runtime(runtimes, hardening.runtime, hardening.network, hardening.pids_limit, egress is not None)
+        checked_runtime(
+            _engine_runtimes(client), hardening.runtime, hardening.network, hardening.pids_limit, egress is not None
+        )
     reaped = reap_orphans(client)
     if reaped:
         log.info("removed %d sandbox(es) whose owner process is gone: %s", len(reaped), ", ".join(reaped))
