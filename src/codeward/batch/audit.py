@@ -29,6 +29,7 @@ from codeward.executors.base import (
     ExecutionError,
     ExecutionTimeout,
     Executor,
+    OutputCallback,
     SandboxError,
 )
 from codeward.json_values import preview
@@ -197,7 +198,7 @@ class AuditingExecutor(Executor):
         }
         self.inner.send_tools(wrapped)
 
-    def run(self, code: str) -> CodeOutput:
+    def run(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
         started = time.time()
         with self._lock:
             self._calls.clear()
@@ -213,7 +214,7 @@ class AuditingExecutor(Executor):
         self._announce(record)  # so a block whose process dies mid-run is still recorded, by the parent
         before = _egress_log(self.inner)
         try:
-            output = self.inner.run(code)
+            output = self.inner.run(code, on_output)
         except BaseException as error:
             record["outcome"], record["error"] = _outcome(error)
             raise
@@ -229,6 +230,9 @@ class AuditingExecutor(Executor):
                 record["egress"] = egress_summary(after[len(before) :])
             self._write(record)
             self._announce(None)
+
+    def interrupt(self) -> None:
+        self.inner.interrupt()
 
     def install_packages(self, packages: list[str]) -> list[str]:
         return self.inner.install_packages(packages)

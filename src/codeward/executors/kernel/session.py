@@ -19,6 +19,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from queue import Empty
@@ -39,6 +40,8 @@ from codeward.executors.kernel.cells import (
     over_budget_reply,
     strip_ansi,
 )
+from codeward.executors.kernel.prelude import REPORT_MIME
+from codeward.executors.live import LiveOutput, OutputCallback, display_text
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET
 
 __all__ = [
@@ -251,6 +254,9 @@ class KernelSession:
         self.max_log_chars = max_log_chars
         self.generation = 0
         self._client: BlockingKernelClient | None = None
+        self._block_lock = threading.Lock()
+        self._block_running = False  # a block of the caller's runs: `interrupt()` may stop it
+        self._interrupt_asked = False
         self._poller = zmq.Poller()
         try:
             self._connect()
@@ -338,6 +344,33 @@ class KernelSession:
 
     # -- execution -------------------------------------------------------------
 
+    def interrupt(self) -> None:
+        """Stop the caller's running block (from any thread): the thread that runs it sends the
+        kernel its interrupt within `_LIVENESS_INTERVAL`. Between blocks, and during codeward's
+        own cells, nothing happens."""
+        with self._block_lock:
+            if self._block_running:
+                self._interrupt_asked = True
+
+    def run_block(
+        self, code: str, *, timeout: float, on_input: InputHandler, on_output: OutputCallback | None = None
+    ) -> CellResult:
+        """Run the caller's block: `execute`, which `interrupt()` may stop, with `on_output` called
+        as its output arrives. What that callback raises is raised once the block has stopped."""
+        live = LiveOutput(on_output, self.max_log_chars)
+        with self._block_lock:
+            self._block_running, self._interrupt_asked = True, False
+        try:
+            result = self.execute(code, timeout=timeout, on_input=on_input, live=live)
+        finally:
+            with self._block_lock:
+                self._block_running = self._interrupt_asked = False
+        live.raise_failure()
+        return result
+
+    def _stop_wanted(self, live: LiveOutput | None) -> bool:
+        return self._interrupt_asked or (live is not None and live.failure is not None)
+
     def execute(
         self,
         code: str,
@@ -345,20 +378,24 @@ class KernelSession:
         timeout: float | None = None,
         on_input: InputHandler | None = None,
         silent: bool = False,
+        live: LiveOutput | None = None,
     ) -> CellResult:
         """Run `code`; return once the reply and all output for it have arrived.
 
         Raises `ExecutionTimeout` past `timeout` seconds (after stopping the
         code) and `SandboxError` if the kernel dies meanwhile. A `silent` cell
-        leaves no trace in the kernel's history and publishes no result.
+        leaves no trace in the kernel's history and publishes no result. With
+        `live`, output is handed to it as it arrives, and the cell is stopped
+        (interrupted, as Ctrl-C does) when `interrupt()` asks or its callback fails.
         """
         client = self._require_client()
         msg_id = client.execute(
             code, silent=silent, store_history=not silent, allow_stdin=on_input is not None, stop_on_error=False
         )
-        cell = _CellCollector(self.max_log_chars, self.max_output_bytes)
+        cell = _CellCollector(self.max_log_chars, self.max_output_bytes, live)
         deadline = None if timeout is None else time.monotonic() + timeout
         interrupted_at: float | None = None
+        timed_out = False
         last_heard = time.monotonic()
         next_check = last_heard + _LIVENESS_INTERVAL
         try:
@@ -367,12 +404,13 @@ class KernelSession:
                 if cell.replied and now >= last_heard + _QUIET_AFTER_REPLY:
                     cell.give_up_waiting_for_idle()
                     break
-                if deadline is not None and now >= deadline and interrupted_at is None:
+                timed_out = timed_out or (deadline is not None and now >= deadline and interrupted_at is None)
+                if interrupted_at is None and (timed_out or self._stop_wanted(live)):
                     self.process.interrupt(client)
                     interrupted_at = now
                     cell.interrupted = True
                 if interrupted_at is not None and now >= interrupted_at + self.interrupt_grace:
-                    self._restart_after_timeout(timeout, cell.logs())
+                    self._restart_after_stop(timeout if timed_out else None, cell.logs())
                 if now >= next_check:
                     self._check_alive(cell, msg_id)
                     next_check = now + _LIVENESS_INTERVAL
@@ -396,7 +434,7 @@ class KernelSession:
                         cell.take(channel, msg)
         except KeyboardInterrupt as interrupt:  # Ctrl-C on the host: the run ends, with what the cell printed
             raise interrupt from self._interrupted(client, cell, msg_id)
-        if interrupted_at is not None and cell.reply_status != "ok":
+        if timed_out and cell.reply_status != "ok":
             raise ExecutionTimeout(
                 f"the code ran past its time limit of {timeout:g} s and was interrupted",
                 logs=cell.logs(),
@@ -461,12 +499,19 @@ class KernelSession:
             logs=cell.logs(),
         )
 
-    def _restart_after_timeout(self, timeout: float | None, logs: str) -> None:
+    def _restart_after_stop(self, timeout: float | None, logs: str) -> None:
+        """A cell that did not stop when interrupted (past its time limit, or asked to) ends with its kernel."""
         self.restart()
-        raise ExecutionTimeout(
-            f"the code ran past its time limit of {timeout:g} s and did not stop when interrupted, "
+        lost = (
             "so the kernel was restarted: variables and functions defined by earlier code are lost "
-            "(variables and tools given by the caller are sent again)",
+            "(variables and tools given by the caller are sent again)"
+        )
+        if timeout is None:
+            raise ExecutionError(
+                f"the code did not stop when interrupted, {lost}", logs=logs, error_type="KeyboardInterrupt"
+            )
+        raise ExecutionTimeout(
+            f"the code ran past its time limit of {timeout:g} s and did not stop when interrupted, {lost}",
             logs=logs,
             error_type="TimeoutError",
         )
@@ -481,8 +526,9 @@ class _CellCollector:
     Displays keep only the MIME types codeward reads.
     """
 
-    def __init__(self, max_log_chars: int, max_output_bytes: int) -> None:
+    def __init__(self, max_log_chars: int, max_output_bytes: int, live: LiveOutput | None = None) -> None:
         self._logs = BoundedText(max_log_chars)
+        self._live = live
         self._budget = OutputBudget(max_output_bytes)
         self._reply: dict[str, Any] | None = None
         self._idle = False
@@ -548,6 +594,8 @@ class _CellCollector:
             text = content.get("text", "")
             if isinstance(text, str) and self._budget.spend(len(text)):
                 self._logs.add(text)
+                if self._live is not None:
+                    self._live("stderr" if content.get("name") == "stderr" else "stdout", text)
         elif kind in ("execute_result", "display_data"):
             bundle = kept_bundle(content.get("data", {}))
             if self._budget.spend(bundle_size(bundle)):
@@ -555,6 +603,8 @@ class _CellCollector:
                     self._result = bundle
                 else:
                     self._displays.append(bundle)
+                    if self._live is not None and bundle and REPORT_MIME not in bundle:
+                        self._live("display", display_text(bundle))
         elif kind == "error":
             lines = "\n".join(str(line) for line in content.get("traceback", []))
             self._traceback = strip_ansi(lines)[-_TRACEBACK_CHARS:]

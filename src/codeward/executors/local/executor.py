@@ -14,8 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codeward.executors.base import FINAL_ANSWER_TOOL, CodeOutput, Executor, ExecutorError
+from codeward.executors.base import FINAL_ANSWER_TOOL, CodeOutput, ExecutionError, Executor, ExecutorError
 from codeward.executors.codec import CodecError
+from codeward.executors.live import LiveOutput, OutputCallback
 from codeward.executors.local.data_policy import DataPolicy
 from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS, checked_import_entries
 from codeward.executors.local.interpreter import Interpreter, ToolHandle
@@ -171,16 +172,31 @@ class LocalExecutor(Executor):
                 {n: ToolHandle(n, t.description, t, n == FINAL_ANSWER_TOOL) for n, t in self._tools.items()}
             )
 
-    def run(self, code: str) -> CodeOutput:
+    def run(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
         self._check_open()
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, got {type(code).__name__}")
         if self._worker is not None:
-            output = self._worker.run(code)
+            output = self._worker.run(code, on_output)
             self._report_missing_layers()
             return output
         assert self._interpreter is not None
-        return self._interpreter.run(code)
+        live = LiveOutput(on_output, self.max_print_outputs_length)
+        try:
+            output = self._interpreter.run(code, live)
+        except ExecutionError:
+            live.raise_failure()  # the callback's failure stopped the block: it is what the caller sees
+            raise
+        live.raise_failure()
+        return output
+
+    def interrupt(self) -> None:
+        """Stop the running block from another thread: a worker gets SIGINT, as from Ctrl-C; in
+        process, the block is stopped at its next bytecode (or at once from a sleep)."""
+        if self._worker is not None:
+            self._worker.interrupt()
+        elif self._interpreter is not None:
+            self._interpreter.interrupt()
 
     def close(self) -> None:
         if not self._closed:

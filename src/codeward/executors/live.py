@@ -1,0 +1,62 @@
+"""Live output: what a block prints and shows, handed to the caller's callback while it runs.
+
+Every executor reads its sandbox's output on one host thread (a kernel's iopub socket,
+the worker's socket, E2B's stream) and hands each piece to a `LiveOutput` there, so the
+rules live here once: the text is the sandbox's own (a stranger's), delivered as the
+block's logs hold it; no more than `limit` characters in all reach the callback, the
+length the logs keep, whatever the sandbox sends; and a callback that raises gets nothing
+more, while the executor stops the block and raises that exception from `run` once the
+block has ended, so the sandbox stays usable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+__all__ = ["STREAMS", "LiveOutput", "OutputCallback", "display_text"]
+
+#: `on_output(stream, text)`: stream is "stdout", "stderr" or "display" (the plain text of a display).
+OutputCallback = Callable[[str, str], object]
+
+STREAMS = ("stdout", "stderr", "display")
+
+
+class LiveOutput:
+    """One block's deliveries to `callback` (None: nothing is delivered), within `limit` characters."""
+
+    def __init__(self, callback: OutputCallback | None, limit: int) -> None:
+        self._callback = callback
+        self._left = limit
+        #: The exception the callback raised; the executor stops the block and raises it.
+        self.failure: Exception | None = None
+
+    @property
+    def wanted(self) -> bool:
+        """Whether anything more would reach the callback: a sandbox need not send what would not."""
+        return self._callback is not None and self.failure is None and self._left > 0
+
+    def __call__(self, stream: str, text: str) -> None:
+        """Deliver `text`, or the part of it that is left of the limit; past it, or after the
+        callback failed, nothing is delivered."""
+        if not isinstance(text, str) or not text or not self.wanted:
+            return
+        piece = text[: self._left]
+        self._left -= len(piece)
+        assert self._callback is not None
+        try:
+            self._callback(stream, piece)
+        except Exception as error:  # the caller's own: it ends the block, and is raised once the block ends
+            self.failure = error
+
+    def raise_failure(self) -> None:
+        """Raise what the callback raised, if it did: called once the block it stopped has ended."""
+        if self.failure is not None:
+            raise self.failure
+
+
+def display_text(bundle: dict[str, str]) -> str:
+    """What a display shows as text: its plain text, or the kind of thing it is (an image)."""
+    plain = bundle.get("text/plain")
+    if plain:
+        return plain if plain.endswith("\n") else plain + "\n"
+    return f"[{next(iter(bundle), 'display')}]\n"
