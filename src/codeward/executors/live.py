@@ -38,7 +38,10 @@ class LiveOutput:
     def __call__(self, stream: str, text: str) -> None:
         """Deliver `text`, or the part of it that is left of the limit; past it, or after the
         callback failed, nothing is delivered."""
-        if not isinstance(text, str) or not text or not self.wanted:
+        if not isinstance(text, str) or not self.wanted:
+            return
+        text = "".join((text,))  # a str subclass of the code's own becomes plain text: none of its methods run here
+        if not text:
             return
         piece = text[: self._left]
         self._left -= len(piece)

@@ -301,7 +301,7 @@ class E2BExecutor(RememberingExecutor):
             cells.append(cell_calling("load_tools", self._bridge.specs_text))
         cells.append("__import__('os').getpid()")
         pid = code_output(self._internal("\n".join(cells))).output
-        self._kernel_pid = pid if isinstance(pid, int) else None
+        self._kernel_pid = pid if type(pid) is int and pid > 1 else None
         self._ready = True
 
     def _internal(self, code: str) -> CellResult:
