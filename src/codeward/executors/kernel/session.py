@@ -14,6 +14,7 @@ the protocol's own floor.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -377,8 +378,7 @@ class KernelSession:
         )
         cell = CellCollector(self.max_log_chars, self.max_output_bytes, live)
         deadline = None if timeout is None else time.monotonic() + timeout
-        interrupted_at: float | None = None
-        timed_out = False
+        stopping = _Stopping(deadline, self.interrupt_grace)
         last_heard = time.monotonic()
         next_check = last_heard + _LIVENESS_INTERVAL
         try:
@@ -387,18 +387,16 @@ class KernelSession:
                 if cell.replied and now >= last_heard + _QUIET_AFTER_REPLY:
                     cell.give_up_waiting_for_idle()
                     break
-                timed_out = timed_out or (deadline is not None and now >= deadline and interrupted_at is None)
-                if interrupted_at is None and (timed_out or self._stop_wanted(live)):
+                if stopping.due(now, asked=self._stop_wanted(live)):
                     self.process.interrupt(client)
-                    interrupted_at = now
                     cell.interrupted = True
-                if interrupted_at is not None and now >= interrupted_at + self.interrupt_grace:
-                    self._restart_after_stop(timeout if timed_out else None, cell.logs())
+                if stopping.overdue(now):
+                    self._restart_after_timeout(timeout, cell.logs())
                 if now >= next_check:
                     self._check_alive(cell, msg_id)
                     next_check = now + _LIVENESS_INTERVAL
                 wait = next_check - now
-                if deadline is not None and interrupted_at is None:
+                if deadline is not None and stopping.timed_out_at is None:
                     wait = min(wait, deadline - now)
                 if cell.replied:
                     wait = min(wait, last_heard + _QUIET_AFTER_REPLY - now)
@@ -410,14 +408,14 @@ class KernelSession:
                     if channel == "stdin":
                         # Past the time limit the code is being stopped: its requests are not served.
                         reply = ""
-                        if on_input is not None and interrupted_at is None:
+                        if on_input is not None and not cell.interrupted:
                             reply = cell.answer(msg["content"].get("prompt", ""), on_input)
                         client.input(reply)
                     else:
                         cell.take(channel, msg)
         except KeyboardInterrupt as interrupt:  # Ctrl-C on the host: the run ends, with what the cell printed
             raise interrupt from self._interrupted(client, cell, msg_id)
-        if timed_out and cell.reply_status != "ok":
+        if stopping.timed_out_at is not None and cell.reply_status != "ok":
             raise ExecutionTimeout(
                 f"the code ran past its time limit of {timeout:g} s and was interrupted",
                 logs=cell.logs(),
@@ -482,22 +480,44 @@ class KernelSession:
             logs=cell.logs(),
         )
 
-    def _restart_after_stop(self, timeout: float | None, logs: str) -> None:
-        """A cell that did not stop when interrupted (past its time limit, or asked to) ends with its kernel."""
+    def _restart_after_timeout(self, timeout: float | None, logs: str) -> None:
         self.restart()
-        lost = (
-            "so the kernel was restarted: variables and functions defined by earlier code are lost "
-            "(variables and tools given by the caller are sent again)"
-        )
-        if timeout is None:
-            raise ExecutionError(
-                f"the code did not stop when interrupted, {lost}", logs=logs, error_type="KeyboardInterrupt"
-            )
         raise ExecutionTimeout(
-            f"the code ran past its time limit of {timeout:g} s and did not stop when interrupted, {lost}",
+            f"the code ran past its time limit of {timeout:g} s and did not stop when interrupted, "
+            "so the kernel was restarted: variables and functions defined by earlier code are lost "
+            "(variables and tools given by the caller are sent again)",
             logs=logs,
             error_type="TimeoutError",
         )
+
+
+class _Stopping:
+    """When a running cell is interrupted: at its `deadline`, after which it has `grace` seconds to
+    stop before its kernel is restarted; and when the caller asks, again every `grace` seconds while
+    it runs (the first may have come before the cell began, when the kernel ignores it), so that a
+    stop the caller asked for never costs the kernel's state: only the time limit does."""
+
+    def __init__(self, deadline: float | None, grace: float) -> None:
+        self.deadline = deadline
+        self.grace = grace
+        self.timed_out_at: float | None = None
+        self._asked_at = -math.inf
+
+    def due(self, now: float, *, asked: bool) -> bool:
+        """Whether to send the kernel an interrupt now."""
+        if self.timed_out_at is not None:
+            return False
+        if self.deadline is not None and now >= self.deadline:
+            self.timed_out_at = now
+            return True
+        if asked and now >= self._asked_at + self.grace:
+            self._asked_at = now
+            return True
+        return False
+
+    def overdue(self, now: float) -> bool:
+        """Past its time limit and its grace: only a restart stops it."""
+        return self.timed_out_at is not None and now >= self.timed_out_at + self.grace
 
 
 def _queue_little_output(client: BlockingKernelClient) -> None:
