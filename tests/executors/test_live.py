@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from codeward.executors.live import LiveOutput, display_text
+from codeward.executors.live import BlockStops, LiveOutput, display_text
 
 
 def test_no_more_than_the_limit_reaches_the_callback_in_all():
@@ -55,3 +57,18 @@ def test_nothing_is_delivered_without_a_callback_and_anything_but_text_is_droppe
 def test_a_display_shows_as_its_plain_text_or_its_kind():
     assert display_text({"text/plain": "<Figure>", "image/png": "..."}) == "<Figure>\n"
     assert display_text({"image/png": "..."}) == "[image/png]\n"
+
+
+def test_a_stop_is_sent_again_while_its_block_runs_and_never_between_blocks():
+    sent: list[int] = []
+    stops = BlockStops(again=0.05)
+    stops.interrupt()  # nothing runs
+    with stops.running(lambda: sent.append(1)):
+        stops.interrupt()
+        time.sleep(0.3)
+    count = len(sent)
+    assert count >= 3, "sent at once, then again while the block ran"
+    time.sleep(0.2)
+    with stops.running(lambda: sent.append(2)):
+        time.sleep(0.2)
+    assert len(sent) == count, "the next block is never stopped by an earlier ask"

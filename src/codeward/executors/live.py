@@ -1,4 +1,5 @@
-"""Live output: what a block prints and shows, handed to the caller's callback while it runs.
+"""Live output: what a block prints and shows, handed to the caller's callback while it runs;
+and `BlockStops`, how a block is stopped from another thread.
 
 Every executor reads its sandbox's output on one host thread (a kernel's iopub socket,
 the worker's socket, E2B's stream) and hands each piece to a `LiveOutput` there, so the
@@ -11,9 +12,14 @@ block has ended, so the sandbox stays usable.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 
-__all__ = ["STREAMS", "LiveOutput", "OutputCallback", "display_text"]
+__all__ = ["STREAMS", "BlockStops", "LiveOutput", "OutputCallback", "display_text"]
+
+#: Seconds between two stops sent to the same block, while it runs.
+STOP_AGAIN_SECONDS = 0.5
 
 #: `on_output(stream, text)`: stream is "stdout", "stderr" or "display" (the plain text of a display).
 OutputCallback = Callable[[str, str], object]
@@ -63,3 +69,42 @@ def display_text(bundle: dict[str, str]) -> str:
     if plain:
         return plain if plain.endswith("\n") else plain + "\n"
     return f"[{next(iter(bundle), 'display')}]\n"
+
+
+class BlockStops:
+    """`interrupt()` for a sandbox that is stopped by a signal: the stop is sent at once, and again
+    every `again` seconds while the same block runs, since a sandbox ignores one that comes before
+    its block began (the block cannot tell it from a late one). Between blocks nothing is sent, and
+    a stop is sent only while its block is marked running, so none lands in the next block."""
+
+    def __init__(self, again: float = STOP_AGAIN_SECONDS) -> None:
+        self.again = again
+        self._lock = threading.Lock()
+        self._block = 0
+        self._stop: Callable[[], None] | None = None
+
+    @contextlib.contextmanager
+    def running(self, stop: Callable[[], None]) -> Iterator[None]:
+        """While the block runs, `interrupt()` calls `stop`."""
+        with self._lock:
+            self._block += 1
+            self._stop = stop
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._stop = None
+
+    def interrupt(self) -> None:
+        with self._lock:
+            block = self._block
+        self._send(block)
+
+    def _send(self, block: int) -> None:
+        with self._lock:
+            if self._stop is None or self._block != block:
+                return
+            self._stop()
+        again = threading.Timer(self.again, self._send, (block,))
+        again.daemon = True
+        again.start()

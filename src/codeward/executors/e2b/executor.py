@@ -37,7 +37,6 @@ import json
 import logging
 import posixpath
 import re
-import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -79,7 +78,7 @@ from codeward.executors.kernel.cells import (
     strip_ansi,
 )
 from codeward.executors.kernel.remembering import RememberingExecutor
-from codeward.executors.live import LiveOutput, OutputCallback
+from codeward.executors.live import BlockStops, LiveOutput, OutputCallback
 from codeward.executors.settings import (
     DEFAULT_OUTPUT_BUDGET,
     DEFAULT_PRINT_OUTPUTS_LENGTH,
@@ -201,8 +200,7 @@ class E2BExecutor(RememberingExecutor):
         self._ready = False
         self._folder = ""  # where the sandbox waits for the answers to its tool requests (host tools)
         self._kernel_pid: int | None = None  # the context's kernel process, which `interrupt()` signals
-        self._block_lock = threading.Lock()
-        self._block_running = False
+        self._stops = BlockStops()
         try:
             self._ensure_ready()
         except BaseException:
@@ -462,17 +460,12 @@ class E2BExecutor(RememberingExecutor):
         self._ensure_ready()
         notes = self._take_notes()
         live = LiveOutput(on_output, self.max_print_outputs_length)
-        with self._block_lock:
-            self._block_running = True
         try:
-            with decoding_within(self.timeout_seconds):
+            with decoding_within(self.timeout_seconds), self._stops.running(self._signal_kernel):
                 output = code_output(self._execute(code, self.timeout_seconds, live))
         except ExecutorError as error:
             error.logs = notes + error.logs
             raise
-        finally:
-            with self._block_lock:
-                self._block_running = False
         output.logs = notes + output.logs
         return output
 
@@ -480,8 +473,10 @@ class E2BExecutor(RememberingExecutor):
         """Stop the running block as Ctrl-C does: SIGINT to its kernel, sent by a one-line cell in the
         sandbox's default context (E2B relays no interrupt, and the block's own stream belongs to the
         thread that reads it). Between blocks nothing happens, and the kernel ignores a late one."""
-        with self._block_lock:
-            sandbox, pid = (self._sandbox, self._kernel_pid) if self._block_running else (None, None)
+        self._stops.interrupt()
+
+    def _signal_kernel(self) -> None:
+        sandbox, pid = self._sandbox, self._kernel_pid
         if sandbox is None or pid is None:
             return
         try:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from codeward.executors.base import FINAL_ANSWER_TOOL, CodeOutput, ExecutionError, Executor, ExecutorError
 from codeward.executors.codec import CodecError
-from codeward.executors.live import LiveOutput, OutputCallback
+from codeward.executors.live import BlockStops, LiveOutput, OutputCallback
 from codeward.executors.local.data_policy import DataPolicy
 from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS, checked_import_entries
 from codeward.executors.local.interpreter import Interpreter, ToolHandle
@@ -123,6 +123,7 @@ class LocalExecutor(Executor):
             "max_memory_bytes": max_memory_bytes,
         }
         self._closed = False
+        self._stops = BlockStops()  # in process: the worker keeps its own
         self._tools: dict[str, Tool] = {}
         self._interpreter: Interpreter | None = None
         self._worker: WorkerExecutor | None = None
@@ -183,7 +184,8 @@ class LocalExecutor(Executor):
         assert self._interpreter is not None
         live = LiveOutput(on_output, self.max_print_outputs_length)
         try:
-            output = self._interpreter.run(code, live)
+            with self._stops.running(self._interpreter.interrupt):
+                output = self._interpreter.run(code, live)
         except ExecutionError:
             live.raise_failure()  # the callback's failure stopped the block: it is what the caller sees
             raise
@@ -195,8 +197,8 @@ class LocalExecutor(Executor):
         process, the block is stopped at its next bytecode (or at once from a sleep)."""
         if self._worker is not None:
             self._worker.interrupt()
-        elif self._interpreter is not None:
-            self._interpreter.interrupt()
+        else:
+            self._stops.interrupt()
 
     def close(self) -> None:
         if not self._closed:

@@ -42,7 +42,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -52,7 +51,7 @@ from typing import Any
 from codeward.executors import codec
 from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, SandboxError
 from codeward.executors.kernel.remembering import RememberingExecutor
-from codeward.executors.live import STREAMS, LiveOutput, OutputCallback
+from codeward.executors.live import STREAMS, BlockStops, LiveOutput, OutputCallback
 from codeward.executors.local.channel import TEXT_LIMIT, Channel, ChannelClosed, ChannelError, ChannelTimeout
 from codeward.executors.local.interpreter import interrupted
 from codeward.executors.local.reaper import Reaper
@@ -166,8 +165,7 @@ class WorkerExecutor(RememberingExecutor):
         self._env = worker_environment(env)
         self._worker: _Worker | None = _Worker(settings, self._env)  # starts now, is waited for at first use
         self.missing_layers: list[str] = []
-        self._block_lock = threading.Lock()
-        self._block_worker: _Worker | None = None  # the worker running a block, which `interrupt()` stops
+        self._stops = BlockStops()
 
     @property
     def sandbox_id(self) -> str | None:
@@ -183,10 +181,9 @@ class WorkerExecutor(RememberingExecutor):
         self._check_open()
         worker = self._live_worker()
         live = LiveOutput(on_output, self._settings["max_print_outputs_length"])
-        with self._block_lock:
-            self._block_worker = worker
         try:
-            header, body, parts, deadline = self._converse(worker, code, live)
+            with self._stops.running(worker.interrupt):
+                header, body, parts, deadline = self._converse(worker, code, live)
         except SandboxError:
             raise
         except KeyboardInterrupt as interrupt:  # Ctrl-C: the run ends, and what the block printed goes with it
@@ -194,9 +191,6 @@ class WorkerExecutor(RememberingExecutor):
         except BaseException:  # stopped mid-block otherwise: the worker's next answer would be this block's
             self._lost(worker, "interrupted")
             raise
-        finally:
-            with self._block_lock:
-                self._block_worker = None
         try:
             return self._outcome(header, body, parts, deadline)
         finally:
@@ -205,9 +199,7 @@ class WorkerExecutor(RememberingExecutor):
     def interrupt(self) -> None:
         """Stop the running block as Ctrl-C does (SIGINT): it answers with what it printed, and the
         worker, with what the code defined, stays. Between blocks nothing happens."""
-        with self._block_lock:
-            if self._block_worker is not None:
-                self._block_worker.interrupt()
+        self._stops.interrupt()
 
     def _interrupted(self, worker: _Worker) -> ExecutionError:
         """Stop the block and keep what it printed, which lives only in the worker; the worker is
@@ -266,7 +258,7 @@ class WorkerExecutor(RememberingExecutor):
         failed = live.failure is not None
         live(str(stream), text)
         if live.failure is not None and not failed:
-            worker.interrupt()
+            self._stops.interrupt()
         return len(text)
 
     def _answer_tool(self, worker: _Worker, body: str, deadline: float) -> str:
