@@ -248,10 +248,10 @@ class WorkerExecutor(RememberingExecutor):
 
     def _deliver(self, worker: _Worker, header: dict[str, Any], live: LiveOutput, heard: int) -> int:
         """Hand a piece of the block's output to `live`; return its length. A worker sends no more
-        than the logs' length in all (nor anything unasked): one that does is stopped. A callback
-        that fails stops the block, as `interrupt()` does."""
+        than the logs' length in all, and no empty piece, so the pieces are bounded too: one that
+        does is stopped. A callback that fails stops the block, as `interrupt()` does."""
         stream, text = header.get("stream"), header.get("text")
-        if stream not in STREAMS or not isinstance(text, str):
+        if stream not in STREAMS or not isinstance(text, str) or not text:
             raise self._lost(worker, "the worker process sent output codeward cannot read, and was stopped")
         if heard + len(text) > self._settings["max_print_outputs_length"]:
             raise self._lost(worker, "the worker process sent more output than its logs may hold, and was stopped")
