@@ -9,6 +9,7 @@ interpreter in the host's own process, for values the codec cannot carry.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -182,7 +183,7 @@ class LocalExecutor(Executor):
             self._report_missing_layers()
             return output
         assert self._interpreter is not None
-        live = LiveOutput(on_output, self.max_print_outputs_length)
+        live = LiveOutput(_in_host_context(on_output), self.max_print_outputs_length)
         try:
             with self._stops.running(self._interpreter.interrupt):
                 output = self._interpreter.run(code, live)
@@ -220,6 +221,15 @@ class LocalExecutor(Executor):
     def _check_open(self) -> None:
         if self._closed:
             raise ExecutorError("this LocalExecutor is closed; create a new one")
+
+
+def _in_host_context(on_output: OutputCallback | None) -> OutputCallback | None:
+    """In process the callback is called from inside the block, whose context variables are the
+    code's own (numpy's settings, say): it runs in a copy of the caller's instead, as elsewhere."""
+    if on_output is None:
+        return None
+    host = contextvars.copy_context()
+    return lambda stream, text: host.run(on_output, stream, text)
 
 
 def _start_worker(settings: dict[str, Any], confinement: str, env: Mapping[str, str] | None) -> WorkerExecutor:
