@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         AgentToolCallError,
         AgentToolExecutionError,
     )
+    from codeward.platform.live_blocks import BlockOutputDelta
     from codeward.platform.memory import (
         ActionStep,
         AgentMemory,
@@ -58,6 +59,7 @@ _LAZY = {
     "AgentParsingError": "codeward.platform.errors",
     "AgentToolCallError": "codeward.platform.errors",
     "AgentToolExecutionError": "codeward.platform.errors",
+    "BlockOutputDelta": "codeward.platform.live_blocks",
     "ChatMessage": "codeward.platform.models",
     "CodeAgent": "codeward.platform.code_agent",
     "FinalAnswerStep": "codeward.platform.memory",
@@ -110,6 +112,7 @@ __all__ = [
     "AgentParsingError",
     "AgentToolCallError",
     "AgentToolExecutionError",
+    "BlockOutputDelta",
     "ChatMessage",
     "CodeAgent",
     "FinalAnswerStep",

@@ -144,3 +144,16 @@ def test_ctrl_c_shows_what_the_code_printed_before_it(spawn, tmp_path):
     out, err = run.communicate(timeout=30)
     assert run.returncode == 130, out + err
     assert "halfway there" in out, out
+
+
+def test_run_prints_block_output_as_it_comes(spawn, tmp_path):
+    sleepy = "print('half' + 'way there')\nimport time\ntime.sleep(30)"  # the code box does not show the text
+    run = spawn("run", "Work slowly.", "--model", write_script(tmp_path / "model.yaml", sleepy))
+    assert run.stdout is not None
+    started = time.monotonic()
+    for line in run.stdout:  # a pipe, not a terminal: still each piece as it comes
+        if "halfway there" in line:
+            break
+    assert time.monotonic() - started < 20 and run.poll() is None, "the line came while the block slept"
+    run.send_signal(signal.SIGINT)
+    run.communicate(timeout=30)

@@ -45,7 +45,7 @@ class ExecDouble(Executor):
             else:
                 self.namespace[name] = tool
 
-    def run(self, code: str) -> CodeOutput:
+    def run(self, code: str, on_output: Any = None) -> CodeOutput:
         out = io.StringIO()
         tree = ast.parse(code)
         last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None

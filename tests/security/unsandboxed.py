@@ -67,7 +67,7 @@ class Unsandboxed(Executor):
             {name: ToolHandle(name, tool.description, tool, name == FINAL_ANSWER_TOOL) for name, tool in tools.items()}
         )
 
-    def run(self, code: str) -> CodeOutput:
+    def run(self, code: str, on_output: Any = None) -> CodeOutput:
         report = self._run_in_copy(code)
         if "harm" in report:
             raise HostHarmed(report["harm"])

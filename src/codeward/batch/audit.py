@@ -29,6 +29,7 @@ from codeward.executors.base import (
     ExecutionError,
     ExecutionTimeout,
     Executor,
+    OutputCallback,
     SandboxError,
 )
 from codeward.json_values import preview
@@ -188,7 +189,7 @@ class AuditingExecutor(Executor):
         }
         self.inner.send_tools(wrapped)
 
-    def run(self, code: str) -> CodeOutput:
+    def run(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
         started = time.time()
         with self._lock:
             self._calls.clear()
@@ -203,7 +204,7 @@ class AuditingExecutor(Executor):
         }
         self._announce(record)  # so a block whose process dies mid-run is still recorded, by the parent
         try:
-            output = self.inner.run(code)
+            output = self.inner.run(code, on_output)
         except BaseException as error:
             record["outcome"], record["error"] = _outcome(error)
             raise
@@ -220,6 +221,9 @@ class AuditingExecutor(Executor):
                 record["egress"] = egress_summary(requests)
             self._write(record)
             self._announce(None)
+
+    def interrupt(self) -> None:
+        self.inner.interrupt()
 
     def install_packages(self, packages: list[str]) -> list[str]:
         return self.inner.install_packages(packages)

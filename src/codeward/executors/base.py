@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from codeward.executors.live import OutputCallback
 from codeward.executors.settings import checked_packages
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ __all__ = [
     "Executor",
     "ExecutorError",
     "FinalAnswerSignal",
+    "OutputCallback",
     "SandboxError",
     "available_executors",
     "create_executor",
@@ -135,8 +137,23 @@ class Executor(ABC):
         """
 
     @abstractmethod
-    def run(self, code: str) -> CodeOutput:
-        """Run one code block; raise `ExecutionError`, `ExecutionTimeout` or `SandboxError`."""
+    def run(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
+        """Run one code block; raise `ExecutionError`, `ExecutionTimeout` or `SandboxError`.
+
+        `on_output(stream, text)` is called while the block runs, on the thread that called
+        `run`, with each piece the block prints ("stdout", "stderr") or shows ("display"), so a
+        user watches a long block as it goes; the returned logs still hold the whole output.
+        No more than the logs' length reaches it in all. An exception it raises stops the
+        block and is raised from `run` once the block has ended; the executor stays usable.
+        """
+
+    def interrupt(self) -> None:
+        """Stop the running block, from another thread, as Ctrl-C does; nothing runs: nothing happens.
+
+        The block's `run` raises `ExecutionError` with `error_type` "KeyboardInterrupt" and what it
+        printed; the state defined before (variables, functions) is kept.
+        """
+        raise NotImplementedError(f"the {self.name or type(self).__name__} executor cannot interrupt a block")
 
     def __call__(self, code: str) -> CodeOutput:
         return self.run(code)

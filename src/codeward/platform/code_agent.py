@@ -13,12 +13,14 @@ from codeward.executors.base import (
     ExecutionError,
     ExecutionTimeout,
     Executor,
+    OutputCallback,
     SandboxError,
     create_executor,
 )
 from codeward.executors.displays import Display
 from codeward.platform.agents import ActionOutput, MultiStepAgent
 from codeward.platform.errors import AgentError, AgentExecutionError, AgentParsingError, AgentToolCallError
+from codeward.platform.live_blocks import streamed_block
 from codeward.platform.memory import ActionStep
 from codeward.platform.models import Model, ToolCall
 from codeward.platform.parsing import extract_code
@@ -209,12 +211,25 @@ class CodeAgent(MultiStepAgent):
         action_step.tool_calls = [call]
         yield call
         self.logger.code(code)
-        result = self._execute(code, action_step)
+        if streaming:  # the block's output comes as events, between the step's call and its output
+            result = yield from streamed_block(
+                lambda on_output: self._execute(code, action_step, on_output), self.executor.interrupt
+            )
+        else:
+            result = self._execute(code, action_step)
         yield result
 
-    def _execute(self, code: str, action_step: ActionStep) -> ActionOutput:
+    def interrupt(self) -> None:
+        """Stop the run before its next step, and the block that runs now (safe from another thread)."""
+        super().interrupt()
         try:
-            output = self._run_in_sandbox(code)
+            self.executor.interrupt()
+        except NotImplementedError:  # an executor that cannot: the block runs to its end or time limit
+            pass
+
+    def _execute(self, code: str, action_step: ActionStep, on_output: OutputCallback | None = None) -> ActionOutput:
+        try:
+            output = self._run_in_sandbox(code, self._output_shown(on_output))
         except ExecutionTimeout as error:
             self._record_logs(action_step, error.logs)
             raise AgentExecutionError(
@@ -235,7 +250,9 @@ class CodeAgent(MultiStepAgent):
             raise kind(f"Code execution failed:\n{detail}") from None
         self.logger.displays(output.displays)
         action_step.displays = [shown for shown in output.displays if isinstance(shown, Display)]
-        observation = f"Execution logs:\n{output.logs}" if output.logs else ""
+        observation = logged = f"Execution logs:\n{output.logs}" if output.logs else ""
+        if self.logger.showed_block_output:  # the logs are on the screen already
+            logged = ""
         if output.is_final_answer:
             self._record_logs(action_step, output.logs)
             _text_of(output.output, "final answer", repr)  # a run's record and result show it both ways
@@ -244,12 +261,28 @@ class CodeAgent(MultiStepAgent):
             shown = _text_of(output.output, "value", str)
             if len(shown) > _OUTPUT_PREVIEW:
                 shown = shown[:_OUTPUT_PREVIEW] + f"... ({len(shown) - _OUTPUT_PREVIEW} more characters)"
-            observation += f"{chr(10) if observation else ''}Last output from code snippet:\n{shown}"
+            value = f"Last output from code snippet:\n{shown}"
+            observation = f"{observation}\n{value}" if observation else value
+            logged = f"{logged}\n{value}" if logged else value
         action_step.observations = observation
-        self.logger.observation(observation)
+        if logged:
+            self.logger.observation(logged)
         return ActionOutput(output.output, output.is_final_answer)
 
-    def _run_in_sandbox(self, code: str) -> CodeOutput:
+    def _output_shown(self, on_output: OutputCallback | None) -> OutputCallback | None:
+        """What the block's output goes to as it comes: the logger, which shows it on the screen,
+        and `on_output`; None when neither wants it, so the sandbox need not send it live."""
+        if not self.logger.shows_block_output:
+            return on_output
+
+        def shown(stream: str, text: str) -> None:
+            self.logger.block_output(stream, text)
+            if on_output is not None:
+                on_output(stream, text)
+
+        return shown
+
+    def _run_in_sandbox(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
         """Run the block in the sandbox, in an ``execute_code`` span naming the sandbox, the code and how it ended."""
         attributes = {tracing.SANDBOX_NAME: self._executor_name() or ""}
         sandbox_id = getattr(self.executor, "sandbox_id", None)  # where the executor names its sandbox
@@ -258,7 +291,7 @@ class CodeAgent(MultiStepAgent):
         with tracing.span("execute_code", attributes) as span:
             span.event(tracing.CODE, {tracing.CODE: code})
             try:
-                output = self.executor.run(code)
+                output = self.executor.run(code, on_output)
             except Exception:
                 span.set({tracing.CODE_OUTCOME: "error"})
                 raise

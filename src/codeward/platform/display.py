@@ -40,6 +40,9 @@ class AgentLogger:
     def __init__(self, level: LogLevel | int = LogLevel.INFO, console: Console | None = None) -> None:
         self.level = LogLevel(level)
         self.console = console or Console(highlight=False)
+        #: Whether this step's block output was shown as it came (its observation then leaves the logs out).
+        self.showed_block_output = False
+        self._line_open = False  # the block's last piece did not end its line
 
     def _show(self, level: LogLevel, *renderables: Any) -> None:
         if self.level >= level:
@@ -51,7 +54,19 @@ class AgentLogger:
         self._show(LogLevel.INFO, Panel(visible_text(task), title="New run", subtitle=subtitle, border_style="cyan"))
 
     def step_start(self, number: int) -> None:
+        self.showed_block_output = False
         self._show(LogLevel.INFO, Rule(f"Step {number}", style="cyan"))
+
+    @property
+    def shows_block_output(self) -> bool:
+        return self.level >= LogLevel.INFO
+
+    def block_output(self, stream: str, text: str) -> None:
+        """A piece of what the step's code printed or showed, on the screen as it comes (stderr in red)."""
+        if self.shows_block_output and text:
+            self.console.print(visible_text(text, style="red" if stream == "stderr" else ""), end="")
+            self.showed_block_output = True
+            self._line_open = not text.endswith("\n")
 
     def code(self, code: str) -> None:
         self._show(LogLevel.INFO, _code_panel(code))
@@ -60,6 +75,9 @@ class AgentLogger:
         self._show(LogLevel.DEBUG, Panel(visible_text(text), title="Model output", border_style="dim"))
 
     def observation(self, text: str) -> None:
+        if self._line_open:
+            self._line_open = False
+            self._show(LogLevel.INFO, "")
         self._show(LogLevel.INFO, visible_text(text, style="default"))
 
     def displays(self, displays: list[Any]) -> None:

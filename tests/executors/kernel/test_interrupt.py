@@ -33,3 +33,26 @@ def test_the_interrupt_carries_what_the_cell_printed_and_the_kernel_keeps_its_st
         assert isinstance(cause, ExecutionError) and cause.error_type == "KeyboardInterrupt"
         assert cause.logs == "halfway there\n"
         assert executor.run("kept * 2").output == 42
+
+
+def test_interrupt_asked_before_the_cell_begins_still_stops_it_and_keeps_the_state():
+    """The kernel ignores an interrupt that comes before its cell begins: the session sends it again
+    every grace period while the cell runs, and never restarts the kernel for it."""
+    with JupyterExecutor(timeout_seconds=60) as executor:
+        executor.run("kept = 21")
+        session = executor._session
+        assert session is not None
+        session.interrupt_grace = 0.5
+
+        def interrupt_at_once() -> None:
+            while not session._block_running:
+                time.sleep(0.0001)
+            executor.interrupt()
+
+        threading.Thread(target=interrupt_at_once).start()
+        started = time.monotonic()
+        with pytest.raises(ExecutionError) as raised:
+            executor.run("import time\ntime.sleep(30)")
+        assert raised.value.error_type == "KeyboardInterrupt"
+        assert time.monotonic() - started < 5
+        assert executor.run("kept * 2").output == 42

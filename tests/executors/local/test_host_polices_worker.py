@@ -524,3 +524,25 @@ def test_a_value_that_decodes_past_the_memory_allowance_is_refused(monkeypatch):
         assert isinstance(outcome, ExecutionError) and "once decoded" in outcome.message, outcome
         assert grown[0] < GROWTH, f"the host grew by {grown[0] / 2**20:.0f} MiB"
         assert sandbox.run("len([{}] * 200_000)").output == 200_000
+
+
+#: Output frames past what the logs may hold, forged straight onto the channel, as fast as it takes them.
+OUTPUT_FLOOD = (
+    CHANNEL
+    + """
+seq = request_number()
+piece = frame({"op": "output", "seq": seq, "stream": "stdout", "text": "x" * 1000})
+for _ in range(10_000):
+    write_all(piece)
+'flooded'
+"""
+)
+
+
+def test_live_output_past_the_logs_length_ends_the_worker_and_never_reaches_the_callback():
+    heard: list[str] = []
+    with executor(max_print_outputs_length=5000) as sandbox:
+        with pytest.raises(SandboxError, match="more output than its logs may hold"):
+            sandbox.run(OUTPUT_FLOOD, on_output=lambda stream, text: heard.append(text))
+        assert sum(map(len, heard)) <= 5000
+        later_blocks_hold(sandbox)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import sys
 import threading
 
@@ -57,3 +58,14 @@ def test_another_threads_output_is_not_captured(capsys):
     assert release.is_set()
     assert result.logs == "sandbox\n"
     assert "host says hi" in capsys.readouterr().out
+
+
+WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
+
+
+def test_in_process_the_callback_sees_the_callers_context_not_the_codes():
+    seen: list[str] = []
+    with LocalExecutor(isolation="in_process") as executor:  # the code's context is a copy made now
+        WHO.set("the caller")
+        executor.run("print('hi')", on_output=lambda stream, text: seen.append(WHO.get()))
+    assert seen == ["the caller"]

@@ -31,6 +31,7 @@ from codeward.executors.docker.hardening import PACKAGES_DIR, Hardening
 from codeward.executors.docker.sandbox import KernelContainer, sandbox_spec
 from codeward.executors.kernel.executor import KernelExecutor
 from codeward.executors.kernel.session import ConnectedKernel, KernelSession
+from codeward.executors.live import OutputCallback
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, DEFAULT_PRINT_OUTPUTS_LENGTH, checked_packages
 
 if TYPE_CHECKING:
@@ -197,11 +198,11 @@ class DockerExecutor(KernelExecutor):
 
     # -- the contract ------------------------------------------------------------
 
-    def run(self, code: str) -> CodeOutput:
+    def run(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
         """Run `code`; a failure that left the sandbox full of processes replaces the sandbox."""
         self._replaced_exhausted = False
         try:
-            return self._run_and_trace(code)
+            return self._run_and_trace(code, on_output)
         except ExecutionError as error:
             if not self._replaced_exhausted:
                 suspicious = isinstance(error, ExecutionTimeout) or error.error_type in _RESOURCE_ERRORS
@@ -221,13 +222,13 @@ class DockerExecutor(KernelExecutor):
 
     # -- egress --------------------------------------------------------------------
 
-    def _run_and_trace(self, code: str) -> CodeOutput:
+    def _run_and_trace(self, code: str, on_output: OutputCallback | None) -> CodeOutput:
         """Run `code`; each request its sandbox made meanwhile becomes a span of the block's trace."""
         if self._egress_policy is None:
-            return super().run(code)
+            return super().run(code, on_output)
         seen = len(self.egress_log)
         try:
-            return super().run(code)
+            return super().run(code, on_output)
         finally:
             self.last_block_egress = self.egress_log[seen:]
             _trace_requests(self.last_block_egress)

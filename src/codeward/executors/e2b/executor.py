@@ -68,7 +68,7 @@ from codeward.executors.base import (
     SandboxError,
 )
 from codeward.executors.e2b.network import network_rules
-from codeward.executors.e2b.output import CellReading, HostRequests, OutputFlood
+from codeward.executors.e2b.output import CellReading, HostRequests, OutputFlood, OutputStopped
 from codeward.executors.kernel.bridge import bootstrap_code, cell_calling
 from codeward.executors.kernel.cells import (
     CellResult,
@@ -78,6 +78,7 @@ from codeward.executors.kernel.cells import (
     strip_ansi,
 )
 from codeward.executors.kernel.remembering import RememberingExecutor
+from codeward.executors.live import BlockStops, LiveOutput, OutputCallback
 from codeward.executors.settings import (
     DEFAULT_OUTPUT_BUDGET,
     DEFAULT_PRINT_OUTPUTS_LENGTH,
@@ -198,6 +199,8 @@ class E2BExecutor(RememberingExecutor):
         self._renewed_at = 0.0
         self._ready = False
         self._folder = ""  # where the sandbox waits for the answers to its tool requests (host tools)
+        self._kernel_pid: int | None = None  # the context's kernel process, which `interrupt()` signals
+        self._stops = BlockStops()
         try:
             self._ensure_ready()
         except BaseException:
@@ -294,7 +297,9 @@ class E2BExecutor(RememberingExecutor):
             )
         if self._bridge.tools:
             cells.append(cell_calling("load_tools", self._bridge.specs_text))
-        self._internal("\n".join(cells))
+        cells.append("__import__('os').getpid()")
+        pid = code_output(self._internal("\n".join(cells))).output
+        self._kernel_pid = pid if type(pid) is int and pid > 1 else None
         self._ready = True
 
     def _internal(self, code: str) -> CellResult:
@@ -316,11 +321,12 @@ class E2BExecutor(RememberingExecutor):
 
     # -- one execution -----------------------------------------------------------------
 
-    def _execute(self, code: str, seconds: float) -> CellResult:
-        """Run a cell in the context and gather what came back; transport failures become executor errors."""
+    def _execute(self, code: str, seconds: float, live: LiveOutput | None = None) -> CellResult:
+        """Run a cell in the context and gather what came back, handing its output to `live` as it
+        comes; transport failures become executor errors."""
         sandbox, context = self._live()
         reading = CellReading(
-            self.max_print_outputs_length, self.max_output_bytes, self._host_requests(sandbox, seconds)
+            self.max_print_outputs_length, self.max_output_bytes, self._host_requests(sandbox, seconds), live
         )
         started = time.monotonic()
         try:
@@ -332,6 +338,9 @@ class E2BExecutor(RememberingExecutor):
                 on_result=reading.shown,
                 timeout=seconds + _BACKSTOP_GRACE,
             )
+        except OutputStopped:  # the stream closed, E2B interrupts the cell: the caller's callback failed
+            assert live is not None and live.failure is not None
+            raise live.failure from None
         except OutputFlood as flood:
             raise ExecutionError(
                 f"the code sent more than twice its output budget of {self.max_output_bytes:,} bytes, so codeward "
@@ -447,17 +456,33 @@ class E2BExecutor(RememberingExecutor):
         self._ensure_ready()
         self._internal(cell_calling(f"load_{what}", text))
 
-    def run(self, code: str) -> CodeOutput:
+    def run(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
         self._ensure_ready()
         notes = self._take_notes()
+        live = LiveOutput(on_output, self.max_print_outputs_length)
         try:
-            with decoding_within(self.timeout_seconds):
-                output = code_output(self._execute(code, self.timeout_seconds))
+            with decoding_within(self.timeout_seconds), self._stops.running(self._signal_kernel):
+                output = code_output(self._execute(code, self.timeout_seconds, live))
         except ExecutorError as error:
             error.logs = notes + error.logs
             raise
         output.logs = notes + output.logs
         return output
+
+    def interrupt(self) -> None:
+        """Stop the running block as Ctrl-C does: SIGINT to its kernel, sent by a one-line cell in the
+        sandbox's default context (E2B relays no interrupt, and the block's own stream belongs to the
+        thread that reads it). Between blocks nothing happens, and the kernel ignores a late one."""
+        self._stops.interrupt()
+
+    def _signal_kernel(self) -> None:
+        sandbox, pid = self._sandbox, self._kernel_pid
+        if sandbox is None or pid is None:
+            return
+        try:
+            sandbox.run_code(f"__import__('os').kill({pid}, __import__('signal').SIGINT)", timeout=_PROBE_SECONDS * 5)
+        except Exception as error:  # the block's own run reports a sandbox that is gone
+            logger.info("could not interrupt the E2B code context: %s", error)
 
     def install_packages(self, packages: list[str]) -> list[str]:
         """pip-install into the sandbox's Python (it needs internet access); return the modules they provide."""

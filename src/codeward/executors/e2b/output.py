@@ -34,8 +34,9 @@ from codeward.executors.kernel.cells import (
     over_budget_reply,
 )
 from codeward.executors.kernel.prelude import ANSWER_FILE, PAYLOAD_SOURCE, REPORT_MIME, REQUEST
+from codeward.executors.live import LiveOutput, display_text
 
-__all__ = ["CellReading", "HostRequests", "OutputFlood"]
+__all__ = ["CellReading", "HostRequests", "OutputFlood", "OutputStopped"]
 
 #: Result fields of the SDK and the MIME types they came from, to rebuild display bundles.
 _FIELD_MIME = {
@@ -57,6 +58,11 @@ _MARK = re.compile(re.escape(REQUEST) + r"([0-9a-f]{32}):(cell|tool):([0-9]{0,18
 
 class OutputFlood(Exception):
     """Raised from the SDK's callbacks to stop reading a cell that sent more than twice its budget."""
+
+
+class OutputStopped(Exception):
+    """Raised from the SDK's callbacks once the caller's `on_output` failed: closing the stream
+    makes E2B interrupt the cell, and `run` raises what the callback raised."""
 
 
 class HostRequests:
@@ -109,8 +115,15 @@ class CellReading:
     With `requests`, the tool requests among printed text are answered as they arrive.
     """
 
-    def __init__(self, max_log_chars: int, max_output_bytes: int, requests: HostRequests | None = None) -> None:
+    def __init__(
+        self,
+        max_log_chars: int,
+        max_output_bytes: int,
+        requests: HostRequests | None = None,
+        live: LiveOutput | None = None,
+    ) -> None:
         self._logs = BoundedText(max_log_chars)
+        self._live = live
         self._budget = OutputBudget(max_output_bytes)
         self._limit = max_output_bytes
         self._requests = requests
@@ -124,6 +137,7 @@ class CellReading:
             text = self._requests.take(text, self._budget)
         if text and self._budget.spend(len(text)):
             self._logs.add(text)
+            self._deliver("stderr" if message.error else "stdout", text)
         self._check_flood()
 
     def shown(self, result: Result) -> None:
@@ -140,6 +154,14 @@ class CellReading:
             self.main = bundle
         else:
             self.displays.append(bundle)
+            if bundle:
+                self._deliver("display", display_text(bundle))
+
+    def _deliver(self, stream: str, text: str) -> None:
+        if self._live is not None:
+            self._live(stream, text)
+            if self._live.failure is not None:
+                raise OutputStopped
 
     def logs(self) -> str:
         return self._budget.noted(self._logs.text())

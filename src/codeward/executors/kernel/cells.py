@@ -1,7 +1,8 @@
 """One execute request's outcome, as every kernel-backed sandbox reports it.
 
-The jupyter and docker executors read it off a kernel's channels, the e2b
-executor off E2B's stream; either way, `code_output` turns it into the
+The jupyter and docker executors read it off a kernel's channels (`CellCollector`
+gathers the messages of one request, within its budget), the e2b executor off
+E2B's stream; either way, `code_output` turns it into the
 contract's `CodeOutput` or error, with values decoded by the codec and never
 unpickled. Nothing here needs jupyter_client, so the e2b extra does not either.
 """
@@ -9,7 +10,9 @@ unpickled. Nothing here needs jupyter_client, so the e2b extra does not either.
 from __future__ import annotations
 
 import re
+import sys
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,10 +21,13 @@ from codeward.executors import codec
 from codeward.executors.base import CodeOutput, ExecutionError, SandboxError
 from codeward.executors.displays import richest_display
 from codeward.executors.kernel.prelude import PAYLOAD_SOURCE, REPORT_MIME
+from codeward.executors.live import LiveOutput, display_text
 
 __all__ = [
     "BoundedText",
+    "CellCollector",
     "CellResult",
+    "InputHandler",
     "OutputBudget",
     "bundle_size",
     "code_output",
@@ -38,6 +44,13 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 #: The MIME types of a display that codeward reads (`displays.richest_display`, its reports).
 _KEPT_MIMES = ("image/png", "image/jpeg", "text/html", "text/markdown", "text/plain", REPORT_MIME)
+#: Answers an `input()` request from the kernel: prompt in, reply text out.
+InputHandler = Callable[[str], str]
+_TRACEBACK_CHARS = 100_000  # a longer traceback keeps its end, where the error is
+_DROPPED_NOTE = (
+    "\n[codeward: the sandbox sent output faster than it could be read, and its kernel dropped some of it; "
+    "print or show less at a time]"
+)
 
 
 def kept_bundle(data: Any) -> dict[str, str]:
@@ -222,4 +235,123 @@ def require_setup_ok(result: CellResult, sandbox: str) -> None:
             f"codeward could not set up {sandbox}: {result.error_name}: {result.error_value}\n{result.traceback}",
             logs=result.logs,
             state_lost=False,
+        )
+
+
+class CellCollector:
+    """Accumulates the messages of one execute request into a `CellResult`, within a budget.
+
+    Everything the cell sends (printed text, displays, its result and codeward's payload)
+    draws bytes from `max_output_bytes`; what comes past it is dropped and counted, so the
+    host holds at most the budget (plus the message being read) whatever the sandbox sends.
+    Displays keep only the MIME types codeward reads.
+    """
+
+    def __init__(self, max_log_chars: int, max_output_bytes: int, live: LiveOutput | None = None) -> None:
+        self._logs = BoundedText(max_log_chars)
+        self._live = live
+        self._budget = OutputBudget(max_output_bytes)
+        self._reply: dict[str, Any] | None = None
+        self._idle = False
+        self._dropped = False
+        self._first, self._last, self._counted = sys.maxsize, -1, 0
+        self.interrupted = False
+        self._result: dict[str, Any] | None = None
+        self._displays: list[dict[str, Any]] = []
+        self._traceback = ""
+
+    @property
+    def done(self) -> bool:
+        return self._reply is not None and self._idle
+
+    @property
+    def replied(self) -> bool:
+        return self._reply is not None
+
+    @property
+    def reply_status(self) -> str:
+        return self._reply["status"] if self._reply else ""
+
+    def give_up_waiting_for_idle(self) -> None:
+        """End a replied cell whose idle status never came: the kernel's iopub queue overflowed
+        (a flood the host read more slowly than it came) and dropped it, with other output."""
+        self._idle = self._dropped = True
+
+    def count(self, msg: dict[str, Any]) -> None:
+        """Note the number the kernel's session gave a message it sent (`<session>_<pid>_<n>`).
+
+        The kernel numbers every message it sends on one counter, and all those made while a
+        cell runs reach this client (iopub in order, then the reply), unless its full iopub
+        queue dropped some: a gap among the numbers read is output lost in the sandbox.
+        """
+        number = str(msg.get("header", {}).get("msg_id", "")).rpartition("_")[2]
+        if number.isdigit() and len(number) < 19:
+            value = int(number)
+            self._first, self._last = min(self._first, value), max(self._last, value)
+            self._counted += 1
+
+    @property
+    def _lost(self) -> bool:
+        if self._dropped:
+            return True
+        if self.interrupted or not self._counted:
+            return False  # an interrupt's reply goes to the control channel, which is not read here
+        return self._last - self._first + 1 > self._counted
+
+    def _kept_entry(self, entry: Any) -> dict[str, Any]:
+        """A payload entry, or in place of one past the budget a mark `code_output` reports."""
+        if not isinstance(entry, dict):
+            return {}
+        size = bundle_size(entry)
+        return entry if self._budget.spend(size) else {"source": entry.get("source"), "cut": size}
+
+    def take(self, channel: str, msg: dict[str, Any]) -> None:
+        kind, content = msg["msg_type"], msg["content"]
+        if channel == "shell":
+            self._reply = {**content, "payload": [self._kept_entry(entry) for entry in content.get("payload", [])]}
+        elif kind == "status":
+            self._idle = content.get("execution_state") == "idle"
+        elif kind == "stream":
+            text = content.get("text", "")
+            if isinstance(text, str) and self._budget.spend(len(text)):
+                self._logs.add(text)
+                if self._live is not None:
+                    self._live("stderr" if content.get("name") == "stderr" else "stdout", text)
+        elif kind in ("execute_result", "display_data"):
+            bundle = kept_bundle(content.get("data", {}))
+            if self._budget.spend(bundle_size(bundle)):
+                if kind == "execute_result":
+                    self._result = bundle
+                else:
+                    self._displays.append(bundle)
+                    if self._live is not None and bundle and REPORT_MIME not in bundle:
+                        self._live("display", display_text(bundle))
+        elif kind == "error":
+            lines = "\n".join(str(line) for line in content.get("traceback", []))
+            self._traceback = strip_ansi(lines)[-_TRACEBACK_CHARS:]
+
+    def answer(self, prompt: str, on_input: InputHandler) -> str:
+        """The reply to a request from the cell's code, which draws from the budget before it is read."""
+        if self._budget.spend(len(prompt)):
+            return on_input(prompt)
+        return over_budget_reply(len(prompt))
+
+    def logs(self) -> str:
+        text = self._budget.noted(self._logs.text())
+        return text + _DROPPED_NOTE if self._lost else text
+
+    def traceback(self) -> str:
+        return self._traceback
+
+    def result(self) -> CellResult:
+        reply = self._reply or {}
+        return CellResult(
+            status=reply.get("status", "error"),
+            logs=self.logs(),
+            result=self._result,
+            displays=self._displays,
+            payload=list(reply.get("payload", [])),
+            error_name=reply.get("ename", ""),
+            error_value=reply.get("evalue", ""),
+            traceback=self._traceback,
         )

@@ -28,6 +28,7 @@ from codeward.executors.kernel.bridge import (
 from codeward.executors.kernel.cells import CellResult, code_output, decoding_within, require_setup_ok
 from codeward.executors.kernel.remembering import RememberingExecutor
 from codeward.executors.kernel.session import KernelProcess, KernelSession
+from codeward.executors.live import OutputCallback
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, DEFAULT_PRINT_OUTPUTS_LENGTH, checked_packages
 
 __all__ = ["KernelExecutor"]
@@ -118,12 +119,14 @@ class KernelExecutor(RememberingExecutor):
 
     # -- the contract ------------------------------------------------------------
 
-    def run(self, code: str) -> CodeOutput:
+    def run(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
         session = self._ensure_ready()
         notes = self._take_notes()
         with decoding_within(self.timeout_seconds):
             try:
-                result = session.execute(code, timeout=self.timeout_seconds, on_input=self._bridge.answer)
+                result = session.run_block(
+                    code, timeout=self.timeout_seconds, on_input=self._bridge.answer, on_output=on_output
+                )
             except SandboxError as error:
                 self._discard_session()
                 error.logs = notes + error.logs
@@ -133,6 +136,11 @@ class KernelExecutor(RememberingExecutor):
                 raise
             result.logs = notes + result.logs
             return code_output(result)
+
+    def interrupt(self) -> None:
+        session = self._session
+        if session is not None:
+            session.interrupt()
 
     def install_packages(self, packages: list[str]) -> list[str]:
         """pip-install into the kernel's own interpreter; return the top-level modules they provide."""

@@ -14,11 +14,12 @@ the protocol's own floor.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
-import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from queue import Empty
@@ -30,15 +31,8 @@ from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 
 from codeward.executors.base import ExecutionError, ExecutionTimeout, SandboxError
-from codeward.executors.kernel.cells import (
-    BoundedText,
-    CellResult,
-    OutputBudget,
-    bundle_size,
-    kept_bundle,
-    over_budget_reply,
-    strip_ansi,
-)
+from codeward.executors.kernel.cells import CellCollector, CellResult, InputHandler
+from codeward.executors.live import LiveOutput, OutputCallback
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET
 
 __all__ = [
@@ -48,8 +42,6 @@ __all__ = [
     "LocalKernel",
 ]
 
-#: Answers an `input()` request from the kernel: prompt in, reply text out.
-InputHandler = Callable[[str], str]
 
 _LIVENESS_INTERVAL = 0.25
 _READY_RETRY = 0.1
@@ -59,11 +51,6 @@ _IOPUB_QUEUE = 4
 _READ_BATCH = 64  # messages read from one socket before the deadline is looked at again
 #: After the reply, how long iopub may stay silent before the cell's idle status is taken as dropped.
 _QUIET_AFTER_REPLY = 0.5
-_TRACEBACK_CHARS = 100_000  # a longer traceback keeps its end, where the error is
-_DROPPED_NOTE = (
-    "\n[codeward: the sandbox sent output faster than it could be read, and its kernel dropped some of it; "
-    "print or show less at a time]"
-)
 
 
 class KernelProcess(Protocol):
@@ -251,6 +238,9 @@ class KernelSession:
         self.max_log_chars = max_log_chars
         self.generation = 0
         self._client: BlockingKernelClient | None = None
+        self._block_lock = threading.Lock()
+        self._block_running = False  # a block of the caller's runs: `interrupt()` may stop it
+        self._interrupt_asked = False
         self._poller = zmq.Poller()
         try:
             self._connect()
@@ -338,6 +328,33 @@ class KernelSession:
 
     # -- execution -------------------------------------------------------------
 
+    def interrupt(self) -> None:
+        """Stop the caller's running block (from any thread): the thread that runs it sends the
+        kernel its interrupt within `_LIVENESS_INTERVAL`. Between blocks, and during codeward's
+        own cells, nothing happens."""
+        with self._block_lock:
+            if self._block_running:
+                self._interrupt_asked = True
+
+    def run_block(
+        self, code: str, *, timeout: float, on_input: InputHandler, on_output: OutputCallback | None = None
+    ) -> CellResult:
+        """Run the caller's block: `execute`, which `interrupt()` may stop, with `on_output` called
+        as its output arrives. What that callback raises is raised once the block has stopped."""
+        live = LiveOutput(on_output, self.max_log_chars)
+        with self._block_lock:
+            self._block_running, self._interrupt_asked = True, False
+        try:
+            result = self.execute(code, timeout=timeout, on_input=on_input, live=live)
+        finally:
+            with self._block_lock:
+                self._block_running = self._interrupt_asked = False
+        live.raise_failure()
+        return result
+
+    def _stop_wanted(self, live: LiveOutput | None) -> bool:
+        return self._interrupt_asked or (live is not None and live.failure is not None)
+
     def execute(
         self,
         code: str,
@@ -345,20 +362,23 @@ class KernelSession:
         timeout: float | None = None,
         on_input: InputHandler | None = None,
         silent: bool = False,
+        live: LiveOutput | None = None,
     ) -> CellResult:
         """Run `code`; return once the reply and all output for it have arrived.
 
         Raises `ExecutionTimeout` past `timeout` seconds (after stopping the
         code) and `SandboxError` if the kernel dies meanwhile. A `silent` cell
-        leaves no trace in the kernel's history and publishes no result.
+        leaves no trace in the kernel's history and publishes no result. With
+        `live`, output is handed to it as it arrives, and the cell is stopped
+        (interrupted, as Ctrl-C does) when `interrupt()` asks or its callback fails.
         """
         client = self._require_client()
         msg_id = client.execute(
             code, silent=silent, store_history=not silent, allow_stdin=on_input is not None, stop_on_error=False
         )
-        cell = _CellCollector(self.max_log_chars, self.max_output_bytes)
+        cell = CellCollector(self.max_log_chars, self.max_output_bytes, live)
         deadline = None if timeout is None else time.monotonic() + timeout
-        interrupted_at: float | None = None
+        stopping = _Stopping(deadline, self.interrupt_grace)
         last_heard = time.monotonic()
         next_check = last_heard + _LIVENESS_INTERVAL
         try:
@@ -367,17 +387,16 @@ class KernelSession:
                 if cell.replied and now >= last_heard + _QUIET_AFTER_REPLY:
                     cell.give_up_waiting_for_idle()
                     break
-                if deadline is not None and now >= deadline and interrupted_at is None:
+                if stopping.due(now, asked=self._stop_wanted(live)):
                     self.process.interrupt(client)
-                    interrupted_at = now
                     cell.interrupted = True
-                if interrupted_at is not None and now >= interrupted_at + self.interrupt_grace:
+                if stopping.overdue(now):
                     self._restart_after_timeout(timeout, cell.logs())
                 if now >= next_check:
                     self._check_alive(cell, msg_id)
                     next_check = now + _LIVENESS_INTERVAL
                 wait = next_check - now
-                if deadline is not None and interrupted_at is None:
+                if deadline is not None and stopping.timed_out_at is None:
                     wait = min(wait, deadline - now)
                 if cell.replied:
                     wait = min(wait, last_heard + _QUIET_AFTER_REPLY - now)
@@ -389,14 +408,14 @@ class KernelSession:
                     if channel == "stdin":
                         # Past the time limit the code is being stopped: its requests are not served.
                         reply = ""
-                        if on_input is not None and interrupted_at is None:
+                        if on_input is not None and not cell.interrupted:
                             reply = cell.answer(msg["content"].get("prompt", ""), on_input)
                         client.input(reply)
                     else:
                         cell.take(channel, msg)
         except KeyboardInterrupt as interrupt:  # Ctrl-C on the host: the run ends, with what the cell printed
             raise interrupt from self._interrupted(client, cell, msg_id)
-        if interrupted_at is not None and cell.reply_status != "ok":
+        if stopping.timed_out_at is not None and cell.reply_status != "ok":
             raise ExecutionTimeout(
                 f"the code ran past its time limit of {timeout:g} s and was interrupted",
                 logs=cell.logs(),
@@ -405,7 +424,7 @@ class KernelSession:
             )
         return cell.result()
 
-    def _interrupted(self, client: BlockingKernelClient, cell: _CellCollector, msg_id: str) -> ExecutionError:
+    def _interrupted(self, client: BlockingKernelClient, cell: CellCollector, msg_id: str) -> ExecutionError:
         """Interrupt the kernel and gather, for up to `interrupt_grace`, what the cell still sends, so
         that what it printed reaches the user; a kernel that will not stop runs on until it is closed."""
         self.process.interrupt(client)
@@ -446,7 +465,7 @@ class KernelSession:
                     break
                 yield name, message
 
-    def _check_alive(self, cell: _CellCollector, msg_id: str) -> None:
+    def _check_alive(self, cell: CellCollector, msg_id: str) -> None:
         if self.process.is_alive():
             return
         for channel, msg in self._poll(_LAST_WORDS_WAIT):  # output that left the kernel before it died
@@ -472,118 +491,33 @@ class KernelSession:
         )
 
 
-class _CellCollector:
-    """Accumulates the messages of one execute request into a `CellResult`, within a budget.
+class _Stopping:
+    """When a running cell is interrupted: at its `deadline`, after which it has `grace` seconds to
+    stop before its kernel is restarted; and when the caller asks, again every `grace` seconds while
+    it runs (the first may have come before the cell began, when the kernel ignores it), so that a
+    stop the caller asked for never costs the kernel's state: only the time limit does."""
 
-    Everything the cell sends (printed text, displays, its result and codeward's payload)
-    draws bytes from `max_output_bytes`; what comes past it is dropped and counted, so the
-    host holds at most the budget (plus the message being read) whatever the sandbox sends.
-    Displays keep only the MIME types codeward reads.
-    """
+    def __init__(self, deadline: float | None, grace: float) -> None:
+        self.deadline = deadline
+        self.grace = grace
+        self.timed_out_at: float | None = None
+        self._asked_at = -math.inf
 
-    def __init__(self, max_log_chars: int, max_output_bytes: int) -> None:
-        self._logs = BoundedText(max_log_chars)
-        self._budget = OutputBudget(max_output_bytes)
-        self._reply: dict[str, Any] | None = None
-        self._idle = False
-        self._dropped = False
-        self._first, self._last, self._counted = sys.maxsize, -1, 0
-        self.interrupted = False
-        self._result: dict[str, Any] | None = None
-        self._displays: list[dict[str, Any]] = []
-        self._traceback = ""
-
-    @property
-    def done(self) -> bool:
-        return self._reply is not None and self._idle
-
-    @property
-    def replied(self) -> bool:
-        return self._reply is not None
-
-    @property
-    def reply_status(self) -> str:
-        return self._reply["status"] if self._reply else ""
-
-    def give_up_waiting_for_idle(self) -> None:
-        """End a replied cell whose idle status never came: the kernel's iopub queue overflowed
-        (a flood the host read more slowly than it came) and dropped it, with other output."""
-        self._idle = self._dropped = True
-
-    def count(self, msg: dict[str, Any]) -> None:
-        """Note the number the kernel's session gave a message it sent (`<session>_<pid>_<n>`).
-
-        The kernel numbers every message it sends on one counter, and all those made while a
-        cell runs reach this client (iopub in order, then the reply), unless its full iopub
-        queue dropped some: a gap among the numbers read is output lost in the sandbox.
-        """
-        number = str(msg.get("header", {}).get("msg_id", "")).rpartition("_")[2]
-        if number.isdigit() and len(number) < 19:
-            value = int(number)
-            self._first, self._last = min(self._first, value), max(self._last, value)
-            self._counted += 1
-
-    @property
-    def _lost(self) -> bool:
-        if self._dropped:
+    def due(self, now: float, *, asked: bool) -> bool:
+        """Whether to send the kernel an interrupt now."""
+        if self.timed_out_at is not None:
+            return False
+        if self.deadline is not None and now >= self.deadline:
+            self.timed_out_at = now
             return True
-        if self.interrupted or not self._counted:
-            return False  # an interrupt's reply goes to the control channel, which is not read here
-        return self._last - self._first + 1 > self._counted
+        if asked and now >= self._asked_at + self.grace:
+            self._asked_at = now
+            return True
+        return False
 
-    def _kept_entry(self, entry: Any) -> dict[str, Any]:
-        """A payload entry, or in place of one past the budget a mark `code_output` reports."""
-        if not isinstance(entry, dict):
-            return {}
-        size = bundle_size(entry)
-        return entry if self._budget.spend(size) else {"source": entry.get("source"), "cut": size}
-
-    def take(self, channel: str, msg: dict[str, Any]) -> None:
-        kind, content = msg["msg_type"], msg["content"]
-        if channel == "shell":
-            self._reply = {**content, "payload": [self._kept_entry(entry) for entry in content.get("payload", [])]}
-        elif kind == "status":
-            self._idle = content.get("execution_state") == "idle"
-        elif kind == "stream":
-            text = content.get("text", "")
-            if isinstance(text, str) and self._budget.spend(len(text)):
-                self._logs.add(text)
-        elif kind in ("execute_result", "display_data"):
-            bundle = kept_bundle(content.get("data", {}))
-            if self._budget.spend(bundle_size(bundle)):
-                if kind == "execute_result":
-                    self._result = bundle
-                else:
-                    self._displays.append(bundle)
-        elif kind == "error":
-            lines = "\n".join(str(line) for line in content.get("traceback", []))
-            self._traceback = strip_ansi(lines)[-_TRACEBACK_CHARS:]
-
-    def answer(self, prompt: str, on_input: InputHandler) -> str:
-        """The reply to a request from the cell's code, which draws from the budget before it is read."""
-        if self._budget.spend(len(prompt)):
-            return on_input(prompt)
-        return over_budget_reply(len(prompt))
-
-    def logs(self) -> str:
-        text = self._budget.noted(self._logs.text())
-        return text + _DROPPED_NOTE if self._lost else text
-
-    def traceback(self) -> str:
-        return self._traceback
-
-    def result(self) -> CellResult:
-        reply = self._reply or {}
-        return CellResult(
-            status=reply.get("status", "error"),
-            logs=self.logs(),
-            result=self._result,
-            displays=self._displays,
-            payload=list(reply.get("payload", [])),
-            error_name=reply.get("ename", ""),
-            error_value=reply.get("evalue", ""),
-            traceback=self._traceback,
-        )
+    def overdue(self, now: float) -> bool:
+        """Past its time limit and its grace: only a restart stops it."""
+        return self.timed_out_at is not None and now >= self.timed_out_at + self.grace
 
 
 def _queue_little_output(client: BlockingKernelClient) -> None:

@@ -9,13 +9,15 @@ interpreter in the host's own process, for values the codec cannot carry.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codeward.executors.base import FINAL_ANSWER_TOOL, CodeOutput, Executor, ExecutorError
+from codeward.executors.base import FINAL_ANSWER_TOOL, CodeOutput, ExecutionError, Executor, ExecutorError
 from codeward.executors.codec import CodecError
+from codeward.executors.live import BlockStops, LiveOutput, OutputCallback
 from codeward.executors.local.data_policy import DataPolicy
 from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS, checked_import_entries
 from codeward.executors.local.interpreter import Interpreter, ToolHandle
@@ -122,6 +124,7 @@ class LocalExecutor(Executor):
             "max_memory_bytes": max_memory_bytes,
         }
         self._closed = False
+        self._stops = BlockStops()  # in process: the worker keeps its own
         self._tools: dict[str, Tool] = {}
         self._interpreter: Interpreter | None = None
         self._worker: WorkerExecutor | None = None
@@ -171,16 +174,32 @@ class LocalExecutor(Executor):
                 {n: ToolHandle(n, t.description, t, n == FINAL_ANSWER_TOOL) for n, t in self._tools.items()}
             )
 
-    def run(self, code: str) -> CodeOutput:
+    def run(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
         self._check_open()
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, got {type(code).__name__}")
         if self._worker is not None:
-            output = self._worker.run(code)
+            output = self._worker.run(code, on_output)
             self._report_missing_layers()
             return output
         assert self._interpreter is not None
-        return self._interpreter.run(code)
+        live = LiveOutput(_in_host_context(on_output), self.max_print_outputs_length)
+        try:
+            with self._stops.running(self._interpreter.interrupt):
+                output = self._interpreter.run(code, live)
+        except ExecutionError:
+            live.raise_failure()  # the callback's failure stopped the block: it is what the caller sees
+            raise
+        live.raise_failure()
+        return output
+
+    def interrupt(self) -> None:
+        """Stop the running block from another thread: a worker gets SIGINT, as from Ctrl-C; in
+        process, the block is stopped at its next bytecode (or at once from a sleep)."""
+        if self._worker is not None:
+            self._worker.interrupt()
+        else:
+            self._stops.interrupt()
 
     def close(self) -> None:
         if not self._closed:
@@ -202,6 +221,15 @@ class LocalExecutor(Executor):
     def _check_open(self) -> None:
         if self._closed:
             raise ExecutorError("this LocalExecutor is closed; create a new one")
+
+
+def _in_host_context(on_output: OutputCallback | None) -> OutputCallback | None:
+    """In process the callback is called from inside the block, whose context variables are the
+    code's own (numpy's settings, say): it runs in a copy of the caller's instead, as elsewhere."""
+    if on_output is None:
+        return None
+    host = contextvars.copy_context()
+    return lambda stream, text: host.run(on_output, stream, text)
 
 
 def _start_worker(settings: dict[str, Any], confinement: str, env: Mapping[str, str] | None) -> WorkerExecutor:

@@ -546,8 +546,11 @@ class Guards:
         return cls
 
     # Per-module replacements -------------------------------------------------
-    def module_overrides(self, deadline: Callable[[], float | None]) -> Callable[[str], dict[str, Any]]:
-        """What replaces some attributes of some modules inside the sandbox."""
+    def module_overrides(
+        self, deadline: Callable[[], float | None], pause: Callable[[float], object] = time.sleep
+    ) -> Callable[[str], dict[str, Any]]:
+        """What replaces some attributes of some modules inside the sandbox; `pause` sleeps, and
+        may wake early for a block that is being stopped."""
         import random
 
         private_random = random.Random()
@@ -559,9 +562,9 @@ class Guards:
             if until is None:
                 raise BudgetSpentOutsideRun("code defined in the sandbox cannot sleep outside a run")
             if time.monotonic() + seconds > until:
-                time.sleep(max(0.0, until - time.monotonic()))
+                pause(max(0.0, until - time.monotonic()))
                 raise TimeLimitReached
-            time.sleep(seconds)
+            pause(seconds)
 
         def attrgetter(*names: str) -> Callable[[Any], Any]:
             """operator.attrgetter, reading each attribute through the sandbox's getattr."""

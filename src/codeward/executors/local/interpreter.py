@@ -11,6 +11,7 @@ pickle and eval routes by `data_policy`.
 
 from __future__ import annotations
 
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,7 +25,8 @@ from codeward.executors.base import (
     FinalAnswerSignal,
 )
 from codeward.executors.kernel import prelude
-from codeward.executors.kernel.cells import BoundedText, request_error
+from codeward.executors.kernel.cells import request_error
+from codeward.executors.live import LiveOutput
 from codeward.executors.local.crossing import (
     SCALARS,
     SHOWN_LIMIT,
@@ -39,6 +41,7 @@ from codeward.executors.local.imports import ImportGate
 from codeward.executors.local.instrumenter import RESULT_NAME
 from codeward.executors.local.library_trust import exit_refused
 from codeward.executors.local.limits import (
+    BlockInterrupted,
     BudgetSpentOutsideRun,
     Limits,
     MemoryLimitReached,
@@ -47,7 +50,7 @@ from codeward.executors.local.limits import (
     TimeLimitReached,
     make_tick,
 )
-from codeward.executors.local.output import capture_output
+from codeward.executors.local.output import BlockOutput, capture_output
 from codeward.executors.local.policy import CodeRefused, compile_block
 from codeward.executors.local.receivers import PLAIN_RECEIVER
 from codeward.executors.local.watchdog import WATCHDOG, AlarmWatchdog, Watchdog
@@ -134,13 +137,15 @@ class Interpreter:
         self._declared_global: set[str] = set()  # names any block's functions declare global
         self._class_attributes: set[str] = set()  # public names any block's classes define
         self._tools: dict[str, ToolHandle] = {}
-        self._logs = BoundedText(self.max_print_outputs_length)
+        self._logs = BlockOutput(self.max_print_outputs_length)
         self._watch: Any = None  # the running block's watch, for time.sleep's deadline
 
         self.data_policy = DataPolicy(allowed_paths)
         self._limits = Limits(max_value_size, max_int_bits, lambda: self._globals["_tick_"])
         self._guards = Guards(self._limits, self._globals, self.data_policy, (ToolHandle,))
-        overrides = self._guards.module_overrides(lambda: None if self._watch is None else self._watch.deadline)
+        overrides = self._guards.module_overrides(
+            lambda: None if self._watch is None else self._watch.deadline, self._pause
+        )
         self._guards.connect(ImportGate(self.authorized_imports, overrides, self.data_policy.vet_module_attribute))
         self._globals.update(self._guards.guard_names())
         self._globals["__builtins__"] = self._guards.builtins(self._print)
@@ -186,7 +191,8 @@ class Interpreter:
             return value
         return codec.loads(codec.dumps(value))
 
-    def run(self, code: str) -> CodeOutput:
+    def run(self, code: str, live: LiveOutput | None = None) -> CodeOutput:
+        """Run a block; what it prints goes to its logs and, as it is printed, to `live`."""
         filename = _FILENAME.format(len(self._sources) + 1)
         try:
             compiled = compile_block(
@@ -195,7 +201,7 @@ class Interpreter:
         except CodeRefused as refused:
             raise ExecutionError(refused.report, traceback=refused.report, error_type=refused.error_type) from None
         self._sources[filename] = code.splitlines()
-        self._logs = BoundedText(self.max_print_outputs_length)
+        self._logs = BlockOutput(self.max_print_outputs_length, live)
         self._globals.pop(RESULT_NAME, None)
         self._globals["_tick_"] = make_tick(self.max_operations)
         try:
@@ -229,6 +235,21 @@ class Interpreter:
         if not output.is_final_answer:
             return CodeOutput(self.shown(output.output)[:SHOWN_LIMIT], output.logs, False)
         raise ExecutionError(final_answer_refused(output.output, error), logs=output.logs, error_type="CodecError")
+
+    def interrupt(self) -> None:
+        """Stop the running block from another thread, in the host's process (a worker is sent
+        SIGINT instead): it ends at its next bytecode, or at once from a sleep."""
+        watch = self._watch
+        if watch is not None and isinstance(self._watchdog, Watchdog):
+            self._watchdog.interrupt(watch)
+
+    def _pause(self, seconds: float) -> None:
+        """The sandbox's sleep: it wakes when the block is being stopped from outside."""
+        watch = self._watch
+        if watch is None or not seconds > 0:  # time.sleep's own errors for a bad length
+            time.sleep(seconds)
+        else:
+            watch.stopping.wait(seconds)
 
     def close(self) -> None:
         if "_tick_" in self._globals:
@@ -314,6 +335,8 @@ class Interpreter:
                 traceback=self._traceback(error, text),
                 error_type="TimeoutError",
             )
+        if isinstance(error, BlockInterrupted):
+            return interrupted(logs)
         if isinstance(error, OperationLimitReached):
             message = (
                 f"the code used more than {self.max_operations:,} operations (loop iterations and calls) "

@@ -20,6 +20,7 @@ from types import FunctionType
 from typing import Any
 
 __all__ = [
+    "BlockInterrupted",
     "BudgetSpentOutsideRun",
     "Limits",
     "MemoryLimitReached",
@@ -45,6 +46,10 @@ class TimeLimitReached(SandboxSignal):
 
 class MemoryLimitReached(SandboxSignal):
     """The process grew past the memory allowance while the block ran."""
+
+
+class BlockInterrupted(SandboxSignal):
+    """The caller stopped the block (`interrupt()`, or an `on_output` callback that failed)."""
 
 
 class BudgetSpentOutsideRun(RuntimeError):

@@ -4,7 +4,8 @@ Libraries the code calls print by themselves (`DataFrame.info()`, a warning) and
 the code may write to `sys.stderr` when `sys` is allowed: all of it belongs in
 the block's logs, not on the host's terminal. The standard streams are swapped,
 while any block runs, for a stand-in that routes each write by thread, so other
-host threads keep writing where they did.
+host threads keep writing where they did. Each write says which stream it was
+written to, so that live output (see `BlockOutput`) tells stdout from stderr.
 """
 
 from __future__ import annotations
@@ -15,11 +16,15 @@ import threading
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-__all__ = ["capture_output"]
+from codeward.executors.kernel.cells import BoundedText
+from codeward.executors.live import LiveOutput
+from codeward.executors.local.limits import BlockInterrupted
+
+__all__ = ["BlockOutput", "capture_output"]
 
 
 class _Sink(Protocol):
-    def write(self, text: str) -> Any: ...
+    def write(self, text: str, stream: str = "stdout") -> Any: ...
 
 
 _target = threading.local()
@@ -30,14 +35,15 @@ _active = 0
 class _RoutedStream:
     """A standard stream that sends a capturing thread's writes to its sink."""
 
-    def __init__(self, original: Any) -> None:
+    def __init__(self, original: Any, name: str) -> None:
         self.original = original
+        self.name = name
 
     def write(self, text: str) -> int:
         sink = getattr(_target, "sink", None)
         if sink is None:
             return int(self.original.write(text) or 0)
-        sink.write(text)
+        sink.write(text, self.name)
         return len(text)
 
     def flush(self) -> None:
@@ -52,9 +58,34 @@ def _swap(install: bool) -> None:
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
         if install and not isinstance(stream, _RoutedStream):
-            setattr(sys, name, _RoutedStream(stream))
+            setattr(sys, name, _RoutedStream(stream, name))
         elif not install and isinstance(stream, _RoutedStream):
             setattr(sys, name, stream.original)
+
+
+class BlockOutput:
+    """One block's printed text: its logs keep head and tail within `limit` characters, and `live`
+    is handed each piece as it is written. The callback writes where it would without the block
+    (the host's own terminal), and one that failed stops the block where it printed."""
+
+    def __init__(self, limit: int, live: LiveOutput | None = None) -> None:
+        self._logs = BoundedText(limit)
+        self._live = live
+
+    def write(self, text: str, stream: str = "stdout") -> None:
+        self._logs.add(text)
+        live = self._live
+        if live is not None and live.wanted:
+            sink, _target.sink = getattr(_target, "sink", None), None
+            try:
+                live(stream, text)
+            finally:
+                _target.sink = sink
+            if live.failure is not None:
+                raise BlockInterrupted
+
+    def text(self) -> str:
+        return self._logs.text()
 
 
 @contextlib.contextmanager

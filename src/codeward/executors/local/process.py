@@ -51,6 +51,7 @@ from typing import Any
 from codeward.executors import codec
 from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, SandboxError
 from codeward.executors.kernel.remembering import RememberingExecutor
+from codeward.executors.live import STREAMS, BlockStops, LiveOutput, OutputCallback
 from codeward.executors.local.channel import TEXT_LIMIT, Channel, ChannelClosed, ChannelError, ChannelTimeout
 from codeward.executors.local.interpreter import interrupted
 from codeward.executors.local.reaper import Reaper
@@ -164,6 +165,7 @@ class WorkerExecutor(RememberingExecutor):
         self._env = worker_environment(env)
         self._worker: _Worker | None = _Worker(settings, self._env)  # starts now, is waited for at first use
         self.missing_layers: list[str] = []
+        self._stops = BlockStops()
 
     @property
     def sandbox_id(self) -> str | None:
@@ -172,13 +174,16 @@ class WorkerExecutor(RememberingExecutor):
 
     # -- the contract ------------------------------------------------------------
 
-    def run(self, code: str) -> CodeOutput:
+    def run(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
         """Run one block. Its time limit is wall-clock time kept by the host, and covers the host
-        tools the block calls: the worker is killed `GRACE_SECONDS` past it whatever it does."""
+        tools the block calls: the worker is killed `GRACE_SECONDS` past it whatever it does.
+        What the block prints reaches `on_output` as the worker sends it."""
         self._check_open()
         worker = self._live_worker()
+        live = LiveOutput(on_output, self._settings["max_print_outputs_length"])
         try:
-            header, body, parts, deadline = self._converse(worker, code)
+            with self._stops.running(worker.interrupt):
+                header, body, parts, deadline = self._converse(worker, code, live)
         except SandboxError:
             raise
         except KeyboardInterrupt as interrupt:  # Ctrl-C: the run ends, and what the block printed goes with it
@@ -186,7 +191,15 @@ class WorkerExecutor(RememberingExecutor):
         except BaseException:  # stopped mid-block otherwise: the worker's next answer would be this block's
             self._lost(worker, "interrupted")
             raise
-        return self._outcome(header, body, parts, deadline)
+        try:
+            return self._outcome(header, body, parts, deadline)
+        finally:
+            live.raise_failure()  # the callback's failure stopped the block: it is what the caller sees
+
+    def interrupt(self) -> None:
+        """Stop the running block as Ctrl-C does (SIGINT): it answers with what it printed, and the
+        worker, with what the code defined, stays. Between blocks nothing happens."""
+        self._stops.interrupt()
 
     def _interrupted(self, worker: _Worker) -> ExecutionError:
         """Stop the block and keep what it printed, which lives only in the worker; the worker is
@@ -205,7 +218,7 @@ class WorkerExecutor(RememberingExecutor):
             worker.process.send_signal(signal.SIGINT)
             while True:
                 header, _, _ = worker.channel.receive(deadline)
-                if header.get("op") != "tool":  # a tool asked for before the interrupt is not run
+                if header.get("op") not in ("tool", "output"):  # a tool asked for before the interrupt is not run
                     return str(header.get("logs", ""))
         except (OSError, ChannelError):  # gone, silent or garbled: nothing printed can be trusted to come
             return ""
@@ -217,17 +230,36 @@ class WorkerExecutor(RememberingExecutor):
         self._variables.update(variables)
         self._load("variables", text, parts)
 
-    def _converse(self, worker: _Worker, code: str) -> tuple[dict[str, Any], str, list[bytes], float]:
-        """Send the block and answer its tool calls until it ends, all before one deadline (which
-        is returned, for decoding the answer within it too)."""
+    def _converse(self, worker: _Worker, code: str, live: LiveOutput) -> tuple[dict[str, Any], str, list[bytes], float]:
+        """Send the block, hand its output to `live` and answer its tool calls until it ends, all
+        before one deadline (which is returned, for decoding the answer within it too)."""
         deadline = time.monotonic() + self.timeout_seconds + GRACE_SECONDS
-        seq = self._transmit(worker, {"op": "run"}, code, deadline=deadline)
+        seq = self._transmit(worker, {"op": "run", "live": live.wanted}, code, deadline=deadline)
+        heard = 0
         while True:
             header, body, parts = self._receive(worker, seq, deadline, code_running=True)
+            if header.get("op") == "output":
+                heard += self._deliver(worker, header, live, heard)
+                continue
             if header.get("op") != "tool":
                 return header, body, parts, deadline
             reply = self._answer_tool(worker, body, deadline)
             self._transmit(worker, {"op": "reply", "call": header.get("call")}, reply, deadline=deadline)
+
+    def _deliver(self, worker: _Worker, header: dict[str, Any], live: LiveOutput, heard: int) -> int:
+        """Hand a piece of the block's output to `live`; return its length. A worker sends no more
+        than the logs' length in all, and no empty piece, so the pieces are bounded too: one that
+        does is stopped. A callback that fails stops the block, as `interrupt()` does."""
+        stream, text = header.get("stream"), header.get("text")
+        if stream not in STREAMS or not isinstance(text, str) or not text:
+            raise self._lost(worker, "the worker process sent output codeward cannot read, and was stopped")
+        if heard + len(text) > self._settings["max_print_outputs_length"]:
+            raise self._lost(worker, "the worker process sent more output than its logs may hold, and was stopped")
+        failed = live.failure is not None
+        live(str(stream), text)
+        if live.failure is not None and not failed:
+            self._stops.interrupt()
+        return len(text)
 
     def _answer_tool(self, worker: _Worker, body: str, deadline: float) -> str:
         """Run the tool the block asked for; its request is decoded within the block's deadline.
@@ -326,7 +358,7 @@ class WorkerExecutor(RememberingExecutor):
     ) -> tuple[dict[str, Any], str, list[bytes]]:
         try:
             message = worker.channel.receive(deadline)
-            if message[0].get("op") != "tool":  # a tool request is answered by a reply, which is not checked
+            if message[0].get("op") not in ("tool", "output"):  # the block goes on: a tool's reply is not checked
                 worker.answered()
             return message
         except ChannelTimeout:
@@ -366,6 +398,8 @@ class WorkerExecutor(RememberingExecutor):
                     f"the sandbox sent a value codeward refuses: {error}", logs=logs, error_type="CodecError"
                 ) from None
             return CodeOutput(value, logs, bool(header.get("final")))
+        if header.get("op") == "interrupted":  # `interrupt()`: the block stopped, the worker stays
+            raise interrupted(logs)
         if header.get("op") == "error":
             kind = ExecutionTimeout if header.get("timeout") else ExecutionError
             raise kind(
@@ -449,6 +483,13 @@ class _Worker:
         seq = secrets.randbits(62)
         self.channel.send({**header, "seq": seq}, body, parts, deadline)
         return seq
+
+    def interrupt(self) -> None:
+        """Send SIGINT: a running block stops as from Ctrl-C; between blocks the worker lets it go."""
+        try:
+            self.process.send_signal(signal.SIGINT)
+        except OSError:  # already gone: the block's answer says so
+            pass
 
     def death(self) -> str:
         """What happened to a worker whose end of the socket closed, in words."""

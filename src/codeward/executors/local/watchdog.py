@@ -30,9 +30,10 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from codeward.executors.local.limits import (
+    BlockInterrupted,
     MemoryLimitReached,
     SandboxSignal,
     TimeLimitReached,
@@ -68,6 +69,8 @@ class _Watch:
     fired: type[SandboxSignal] | None = None
     previous_handler: object = None
     done: bool = False
+    #: Set when the block is being stopped from outside: a sleep in it wakes at once.
+    stopping: threading.Event = field(default_factory=threading.Event)
 
 
 class Watchdog:
@@ -131,6 +134,16 @@ class Watchdog:
                 return watch.fired
             except SandboxSignal:
                 continue
+
+    def interrupt(self, watch: _Watch) -> None:
+        """Stop the watched block from another thread: `BlockInterrupted` is raised in it at its next
+        bytecode, and a sleep in it wakes. A block that has ended is left alone."""
+        with self._lock:
+            if watch.done:
+                return
+            watch.fired = watch.fired or BlockInterrupted
+            _set_async_exc(watch.thread_id, ctypes.py_object(watch.fired))
+            watch.stopping.set()
 
     def _loop(self) -> None:
         with self._wake:

@@ -26,6 +26,7 @@ from typing import Any
 from codeward.executors import codec
 from codeward.executors.base import ExecutionError, ExecutionTimeout, FinalAnswerSignal
 from codeward.executors.kernel import prelude
+from codeward.executors.live import LiveOutput
 from codeward.executors.local.channel import TEXT_LIMIT, Channel, ChannelClosed
 from codeward.executors.local.crossing import SHOWN_LIMIT, final_answer_refused
 from codeward.executors.local.interpreter import Interpreter, ToolHandle
@@ -63,7 +64,8 @@ def main(fd: int) -> None:
             interpreter.close()
             return
         host.seq = request.get("seq")
-        host.answer(*_answer(interpreter, interrupts, op, body, parts))
+        live = LiveOutput(host.output, interpreter.max_print_outputs_length) if request.get("live") else None
+        host.answer(*_answer(interpreter, interrupts, op, body, parts, live))
 
 
 def _die_with_host(host_pid: int) -> None:
@@ -123,6 +125,10 @@ class _HostLine:
     def answer(self, header: dict[str, Any], body: str = "", parts: Sequence[Any] = ()) -> None:
         self.channel.send({**header, "seq": self.seq}, body, parts)
 
+    def output(self, stream: str, text: str) -> None:
+        """A piece of the block's output, sent as it is printed (the host asked for it live)."""
+        self.channel.send({"op": "output", "seq": self.seq, "stream": stream, "text": text})
+
     def ask(self, kind: str, body: str) -> str:
         self._calls += 1
         call = self._calls
@@ -156,7 +162,14 @@ class _HostInterrupts:
             self.block_running = False
 
 
-def _answer(interpreter: Interpreter, interrupts: _HostInterrupts, op: Any, body: str, parts: list[bytes]) -> _Message:
+def _answer(
+    interpreter: Interpreter,
+    interrupts: _HostInterrupts,
+    op: Any,
+    body: str,
+    parts: list[bytes],
+    live: LiveOutput | None = None,
+) -> _Message:
     if op == "variables":
         interpreter.send_variables(codec.decode_variables(body, parts=parts))
         return {"op": "loaded"}, "", ()
@@ -169,14 +182,14 @@ def _answer(interpreter: Interpreter, interrupts: _HostInterrupts, op: Any, body
         interpreter.send_tools(handles)
         return {"op": "loaded"}, "", ()
     if op == "run":
-        return _run(interpreter, interrupts, body)
+        return _run(interpreter, interrupts, body, live)
     return {"op": "unknown", "what": str(op)}, "", ()
 
 
-def _run(interpreter: Interpreter, interrupts: _HostInterrupts, code: str) -> _Message:
+def _run(interpreter: Interpreter, interrupts: _HostInterrupts, code: str, live: LiveOutput | None) -> _Message:
     try:
         with interrupts.armed():
-            output = interpreter.run(code)
+            output = interpreter.run(code, live)
     except KeyboardInterrupt as interrupt:  # the interpreter gives it the block's logs as its cause
         cause = interrupt.__cause__
         return {"op": "interrupted", "logs": cause.logs if isinstance(cause, ExecutionError) else ""}, "", ()
