@@ -10,12 +10,15 @@ interpreter in the host's own process, for values the codec cannot carry.
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codeward.executors.base import FINAL_ANSWER_TOOL, CodeOutput, Executor, ExecutorError
 from codeward.executors.codec import CodecError
+from codeward.executors.files import FolderFiles
 from codeward.executors.local.data_policy import DataPolicy
 from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS, checked_import_entries
 from codeward.executors.local.interpreter import Interpreter, ToolHandle
@@ -72,6 +75,10 @@ class LocalExecutor(Executor):
             ``"none"`` applies none.
         env: environment variables for the worker, which otherwise gets none of
             the host's.
+
+    The code's `open()` reaches the files of its working folder and nothing else: a fresh
+    folder, owner-only, removed by `close()`, that `files` shows to the host (and that a
+    confined worker may write, as it may `allowed_paths`).
     """
 
     name = "local"
@@ -120,7 +127,11 @@ class LocalExecutor(Executor):
             "max_value_size": max_value_size,
             "max_int_bits": max_int_bits,
             "max_memory_bytes": max_memory_bytes,
+            "working_folder": tempfile.mkdtemp(prefix="codeward-local-"),
         }
+        #: The code's working folder, fresh and owner-only: what its `open()` reaches, and `files` shows.
+        self.working_folder: str = settings["working_folder"]
+        self.files = FolderFiles(self.working_folder)
         self._closed = False
         self._tools: dict[str, Tool] = {}
         self._interpreter: Interpreter | None = None
@@ -189,6 +200,7 @@ class LocalExecutor(Executor):
                 self._worker.close()
             if self._interpreter is not None:
                 self._interpreter.close()
+            shutil.rmtree(self.working_folder, ignore_errors=True)
 
     def _report_missing_layers(self) -> None:
         missing = tuple(self.missing_layers)
