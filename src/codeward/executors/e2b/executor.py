@@ -39,7 +39,8 @@ import posixpath
 import re
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import httpx
@@ -67,6 +68,7 @@ from codeward.executors.base import (
     ExecutorError,
     SandboxError,
 )
+from codeward.executors.e2b.files import E2BFiles
 from codeward.executors.e2b.network import network_rules
 from codeward.executors.e2b.output import CellReading, HostRequests, OutputFlood
 from codeward.executors.kernel.bridge import bootstrap_code, cell_calling
@@ -198,6 +200,7 @@ class E2BExecutor(RememberingExecutor):
         self._renewed_at = 0.0
         self._ready = False
         self._folder = ""  # where the sandbox waits for the answers to its tool requests (host tools)
+        self.files = E2BFiles(lambda: self._ensure_ready()[0], self._requesting)
         try:
             self._ensure_ready()
         except BaseException:
@@ -437,6 +440,14 @@ class E2BExecutor(RememberingExecutor):
             return call()
         except (httpx.HTTPError, SandboxException, OSError) as error:
             raise self._lost(error, "", "codeward's setup (no code of yours ran); try again") from error
+
+    @contextmanager
+    def _requesting(self, during: str) -> Iterator[None]:
+        """`_request` for a block of calls (`files`): a sandbox found gone raises `SandboxError`."""
+        try:
+            yield
+        except (httpx.HTTPError, SandboxException, OSError) as error:
+            raise self._lost(error, "", f"{during} (no code of yours ran); try again") from error
 
     def _forget_sandbox(self) -> None:
         self._sandbox, self._context, self._ready = None, None, False
