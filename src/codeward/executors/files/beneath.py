@@ -19,9 +19,9 @@ import errno
 import os
 import secrets
 import stat
-from typing import IO, Any
+from typing import Any
 
-__all__ = ["TooLarge", "exists", "listing", "open_file", "read", "remove", "split", "write"]
+__all__ = ["TooLarge", "exists", "listing", "open_descriptor", "read", "remove", "split", "write"]
 
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: The access flags each mode of `open_file` opens with, before O_NOFOLLOW and O_CLOEXEC.
@@ -203,9 +203,10 @@ def exists(root: str, path: Any) -> bool:
     return True
 
 
-def open_file(root: str, path: Any, mode: str = "r", **options: Any) -> IO[Any]:
-    """`open(path, mode, ...)` for the local executor's code: inside `root` only (an absolute path is
-    refused), never through a link, plain files only; the modes of `open` (r, w, a, x, with b, t, +)."""
+def open_descriptor(root: str, path: Any, mode: str = "r") -> int:
+    """A descriptor for `open(path, mode)` in the local executor's code: inside `root` only (an
+    absolute path is refused), never through a link, plain files only; the modes of `open`
+    (r, w, a, x, with b or t, and + to update)."""
     if not isinstance(mode, str) or not mode or mode[0] not in _MODES or set(mode[1:]) - set("bt+"):
         raise ValueError(f"mode {mode!r}: use one of 'r', 'w', 'a', 'x', with 'b' for bytes, '+' to update")
     absolute, _ = split(path)
@@ -216,11 +217,6 @@ def open_file(root: str, path: Any, mode: str = "r", **options: Any) -> IO[Any]:
         flags = (flags & ~os.O_WRONLY) | os.O_RDWR
     folder, name = _parent(root, path)
     try:
-        fd = _opened(folder, name, flags)
+        return _opened(folder, name, flags)
     finally:
         os.close(folder)
-    try:
-        return os.fdopen(fd, mode, **options)
-    except BaseException:
-        os.close(fd)
-        raise

@@ -23,7 +23,6 @@ from codeward.executors.base import (
     ExecutionTimeout,
     FinalAnswerSignal,
 )
-from codeward.executors.files import beneath
 from codeward.executors.kernel import prelude
 from codeward.executors.kernel.cells import BoundedText, request_error
 from codeward.executors.local.crossing import (
@@ -52,6 +51,7 @@ from codeward.executors.local.output import capture_output
 from codeward.executors.local.policy import CodeRefused, compile_block
 from codeward.executors.local.receivers import PLAIN_RECEIVER
 from codeward.executors.local.watchdog import WATCHDOG, AlarmWatchdog, Watchdog
+from codeward.executors.local.working_folder import folder_open
 from codeward.tools import ToolCallError
 
 __all__ = ["Interpreter", "ToolHandle", "interrupted"]
@@ -64,17 +64,6 @@ _BETWEEN_BLOCKS = make_tick(0, BudgetSpentOutsideRun)
 _ABSENT_BUILTINS = frozenset(
     {"open", "eval", "exec", "compile", "input", "globals", "locals", "vars", "breakpoint", "exit", "quit", "help"}
 )
-
-
-def _folder_open(folder: str) -> Any:
-    """The code's `open`: files in its working folder only, never through a link (see `beneath`),
-    so that the code can read what the host put there with `ex.files`, and leave files for it."""
-
-    def open(file: Any, mode: str = "r", encoding: str | None = None, newline: str | None = None) -> Any:
-        options = {} if "b" in str(mode) else {"encoding": encoding or "utf-8", "newline": newline}
-        return beneath.open_file(folder, file, mode, **options)
-
-    return open
 
 
 def interrupted(logs: str) -> ExecutionError:
@@ -158,7 +147,7 @@ class Interpreter:
         self._globals.update(self._guards.guard_names())
         self._globals["__builtins__"] = self._guards.builtins(self._print)
         if working_folder is not None:
-            self._globals["__builtins__"]["open"] = _folder_open(working_folder)
+            self._globals["__builtins__"]["open"] = folder_open(working_folder)
         self._globals["_tick_"] = _BETWEEN_BLOCKS
 
     def send_variables(self, variables: dict[str, Any]) -> None:
