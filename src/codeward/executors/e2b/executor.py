@@ -200,7 +200,7 @@ class E2BExecutor(RememberingExecutor):
         self._renewed_at = 0.0
         self._ready = False
         self._folder = ""  # where the sandbox waits for the answers to its tool requests (host tools)
-        self.files = E2BFiles(lambda: self._ensure_ready()[0], self._requesting)
+        self.files = E2BFiles(self._ready_sandbox, self._requesting)
         try:
             self._ensure_ready()
         except BaseException:
@@ -227,6 +227,9 @@ class E2BExecutor(RememberingExecutor):
         if not self._ready:
             self._install()
         return self._sandbox, self._context
+
+    def _ready_sandbox(self) -> Sandbox:
+        return self._ensure_ready()[0]
 
     def _live(self) -> tuple[Sandbox, Context]:
         """The sandbox and context a run is using (set up by the caller before any cell runs)."""

@@ -30,8 +30,8 @@ class E2BFiles(SandboxFiles):
 
     def __init__(self, sandbox: Callable[[], Sandbox], request: Callable[[str], AbstractContextManager[None]]) -> None:
         super().__init__()
-        self._sandbox = sandbox
-        self._request = request
+        self._sandbox = self._weakly(sandbox)
+        self._request = self._weakly(request)
 
     def _write(self, path: str, data: bytes) -> None:
         with self._request(f"writing {path!r}"), _as_files_error(path):

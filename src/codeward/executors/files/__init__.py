@@ -18,11 +18,12 @@ cannot fill the host's memory. Each kind of sandbox says only how the bytes move
 from __future__ import annotations
 
 import os
+import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from codeward.executors.base import ExecutorError
 from codeward.executors.files import beneath
@@ -36,6 +37,8 @@ __all__ = [
     "FolderFiles",
     "SandboxFiles",
 ]
+
+T = TypeVar("T")
 
 #: A folder's names, as `list` gives them (the alias keeps the method's name from hiding the type).
 Names = list[str]
@@ -96,6 +99,20 @@ class SandboxFiles(ABC):
 
     def __init__(self) -> None:
         self.budget = FileBudget()
+
+    @staticmethod
+    def _weakly(method: Callable[..., T]) -> Callable[..., T]:
+        """`method` of the executor, held without keeping it alive: an executor its caller forgot
+        is then freed at once, and its sandbox with it, not at the next cycle collection."""
+        held = weakref.WeakMethod(method)
+
+        def call(*arguments: Any) -> T:
+            bound = held()
+            if bound is None:
+                raise FilesError("the executor these files belonged to is gone; use its files while it is open")
+            return bound(*arguments)
+
+        return call
 
     def write(self, path: str | os.PathLike[str], data: bytes | str) -> None:
         """Write `data` (text as UTF-8) to `path`, replacing what was there; folders are made as needed."""

@@ -29,7 +29,7 @@ class KernelFiles(SandboxFiles):
 
     def __init__(self, run_cell: CellRunner) -> None:
         super().__init__()
-        self._run_cell = run_cell
+        self._run_cell = self._weakly(run_cell)
 
     def _call(self, operation: str, *arguments: Any, answers: dict[str, str] | None = None) -> Any:
         """The value of the prelude's ``files(operation, *arguments)``; its failure as a `FilesError`."""
