@@ -182,6 +182,8 @@ def _checked(path: Any) -> str:
     text = os.fsdecode(os.fspath(path))
     try:
         beneath.split(text)
+    except beneath.Refused as error:
+        raise FilesError(error.strerror or str(error), error_type="Refused") from None
     except ValueError as error:
         raise FilesError(str(error), error_type="ValueError") from None
     return text

@@ -21,7 +21,7 @@ import secrets
 import stat
 from typing import Any
 
-__all__ = ["TooLarge", "exists", "listing", "open_descriptor", "read", "remove", "split", "write"]
+__all__ = ["Refused", "TooLarge", "exists", "listing", "open_descriptor", "read", "remove", "split", "write"]
 
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: The access flags each mode of `open_file` opens with, before O_NOFOLLOW and O_CLOEXEC.
@@ -31,6 +31,11 @@ _MODES = {
     "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND,
     "x": os.O_WRONLY | os.O_CREAT | os.O_EXCL,
 }
+
+
+class Refused(PermissionError):
+    """A path that could lead out of its folder (``..``, a link, an absolute path where only the
+    folder is open): refused, never followed. `strerror` says which, and what to do."""
 
 
 class TooLarge(ValueError):
@@ -49,12 +54,14 @@ def split(path: Any) -> tuple[bool, list[str]]:
         raise ValueError(f"{path!r} is not a path: give a file's name, relative to the working folder")
     names = [name for name in path.split("/") if name not in ("", ".")]
     if ".." in names:
-        raise ValueError(f"{path!r} contains '..': paths stay inside their folder, so name the file from there")
+        raise Refused(
+            errno.EACCES, f"{path!r} contains '..': paths stay inside their folder, so name the file from there"
+        )
     return path.startswith("/"), names
 
 
-def _link_refused(name: str) -> OSError:
-    return OSError(
+def _link_refused(name: str) -> Refused:
+    return Refused(
         errno.ELOOP, f"{name!r} is a symbolic link, and files here are never reached through one (it may lead out)"
     )
 
@@ -211,7 +218,7 @@ def open_descriptor(root: str, path: Any, mode: str = "r") -> int:
         raise ValueError(f"mode {mode!r}: use one of 'r', 'w', 'a', 'x', with 'b' for bytes, '+' to update")
     absolute, _ = split(path)
     if absolute:
-        raise PermissionError(errno.EACCES, f"{path!r}: files here are opened from the working folder only")
+        raise Refused(errno.EACCES, f"{path!r}: files here are opened from the working folder only")
     flags = _MODES[mode[0]]
     if "+" in mode:
         flags = (flags & ~os.O_WRONLY) | os.O_RDWR

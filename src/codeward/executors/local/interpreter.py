@@ -62,7 +62,7 @@ _FILENAME = "<code block {}>"
 #: (a callback, a cache's comparison, an object's method it left somewhere): that raises at once.
 _BETWEEN_BLOCKS = make_tick(0, BudgetSpentOutsideRun)
 _ABSENT_BUILTINS = frozenset(
-    {"open", "eval", "exec", "compile", "input", "globals", "locals", "vars", "breakpoint", "exit", "quit", "help"}
+    {"eval", "exec", "compile", "input", "globals", "locals", "vars", "breakpoint", "exit", "quit", "help"}
 )
 
 

@@ -19,6 +19,7 @@ import weakref
 from typing import Any
 
 from codeward.executors.files import beneath
+from codeward.executors.local.imports import SandboxViolation
 
 __all__ = ["DEFAULT_FOLDER_BYTES", "WorkingFile", "folder_open"]
 
@@ -86,7 +87,10 @@ def folder_open(folder: str, limit: int = DEFAULT_FOLDER_BYTES) -> Any:
 
     def open(file: Any, mode: str = "r", encoding: str | None = None, newline: str | None = None) -> Any:
         allowance.opening()
-        fd = beneath.open_descriptor(folder, file, mode)
+        try:
+            fd = beneath.open_descriptor(folder, file, mode)
+        except beneath.Refused as refused:  # the sandbox's own refusal, reported as the others are
+            raise SandboxViolation(refused.strerror or str(refused)) from None
         try:
             raw = _CountedFile(fd, mode.replace("b", "").replace("t", ""), closefd=True)
         except BaseException:
