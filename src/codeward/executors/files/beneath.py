@@ -66,21 +66,26 @@ def _link_refused(name: str) -> Refused:
     )
 
 
+def _is_link(folder: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
 def _step(folder: int, name: str, create: bool) -> int:
-    """The folder `name` in `folder`, opened without following a link (made first, with `create`)."""
+    """The folder `name` in `folder`, opened without following a link (made first, with `create`).
+    A link is told by its own lstat, not by the error: Linux says ELOOP or ENOTDIR for one,
+    gVisor ENOENT for a link whose target is missing."""
     try:
         return os.open(name, _FOLDER, dir_fd=folder)
-    except FileNotFoundError:
-        if not create:
-            raise
-        os.mkdir(name, 0o700, dir_fd=folder)
-        return os.open(name, _FOLDER, dir_fd=folder)
     except OSError as error:
-        if error.errno in (errno.ELOOP, errno.ENOTDIR) and stat.S_ISLNK(
-            os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode
-        ):
+        if _is_link(folder, name):
             raise _link_refused(name) from None
-        raise
+        if not (create and isinstance(error, FileNotFoundError)):
+            raise
+    os.mkdir(name, 0o700, dir_fd=folder)
+    return os.open(name, _FOLDER, dir_fd=folder)
 
 
 def _folder(root: str, names: list[str], create: bool = False) -> int:
@@ -110,7 +115,7 @@ def _opened(folder: int, name: str, flags: int, mode: int = 0o600) -> int:
     try:
         fd = os.open(name, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode, dir_fd=folder)
     except OSError as error:
-        if error.errno == errno.ELOOP:
+        if error.errno == errno.ELOOP or _is_link(folder, name):
             raise _link_refused(name) from None
         if error.errno == errno.ENXIO:  # a FIFO no one reads, opened without blocking
             raise IsADirectoryError(errno.EISDIR, f"{name!r} is not a plain file") from None
