@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import tempfile
+import weakref
 
 from codeward.executors.base import SandboxError
 from codeward.executors.kernel.executor import KernelExecutor
@@ -82,14 +83,18 @@ class JupyterExecutor(KernelExecutor):
         #: The kernel's working folder (what `files` shows): `cwd`, or a fresh owner-only one of its own.
         self._own_folder = tempfile.mkdtemp(prefix="codeward-jupyter-") if cwd is None else None
         self.cwd = cwd or self._own_folder
+        # removed by close(), or, for an executor its caller forgot, when it is collected or the program ends
+        self._remove_folder = (
+            weakref.finalize(self, shutil.rmtree, self._own_folder, ignore_errors=True) if self._own_folder else None
+        )
         self.transport = transport or ("tcp" if sys.platform == "win32" else "ipc")
         self._env = clean_environment(env, python=self.python)
         self._ensure_ready()
 
     def close(self) -> None:
         super().close()
-        if self._own_folder is not None:
-            shutil.rmtree(self._own_folder, ignore_errors=True)
+        if self._remove_folder is not None:
+            self._remove_folder()
 
     # -- the kernel --------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -132,6 +133,8 @@ class LocalExecutor(Executor):
         #: The code's working folder, fresh and owner-only: what its `open()` reaches, and `files` shows.
         self.working_folder: str = settings["working_folder"]
         self.files = FolderFiles(self.working_folder)
+        # removed by close(), or, for an executor its caller forgot, when it is collected or the program ends
+        self._remove_folder = weakref.finalize(self, shutil.rmtree, self.working_folder, ignore_errors=True)
         self._closed = False
         self._tools: dict[str, Tool] = {}
         self._interpreter: Interpreter | None = None
@@ -200,7 +203,7 @@ class LocalExecutor(Executor):
                 self._worker.close()
             if self._interpreter is not None:
                 self._interpreter.close()
-            shutil.rmtree(self.working_folder, ignore_errors=True)
+            self._remove_folder()
 
     def _report_missing_layers(self) -> None:
         missing = tuple(self.missing_layers)
