@@ -14,10 +14,13 @@ one server. What it serves, as E2B's own server does:
 - ``/contexts``: create (POST), list (GET), delete (DELETE ``/contexts/{id}``),
   restart (POST ``/contexts/{id}/restart``);
 - envd's file upload, ``POST /files?path=...`` with an ``application/octet-stream``
-  body: the file is created or overwritten in place (not atomically: a reader may
-  see it part-written), its folders made as needed, a relative path taken from the
-  sandbox's home; the answer lists what was written. It is served while an
-  execution streams, as envd serves it beside the code interpreter.
+  body: the file is created or replaced whole, its folders made as needed, a
+  relative path taken from the sandbox's home, never through a link (see `files`);
+  the answer lists what was written. It is served while an
+  execution streams, as envd serves it beside the code interpreter;
+- the rest of envd's files that the SDK's `sandbox.files` uses: download
+  (``GET /files``) and the ``filesystem.Filesystem`` RPCs ``ListDir``, ``Stat``
+  and ``Remove`` (see `files`).
 
 It plays the cloud's part too: `expire()` makes the sandbox vanish (every
 request then gets the 502 that E2B's edge answers for a sandbox it does not
@@ -43,6 +46,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.e2b_server import files
 from tests.e2b_server.contexts import Context
 
 SANDBOX_ID = "debug_sandbox_id"  # the id the SDK gives every sandbox in debug mode
@@ -163,6 +167,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self.path == "/health":
             self._send_json(HTTPStatus.OK, "OK")
+        elif urlsplit(self.path).path == "/files":
+            path = parse_qs(urlsplit(self.path).query).get("path", [""])[0]
+            self._send(*files.download(sandbox.cwd, path))
         elif self.path == "/contexts":
             with sandbox.lock:
                 contexts = [context.describe() for context in sandbox.contexts.values()]
@@ -176,6 +183,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self.path.startswith(("/v2/sandboxes", "/sandboxes/")):
             self._control("POST")
+            return
+        if self.path.startswith("/filesystem.Filesystem/"):
+            self._filesystem()
             return
         body = self._read_json()
         sandbox = self._sandbox()
@@ -320,13 +330,20 @@ class _Handler(BaseHTTPRequestHandler):
             return
         path = os.path.join(sandbox.cwd, paths[0])  # an absolute path stays as it is
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as handle:
-                handle.write(data)
-        except OSError as error:
+            files.upload(sandbox.cwd, paths[0], data)
+        except (OSError, ValueError) as error:
             self._send_envd_error(HTTPStatus.BAD_REQUEST, f"cannot write {path}: {error}")
             return
         self._send_json(HTTPStatus.OK, [{"name": os.path.basename(path), "type": "file", "path": path}])
+
+    def _filesystem(self) -> None:
+        """One of envd's file system RPCs (Connect, JSON)."""
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        sandbox = self._sandbox()
+        if sandbox is None:
+            return
+        status, answer = files.rpc(sandbox.cwd, self.path.rsplit("/", 1)[1], body)
+        self._send(status, answer, "application/json")
 
     def _send_envd_error(self, status: HTTPStatus, message: str) -> None:
         self._send_json(status, {"code": int(status), "message": message})

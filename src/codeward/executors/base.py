@@ -15,7 +15,7 @@ import urllib.parse
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from types import ModuleType, TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from codeward.executors.live import OutputCallback
 from codeward.executors.settings import checked_packages
@@ -30,6 +30,7 @@ __all__ = [
     "ExecutionTimeout",
     "Executor",
     "ExecutorError",
+    "Files",
     "FinalAnswerSignal",
     "OutputCallback",
     "SandboxError",
@@ -115,6 +116,26 @@ class CodeOutput:
     displays: list[Any] = field(default_factory=list)
 
 
+class Files(Protocol):
+    """The sandbox's working folder, seen from the host (`ex.files`; `files.SandboxFiles` does the
+    checks every executor shares: paths that never lead out, and the budget every byte draws from)."""
+
+    def write(self, path: str, data: bytes | str) -> None:
+        """Write `data` (text as UTF-8) to `path`, replacing what was there."""
+
+    def read(self, path: str) -> bytes:
+        """The bytes of the file at `path`."""
+
+    def list(self, path: str = ".") -> list[str]:
+        """The names in the folder at `path`, sorted; a folder's name ends with ``/``."""
+
+    def remove(self, path: str) -> None:
+        """Remove the file (or empty folder) at `path`."""
+
+    def exists(self, path: str) -> bool:
+        """Whether anything is at `path`."""
+
+
 class Executor(ABC):
     """A sandbox that runs code blocks and keeps state between them.
 
@@ -123,6 +144,8 @@ class Executor(ABC):
 
     #: The registry name, e.g. ``"local"``.
     name: ClassVar[str] = ""
+    #: The sandbox's working folder: write, read, list, remove, exists (see `Files`).
+    files: Files
 
     @abstractmethod
     def send_variables(self, variables: dict[str, Any]) -> None:

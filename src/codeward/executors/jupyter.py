@@ -1,7 +1,8 @@
 """`executor="jupyter"`: the model's code runs in a local IPython kernel, a separate process.
 
 The kernel starts with a clean, minimal environment (never the host's: API keys
-stay out), on this interpreter or another one (`python=`, e.g. a virtualenv).
+stay out), on this interpreter or another one (`python=`, e.g. a virtualenv), in a fresh
+folder of its own unless `cwd=` names one.
 Variables, tools and answers cross through the value codec; tools run on the
 host by default (see `bridge`). A kernel that dies is replaced on the next run,
 with variables and tools sent again.
@@ -12,6 +13,8 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
+import weakref
 
 from codeward.executors.base import SandboxError
 from codeward.executors.kernel.executor import KernelExecutor
@@ -77,10 +80,21 @@ class JupyterExecutor(KernelExecutor):
             raise ValueError(f"cwd {cwd!r} is not a directory")
         self.kernel_name = kernel_name
         self.python = _find_python(python) if python is not None else None
-        self.cwd = cwd
+        #: The kernel's working folder (what `files` shows): `cwd`, or a fresh owner-only one of its own.
+        self._own_folder = tempfile.mkdtemp(prefix="codeward-jupyter-") if cwd is None else None
+        self.cwd = cwd or self._own_folder
+        # removed by close(), or, for an executor its caller forgot, when it is collected or the program ends
+        self._remove_folder = (
+            weakref.finalize(self, shutil.rmtree, self._own_folder, ignore_errors=True) if self._own_folder else None
+        )
         self.transport = transport or ("tcp" if sys.platform == "win32" else "ipc")
         self._env = clean_environment(env, python=self.python)
         self._ensure_ready()
+
+    def close(self) -> None:
+        super().close()
+        if self._remove_folder is not None:
+            self._remove_folder()
 
     # -- the kernel --------------------------------------------------------------
 

@@ -1733,9 +1733,8 @@ STDLIB = [
         """,
     ),
     _snippet(
-        "open-a-file",
+        "open-a-missing-file",  # open() reaches the working folder only (README, Files): both find no such file
         "with open('notes.txt') as f:\n    f.read()",
-        refusal=Refusal("NameError", "open() is not available in the sandbox: it reaches the machine (README, local)"),
     ),
     _snippet(
         "import-os",

@@ -39,7 +39,8 @@ import posixpath
 import re
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import httpx
@@ -67,6 +68,7 @@ from codeward.executors.base import (
     ExecutorError,
     SandboxError,
 )
+from codeward.executors.e2b.files import E2BFiles
 from codeward.executors.e2b.network import network_rules
 from codeward.executors.e2b.output import CellReading, HostRequests, OutputFlood, OutputStopped
 from codeward.executors.kernel.bridge import bootstrap_code, cell_calling
@@ -201,6 +203,7 @@ class E2BExecutor(RememberingExecutor):
         self._folder = ""  # where the sandbox waits for the answers to its tool requests (host tools)
         self._kernel_pid: int | None = None  # the context's kernel process, which `interrupt()` signals
         self._stops = BlockStops()
+        self.files = E2BFiles(self._ready_sandbox, self._requesting)
         try:
             self._ensure_ready()
         except BaseException:
@@ -227,6 +230,9 @@ class E2BExecutor(RememberingExecutor):
         if not self._ready:
             self._install()
         return self._sandbox, self._context
+
+    def _ready_sandbox(self) -> Sandbox:
+        return self._ensure_ready()[0]
 
     def _live(self) -> tuple[Sandbox, Context]:
         """The sandbox and context a run is using (set up by the caller before any cell runs)."""
@@ -446,6 +452,14 @@ class E2BExecutor(RememberingExecutor):
             return call()
         except (httpx.HTTPError, SandboxException, OSError) as error:
             raise self._lost(error, "", "codeward's setup (no code of yours ran); try again") from error
+
+    @contextmanager
+    def _requesting(self, during: str) -> Iterator[None]:
+        """`_request` for a block of calls (`files`): a sandbox found gone raises `SandboxError`."""
+        try:
+            yield
+        except (httpx.HTTPError, SandboxException, OSError) as error:
+            raise self._lost(error, "", f"{during} (no code of yours ran); try again") from error
 
     def _forget_sandbox(self) -> None:
         self._sandbox, self._context, self._ready = None, None, False

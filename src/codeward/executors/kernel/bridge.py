@@ -20,6 +20,7 @@ from typing import Any
 from codeward.executors import codec
 from codeward.executors.base import FINAL_ANSWER_TOOL
 from codeward.executors.codec import source as codec_source
+from codeward.executors.files import beneath
 from codeward.executors.kernel import prelude
 from codeward.executors.kernel.cells import request_error
 from codeward.executors.kernel.inline_tools import inline_spec
@@ -50,6 +51,7 @@ def load(name, source):
         sys.modules[name] = module
     return module
 
+load("_codeward_beneath", BENEATH)
 load("_codeward", PRELUDE).install(get_ipython(), load_codec("_codeward_codec", CODEC), allow_pickle=ALLOW_PICKLE)
 """
 
@@ -64,6 +66,7 @@ def bootstrap_code(*, allow_pickle: bool = False) -> str:
     loader = (
         f"CODEC = {codec_source.module_sources()!r}\n"
         f"PRELUDE = {_source(prelude.__file__)!r}\n"
+        f"BENEATH = {_source(beneath.__file__)!r}\n"
         f"ALLOW_PICKLE = {allow_pickle!r}\n{codec_source.LOADER}{_LOADER}"
     )
     return f"exec({loader!r}, {{}})"

@@ -26,6 +26,7 @@ from codeward.executors.kernel.bridge import (
     request_kind,
 )
 from codeward.executors.kernel.cells import CellResult, code_output, decoding_within, require_setup_ok
+from codeward.executors.kernel.files import KernelFiles
 from codeward.executors.kernel.remembering import RememberingExecutor
 from codeward.executors.kernel.session import KernelProcess, KernelSession
 from codeward.executors.live import OutputCallback
@@ -70,6 +71,7 @@ class KernelExecutor(RememberingExecutor):
         self._installed: list[list[str]] = []  # installs a replaced sandbox needs again (see packages_prefix)
         self._session: KernelSession | None = None
         self._ready_generation = 0
+        self.files = KernelFiles(self._file_cell)
 
     @abstractmethod
     def _start_session(self) -> KernelSession:
@@ -113,6 +115,17 @@ class KernelExecutor(RememberingExecutor):
         require_setup_ok(result, "the kernel")
         self._notes += result.logs
         return result
+
+    def _file_cell(self, code: str, answers: dict[str, str]) -> CellResult:
+        """Run one of `files`' cells; a sandbox that died under it is replaced on the next call."""
+        session = self._ensure_ready()
+        try:
+            return session.execute(
+                code, timeout=_SETUP_TIMEOUT, on_input=lambda prompt: answers.get(request_kind(prompt)[0], "")
+            )
+        except SandboxError:
+            self._discard_session()
+            raise
 
     def _load(self, what: str, text: str) -> None:
         self._internal(self._ensure_ready(), cell_calling(f"load_{what}"), {what: text})

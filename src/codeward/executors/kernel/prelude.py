@@ -79,6 +79,7 @@ class _Sandbox:
     host_tools = False  # whether a tool runs on the host, so that cells announce their nonce
     ask: Any = None  # how a request reaches the host where it is not the kernel's stdin (the local worker)
     answered: tuple[Any] | None = None  # the cell's final answer, kept until reported (see `make_tool`)
+    home = ""  # the working folder `ex.files` reaches: where the kernel started, whatever the code's chdir
 
 
 def install(shell: Any, codec: ModuleType, *, allow_pickle: bool = False) -> None:
@@ -88,6 +89,7 @@ def install(shell: Any, codec: ModuleType, *, allow_pickle: bool = False) -> Non
     updates the settings: the hooks are registered once.
     """
     first = _Sandbox.shell is not shell
+    _Sandbox.home = _Sandbox.home or os.getcwd()
     _Sandbox.shell = shell
     _Sandbox.codec = codec
     _Sandbox.allow_pickle = allow_pickle
@@ -445,6 +447,24 @@ def _whole_answer(path: str) -> str | None:
 
 
 # -- packages --------------------------------------------------------------------
+
+
+def files(operation: str, *arguments: Any) -> None:
+    """One `ex.files` call, done in here by `beneath` (no link followed, no ``..``), so the host never
+    touches a path the sandbox can change. Data to write is asked for; a result goes back as the
+    cell's value, through the codec and within the cell's output budget, and is not kept here."""
+    beneath = sys.modules["_codeward_beneath"]
+    if operation == "write":
+        data = _Sandbox.codec.loads(_ask_host("file"))
+        beneath.write(_Sandbox.home, arguments[0], data)
+        return
+    if operation not in ("read", "listing", "remove", "exists"):
+        raise ValueError(f"no file operation {operation!r}")
+    try:
+        value = getattr(beneath, operation)(_Sandbox.home, *arguments)
+    except beneath.TooLarge as error:  # the host names its budget
+        value = {"too_large": error.size}
+    _write_payload(value=_Sandbox.codec.dumps(value))
 
 
 def install_packages(packages: list[str], prefix: str | None = None) -> list[str]:

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import shutil
+import tempfile
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from codeward.executors.base import FINAL_ANSWER_TOOL, CodeOutput, ExecutionError, Executor, ExecutorError
 from codeward.executors.codec import CodecError
 from codeward.executors.live import BlockStops, LiveOutput, OutputCallback
+from codeward.executors.files import FolderFiles
 from codeward.executors.local.data_policy import DataPolicy
 from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS, checked_import_entries
 from codeward.executors.local.interpreter import Interpreter, ToolHandle
@@ -74,6 +78,10 @@ class LocalExecutor(Executor):
             ``"none"`` applies none.
         env: environment variables for the worker, which otherwise gets none of
             the host's.
+
+    The code's `open()` reaches the files of its working folder and nothing else: a fresh
+    folder, owner-only, removed by `close()`, that `files` shows to the host (and that a
+    confined worker may write, as it may `allowed_paths`).
     """
 
     name = "local"
@@ -122,7 +130,13 @@ class LocalExecutor(Executor):
             "max_value_size": max_value_size,
             "max_int_bits": max_int_bits,
             "max_memory_bytes": max_memory_bytes,
+            "working_folder": tempfile.mkdtemp(prefix="codeward-local-"),
         }
+        #: The code's working folder, fresh and owner-only: what its `open()` reaches, and `files` shows.
+        self.working_folder: str = settings["working_folder"]
+        self.files = FolderFiles(self.working_folder)
+        # removed by close(), or, for an executor its caller forgot, when it is collected or the program ends
+        self._remove_folder = weakref.finalize(self, shutil.rmtree, self.working_folder, ignore_errors=True)
         self._closed = False
         self._stops = BlockStops()  # in process: the worker keeps its own
         self._tools: dict[str, Tool] = {}
@@ -208,6 +222,7 @@ class LocalExecutor(Executor):
                 self._worker.close()
             if self._interpreter is not None:
                 self._interpreter.close()
+            self._remove_folder()
 
     def _report_missing_layers(self) -> None:
         missing = tuple(self.missing_layers)

@@ -54,6 +54,7 @@ from codeward.executors.local.output import BlockOutput, capture_output
 from codeward.executors.local.policy import CodeRefused, compile_block
 from codeward.executors.local.receivers import PLAIN_RECEIVER
 from codeward.executors.local.watchdog import WATCHDOG, AlarmWatchdog, Watchdog
+from codeward.executors.local.working_folder import folder_open
 from codeward.tools import ToolCallError
 
 __all__ = ["Interpreter", "ToolHandle", "interrupted"]
@@ -64,7 +65,7 @@ _FILENAME = "<code block {}>"
 #: (a callback, a cache's comparison, an object's method it left somewhere): that raises at once.
 _BETWEEN_BLOCKS = make_tick(0, BudgetSpentOutsideRun)
 _ABSENT_BUILTINS = frozenset(
-    {"open", "eval", "exec", "compile", "input", "globals", "locals", "vars", "breakpoint", "exit", "quit", "help"}
+    {"eval", "exec", "compile", "input", "globals", "locals", "vars", "breakpoint", "exit", "quit", "help"}
 )
 
 
@@ -120,6 +121,7 @@ class Interpreter:
         memory_capped: bool = False,
         host_process: bool = False,
         watchdog: Watchdog | AlarmWatchdog = WATCHDOG,
+        working_folder: str | None = None,
     ) -> None:
         self.authorized_imports = authorized_imports
         self.timeout_seconds = timeout_seconds
@@ -149,6 +151,8 @@ class Interpreter:
         self._guards.connect(ImportGate(self.authorized_imports, overrides, self.data_policy.vet_module_attribute))
         self._globals.update(self._guards.guard_names())
         self._globals["__builtins__"] = self._guards.builtins(self._print)
+        if working_folder is not None:
+            self._globals["__builtins__"]["open"] = folder_open(working_folder)
         self._globals["_tick_"] = _BETWEEN_BLOCKS
 
     def send_variables(self, variables: dict[str, Any]) -> None:

@@ -87,7 +87,7 @@ def _confine(settings: dict[str, Any]) -> list[str]:
 
     return confine(
         read_paths=interpreter_read_paths(),
-        write_paths=[Path(p) for p in settings["allowed_paths"] or ()],
+        write_paths=[Path(p) for p in [*(settings["allowed_paths"] or ()), settings["working_folder"]]],
         max_memory_bytes=settings["max_memory_bytes"],
         strict=settings["confinement"] == "strict",
     )
@@ -108,6 +108,7 @@ def _interpreter(settings: dict[str, Any]) -> Interpreter:
         settings["max_memory_bytes"],
         memory_capped=capped,
         watchdog=watchdog,
+        working_folder=settings["working_folder"],
     )
 
 

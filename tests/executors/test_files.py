@@ -1,0 +1,74 @@
+"""`ex.files`' shared half, without a sandbox: paths, the budget, and the walk that follows no link."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from codeward.executors.files import FileBudget, FileBudgetExceeded, FilesError, FolderFiles, beneath
+
+
+@pytest.mark.parametrize("path", ["..", "a/../b", "../x", "a/.."])
+def test_a_path_that_could_lead_out_is_refused(path: str) -> None:
+    with pytest.raises(beneath.Refused, match=r"'\.\.'"):
+        beneath.split(path)
+
+
+@pytest.mark.parametrize("path", ["", "x\0y"])
+def test_what_is_no_path_is_refused(path: str) -> None:
+    with pytest.raises(ValueError, match="not a path"):
+        beneath.split(path)
+
+
+def test_a_path_keeps_its_names_and_says_whether_it_is_absolute() -> None:
+    assert beneath.split("./a//b/") == (False, ["a", "b"])
+    assert beneath.split("/tmp/x") == (True, ["tmp", "x"])
+    assert beneath.split(Path("a") / "b") == (False, ["a", "b"])
+
+
+def test_the_budget_names_what_was_passed() -> None:
+    budget = FileBudget(per_call=10, per_sandbox=25)
+    budget.draw(10, "a")
+    with pytest.raises(FileBudgetExceeded, match="10 bytes a call"):
+        budget.draw(11, "b")
+    budget.draw(10, "c")
+    assert budget.call_limit() == 5
+    with pytest.raises(FileBudgetExceeded, match="25 bytes a sandbox"):
+        budget.draw(6, "d")
+    assert budget.used == 20
+
+
+def test_a_folder_takes_absolute_paths_inside_it_only(tmp_path: Path) -> None:
+    files = FolderFiles(str(tmp_path))
+    files.write(str(tmp_path / "a.txt"), "x")
+    assert files.read("a.txt") == b"x"
+    with pytest.raises(FilesError, match="outside this sandbox's working folder"):
+        files.read("/etc/hostname")
+
+
+def test_a_write_replaces_a_link_and_leaves_its_target(tmp_path: Path) -> None:
+    target = tmp_path / "target.txt"
+    target.write_text("kept")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    os.symlink(target, folder / "name")
+    FolderFiles(str(folder)).write("name", b"new")
+    assert not (folder / "name").is_symlink() and (folder / "name").read_bytes() == b"new"
+    assert target.read_text() == "kept"
+
+
+def test_a_fifo_is_refused_rather_than_waited_on(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(FilesError, match="not a plain file"):
+        FolderFiles(str(tmp_path)).read("pipe")
+
+
+def test_a_listing_past_its_budget_is_refused(tmp_path: Path) -> None:
+    for index in range(20):
+        (tmp_path / f"file-{index:02}").write_bytes(b"")
+    files = FolderFiles(str(tmp_path))
+    files.budget = FileBudget(per_call=100)
+    with pytest.raises(FileBudgetExceeded, match="listing"):
+        files.list()
