@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from codeward.executors.base import FINAL_ANSWER_TOOL, CodeOutput, ExecutionError, Executor, ExecutorError
 from codeward.executors.codec import CodecError
-from codeward.executors.live import BlockStops, LiveOutput, OutputCallback
 from codeward.executors.files import FolderFiles
+from codeward.executors.live import BlockStops, LiveOutput, OutputCallback
 from codeward.executors.local.data_policy import DataPolicy
 from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS, checked_import_entries
 from codeward.executors.local.interpreter import Interpreter, ToolHandle
