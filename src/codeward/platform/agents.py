@@ -17,6 +17,7 @@ from typing import Any, Literal, overload
 from codeward import tracing
 from codeward.executors.base import ExecutorError
 from codeward.executors.settings import taken_name
+from codeward.platform.artifacts import Artifact, all_artifacts
 from codeward.platform.display import AgentLogger, LogLevel
 from codeward.platform.errors import AgentError, AgentGenerationError, AgentMaxStepsError
 from codeward.platform.memory import (
@@ -73,6 +74,11 @@ class RunResult:
             "token_usage": self.token_usage.to_dict(),
             "timing": self.timing.to_dict(),
         }
+
+    @property
+    def artifacts(self) -> list[Artifact]:
+        """Every file the run's steps collected from outputs/ (``CodeAgent(collect_outputs=True)``)."""
+        return all_artifacts(self.steps)
 
 
 _PREVIEW = reprlib.Repr()

@@ -19,6 +19,7 @@ from codeward.executors.base import (
 )
 from codeward.executors.displays import Display
 from codeward.platform.agents import ActionOutput, MultiStepAgent
+from codeward.platform.artifacts import OutputsBudget, OutputsCollector
 from codeward.platform.errors import AgentError, AgentExecutionError, AgentParsingError, AgentToolCallError
 from codeward.platform.live_blocks import streamed_block
 from codeward.platform.memory import ActionStep
@@ -76,6 +77,10 @@ class CodeAgent(MultiStepAgent):
 
     `executor` is a registered name (``"local"``, ``"jupyter"``, ``"docker"``,
     ``"e2b"``) built with `executor_kwargs`, or an `Executor` you built yourself.
+
+    With `collect_outputs`, the files the code writes under the working folder's ``outputs/``
+    are collected after each step into the step's `artifacts`, within the budgets of
+    `codeward.platform.artifacts` (`outputs_budget` sets others).
     """
 
     prompt_kind = "code_agent"
@@ -91,9 +96,13 @@ class CodeAgent(MultiStepAgent):
         code_block_tags: str | tuple[str, str] | None = None,
         max_print_outputs_length: int | None = None,
         stream_outputs: bool = False,
+        collect_outputs: bool = False,
+        outputs_budget: OutputsBudget | None = None,
         **kwargs: Any,
     ) -> None:
         _refuse_smolagents_only(kwargs)
+        self.collect_outputs = collect_outputs
+        self.outputs = OutputsCollector(outputs_budget) if collect_outputs else None
         self.code_block_tags = _code_block_tags(code_block_tags)
         self.additional_authorized_imports = list(additional_authorized_imports or [])
         self.max_print_outputs_length = max_print_outputs_length
@@ -159,6 +168,8 @@ class CodeAgent(MultiStepAgent):
         self.executor.send_variables(self.state)
         self.executor.send_tools({**self.tools, **self.managed_agents})
         self._sandbox_has_tools = True
+        if self.outputs is not None:
+            self.outputs.start_run(self.executor.files)
 
     def run_code(self, code: str) -> ActionStep:
         """Run one block in this agent's sandbox as if its model had written it; return the block's step.
@@ -228,6 +239,29 @@ class CodeAgent(MultiStepAgent):
             pass
 
     def _execute(self, code: str, action_step: ActionStep, on_output: OutputCallback | None = None) -> ActionOutput:
+        try:
+            result = self._execute_block(code, action_step, on_output)
+        except AgentError:  # a block that failed may have written files too
+            self._collect_outputs(action_step)
+            raise
+        self._collect_outputs(action_step)
+        return result
+
+    def _collect_outputs(self, action_step: ActionStep) -> None:
+        """The files new or changed under outputs/ onto the step, and a line naming them for the model."""
+        if self.outputs is None:
+            return
+        collected = self.outputs.collect(self.executor.files)
+        action_step.artifacts = collected.artifacts
+        action_step.artifact_notes = collected.all_notes()
+        line = collected.observation()
+        if line:
+            action_step.observations = f"{action_step.observations}\n{line}" if action_step.observations else line
+            self.logger.observation(line)
+
+    def _execute_block(
+        self, code: str, action_step: ActionStep, on_output: OutputCallback | None = None
+    ) -> ActionOutput:
         try:
             output = self._run_in_sandbox(code, self._output_shown(on_output))
         except ExecutionTimeout as error:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from codeward.executors.displays import Display
+from codeward.platform.artifacts import MOST_FILES, Artifact
 from codeward.platform.errors import AgentError
 from codeward.platform.models import ChatMessage, TokenUsage, ToolCall
 from codeward.platform.run_files import RunSetup, load_run_file, write_run
@@ -120,6 +121,10 @@ class ActionStep(MemoryStep):
     observations_images: list[Any] | None = None
     #: What the code showed (plots, images, HTML) as the sandbox sent it: saved, never shown to the model.
     displays: list[Display] = field(default_factory=list)
+    #: Files the code wrote under outputs/, new or changed (``CodeAgent(collect_outputs=True)``).
+    artifacts: list[Artifact] = field(default_factory=list)
+    #: What collecting outputs/ left off, and why (a budget, a link, not a plain file).
+    artifact_notes: list[str] = field(default_factory=list)
     action_output: Any = None
     error: AgentError | None = None
     token_usage: TokenUsage | None = None
@@ -155,6 +160,8 @@ class ActionStep(MemoryStep):
             "code_action": self.code_action,
             "observations": self.observations,
             "displays": [shown.to_dict() for shown in self.displays],
+            "artifacts": [artifact.to_dict() for artifact in self.artifacts],
+            "artifact_notes": list(self.artifact_notes),
             "action_output": _describe(self.action_output),
             "error": self.error.to_dict() if self.error else None,
             "token_usage": self.token_usage.to_dict() if self.token_usage else None,
@@ -243,6 +250,14 @@ def _usage(data: dict[str, Any] | None) -> TokenUsage | None:
     return TokenUsage(data["input_tokens"], data["output_tokens"]) if data else None
 
 
+def _artifacts(records: Any) -> list[Artifact]:
+    """A saved step's artifacts, each checked (`Artifact.from_dict`); malformed ones left out."""
+    if not isinstance(records, list):
+        return []
+    read = (Artifact.from_dict(record) for record in records[: MOST_FILES])
+    return [artifact for artifact in read if isinstance(artifact, Artifact)]
+
+
 def _step_from_dict(data: dict[str, Any]) -> MemoryStep:
     kind = data.get("type")
     if kind == "task":
@@ -273,6 +288,8 @@ def _step_from_dict(data: dict[str, Any]) -> MemoryStep:
             code_action=data.get("code_action"),
             observations=data.get("observations"),
             displays=[shown for shown in map(Display.from_dict, data.get("displays") or []) if shown is not None],
+            artifacts=_artifacts(data.get("artifacts")),
+            artifact_notes=[note for note in data.get("artifact_notes") or [] if isinstance(note, str)],
             action_output=data.get("action_output"),
             error=AgentError(error["message"]) if error else None,
             token_usage=_usage(data.get("token_usage")),

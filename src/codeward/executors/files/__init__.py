@@ -124,10 +124,11 @@ class SandboxFiles(ABC):
         self.budget.draw(len(data), f"the data for {path!r}")
         self._write(path, bytes(data))
 
-    def read(self, path: str | os.PathLike[str]) -> bytes:
-        """The bytes of the file at `path`."""
+    def read(self, path: str | os.PathLike[str], *, most: int | None = None) -> bytes:
+        """The bytes of the file at `path`; with `most`, a file larger than `most` bytes is refused
+        (`FileBudgetExceeded`) before more than that crosses, whatever the budget would allow."""
         path = _checked(path)
-        limit = self.budget.call_limit()
+        limit = self.budget.call_limit() if most is None else max(0, min(most, self.budget.call_limit()))
         data = self._read(path, limit)
         if len(data) > limit:  # a sandbox that sent more than it was asked for
             raise self._too_large(f"the file {path!r}", len(data))
