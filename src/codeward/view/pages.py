@@ -95,6 +95,7 @@ def _budgets() -> dict[str, int]:
     return {
         "most_steps": run_views.MOST_STEPS,
         "most_displays": run_views.MOST_DISPLAYS,
+        "most_artifacts": run_views.MOST_ARTIFACTS,
         "most_jobs": batch_views.MOST_JOBS,
         "most_page_steps": batch_views.MOST_PAGE_STEPS,
     }

@@ -24,11 +24,26 @@ from typing import Any
 from markupsafe import Markup
 
 from codeward.executors.displays import Display
+from codeward.platform.artifacts import MOST_FILE_BYTES, Artifact, safe_name
 from codeward.platform.run_files import load_run_file, run_record
 from codeward.usage import UsageError
 from codeward.view.values import MOST_NAME_CHARACTERS, mapping, number, text, whole
 
-__all__ = ["MAX_IMAGE_BYTES", "MOST_DISPLAYS", "MOST_STEPS", "Image", "RunView", "StepView", "read_run", "run_view"]
+__all__ = [
+    "MAX_ARTIFACT_BYTES",
+    "MAX_IMAGE_BYTES",
+    "MOST_ARTIFACTS",
+    "MOST_ARTIFACT_TEXT",
+    "MOST_DISPLAYS",
+    "MOST_PAGE_ARTIFACT_BYTES",
+    "MOST_STEPS",
+    "ArtifactView",
+    "Image",
+    "RunView",
+    "StepView",
+    "read_run",
+    "run_view",
+]
 
 #: The largest image embedded in a page; a larger one is named, not shown.
 MAX_IMAGE_BYTES = 8 * 2**20
@@ -36,6 +51,17 @@ MAX_IMAGE_BYTES = 8 * 2**20
 MOST_STEPS = 500
 #: The most displays a step shows; the rest are counted.
 MOST_DISPLAYS = 20
+
+#: The most artifacts a step shows; the rest are counted.
+MOST_ARTIFACTS = 50
+#: The largest artifact decoded for a page (what a run collects at most): a larger blob is named, not decoded.
+MAX_ARTIFACT_BYTES = MOST_FILE_BYTES
+#: The bytes of all a page's artifacts decoded together; past them, artifacts are named, not decoded.
+MOST_PAGE_ARTIFACT_BYTES = 64 * 2**20
+#: The largest artifact shown as text (escaped), when it is UTF-8.
+MOST_ARTIFACT_TEXT = 64 * 2**10
+#: The media types an artifact is shown inline as, when its bytes are that format: raster images only.
+_INLINE = ("image/png", "image/jpeg", "image/gif", "image/webp")
 
 _EXPECTED = "a run saved by codeward run --save or agent.memory.save (a JSON object with 'steps')"
 
@@ -47,6 +73,25 @@ class Image:
     mime: str
     data_uri: str
     size: int
+
+
+@dataclass(frozen=True)
+class ArtifactView:
+    """A file the step's code wrote under outputs/: its name, size and media type (guessed from the
+    name), an image when its bytes are the raster format the name says, else its text when small."""
+
+    name: str
+    size: int
+    media_type: str
+    image: Image | None = None
+    text: str | None = None
+
+
+@dataclass
+class _PageBudget:
+    """The artifact bytes a page may still decode."""
+
+    bytes_left: int = MOST_PAGE_ARTIFACT_BYTES
 
 
 @dataclass
@@ -66,6 +111,12 @@ class StepView:
     refused: list[str] = field(default_factory=list)
     #: Displays past `MOST_DISPLAYS`, not looked at.
     displays_left_off: int = 0
+    artifacts: list[ArtifactView] = field(default_factory=list)
+    #: Artifacts left out, with why; and the notes of what the run left off collecting.
+    artifacts_refused: list[str] = field(default_factory=list)
+    artifact_notes: list[str] = field(default_factory=list)
+    #: Artifacts past `MOST_ARTIFACTS`, not looked at.
+    artifacts_left_off: int = 0
     duration: float | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -120,12 +171,55 @@ def _display(record: Any, step: StepView) -> None:
         step.images.append(Image(shown.mime, uri, len(shown.data)))
 
 
+def _artifact(record: Any, step: StepView, budget: _PageBudget) -> None:
+    """Add a saved artifact to the step: refused if its name could lead out or its blob is past the
+    page's budgets (checked on the base64's length, before decoding); an image only if the name says
+    PNG, JPEG, GIF or WebP and the bytes are that; else its name and size, and its text if small."""
+    if isinstance(record, dict) and isinstance(record.get("base64"), str):
+        needed = len(record["base64"]) * 3 // 4
+        if needed > budget.bytes_left and needed <= MAX_ARTIFACT_BYTES:
+            name = record.get("name")
+            shown = text(name, MOST_NAME_CHARACTERS) if safe_name(name) else "(a name that could lead out)"
+            step.artifacts_refused.append(
+                f"{shown}: past the {MOST_PAGE_ARTIFACT_BYTES:,} bytes of artifacts a page decodes"
+            )
+            return
+    read = Artifact.from_dict(record, MAX_ARTIFACT_BYTES)
+    if isinstance(read, str):
+        step.artifacts_refused.append(text(read, MOST_NAME_CHARACTERS * 2))
+        return
+    budget.bytes_left -= read.size
+    name = text(read.name, MOST_NAME_CHARACTERS)
+    image = None
+    if read.media_type in _INLINE and _is_format(read.media_type, read.data) and read.size <= MAX_IMAGE_BYTES:
+        uri = Markup(f"data:{read.media_type};base64,{base64.b64encode(read.data).decode('ascii')}")
+        image = Image(read.media_type, uri, read.size)
+    shown_text = None
+    if image is None and read.size <= MOST_ARTIFACT_TEXT:
+        try:
+            shown_text = read.data.decode("utf-8")
+        except UnicodeDecodeError:
+            shown_text = None
+    step.artifacts.append(ArtifactView(name, read.size, read.media_type, image, shown_text))
+
+
+def _artifacts(record: dict[str, Any], step: StepView, budget: _PageBudget) -> None:
+    artifacts = record.get("artifacts")
+    artifacts = artifacts if isinstance(artifacts, list) else []
+    for saved in artifacts[:MOST_ARTIFACTS]:
+        _artifact(saved, step, budget)
+    step.artifacts_left_off = max(0, len(artifacts) - MOST_ARTIFACTS)
+    notes = record.get("artifact_notes")
+    notes = notes if isinstance(notes, list) else []
+    step.artifact_notes = [text(note, 2000) for note in notes[:MOST_ARTIFACTS] if isinstance(note, str)]
+
+
 def _tokens(step: dict[str, Any]) -> tuple[int | None, int | None]:
     usage = mapping(step.get("token_usage"))
     return whole(usage.get("input_tokens")), whole(usage.get("output_tokens"))
 
 
-def _action(record: dict[str, Any]) -> StepView:
+def _action(record: dict[str, Any], budget: _PageBudget) -> StepView:
     step = StepView("action", whole(record.get("step_number")))
     step.model_text = text(record.get("model_output"))
     step.code = text(record.get("code_action"))
@@ -136,6 +230,7 @@ def _action(record: dict[str, Any]) -> StepView:
     for shown in displays[:MOST_DISPLAYS]:
         _display(shown, step)
     step.displays_left_off = max(0, len(displays) - MOST_DISPLAYS)
+    _artifacts(record, step, budget)
     if record.get("is_final_answer") is True:
         step.final_answer = text(record.get("action_output"))
     return step
@@ -145,7 +240,7 @@ def _planning(record: dict[str, Any]) -> StepView:
     return StepView("planning", model_text=text(record.get("plan")))
 
 
-def _step(record: Any) -> StepView | None:
+def _step(record: Any, budget: _PageBudget) -> StepView | None:
     """The step as shown; None for the task and final-answer records, which the run shows apart."""
     if not isinstance(record, dict):
         return StepView("malformed", output=text(record))
@@ -154,7 +249,7 @@ def _step(record: Any) -> StepView | None:
         return None
     if kind not in ("action", "planning"):
         return StepView("malformed", output=text(record))
-    step = _action(record) if kind == "action" else _planning(record)
+    step = _action(record, budget) if kind == "action" else _planning(record)
     step.duration = number(mapping(record.get("timing")).get("duration"))
     step.input_tokens, step.output_tokens = _tokens(record)
     return step
@@ -192,9 +287,10 @@ def run_view(data: Any, name: str, most_steps: int | None = None) -> RunView:
     )
     tasks = (r.get("task") for r in records if isinstance(r, dict) and r.get("type") == "task")
     view.task = text("\n\n".join(text(task) for task in itertools.islice(tasks, MOST_STEPS)))
+    budget = _PageBudget()
     for record in records:
         if len(view.steps) < most_steps:
-            view.steps.extend(filter(None, [_step(record)]))
+            view.steps.extend(filter(None, [_step(record, budget)]))
         elif not (isinstance(record, dict) and record.get("type") in ("task", "final_answer")):
             view.steps_left_off += 1
     view.final_answer = _final_answer(records, view.steps)
