@@ -55,12 +55,21 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             additional_authorized_imports=args.imports or None,
             max_steps=args.max_steps,
             logger=logger,
+            collect_outputs=args.collect_outputs or args.outputs_dir is not None,
         ) as agent,
     ):
         try:
             result = agent.run(args.task, additional_args=variables or None, return_full_result=True)
         except AgentGenerationError as error:
             return _model_failed(error, console)
+    if args.outputs_dir is not None:
+        from codeward.cli.outputs_dir import write_artifacts
+
+        written = write_artifacts(agent.memory.action_steps(), args.outputs_dir)
+        if not args.json:
+            console.print(
+                f"[dim]{len(written)} file(s) from outputs/ written to {literal(str(args.outputs_dir))}[/dim]"
+            )
     if args.save:
         warning = save_run(
             agent.memory,
@@ -137,4 +146,14 @@ def add_parser(commands: Any) -> None:
     add_mcp_env(run)
     run.add_argument("--json", action="store_true", help="print the run's result as JSON instead of the steps")
     run.add_argument("--save", metavar="RUN.json", help="save the run, for codeward replay or --model replay:RUN.json")
+    run.add_argument(
+        "--collect-outputs",
+        action="store_true",
+        help="collect the files the code writes under outputs/ after each step (kept with the run and --save)",
+    )
+    run.add_argument(
+        "--outputs-dir",
+        metavar="DIR",
+        help="write the collected files into DIR (made if missing) under fresh names, owner-only; implies --collect-outputs",
+    )
     run.set_defaults(handler=_run)

@@ -123,8 +123,8 @@ class Files(Protocol):
     def write(self, path: str, data: bytes | str) -> None:
         """Write `data` (text as UTF-8) to `path`, replacing what was there."""
 
-    def read(self, path: str) -> bytes:
-        """The bytes of the file at `path`."""
+    def read(self, path: str, *, most: int | None = None) -> bytes:
+        """The bytes of the file at `path`; with `most`, refused past that many bytes, before they cross."""
 
     def list(self, path: str = ".") -> list[str]:
         """The names in the folder at `path`, sorted; a folder's name ends with ``/``."""

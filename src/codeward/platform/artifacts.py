@@ -32,7 +32,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from codeward.executors.files import FileBudgetExceeded, SandboxFiles
+from codeward.executors.base import Files
+from codeward.executors.files import FileBudgetExceeded
 
 __all__ = [
     "MOST_DEPTH",
@@ -43,10 +44,10 @@ __all__ = [
     "OUTPUTS",
     "Artifact",
     "Collected",
-    "all_artifacts",
     "OutputsBudget",
     "OutputsCollector",
-    "encoded_size",
+    "all_artifacts",
+    "decoded_size",
     "human_size",
     "media_type",
     "safe_name",
@@ -91,16 +92,16 @@ def human_size(size: int) -> str:
     if size < 1000:
         return f"{size} B"
     value, unit = float(size), "B"
-    for unit in ("KB", "MB", "GB"):
-        value /= 1000
+    for larger in ("KB", "MB", "GB"):
+        value, unit = value / 1000, larger
         if value < 1000:
             break
     return f"{value:.0f} {unit}" if value >= 10 else f"{value:.1f} {unit}"
 
 
-def encoded_size(size: int) -> int:
-    """The length of `size` bytes in base64: what a saved blob may be, at most, to decode to `size`."""
-    return 4 * ((size + 2) // 3)
+def decoded_size(encoded: str) -> int:
+    """How many bytes `encoded` (base64) decodes to, read from its length and padding alone."""
+    return len(encoded) // 4 * 3 - (2 if encoded.endswith("==") else 1 if encoded.endswith("=") else 0)
 
 
 @dataclass(frozen=True)
@@ -136,13 +137,13 @@ class Artifact:
             return "an artifact whose name is not a plain path inside outputs/ (it could lead out of its folder)"
         if not isinstance(encoded, str):
             return f"the artifact {name!r} has no base64 bytes"
-        if len(encoded) > encoded_size(most_bytes):
-            return f"the artifact {name!r} holds {len(encoded):,} characters of base64, past the {most_bytes:,} bytes allowed"
+        if decoded_size(encoded) > most_bytes:
+            return f"the artifact {name!r} holds {decoded_size(encoded):,} bytes, past the {most_bytes:,} bytes allowed"
         try:
             data = base64.b64decode(encoded, validate=True)
         except (binascii.Error, ValueError):
             return f"the artifact {name!r} is not valid base64"
-        return cls(name, data, media_type(name))
+        return cls(str(name), data, media_type(str(name)))
 
     def __repr__(self) -> str:
         return f"Artifact({self.name!r}, {self.size:,} bytes, {self.media_type!r})"
@@ -199,7 +200,7 @@ class OutputsCollector:
         self.files_left = self.budget.most_files
         self.bytes_left = self.budget.most_run_bytes
 
-    def start_run(self, files: SandboxFiles) -> None:
+    def start_run(self, files: Files) -> None:
         """A run begins: its budgets are full again, and ``outputs/`` exists for the code to write in
         (made by writing a file there and removing it: ``ex.files`` makes folders as it writes)."""
         self.files_left = self.budget.most_files
@@ -209,7 +210,7 @@ class OutputsCollector:
             files.write(keep, b"")
             files.remove(keep)
 
-    def collect(self, files: SandboxFiles) -> Collected:
+    def collect(self, files: Files) -> Collected:
         """The files new or changed under ``outputs/`` since the last collection; never raises for
         what the sandbox holds: a failure becomes a note."""
         found = Collected()
@@ -221,7 +222,7 @@ class OutputsCollector:
             found.note(f"{OUTPUTS}/ could not be read: {_short(error)}")
         return found
 
-    def _walk(self, files: SandboxFiles, found: Collected) -> None:
+    def _walk(self, files: Files, found: Collected) -> None:
         pending: list[tuple[str, int]] = [("", 0)]
         looked = 0
         unseen = 0
@@ -248,7 +249,7 @@ class OutputsCollector:
                 f"{unseen:,} more name(s) not looked at: a step looks at {self.budget.most_entries:,} names at most"
             )
 
-    def _one(self, files: SandboxFiles, name: str, found: Collected) -> None:
+    def _one(self, files: Files, name: str, found: Collected) -> None:
         if self.files_left <= 0:
             if name not in self._seen:  # a known file may be unchanged: only new ones are surely left off
                 found.note(f"{name}: past the run's budget of {self.budget.most_files} files")
@@ -257,7 +258,8 @@ class OutputsCollector:
         try:
             data = files.read(f"{OUTPUTS}/{name}", most=most)
         except FileBudgetExceeded as error:
-            if files.budget.call_limit() < most:  # ex.files' own budget for the sandbox is spent
+            budget = getattr(files, "budget", None)
+            if budget is not None and budget.call_limit() < most:  # ex.files' own budget is spent
                 found.note(f"{name}: {_short(error)}")
             elif most < self.budget.most_file_bytes:
                 found.note(

@@ -254,7 +254,7 @@ def _artifacts(records: Any) -> list[Artifact]:
     """A saved step's artifacts, each checked (`Artifact.from_dict`); malformed ones left out."""
     if not isinstance(records, list):
         return []
-    read = (Artifact.from_dict(record) for record in records[: MOST_FILES])
+    read = (Artifact.from_dict(record) for record in records[:MOST_FILES])
     return [artifact for artifact in read if isinstance(artifact, Artifact)]
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from markupsafe import Markup
 
 from codeward.executors.displays import Display
-from codeward.platform.artifacts import MOST_FILE_BYTES, Artifact, safe_name
+from codeward.platform.artifacts import MOST_FILE_BYTES, Artifact, decoded_size, safe_name
 from codeward.platform.run_files import load_run_file, run_record
 from codeward.usage import UsageError
 from codeward.view.values import MOST_NAME_CHARACTERS, mapping, number, text, whole
@@ -91,7 +91,7 @@ class ArtifactView:
 class _PageBudget:
     """The artifact bytes a page may still decode."""
 
-    bytes_left: int = MOST_PAGE_ARTIFACT_BYTES
+    bytes_left: int = field(default_factory=lambda: MOST_PAGE_ARTIFACT_BYTES)
 
 
 @dataclass
@@ -176,7 +176,7 @@ def _artifact(record: Any, step: StepView, budget: _PageBudget) -> None:
     page's budgets (checked on the base64's length, before decoding); an image only if the name says
     PNG, JPEG, GIF or WebP and the bytes are that; else its name and size, and its text if small."""
     if isinstance(record, dict) and isinstance(record.get("base64"), str):
-        needed = len(record["base64"]) * 3 // 4
+        needed = decoded_size(record["base64"])
         if needed > budget.bytes_left and needed <= MAX_ARTIFACT_BYTES:
             name = record.get("name")
             shown = text(name, MOST_NAME_CHARACTERS) if safe_name(name) else "(a name that could lead out)"
