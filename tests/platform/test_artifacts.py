@@ -45,8 +45,10 @@ def agent() -> Iterator[CodeAgent]:
 def outputs(agent: CodeAgent) -> Path:
     """The sandbox's outputs/ folder, made as a run makes it."""
     assert agent.outputs is not None
-    agent.outputs.start_run(agent.executor.files)
-    return Path(agent.executor.working_folder) / "outputs"  # type: ignore[attr-defined]
+    folder = Path(agent.executor.working_folder) / "outputs"  # type: ignore[attr-defined]
+    if not folder.exists():
+        agent.outputs.start_run(agent.executor.files)
+    return folder
 
 
 def collect(agent: CodeAgent) -> tuple[list[Artifact], list[str]]:
@@ -279,3 +281,41 @@ def test_a_saved_artifact_past_the_byte_budget_is_refused_before_decoding() -> N
 @pytest.mark.parametrize("name", ["../../x", "/etc/passwd", 7, None])
 def test_a_saved_artifact_whose_name_leads_out_is_refused(name: object) -> None:
     assert isinstance(Artifact.from_dict({"name": name, "base64": "AAAA"}), str)
+
+
+def _three_files(agent: CodeAgent) -> None:
+    for index in range(3):
+        (outputs(agent) / f"f{index}.txt").write_bytes(b"0123456789")
+
+
+def test_a_step_reads_a_bounded_number_of_bytes() -> None:
+    with agent_with(budget=OutputsBudget(most_step_read_bytes=25)) as agent:
+        _three_files(agent)
+        found, notes = collect(agent)
+    assert [a.name for a in found] == ["f0.txt", "f1.txt"]
+    assert notes == ["f2.txt: past the 25 bytes a step reads"]
+
+
+def test_control_without_the_step_read_budget_all_three_are_read() -> None:
+    with agent_with(budget=OutputsBudget(most_step_read_bytes=UNBOUND)) as agent:
+        _three_files(agent)
+        found, _ = collect(agent)
+    assert len(found) == 3
+
+
+def test_unchanged_files_read_again_do_not_spend_the_sandboxs_file_budget(agent: CodeAgent) -> None:
+    (outputs(agent) / "same.bin").write_bytes(bytes(1000))
+    collect(agent)
+    used = agent.executor.files.budget.used  # type: ignore[attr-defined]
+    for _ in range(5):
+        assert collect(agent) == ([], [])
+    assert agent.executor.files.budget.used - used < 1000  # type: ignore[attr-defined]
+
+
+def test_a_known_file_that_changes_past_the_count_is_noted() -> None:
+    with agent_with(budget=OutputsBudget(most_files=1)) as agent:
+        (outputs(agent) / "a.txt").write_text("one")
+        assert [a.name for a in collect(agent)[0]] == ["a.txt"]
+        (outputs(agent) / "a.txt").write_text("two")
+        found, notes = collect(agent)
+    assert found == [] and notes == ["a.txt: changed, but past the run's budget of 1 files"]

@@ -15,7 +15,10 @@ why. The budgets (`OutputsBudget`):
 - `MOST_FILES` artifacts a run (a file collected again after it changed counts again);
 - `MOST_FILE_BYTES` bytes a file: a larger one is refused by ``ex.files`` before it crosses;
 - `MOST_RUN_BYTES` bytes a run, all artifacts together;
-- `MOST_ENTRIES` names looked at in ``outputs/`` a step (folders included), `MOST_DEPTH` folders deep.
+- `MOST_ENTRIES` names looked at in ``outputs/`` a step (folders included), `MOST_DEPTH` folders deep;
+- `MOST_STEP_READ_BYTES` bytes read a step: a file is known to have changed only by reading it
+  (its hash is compared with the last one collected), so unchanged files are read again each step;
+  the bytes of an unchanged file are given back to ``ex.files``' budget, since none is kept.
 
 A link (to a file or a folder), a FIFO, a device, a name that could lead out: skipped with a note,
 never followed. A saved run's artifacts are read back through `Artifact.from_dict`, which refuses
@@ -41,6 +44,7 @@ __all__ = [
     "MOST_FILES",
     "MOST_FILE_BYTES",
     "MOST_RUN_BYTES",
+    "MOST_STEP_READ_BYTES",
     "OUTPUTS",
     "Artifact",
     "Collected",
@@ -63,6 +67,8 @@ MOST_FILE_BYTES = 10 * 2**20
 MOST_RUN_BYTES = 50 * 2**20
 #: The most names in ``outputs/`` (and its folders) looked at after one step.
 MOST_ENTRIES = 1000
+#: The most bytes read from ``outputs/`` after one step: a changed file is known only by reading it.
+MOST_STEP_READ_BYTES = 100 * 2**20
 #: The deepest folder inside ``outputs/`` that is walked.
 MOST_DEPTH = 8
 #: The most notes of what was left off a step keeps (the rest are counted).
@@ -188,6 +194,7 @@ class OutputsBudget:
     most_run_bytes: int = MOST_RUN_BYTES
     most_entries: int = MOST_ENTRIES
     most_depth: int = MOST_DEPTH
+    most_step_read_bytes: int = MOST_STEP_READ_BYTES
 
 
 class OutputsCollector:
@@ -199,6 +206,7 @@ class OutputsCollector:
         self._seen: dict[str, bytes] = {}
         self.files_left = self.budget.most_files
         self.bytes_left = self.budget.most_run_bytes
+        self._step_read_left = self.budget.most_step_read_bytes
 
     def start_run(self, files: Files) -> None:
         """A run begins: its budgets are full again, and ``outputs/`` exists for the code to write in
@@ -214,6 +222,7 @@ class OutputsCollector:
         """The files new or changed under ``outputs/`` since the last collection; never raises for
         what the sandbox holds: a failure becomes a note."""
         found = Collected()
+        self._step_read_left = self.budget.most_step_read_bytes
         try:
             if not files.exists(OUTPUTS):
                 return found
@@ -250,11 +259,11 @@ class OutputsCollector:
             )
 
     def _one(self, files: Files, name: str, found: Collected) -> None:
-        if self.files_left <= 0:
-            if name not in self._seen:  # a known file may be unchanged: only new ones are surely left off
-                found.note(f"{name}: past the run's budget of {self.budget.most_files} files")
+        known = name in self._seen
+        if self.files_left <= 0 and not known:  # a known file is read still: a change past the budget is noted
+            found.note(f"{name}: past the run's budget of {self.budget.most_files} files")
             return
-        most = min(self.budget.most_file_bytes, self.bytes_left)
+        most = min(self.budget.most_file_bytes, self._step_read_left)
         try:
             data = files.read(f"{OUTPUTS}/{name}", most=most)
         except FileBudgetExceeded as error:
@@ -262,23 +271,39 @@ class OutputsCollector:
             if budget is not None and budget.call_limit() < most:  # ex.files' own budget is spent
                 found.note(f"{name}: {_short(error)}")
             elif most < self.budget.most_file_bytes:
-                found.note(
-                    f"{name}: past what is left ({human_size(self.bytes_left)}) of the run's budget of "
-                    f"{self.budget.most_run_bytes:,} bytes"
-                )
+                found.note(f"{name}: past the {self.budget.most_step_read_bytes:,} bytes a step reads")
             else:
                 found.note(f"{name}: over the budget of {self.budget.most_file_bytes:,} bytes a file")
             return
         except Exception as error:  # a link, a FIFO, a folder's link: refused by ex.files, never followed
             found.note(f"{name}: not collected, {_short(error)}")
             return
+        self._step_read_left -= len(data)
         digest = hashlib.sha256(data).digest()
         if self._seen.get(name) == digest:
+            _refund(files, len(data))
             return
-        self._seen[name] = digest
-        self.files_left -= 1
-        self.bytes_left -= len(data)
-        found.artifacts.append(Artifact(name, data, media_type(name)))
+        if self.files_left <= 0:
+            found.note(f"{name}: changed, but past the run's budget of {self.budget.most_files} files")
+        elif len(data) > self.bytes_left:
+            found.note(
+                f"{name}: past what is left ({human_size(self.bytes_left)}) of the run's budget of "
+                f"{self.budget.most_run_bytes:,} bytes"
+            )
+        else:
+            self._seen[name] = digest
+            self.files_left -= 1
+            self.bytes_left -= len(data)
+            found.artifacts.append(Artifact(name, data, media_type(name)))
+
+
+def _refund(files: Files, size: int) -> None:
+    """Give back to ``ex.files``' budget the bytes of a file read only to find it unchanged: they were
+    dropped at once, and re-reading an unchanged file each step would otherwise spend the sandbox's
+    budget (1 GiB) on nothing kept. The step's own read budget still counts them."""
+    budget = getattr(files, "budget", None)
+    if budget is not None and isinstance(getattr(budget, "used", None), int):
+        budget.used = max(0, budget.used - size)
 
 
 def _short(error: BaseException) -> str:
