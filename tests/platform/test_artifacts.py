@@ -320,3 +320,12 @@ def test_a_known_file_that_changes_past_the_count_is_noted() -> None:
         (outputs(agent) / "a.txt").write_text("two")
         found, notes = collect(agent)
     assert found == [] and notes == ["a.txt: changed, but past the run's budget of 1 files"]
+
+
+def test_an_outputs_folder_that_cannot_be_made_does_not_fail_the_run() -> None:
+    with agent_with() as agent:
+        (Path(agent.executor.working_folder) / "outputs").write_text("a file, not a folder")  # type: ignore[attr-defined]
+        result = agent.run("x", return_full_result=True)
+        step = agent.memory.action_steps()[0]
+    assert result.output == "done" and result.artifacts == []
+    assert step.artifact_notes and step.artifact_notes[0].startswith("outputs/")

@@ -207,22 +207,30 @@ class OutputsCollector:
         self.files_left = self.budget.most_files
         self.bytes_left = self.budget.most_run_bytes
         self._step_read_left = self.budget.most_step_read_bytes
+        self._problem: str | None = None
 
     def start_run(self, files: Files) -> None:
         """A run begins: its budgets are full again, and ``outputs/`` exists for the code to write in
         (made by writing a file there and removing it: ``ex.files`` makes folders as it writes)."""
         self.files_left = self.budget.most_files
         self.bytes_left = self.budget.most_run_bytes
-        if not files.exists(OUTPUTS):
-            keep = f"{OUTPUTS}/.codeward-keep"
-            files.write(keep, b"")
-            files.remove(keep)
+        self._problem = None
+        try:
+            if not files.exists(OUTPUTS):
+                keep = f"{OUTPUTS}/.codeward-keep"
+                files.write(keep, b"")
+                files.remove(keep)
+        except Exception as error:  # the run goes on: its first step says why outputs/ is missing
+            self._problem = f"{OUTPUTS}/ could not be made: {_short(error)}"
 
     def collect(self, files: Files) -> Collected:
         """The files new or changed under ``outputs/`` since the last collection; never raises for
         what the sandbox holds: a failure becomes a note."""
         found = Collected()
         self._step_read_left = self.budget.most_step_read_bytes
+        if self._problem is not None:
+            found.note(self._problem)
+            self._problem = None
         try:
             if not files.exists(OUTPUTS):
                 return found
