@@ -105,3 +105,39 @@ def test_a_batch_folder_in_the_browser(browser, batch_folder, tmp_path):
     _not_run(browser)
     section.find_element(By.LINK_TEXT, "← all jobs").click()
     assert browser.find_element(By.ID, "job-table").is_displayed()
+
+
+def test_a_runs_artifacts_in_the_browser(browser, tmp_path):
+    """A real PNG from outputs/ is decoded by the browser; an SVG and an HTML file with script show as text."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (24, 16), (30, 120, 200)).save(buffer, format="PNG")
+    svg = '<svg xmlns="http://www.w3.org/2000/svg" onload="window.__pwned=5"><script>window.__pwned=6</script></svg>'
+    records = [
+        ("chart.png", buffer.getvalue()),
+        ("evil.svg", svg.encode()),
+        ("evil.html", b"<script>window.__pwned=7</script>"),
+    ]
+    step = {
+        "type": "action",
+        "step_number": 1,
+        "artifacts": [
+            {"name": name, "media_type": "image/png", "base64": base64.b64encode(data).decode()}
+            for name, data in records
+        ],
+    }
+    run = tmp_path / "artifacts.json"
+    run.write_text(json.dumps({"steps": [{"type": "task", "task": "draw"}, step]}))
+    _open(browser, write_view(run, tmp_path / "artifacts.html"))
+    _not_run(browser)
+    images = browser.find_elements(By.TAG_NAME, "img")
+    assert len(images) == 1
+    size = browser.execute_script("return [arguments[0].naturalWidth, arguments[0].naturalHeight]", images[0])
+    assert size == [24, 16]
+    texts = [pre.text for pre in browser.find_elements(By.CSS_SELECTOR, "pre.artifact")]
+    assert texts == [svg, "<script>window.__pwned=7</script>"]
+    assert not browser.find_elements(By.TAG_NAME, "svg") and not browser.find_elements(By.TAG_NAME, "iframe")
