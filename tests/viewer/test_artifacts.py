@@ -180,3 +180,17 @@ def test_names_and_notes_are_escaped(tmp_path: Path) -> None:
     page = render_run(path)
     assert "&lt;b&gt;x&lt;/b&gt;.txt" in page and "&lt;i&gt;big.bin&lt;/i&gt;" in page
     assert "<b>x</b>" not in page and "<i>big.bin</i>" not in page
+
+
+def test_reading_a_saved_step_keeps_a_bounded_number_of_artifacts(tmp_path: Path) -> None:
+    from codeward.platform.artifacts import MOST_FILES
+
+    path = _handed(tmp_path, *[_record(f"f{i}.txt", b"x") for i in range(MOST_FILES + 10)])
+    assert len(AgentMemory.load(path).action_steps()[0].artifacts) == MOST_FILES
+
+
+def test_a_steps_notes_on_the_page_are_bounded(tmp_path: Path) -> None:
+    notes = [f"note {i}: " + "n" * 5000 for i in range(run_pages.MOST_ARTIFACTS + 30)]
+    [step] = run_pages.read_run(_handed(tmp_path, notes=notes)).steps
+    assert len(step.artifact_notes) == run_pages.MOST_ARTIFACTS
+    assert all(len(note) < 2100 for note in step.artifact_notes)
