@@ -194,3 +194,18 @@ def test_a_steps_notes_on_the_page_are_bounded(tmp_path: Path) -> None:
     [step] = run_pages.read_run(_handed(tmp_path, notes=notes)).steps
     assert len(step.artifact_notes) == run_pages.MOST_ARTIFACTS
     assert all(len(note) < 2100 for note in step.artifact_notes)
+
+
+def test_an_outputs_dir_that_is_a_file_fails_before_the_run(tmp_path: Path) -> None:
+    (tmp_path / "taken").write_text("a file")
+    model = write_script(tmp_path / "script.yaml", "print('ran')", "final_answer('done')")
+    done = subprocess.run(
+        command("run", "x", "--model", model, "--outputs-dir", "taken"),
+        capture_output=True,
+        text=True,
+        env=command_env(),
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "--outputs-dir taken" in done.stdout + done.stderr
+    assert "Step 1" not in done.stdout

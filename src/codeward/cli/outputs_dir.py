@@ -19,7 +19,7 @@ from codeward.handed_files import file_mode, file_name
 from codeward.platform.memory import ActionStep
 from codeward.usage import UsageError
 
-__all__ = ["write_artifacts"]
+__all__ = ["prepare_folder", "write_artifacts"]
 
 #: The most tries for a free name before a file is given up.
 _MOST_TRIES = 100
@@ -52,8 +52,9 @@ def _fresh_name(step: int, name: str) -> str:
     return file_name(f"step{step}-{flat}", "")
 
 
-def write_artifacts(steps: Iterable[ActionStep], folder: str | Path) -> list[Path]:
-    """Write every step's artifacts into `folder` (made if missing, owner-only); return the files written."""
+def prepare_folder(folder: str | Path) -> Path:
+    """The folder, made if missing (owner-only); a `UsageError` if it cannot be: called before the run
+    too, so a wrong ``--outputs-dir`` fails before any step costs anything."""
     folder = Path(folder)
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -61,6 +62,12 @@ def write_artifacts(steps: Iterable[ActionStep], folder: str | Path) -> list[Pat
         raise UsageError(f"--outputs-dir {folder}: cannot make the folder: {error.strerror}") from None
     if not folder.is_dir():
         raise UsageError(f"--outputs-dir {folder}: not a folder; name a folder")
+    return folder
+
+
+def write_artifacts(steps: Iterable[ActionStep], folder: str | Path) -> list[Path]:
+    """Write every step's artifacts into `folder` (made if missing, owner-only); return the files written."""
+    folder = prepare_folder(folder)
     written = []
     for step in steps:
         for artifact in step.artifacts:

@@ -38,6 +38,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     from codeward.platform.tool_specs import load_tool_specs
 
     model_id = _model_id(args.model)
+    if args.outputs_dir is not None:
+        from codeward.cli.outputs_dir import prepare_folder
+
+        prepare_folder(args.outputs_dir)
     tools = load_tool_specs(args.tools)
     variables = read_variables(args.var)
     executor_kwargs = {
