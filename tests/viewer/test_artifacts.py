@@ -209,3 +209,17 @@ def test_an_outputs_dir_that_is_a_file_fails_before_the_run(tmp_path: Path) -> N
     )
     assert done.returncode == 2 and "--outputs-dir taken" in done.stdout + done.stderr
     assert "Step 1" not in done.stdout
+
+
+def test_a_page_of_artifacts_costs_a_bounded_multiple_of_the_file(tmp_path: Path) -> None:
+    """40 images of 1 MiB and 10 texts: the page holds them as base64 and as a data URI, within the
+    viewer's documented multiple (measured: about 7 times the file)."""
+    from tests.viewer.test_page_budgets import MULTIPLE, OWN, _peak
+
+    png = _record("c.png", b"\x89PNG\r\n\x1a\n" + bytes(2**20))["base64"]
+    text = _record("r.txt", b"t" * 60_000)["base64"]
+    records = [{"name": f"c{i}.png", "base64": png} for i in range(40)]
+    records += [{"name": f"r{i}.txt", "base64": text} for i in range(10)]
+    path = _handed(tmp_path, *records)
+    assert _peak("run", path) <= MULTIPLE * path.stat().st_size + OWN
+    assert render_run(path).count('src="data:image/png;base64,') == 40
