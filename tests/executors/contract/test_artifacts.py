@@ -12,6 +12,7 @@ import pytest
 
 from codeward import CodeAgent
 from codeward.executors.base import Executor
+from codeward.platform.artifacts import OutputsBudget
 from codeward.platform.models import ScriptedModel
 from tests.executors.contract.test_files import SECRET, host_folder, outside, plant_link
 
@@ -70,3 +71,20 @@ def test_a_planted_link_is_not_collected_and_a_plain_file_is(clean: Executor, ou
     assert all(SECRET.encode() not in a.data and b"root:" not in a.data for a in found.artifacts)
     assert [note.split(":")[0] for note in found.all_notes()] == ["stolen.txt"]
     clean.files.remove("outputs/stolen.txt")
+
+
+def test_a_file_over_the_per_file_budget_is_left_off_with_the_budget_named(clean: Executor) -> None:
+    write = "<code>\nwith open('outputs/big.bin', 'wb') as f:\n    f.write(b'b' * 2000)\nwith open('outputs/small.txt', 'w') as f:\n    f.write('s' * 1000)\n</code>"
+    agent = CodeAgent(
+        [],
+        ScriptedModel([write, DONE]),
+        executor=clean,
+        collect_outputs=True,
+        outputs_budget=OutputsBudget(most_file_bytes=1000),
+        verbosity_level=0,
+    )
+    used = clean.files.budget.used  # type: ignore[attr-defined]
+    result = agent.run("x", return_full_result=True)
+    assert [(a.name, a.size) for a in result.artifacts] == [("small.txt", 1000)]
+    assert agent.memory.action_steps()[0].artifact_notes == ["big.bin: over the budget of 1,000 bytes a file"]
+    assert clean.files.budget.used - used < 1900  # type: ignore[attr-defined]  # the big file never crossed whole
