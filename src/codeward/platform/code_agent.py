@@ -160,7 +160,7 @@ class CodeAgent(MultiStepAgent):
         self.executor.send_tools({**self.tools, **self.managed_agents})
         self._sandbox_has_tools = True
 
-    def run_code(self, code: str) -> ActionStep:
+    def run_code(self, code: str, on_output: OutputCallback | None = None) -> ActionStep:
         """Run one block in this agent's sandbox as if its model had written it; return the block's step.
 
         For callers whose own model writes the code (`codeward mcp serve` lends the sandbox to an
@@ -171,13 +171,14 @@ class CodeAgent(MultiStepAgent):
         `action_output`. A block that fails has its `AgentError` in `error`, not raised. A block
         that calls ``final_answer(x)`` has `is_final_answer` set and x as its output, and ends
         nothing else: there is no run to end, and the next block runs in the same sandbox.
+        `on_output` hears the block's output as it comes, as `Executor.run`'s does.
         """
         if not self._sandbox_has_tools:
             self._setup_run()
         past = self.memory.action_steps()  # a caller may have dropped the oldest: number after the last
         step = ActionStep(step_number=past[-1].step_number + 1 if past else 1, code_action=code)
         try:
-            outcome = self._execute(code, step)
+            outcome = self._execute(code, step, on_output)
             step.action_output, step.is_final_answer = outcome.output, outcome.is_final_answer
         except AgentError as error:
             step.error = error
