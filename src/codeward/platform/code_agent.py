@@ -20,7 +20,7 @@ from codeward.executors.base import (
 from codeward.executors.displays import Display
 from codeward.platform.agents import ActionOutput, MultiStepAgent
 from codeward.platform.errors import AgentError, AgentExecutionError, AgentParsingError, AgentToolCallError
-from codeward.platform.live_blocks import streamed_block
+from codeward.platform.live_blocks import BlockOutputDelta, streamed_block
 from codeward.platform.memory import ActionStep
 from codeward.platform.models import Model, ToolCall
 from codeward.platform.parsing import extract_code
@@ -272,16 +272,26 @@ class CodeAgent(MultiStepAgent):
 
     def _output_shown(self, on_output: OutputCallback | None) -> OutputCallback | None:
         """What the block's output goes to as it comes: the logger, which shows it on the screen,
-        and `on_output`; None when neither wants it, so the sandbox need not send it live."""
-        if not self.logger.shows_block_output:
-            return on_output
+        `on_output`, and the step callbacks given for `BlockOutputDelta`; None when none wants it,
+        so the sandbox need not send it live."""
+        listeners: list[OutputCallback] = [self.logger.block_output] if self.logger.shows_block_output else []
+        if on_output is not None:
+            listeners.append(on_output)
+        callbacks = self._callbacks_for(BlockOutputDelta)
+        if callbacks:
 
-        def shown(stream: str, text: str) -> None:
-            self.logger.block_output(stream, text)
-            if on_output is not None:
-                on_output(stream, text)
+            def told(stream: str, text: str) -> None:
+                self._fire_callbacks(BlockOutputDelta(stream, text), callbacks)
 
-        return shown
+            listeners.append(told)
+        if len(listeners) < 2:
+            return listeners[0] if listeners else None
+
+        def heard(stream: str, text: str) -> None:
+            for listener in listeners:
+                listener(stream, text)
+
+        return heard
 
     def _run_in_sandbox(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
         """Run the block in the sandbox, in an ``execute_code`` span naming the sandbox, the code and how it ended."""
