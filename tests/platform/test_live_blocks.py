@@ -10,8 +10,10 @@ import pytest
 from rich.console import Console
 
 from codeward import ActionStep, AgentError, AgentLogger, CodeAgent, FinalAnswerStep, ScriptedModel, ToolCall
+from codeward.executors.base import CodeOutput
 from codeward.platform.agents import ActionOutput
 from codeward.platform.live_blocks import BlockOutputDelta
+from tests.platform.doubles import ExecDouble
 
 
 def code(body: str) -> str:
@@ -99,3 +101,18 @@ def test_step_callbacks_given_for_block_output_hear_it_as_it_comes(executor):
     first_step_ended = steps[0][0]
     assert first_step_ended - heard[0][0] >= 1.0, "the first line came as it was printed"
     assert listed and not any(isinstance(step, BlockOutputDelta) for step in listed)
+
+
+class ExecutorBeforeLiveOutput(ExecDouble):
+    """An executor written to the contract before live output: its `run` takes the code alone."""
+
+    def run(self, code: str) -> CodeOutput:  # type: ignore[override]
+        return super().run(code)
+
+
+def test_an_executor_whose_run_takes_no_on_output_still_streams_its_logs_when_the_block_ends():
+    model = ScriptedModel([code("print('whole')"), code("final_answer(3)")])
+    with CodeAgent(tools=[], model=model, executor=ExecutorBeforeLiveOutput(), verbosity_level=-1) as agent:
+        events = list(agent.run("Print", stream=True))
+    assert [event.text for event in events if isinstance(event, BlockOutputDelta)] == ["whole\n"]
+    assert isinstance(events[-1], FinalAnswerStep) and events[-1].output == 3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import replace
@@ -31,6 +32,7 @@ __all__ = ["CodeAgent"]
 
 _TAGS = {None: ("<code>", "</code>"), "markdown": ("```python", "```")}
 _OUTPUT_PREVIEW = 10_000
+_OPEN_PARAMETERS = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
 
 def _text_of(value: Any, what: str, show: Callable[[Any], str]) -> str:
@@ -69,6 +71,23 @@ def _code_block_tags(tags: str | tuple[str, str] | None) -> tuple[str, str]:
     if isinstance(tags, (tuple, list)) and len(tags) == 2 and all(isinstance(t, str) and t for t in tags):
         return tags[0], tags[1]
     raise ValueError(f"code_block_tags must be None, 'markdown' or a pair of strings, got {tags!r}")
+
+
+def _run_block(executor: Executor, code: str, on_output: OutputCallback | None) -> CodeOutput:
+    """`executor.run(code, on_output)`; an executor written before live output (``run(self, code)``)
+    runs the block whole, and `on_output` hears its logs when it ends rather than a TypeError."""
+    if on_output is None:
+        return executor.run(code)
+    try:
+        parameters = inspect.signature(executor.run).parameters.values()
+    except (TypeError, ValueError):
+        parameters = None
+    if parameters is None or any(p.name == "on_output" or p.kind in _OPEN_PARAMETERS for p in parameters):
+        return executor.run(code, on_output)
+    output = executor.run(code)
+    if output.logs:
+        on_output("stdout", output.logs)
+    return output
 
 
 class CodeAgent(MultiStepAgent):
@@ -302,7 +321,7 @@ class CodeAgent(MultiStepAgent):
         with tracing.span("execute_code", attributes) as span:
             span.event(tracing.CODE, {tracing.CODE: code})
             try:
-                output = self.executor.run(code, on_output)
+                output = _run_block(self.executor, code, on_output)
             except Exception:
                 span.set({tracing.CODE_OUTCOME: "error"})
                 raise
