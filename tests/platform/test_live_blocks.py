@@ -10,8 +10,10 @@ import pytest
 from rich.console import Console
 
 from codeward import ActionStep, AgentError, AgentLogger, CodeAgent, FinalAnswerStep, ScriptedModel, ToolCall
+from codeward.executors.base import CodeOutput
 from codeward.platform.agents import ActionOutput
 from codeward.platform.live_blocks import BlockOutputDelta
+from tests.platform.doubles import ExecDouble
 
 
 def code(body: str) -> str:
@@ -74,3 +76,43 @@ def test_the_logger_shows_block_output_as_it_comes_and_not_again(executor):
     assert text.splitlines().count("shown once \\x1b[31m") == 1, text  # as it came, and not again after
     assert "\x1b" not in text  # the sandbox's text cannot drive the terminal
     assert "Last output from code snippet:\n7" in text
+
+
+def test_step_callbacks_given_for_block_output_hear_it_as_it_comes(executor):
+    model = ScriptedModel([code("import time\nprint('one')\ntime.sleep(1.5)\nprint('two')"), code("final_answer(2)")])
+    heard: list[tuple[float, str, str]] = []
+    steps: list[object] = []
+    callbacks = {
+        BlockOutputDelta: [lambda delta: heard.append((time.monotonic(), delta.stream, delta.text))],
+        ActionStep: [lambda step, agent: steps.append((time.monotonic(), step))],
+    }
+    listed: list[object] = []  # control: a list of callbacks hears steps only, as smolagents' callbacks expect
+    with CodeAgent(tools=[], model=model, executor=executor, verbosity_level=-1, step_callbacks=callbacks) as agent:
+        assert agent.run("Count") == 2  # not streamed: the callbacks hear it all the same
+    with CodeAgent(
+        tools=[],
+        model=ScriptedModel([code("print('x')\nfinal_answer(1)")]),
+        executor=executor,
+        verbosity_level=-1,
+        step_callbacks=[listed.append],
+    ) as agent:
+        agent.run("Once")
+    assert "".join(text for _, _, text in heard) == "one\ntwo\n" and {s for _, s, _ in heard} == {"stdout"}
+    first_step_ended = steps[0][0]
+    assert first_step_ended - heard[0][0] >= 1.0, "the first line came as it was printed"
+    assert listed and not any(isinstance(step, BlockOutputDelta) for step in listed)
+
+
+class ExecutorBeforeLiveOutput(ExecDouble):
+    """An executor written to the contract before live output: its `run` takes the code alone."""
+
+    def run(self, code: str) -> CodeOutput:  # type: ignore[override]
+        return super().run(code)
+
+
+def test_an_executor_whose_run_takes_no_on_output_still_streams_its_logs_when_the_block_ends():
+    model = ScriptedModel([code("print('whole')"), code("final_answer(3)")])
+    with CodeAgent(tools=[], model=model, executor=ExecutorBeforeLiveOutput(), verbosity_level=-1) as agent:
+        events = list(agent.run("Print", stream=True))
+    assert [event.text for event in events if isinstance(event, BlockOutputDelta)] == ["whole\n"]
+    assert isinstance(events[-1], FinalAnswerStep) and events[-1].output == 3

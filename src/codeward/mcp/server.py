@@ -36,8 +36,10 @@ from starlette.requests import Request
 
 from codeward import __version__
 from codeward.executors.base import ExecutorError
+from codeward.executors.live import OutputCallback
 from codeward.mcp.budgets import Budgets, CallQueue, client_of
 from codeward.mcp.guard import require_token, transport_security
+from codeward.mcp.progress import with_progress
 from codeward.platform.code_agent import CodeAgent
 from codeward.platform.display import AgentLogger, LogLevel
 from codeward.platform.memory import ActionStep
@@ -103,8 +105,10 @@ class SessionSandbox:
         self._idle_note = ""
         self.last_used = time.monotonic()
 
-    def run(self, code: str) -> types.CallToolResult:
-        """Run `code` (blocking: call it from a worker thread) and say what happened as the model should see it."""
+    def run(self, code: str, on_output: OutputCallback | None = None) -> types.CallToolResult:
+        """Run `code` (blocking: call it from a worker thread) and say what happened as the model should see it.
+
+        `on_output` hears the block's output as it comes (the client's progress notifications)."""
         with self._lock:
             self.last_used = time.monotonic()
             try:
@@ -112,7 +116,7 @@ class SessionSandbox:
             except (ValueError, ExecutorError) as error:
                 return _text_result(f"The {self._options.executor!r} sandbox could not start: {error}", failed=True)
             try:
-                step = agent.run_code(code)
+                step = agent.run_code(code, on_output)
             finally:
                 self.last_used = time.monotonic()
                 del agent.memory.steps[: -self._options.steps_kept]  # a long session's memory stays bounded
@@ -270,7 +274,9 @@ async def _call_tool(ctx: ServerRequestContext[Sandboxes], params: types.CallToo
         code = arguments.get("code")
         if not isinstance(code, str):
             return _text_result("run_python needs its argument 'code', a string of Python.", failed=True)
-        return await sandboxes.in_turn(ctx, sandbox, lambda: sandbox.run(code))
+        return await with_progress(
+            ctx, lambda on_output: sandboxes.in_turn(ctx, sandbox, lambda: sandbox.run(code, on_output))
+        )
     if params.name == "reset":
         refused = await sandboxes.in_turn(ctx, sandbox, sandbox.reset)
         return refused or _text_result("The sandbox was reset: the next run_python starts in a fresh one.")

@@ -20,6 +20,7 @@ from codeward.executors.settings import taken_name
 from codeward.platform.artifacts import Artifact, all_artifacts
 from codeward.platform.display import AgentLogger, LogLevel
 from codeward.platform.errors import AgentError, AgentGenerationError, AgentMaxStepsError
+from codeward.platform.live_blocks import BlockOutputDelta
 from codeward.platform.memory import (
     ActionStep,
     AgentMemory,
@@ -137,7 +138,7 @@ def _takes_agent(function: Callable[..., Any]) -> bool:
     return "agent" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
 
 
-def _call_callback(callback: Callable[..., Any], step: MemoryStep, agent: MultiStepAgent) -> None:
+def _call_callback(callback: Callable[..., Any], step: MemoryStep | BlockOutputDelta, agent: MultiStepAgent) -> None:
     if _takes_agent(callback):
         callback(step, agent=agent)
     else:
@@ -543,16 +544,21 @@ class MultiStepAgent:
         self._fire_callbacks(step)
         return step.action_output
 
-    def _fire_callbacks(self, step: MemoryStep) -> None:
+    def _fire_callbacks(
+        self, step: MemoryStep | BlockOutputDelta, selected: list[Callable[..., Any]] | None = None
+    ) -> None:
+        for callback in self._callbacks_for(type(step)) if selected is None else selected:
+            _call_callback(callback, step, self)
+
+    def _callbacks_for(self, kind: type) -> list[Callable[..., Any]]:
+        """The step callbacks that hear `kind`: a list hears every step (and no block output, which
+        is not a step); a dict's entries hear what is an instance of their key."""
         callbacks = self.step_callbacks
         if not callbacks:
-            return
+            return []
         if isinstance(callbacks, dict):
-            selected = [cb for kind, cbs in callbacks.items() if isinstance(step, kind) for cb in cbs]
-        else:
-            selected = list(callbacks)
-        for callback in selected:
-            _call_callback(callback, step, self)
+            return [cb for key, cbs in callbacks.items() if issubclass(kind, key) for cb in cbs]
+        return list(callbacks) if issubclass(kind, MemoryStep) else []
 
     # -- memory ---------------------------------------------------------------------
 

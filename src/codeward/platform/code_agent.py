@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import replace
@@ -21,7 +22,7 @@ from codeward.executors.displays import Display
 from codeward.platform.agents import ActionOutput, MultiStepAgent
 from codeward.platform.artifacts import OutputsBudget, OutputsCollector
 from codeward.platform.errors import AgentError, AgentExecutionError, AgentParsingError, AgentToolCallError
-from codeward.platform.live_blocks import streamed_block
+from codeward.platform.live_blocks import BlockOutputDelta, streamed_block
 from codeward.platform.memory import ActionStep
 from codeward.platform.models import Model, ToolCall
 from codeward.platform.parsing import extract_code
@@ -32,6 +33,7 @@ __all__ = ["CodeAgent"]
 
 _TAGS = {None: ("<code>", "</code>"), "markdown": ("```python", "```")}
 _OUTPUT_PREVIEW = 10_000
+_OPEN_PARAMETERS = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
 
 def _text_of(value: Any, what: str, show: Callable[[Any], str]) -> str:
@@ -70,6 +72,23 @@ def _code_block_tags(tags: str | tuple[str, str] | None) -> tuple[str, str]:
     if isinstance(tags, (tuple, list)) and len(tags) == 2 and all(isinstance(t, str) and t for t in tags):
         return tags[0], tags[1]
     raise ValueError(f"code_block_tags must be None, 'markdown' or a pair of strings, got {tags!r}")
+
+
+def _run_block(executor: Executor, code: str, on_output: OutputCallback | None) -> CodeOutput:
+    """`executor.run(code, on_output)`; an executor written before live output (``run(self, code)``)
+    runs the block whole, and `on_output` hears its logs when it ends rather than a TypeError."""
+    if on_output is None:
+        return executor.run(code)
+    try:
+        parameters = inspect.signature(executor.run).parameters.values()
+    except (TypeError, ValueError):
+        parameters = None
+    if parameters is None or any(p.name == "on_output" or p.kind in _OPEN_PARAMETERS for p in parameters):
+        return executor.run(code, on_output)
+    output = executor.run(code)
+    if output.logs:
+        on_output("stdout", output.logs)
+    return output
 
 
 class CodeAgent(MultiStepAgent):
@@ -171,7 +190,7 @@ class CodeAgent(MultiStepAgent):
         if self.outputs is not None:
             self.outputs.start_run(self.executor.files)
 
-    def run_code(self, code: str) -> ActionStep:
+    def run_code(self, code: str, on_output: OutputCallback | None = None) -> ActionStep:
         """Run one block in this agent's sandbox as if its model had written it; return the block's step.
 
         For callers whose own model writes the code (`codeward mcp serve` lends the sandbox to an
@@ -182,13 +201,14 @@ class CodeAgent(MultiStepAgent):
         `action_output`. A block that fails has its `AgentError` in `error`, not raised. A block
         that calls ``final_answer(x)`` has `is_final_answer` set and x as its output, and ends
         nothing else: there is no run to end, and the next block runs in the same sandbox.
+        `on_output` hears the block's output as it comes, as `Executor.run`'s does.
         """
         if not self._sandbox_has_tools:
             self._setup_run()
         past = self.memory.action_steps()  # a caller may have dropped the oldest: number after the last
         step = ActionStep(step_number=past[-1].step_number + 1 if past else 1, code_action=code)
         try:
-            outcome = self._execute(code, step)
+            outcome = self._execute(code, step, on_output)
             step.action_output, step.is_final_answer = outcome.output, outcome.is_final_answer
         except AgentError as error:
             step.error = error
@@ -305,16 +325,26 @@ class CodeAgent(MultiStepAgent):
 
     def _output_shown(self, on_output: OutputCallback | None) -> OutputCallback | None:
         """What the block's output goes to as it comes: the logger, which shows it on the screen,
-        and `on_output`; None when neither wants it, so the sandbox need not send it live."""
-        if not self.logger.shows_block_output:
-            return on_output
+        `on_output`, and the step callbacks given for `BlockOutputDelta`; None when none wants it,
+        so the sandbox need not send it live."""
+        listeners: list[OutputCallback] = [self.logger.block_output] if self.logger.shows_block_output else []
+        if on_output is not None:
+            listeners.append(on_output)
+        callbacks = self._callbacks_for(BlockOutputDelta)
+        if callbacks:
 
-        def shown(stream: str, text: str) -> None:
-            self.logger.block_output(stream, text)
-            if on_output is not None:
-                on_output(stream, text)
+            def told(stream: str, text: str) -> None:
+                self._fire_callbacks(BlockOutputDelta(stream, text), callbacks)
 
-        return shown
+            listeners.append(told)
+        if len(listeners) < 2:
+            return listeners[0] if listeners else None
+
+        def heard(stream: str, text: str) -> None:
+            for listener in listeners:
+                listener(stream, text)
+
+        return heard
 
     def _run_in_sandbox(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
         """Run the block in the sandbox, in an ``execute_code`` span naming the sandbox, the code and how it ended."""
@@ -325,7 +355,7 @@ class CodeAgent(MultiStepAgent):
         with tracing.span("execute_code", attributes) as span:
             span.event(tracing.CODE, {tracing.CODE: code})
             try:
-                output = self.executor.run(code, on_output)
+                output = _run_block(self.executor, code, on_output)
             except Exception:
                 span.set({tracing.CODE_OUTCOME: "error"})
                 raise
