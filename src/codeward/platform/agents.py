@@ -17,7 +17,7 @@ from typing import Any, Literal, overload
 from codeward import tracing
 from codeward.executors.base import ExecutorError
 from codeward.executors.settings import taken_name
-from codeward.platform.artifacts import Artifact, all_artifacts
+from codeward.platform.artifacts import StepsArtifacts
 from codeward.platform.display import AgentLogger, LogLevel
 from codeward.platform.errors import AgentError, AgentGenerationError, AgentMaxStepsError
 from codeward.platform.live_blocks import BlockOutputDelta
@@ -58,8 +58,8 @@ class ToolOutput:
 
 
 @dataclass
-class RunResult:
-    """A whole run: its answer, how it ended, its steps, tokens and time."""
+class RunResult(StepsArtifacts):
+    """A whole run: its answer, how it ended, its steps, tokens and time; `artifacts`, the files collected."""
 
     output: Any
     state: str
@@ -75,11 +75,6 @@ class RunResult:
             "token_usage": self.token_usage.to_dict(),
             "timing": self.timing.to_dict(),
         }
-
-    @property
-    def artifacts(self) -> list[Artifact]:
-        """Every file the run's steps collected from outputs/ (``CodeAgent(collect_outputs=True)``)."""
-        return all_artifacts(self.steps)
 
 
 _PREVIEW = reprlib.Repr()

@@ -50,6 +50,7 @@ __all__ = [
     "Collected",
     "OutputsBudget",
     "OutputsCollector",
+    "StepsArtifacts",
     "all_artifacts",
     "decoded_size",
     "human_size",
@@ -322,3 +323,14 @@ def _short(error: BaseException) -> str:
 def all_artifacts(steps: Iterable[Any]) -> list[Artifact]:
     """Every artifact of `steps`, in order (steps without any add none)."""
     return [artifact for step in steps for artifact in getattr(step, "artifacts", None) or []]
+
+
+class StepsArtifacts:
+    """What a run's result gives of its steps' artifacts (`RunResult.artifacts`)."""
+
+    steps: list[Any]
+
+    @property
+    def artifacts(self) -> list[Artifact]:
+        """Every file the run's steps collected from outputs/ (``CodeAgent(collect_outputs=True)``), in order."""
+        return all_artifacts(self.steps)
