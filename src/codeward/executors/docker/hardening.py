@@ -44,6 +44,9 @@ _NAMED_INSTEAD = {
     "pids_limit": "pids_limit",
     "tmpfs": "tmpfs_size",
     "runtime": "runtime",
+    "mounts": "mounts",
+    "volumes": "mounts",
+    "volumes_from": "mounts",
 }
 
 

@@ -75,6 +75,7 @@ from codeward.executors.docker.hardening import (
     container_log_config,
 )
 from codeward.executors.docker.images import ENGINE_ERRORS, engine_client, require_image
+from codeward.executors.docker.mounts import Mount, MountSpec, checked_mounts
 from codeward.executors.docker.watchdog import Watchdog, watch
 
 if TYPE_CHECKING:
@@ -140,13 +141,17 @@ def sandbox_spec(
     extra_run_kwargs: dict[str, Any] | None,
     egress: EgressPolicy | None = None,
     egress_budget: EgressBudget | None = None,
+    mounts: Mapping[str, MountSpec] | None = None,
 ) -> SandboxSpec:
     """Check and settle what sandboxes will be like; log any loosening, and reap orphans on the engine.
 
-    A runtime the engine lacks, or a gVisor that cannot run the kernel, fails here, before
-    any container starts (`gvisor.checked_runtime`).
+    A runtime the engine lacks, a gVisor that cannot run the kernel, or a mount that would give
+    the host away (`mounts.checked_mounts`), fails here, before any container starts.
     """
     extra = checked_extra_run_kwargs(extra_run_kwargs)
+    binds = checked_mounts(mounts, sandbox_ids())
+    if binds:
+        log.info("docker sandboxes get host mounts: %s", {target: m.mode for target, m in binds.items()})
     if hardening.changes():
         log.warning("docker sandbox settings changed from the strict defaults: %s", hardening.changes())
     if egress is not None and hardening.network != "none":
@@ -162,7 +167,7 @@ def sandbox_spec(
     reaped = reap_orphans(client)
     if reaped:
         log.info("removed %d sandbox(es) whose owner process is gone: %s", len(reaped), ", ".join(reaped))
-    return SandboxSpec(client, image or str(require_image(client).id), hardening, extra, egress, egress_budget)
+    return SandboxSpec(client, image or str(require_image(client).id), hardening, extra, egress, egress_budget, binds)
 
 
 def _engine_runtimes(client: docker.DockerClient) -> dict[str, Any]:
@@ -185,6 +190,8 @@ class SandboxSpec:
     #: What the sandbox may reach through its own egress proxy; None: no way out at all.
     egress: EgressPolicy | None = None
     egress_budget: EgressBudget | None = None
+    #: Host paths shown to the sandbox, by target, sources resolved and checked (`mounts`).
+    mounts: dict[str, Mount] = field(default_factory=dict)
 
     def start(self) -> KernelContainer:
         """A new sandbox whose kernel answers; an engine that is away is a `SandboxError`."""
@@ -199,7 +206,12 @@ class SandboxSpec:
             proxy = EgressProxy(self.egress, self.egress_budget, sandbox_ids())
         try:
             return start_kernel_container(
-                self.client, self.image, self.hardening, extra_run_kwargs=self.extra_run_kwargs, egress=proxy
+                self.client,
+                self.image,
+                self.hardening,
+                extra_run_kwargs=self.extra_run_kwargs,
+                egress=proxy,
+                mounts=self.mounts,
             )
         except BaseException:
             if proxy is not None:
@@ -323,17 +335,23 @@ def start_kernel_container(
     extra_labels: dict[str, str] | None = None,
     extra_run_kwargs: dict[str, Any] | None = None,
     egress: EgressProxy | None = None,
+    mounts: Mapping[str, MountSpec] | None = None,
 ) -> KernelContainer:
     """Start a hardened container running an ipykernel, and wait until it answers.
 
     `extra_run_kwargs` may only add settings that do not weaken the sandbox
-    (`checked_extra_run_kwargs`). On any failure the container and folder are
+    (`checked_extra_run_kwargs`), and `mounts` are checked again here (a source may have
+    changed since its spec was made). On any failure the container and folder are
     removed before the error is raised.
     """
     hardening = hardening or Hardening()
     extra = {"log_config": container_log_config(), **checked_extra_run_kwargs(extra_run_kwargs)}
     environment = {**extra.pop("environment", {}), "HOME": CONTAINER_HOME, "USER": "sandbox", "LOGNAME": "sandbox"}
     uid, gid = sandbox_ids()
+    binds = [
+        docker.types.Mount(target, bind.source, type="bind", read_only=bind.mode == "ro")
+        for target, bind in checked_mounts(mounts, (uid, gid)).items()
+    ]
     session = uuid.uuid4().hex
     ipc_dir = _private_ipc_dir(session)
     shared = _shared_dir(ipc_dir, uid, gid)
@@ -354,6 +372,7 @@ def start_kernel_container(
             labels=labels,
             environment=environment,
             volumes=volumes,
+            mounts=binds,
             working_dir=CONTAINER_HOME,
             **extra,
             **hardening.run_options(uid, gid, packages=egress is not None),
