@@ -284,7 +284,7 @@ class CodeAgent(MultiStepAgent):
 
     def _run_in_sandbox(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
         """Run the block in the sandbox, in an ``execute_code`` span naming the sandbox, the code and how it ended."""
-        attributes = {tracing.SANDBOX_NAME: self._executor_name() or ""}
+        attributes: dict[str, str | list[str]] = {tracing.SANDBOX_NAME: self._executor_name() or ""}
         sandbox_id = getattr(self.executor, "sandbox_id", None)  # where the executor names its sandbox
         if sandbox_id:
             attributes[tracing.SANDBOX_ID] = str(sandbox_id)
