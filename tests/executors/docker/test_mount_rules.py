@@ -95,7 +95,7 @@ def test_a_relative_target_is_refused(folder: Path) -> None:
 def test_a_target_with_dot_dot_is_refused(folder: Path) -> None:
     # /data/../proc would land on /proc; /data/.. on /: both refused by this rule first.
     for target in ("/data/../proc", "/data/..", "/home/sandbox/../../etc"):
-        with pytest.raises(ValueError, match="may not hold '..'"):
+        with pytest.raises(ValueError, match=r"may not hold '\.\.'"):
             checked_mounts({target: str(folder)})
     assert "/data..x" in checked_mounts({"/data..x": str(folder)})  # control: a name with dots
 
