@@ -161,7 +161,7 @@ class SandboxPool:
 
         try:
             sandbox = self.spec.start()
-        except (ExecutorError, EgressUnavailable) as error:
+        except (ExecutorError, EgressUnavailable, ValueError) as error:  # ValueError: a mount changed since
             log.warning("the sandbox pool could not start a sandbox (retrying in %gs): %s", _POOL_RETRY, error)
             with self._changed:
                 self._changed.wait_for(lambda: self._closed, _POOL_RETRY)
