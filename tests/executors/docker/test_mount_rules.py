@@ -12,6 +12,7 @@ import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -284,3 +285,24 @@ def test_the_mount_option_reads_target_source_and_mode(tmp_path: Path) -> None:
     for option in ("/data", "=/srv", "/data="):
         with pytest.raises(ValueError, match="write TARGET=SOURCE"):
             parse_mount_option(option)
+
+
+# -- gVisor's registration --------------------------------------------------------------------------
+
+
+def test_gvisor_that_would_keep_a_writable_mounts_writes_from_the_host_is_refused() -> None:
+    from codeward.executors.docker.gvisor import RUNSC_ARGS, mounts_problem
+
+    def runtimes(*extra: str) -> dict[str, Any]:
+        return {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": [*RUNSC_ARGS, *extra]}}
+
+    for flags in (("--overlay2=all:memory",), ("--overlay",), ("--overlay2", "all:/var/cache")):
+        problem = mounts_problem(runtimes(*flags), "runsc", {"/out": "rw"})
+        assert problem is not None and "never reach the host" in str(problem)
+        assert mounts_problem(runtimes(*flags), "runsc", {"/data": "ro"}) is None  # control: read-only
+    exclusive = mounts_problem(runtimes("--file-access-mounts=exclusive"), "runsc", {"/data": "ro"})
+    assert exclusive is not None and "not see the host's changes" in str(exclusive)
+    assert mounts_problem(runtimes("--overlay2=root:memory"), "runsc", {"/out": "rw"}) is None  # control: root only
+    assert mounts_problem(runtimes(), "runsc", {"/out": "rw"}) is None  # control: the registration codeward gives
+    assert mounts_problem(runtimes("--overlay"), "runsc", {}) is None  # control: no mounts
+    assert mounts_problem({"runc": {"path": "runc"}}, "runc", {"/out": "rw"}) is None  # control: not gVisor

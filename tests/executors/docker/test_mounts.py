@@ -313,3 +313,16 @@ def test_batch_mount_reaches_every_docker_job(sandbox_image: str, shared: Path, 
     assert result["output"] == "from the host"
     local = codeward("batch", "jobs.jsonl", "--mount", f"/data={shared}", cwd=batch)
     assert local.returncode == 2 and "use --executor docker" in local.stdout + local.stderr
+
+
+def test_a_gvisor_that_would_keep_writes_from_the_host_is_refused_before_a_container(
+    sandbox_image: str, writable: Path, started: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from codeward.executors.docker import sandbox
+    from codeward.executors.docker.gvisor import RUNSC_ARGS, RuntimeUnusable
+
+    overlaid = {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": [*RUNSC_ARGS, "--overlay2=all:memory"]}}
+    monkeypatch.setattr(sandbox, "_engine_runtimes", lambda client: overlaid)
+    with pytest.raises(RuntimeUnusable, match="never reach the host"):
+        DockerExecutor(image=sandbox_image, runtime="runsc", mounts={"/out": Mount(str(writable), "rw")})
+    assert started == []

@@ -67,7 +67,7 @@ from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.connect import KernelConnectionInfo
 
 from codeward.executors.base import SandboxError
-from codeward.executors.docker.gvisor import checked_runtime
+from codeward.executors.docker.gvisor import RuntimeUnusable, checked_runtime, mounts_problem
 from codeward.executors.docker.hardening import (
     CONTAINER_HOME,
     Hardening,
@@ -161,9 +161,11 @@ def sandbox_spec(
         )
     client = docker_client or engine_client()
     if hardening.runtime:
-        checked_runtime(
-            _engine_runtimes(client), hardening.runtime, hardening.network, hardening.pids_limit, egress is not None
-        )
+        runtimes = _engine_runtimes(client)
+        checked_runtime(runtimes, hardening.runtime, hardening.network, hardening.pids_limit, egress is not None)
+        problem = mounts_problem(runtimes, hardening.runtime, {target: m.mode for target, m in binds.items()})
+        if problem:
+            raise RuntimeUnusable(str(problem))
     reaped = reap_orphans(client)
     if reaped:
         log.info("removed %d sandbox(es) whose owner process is gone: %s", len(reaped), ", ".join(reaped))
