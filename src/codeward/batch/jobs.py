@@ -413,26 +413,13 @@ class _Checker:
                 f"{ALLOW_MOUNTS_FLAG} to let jobs name their mounts, or --mount on the command line",
             )
             return {}
-        from codeward.executors.docker.mounts import checked_mounts, plain_mounts
+        from codeward.executors.docker.mounts import mounts_in_folder
 
         try:
-            if not isinstance(own, dict):
-                raise ValueError(f"mounts must map sandbox paths to host paths, got {own!r:.80}")
-            checked = checked_mounts(
-                {**defaults.mounts, **{target: self._mount_in_folder(spec) for target, spec in own.items()}}
-            )
+            return {"mounts": mounts_in_folder(own, self.base_dir, defaults.mounts)}
         except ValueError as error:
             self.fault("executor_kwargs", str(error))
             return {}
-        return {"mounts": plain_mounts(checked)}
-
-    def _mount_in_folder(self, spec: Any) -> Any:
-        """A job's mount with a relative source made relative to the jobs file's folder."""
-        mount = dict(spec) if isinstance(spec, dict) else {"source": spec}
-        source = mount.get("source")
-        if isinstance(source, str) and source and not Path(source).expanduser().is_absolute():
-            mount["source"] = str(self.base_dir / source)
-        return mount
 
     def egress(self, executor: str, defaults: JobDefaults) -> dict[str, Any]:
         """The docker job's egress settings: the command line's, narrowed by the job, widened only with consent."""

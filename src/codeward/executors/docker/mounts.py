@@ -41,6 +41,7 @@ __all__ = [
     "MountSpec",
     "checked_mounts",
     "mount_modes",
+    "mounts_in_folder",
     "parse_mount_option",
     "plain_mounts",
 ]
@@ -270,3 +271,20 @@ def parse_mount_option(option: str, base: Path | None = None) -> tuple[str, Moun
     if not full.is_absolute():
         full = (base or Path.cwd()) / full
     return target, Mount(str(full), mode)
+
+
+def mounts_in_folder(
+    mounts: Any, folder: Path, given: Mapping[str, MountSpec] | None = None
+) -> dict[str, dict[str, str]]:
+    """A jobs file's mounts, a relative source taken from the file's `folder`, added to the command line's
+    (`given`) and checked, as JSON values; a `ValueError` for any that is malformed or refused."""
+    if not isinstance(mounts, Mapping):
+        raise ValueError(f"mounts must map sandbox paths to host paths, got {mounts!r:.80}")
+    own: dict[str, MountSpec] = {}
+    for target, spec in mounts.items():
+        mount = dict(spec) if isinstance(spec, Mapping) else {"source": spec}
+        source = mount.get("source")
+        if isinstance(source, str) and source and not Path(source).expanduser().is_absolute():
+            mount["source"] = str(folder / source)
+        own[target] = mount
+    return plain_mounts(checked_mounts({**(given or {}), **own}))
