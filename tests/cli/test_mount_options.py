@@ -31,6 +31,7 @@ def test_mount_options_become_the_docker_executors_checked_mounts(
     folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(folder.parent)
+    folder.chmod(0o777)  # the sandbox's uid may write it
     settings = mount_settings("docker", ["/data=data", f"/out={folder}:rw"])
     assert settings == {
         "mounts": {
@@ -91,6 +92,7 @@ def test_a_jobs_relative_source_is_taken_from_the_jobs_files_folder(
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)  # not the folder a relative source is read from
+    folder.chmod(0o777)  # the sandbox's uid may write it
     job = {"executor": "docker", "executor_kwargs": {"mounts": {"/out": {"source": "data", "mode": "rw"}}}}
     (allowed,) = _load(tmp_path, job, allow_mounts=True)
     assert allowed.executor_kwargs["mounts"]["/out"] == {"source": str(folder.resolve()), "mode": "rw"}
@@ -126,3 +128,22 @@ def test_mcp_serve_gives_each_sessions_sandbox_the_mounts(tmp_path: Path, folder
 def test_mcp_serve_refuses_a_mount_for_the_local_sandbox(codeward: Any, folder: Path) -> None:
     done = codeward("mcp", "serve", "--mount", f"/data={folder}")
     assert done.returncode == 2 and "use --executor docker" in " ".join((done.stdout + done.stderr).split())
+
+
+def test_a_writable_mount_the_sandbox_cannot_write_is_refused_before_anything_runs(
+    tmp_path: Path, folder: Path
+) -> None:
+    from codeward.executors.docker.hardening import sandbox_ids
+
+    if os.getuid() != 0:
+        pytest.skip("a host user who is not root runs the sandbox as itself, which may write its own folder")
+    uid = sandbox_ids()[0]
+    with pytest.raises(UsageError, match=f"runs as uid {uid}, which cannot write"):
+        mount_settings("docker", [f"/out={folder}:rw"])
+    job = {"executor": "docker", "executor_kwargs": {"mounts": {"/out": {"source": "data", "mode": "rw"}}}}
+    with pytest.raises(JobFileError, match=f"runs as uid {uid}, which cannot write"):
+        _load(tmp_path, job, allow_mounts=True)
+    os.chown(folder, uid, uid)  # control: given to the sandbox's uid, as the message says
+    assert mount_settings("docker", [f"/out={folder}:rw"])["mounts"]["/out"]["mode"] == "rw"
+    (allowed,) = _load(tmp_path, job, allow_mounts=True)
+    assert allowed.executor_kwargs["mounts"]["/out"]["mode"] == "rw"

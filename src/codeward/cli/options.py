@@ -246,6 +246,7 @@ def mount_settings(executor: str, options: list[str]) -> dict[str, Any]:
             f"--mount shows host paths to a docker sandbox; the {executor!r} sandbox takes no mounts: "
             "use --executor docker"
         )
+    from codeward.executors.docker.hardening import sandbox_ids
     from codeward.executors.docker.mounts import checked_mounts, parse_mount_option, plain_mounts
 
     mounts: dict[str, Any] = {}
@@ -255,7 +256,7 @@ def mount_settings(executor: str, options: list[str]) -> dict[str, Any]:
             if target in mounts:
                 raise ValueError(f"--mount {option!r}: {target} is mounted twice")
             mounts[target] = mount
-        checked = checked_mounts(mounts)
+        checked = checked_mounts(mounts, sandbox_ids())
     except ValueError as error:
         raise UsageError(f"--mount: {error}") from error
     return {"mounts": plain_mounts(checked)}

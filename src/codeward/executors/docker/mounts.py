@@ -287,4 +287,6 @@ def mounts_in_folder(
         if isinstance(source, str) and source and not Path(source).expanduser().is_absolute():
             mount["source"] = str(folder / source)
         own[target] = mount
-    return plain_mounts(checked_mounts({**(given or {}), **own}))
+    from codeward.executors.docker.hardening import sandbox_ids
+
+    return plain_mounts(checked_mounts({**(given or {}), **own}, sandbox_ids()))

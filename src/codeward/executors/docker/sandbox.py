@@ -45,7 +45,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import pwd
 import secrets
 import shutil
 import stat
@@ -70,6 +69,7 @@ from codeward.executors.docker.hardening import (
     Hardening,
     checked_extra_run_kwargs,
     container_log_config,
+    sandbox_ids,
 )
 from codeward.executors.docker.images import ENGINE_ERRORS, engine_client, require_image
 from codeward.executors.docker.mounts import Mount, MountSpec, checked_mounts
@@ -133,9 +133,6 @@ _KERNEL_COMMAND = (
 _MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the final NUL
 _LIVENESS_INTERVAL = 0.1
 _SOCKET_POLL = 0.005
-# The first uid tried for root's sandboxes: inside Debian's range for
-# project-allocated ids, below systemd's dynamic users, normally free.
-_UNUSED_UID_START = 61000
 
 
 def sandbox_spec(
@@ -397,24 +394,6 @@ def start_kernel_container(
         sandbox.remove()
         raise
     return sandbox
-
-
-def sandbox_ids() -> tuple[int, int]:
-    """The uid and gid the kernel runs as (see the module's docstring for why)."""
-    if os.getuid() != 0:
-        return os.getuid(), os.getgid()
-    uid = _UNUSED_UID_START
-    while _account_exists(uid):
-        uid += 1
-    return uid, uid
-
-
-def _account_exists(uid: int) -> bool:
-    try:
-        pwd.getpwuid(uid)
-    except KeyError:
-        return False
-    return True
 
 
 def _private_ipc_dir(session: str) -> Path:
