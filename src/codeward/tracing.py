@@ -28,6 +28,7 @@ __all__ = [
     "OUTPUT_TOKENS",
     "REQUEST_MODEL",
     "SANDBOX_ID",
+    "SANDBOX_MOUNTS",
     "SANDBOX_NAME",
     "STEP_NUMBER",
     "TOOL_ARGUMENTS",
@@ -54,6 +55,8 @@ TOOL_RESULT = "gen_ai.tool.call.result"
 STEP_NUMBER = "codeward.step.number"
 SANDBOX_NAME = "codeward.sandbox.name"
 SANDBOX_ID = "codeward.sandbox.id"
+#: The sandbox's host mounts, as ``TARGET:MODE`` (never the host path).
+SANDBOX_MOUNTS = "codeward.sandbox.mounts"
 CODE = "codeward.code"
 CODE_OUTCOME = "codeward.code.outcome"
 CODE_OUTPUT = "codeward.code.output"

@@ -20,6 +20,11 @@ own ``egress`` may name only hosts that list already allows (narrowing is free),
 with ``--allow-job-egress``. Its ``egress_headers`` need that flag, and their values are
 taken as written: a jobs file never reads this machine's environment (``env:NAME``), or a
 file handed to the user could send a key of theirs to a host of the file's choosing.
+
+Host paths are the command line's to show. Every docker job gets ``--mount``'s; a job's own
+``executor_kwargs.mounts`` need ``--allow-job-mounts`` (``--allow-job-executors`` is not enough:
+a mount reads or writes this machine's files), resolve a relative source inside the jobs
+file's folder, and are checked as a sandbox's are (`executors.docker.mounts`) before any job runs.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ __all__ = [
     "ALLOW_EGRESS_FLAG",
     "ALLOW_EXECUTORS_FLAG",
     "ALLOW_IMPORTS_FLAG",
+    "ALLOW_MOUNTS_FLAG",
     "MCP_FLAG",
     "Job",
     "JobDefaults",
@@ -77,6 +83,7 @@ _MAX_REPORTED = 20
 ALLOW_IMPORTS_FLAG = "--allow-job-imports"
 ALLOW_EXECUTORS_FLAG = "--allow-job-executors"
 ALLOW_EGRESS_FLAG = "--allow-job-egress"
+ALLOW_MOUNTS_FLAG = "--allow-job-mounts"
 #: The command-line flag that starts an MCP server for the jobs: a process, which only the user may start.
 MCP_FLAG = "--mcp"
 #: How far each sandbox confines the code: jupyter runs it on the host as it is; local adds a policy
@@ -123,6 +130,10 @@ class JobDefaults:
     egress_headers: dict[str, dict[str, str]] = field(default_factory=dict)
     #: Jobs may name hosts beyond `egress`, and headers of their own (``--allow-job-egress``).
     allow_egress: bool = False
+    #: The host paths every docker job's sandbox is shown (``--mount``), checked, as JSON values.
+    mounts: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: Jobs may show host paths of their own to their sandbox (``--allow-job-mounts``).
+    allow_mounts: bool = False
 
 
 @dataclass
@@ -366,6 +377,7 @@ class _Checker:
         if not isinstance(kwargs, dict):
             self.fault("executor_kwargs", f"must be a map of keyword arguments, got {kwargs!r:.80}")
             return {}
+        kwargs = {name: value for name, value in kwargs.items() if name != "mounts"}  # `mounts` checks those
         named = [name for name in _EGRESS_SETTINGS if name in kwargs]
         if named:
             self.fault(
@@ -382,6 +394,32 @@ class _Checker:
                 f"limit; pass {ALLOW_EXECUTORS_FLAG} to let jobs set their sandbox's settings",
             )
         return kwargs
+
+    def mounts(self, executor: str, defaults: JobDefaults) -> dict[str, Any]:
+        """The docker job's mounts: the command line's, and the job's own only with its consent."""
+        kwargs = self.entry.get("executor_kwargs")
+        own = kwargs.get("mounts") if isinstance(kwargs, dict) else None
+        if own is None:
+            return {"mounts": dict(defaults.mounts)} if executor == "docker" and defaults.mounts else {}
+        if executor != "docker":
+            self.fault(
+                "executor_kwargs", f"sets 'mounts': only docker sandboxes take mounts, and this job's is {executor!r}"
+            )
+            return {}
+        if not defaults.allow_mounts:
+            self.fault(
+                "executor_kwargs",
+                "sets 'mounts': a jobs file cannot show this machine's files to a sandbox; pass "
+                f"{ALLOW_MOUNTS_FLAG} to let jobs name their mounts, or --mount on the command line",
+            )
+            return {}
+        from codeward.executors.docker.mounts import mounts_in_folder
+
+        try:
+            return {"mounts": mounts_in_folder(own, self.base_dir, defaults.mounts)}
+        except ValueError as error:
+            self.fault("executor_kwargs", str(error))
+            return {}
 
     def egress(self, executor: str, defaults: JobDefaults) -> dict[str, Any]:
         """The docker job's egress settings: the command line's, narrowed by the job, widened only with consent."""
@@ -528,6 +566,7 @@ def _check_entry(where: str, entry: Any, base_dir: Path, defaults: JobDefaults) 
             **check.runtime(executor, defaults.runtime),
             **check.executor_kwargs(executor, defaults.allow_executors),
             **check.egress(executor, defaults),
+            **check.mounts(executor, defaults),
         },
         max_steps=check.number("max_steps", int, defaults.max_steps),
         timeout_seconds=check.number("timeout_seconds", float, None),

@@ -9,7 +9,13 @@ from typing import Any
 
 from rich.console import Console
 
-from codeward.cli.options import add_egress_options, add_model_options, egress_settings
+from codeward.cli.options import (
+    add_egress_options,
+    add_model_options,
+    add_mount_option,
+    egress_settings,
+    mount_settings,
+)
 from codeward.terminal_text import visible_text
 from codeward.usage import UsageError
 
@@ -34,6 +40,12 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
             "use --executor docker"
         )
     egress = egress_settings("docker", args.egress, args.egress_header)
+    if args.mounts and args.executor != "docker":
+        raise UsageError(
+            f"--mount is for docker jobs, and jobs here run in the {args.executor!r} sandbox unless they say: "
+            "use --executor docker"
+        )
+    mounts = mount_settings("docker", args.mounts).get("mounts", {})
     defaults = JobDefaults(
         model=args.model or default_model_id(),
         executor=args.executor,
@@ -46,6 +58,8 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
         egress=egress.get("egress"),
         egress_headers=egress.get("egress_headers", {}),
         allow_egress=args.allow_job_egress,
+        mounts=mounts,
+        allow_mounts=args.allow_job_mounts,
     )
     jobs = load_jobs(args.jobs, defaults)
     if args.cancel_grace <= 0:
@@ -196,6 +210,13 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="let jobs name hosts beyond --egress in their egress list, and headers of their own in "
         "egress_headers (values as written: a jobs file never reads this environment): trust the jobs file first",
+    )
+    add_mount_option(batch, "each docker job's sandbox")
+    batch.add_argument(
+        "--allow-job-mounts",
+        action="store_true",
+        help="let docker jobs show host paths to their sandbox in executor_kwargs.mounts (a relative source "
+        "is inside the jobs file's folder; each is checked as --mount is): trust the jobs file first",
     )
     batch.add_argument(
         "--cancel-grace",

@@ -7,7 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from codeward.cli.options import add_egress_options, add_import_option, egress_settings
+from codeward.cli.options import (
+    add_egress_options,
+    add_import_option,
+    add_mount_option,
+    egress_settings,
+    mount_settings,
+)
 from codeward.usage import UsageError
 
 if TYPE_CHECKING:
@@ -46,7 +52,10 @@ def _mcp_serve(args: argparse.Namespace, console: Console) -> int:
         args.imports,
         args.idle_timeout,
         **{flag: getattr(args, flag) for flag in _BUDGETS},
-        executor_kwargs=egress_settings(args.executor, args.egress, args.egress_header),
+        executor_kwargs={
+            **egress_settings(args.executor, args.egress, args.egress_header),
+            **mount_settings(args.executor, args.mounts),
+        },
     )
     if args.http is None:
         server.serve_stdio(options)
@@ -91,6 +100,7 @@ def add_parser(commands: Any) -> None:
     )
     add_import_option(serve)
     add_egress_options(serve, "each session's sandbox")
+    add_mount_option(serve, "each session's sandbox")
     serve.add_argument(
         "--http", type=int, metavar="PORT", help="serve streamable HTTP at /mcp on PORT (0: a free one, printed)"
     )

@@ -27,10 +27,12 @@ __all__ = [
     "add_import_option",
     "add_mcp_env",
     "add_model_options",
+    "add_mount_option",
     "egress_executors",
     "egress_settings",
     "make_agent",
     "mcp_tools",
+    "mount_settings",
     "read_variables",
 ]
 
@@ -220,3 +222,41 @@ def egress_settings(executor: str, egress: list[str] | None, header_options: lis
         except EgressUnavailable as error:
             raise UsageError(str(error)) from error
     return {"egress": list(egress), **({"egress_headers": headers} if headers else {})}
+
+
+def add_mount_option(parser: argparse.ArgumentParser, whose: str = "the sandbox") -> None:
+    """`--mount`, as `run`, `batch` and `mcp serve` take it: host paths are the command line's to show."""
+    parser.add_argument(
+        "--mount",
+        dest="mounts",
+        action="append",
+        default=[],
+        metavar="TARGET=SOURCE[:rw]",
+        help=f"show a host folder or file to {whose} at TARGET (docker), read-only unless :rw is added, "
+        "such as /data=./data or /out=./out:rw (repeatable)",
+    )
+
+
+def mount_settings(executor: str, options: list[str]) -> dict[str, Any]:
+    """The executor settings `--mount` asks for, checked now (before any sandbox starts); {} when none is given."""
+    if not options:
+        return {}
+    if executor != "docker":
+        raise UsageError(
+            f"--mount shows host paths to a docker sandbox; the {executor!r} sandbox takes no mounts: "
+            "use --executor docker"
+        )
+    from codeward.executors.docker.hardening import sandbox_ids
+    from codeward.executors.docker.mounts import checked_mounts, parse_mount_option, plain_mounts
+
+    mounts: dict[str, Any] = {}
+    try:
+        for option in options:
+            target, mount = parse_mount_option(option)
+            if target in mounts:
+                raise ValueError(f"--mount {option!r}: {target} is mounted twice")
+            mounts[target] = mount
+        checked = checked_mounts(mounts, sandbox_ids())
+    except ValueError as error:
+        raise UsageError(f"--mount: {error}") from error
+    return {"mounts": plain_mounts(checked)}

@@ -15,9 +15,11 @@ from codeward.cli.options import (
     add_import_option,
     add_mcp_env,
     add_model_options,
+    add_mount_option,
     egress_settings,
     make_agent,
     mcp_tools,
+    mount_settings,
     read_variables,
 )
 from codeward.cli.output import literal
@@ -47,6 +49,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     executor_kwargs = {
         **(_host_tools_on_e2b(args) or {}),
         **egress_settings(args.executor, args.egress, args.egress_header),
+        **mount_settings(args.executor, args.mounts),
     }
     logger = AgentLogger(LogLevel.OFF if args.json else LogLevel.INFO, console)
     with (
@@ -130,6 +133,7 @@ def add_parser(commands: Any) -> None:
     add_model_options(run, "the sandbox to run the code in (default: local)")
     add_import_option(run)
     add_egress_options(run)
+    add_mount_option(run)
     run.add_argument(
         "--var",
         action="append",

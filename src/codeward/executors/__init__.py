@@ -6,7 +6,7 @@ executor), `kernel/` (what every kernel-backed sandbox shares: session,
 executor base, tool bridge, sandbox prelude, cell results), `docker/`,
 `jupyter` and `e2b`.
 
-Each executor class, and `SandboxPool`, is importable from here (`from
+Each executor class, `SandboxPool` and `Mount` (a docker sandbox's host mount) is importable from here (`from
 codeward.executors import JupyterExecutor`), but its module, and the SDK it
 needs, loads only when asked.
 """
@@ -38,6 +38,7 @@ __all__ = [
     "ExecutorError",
     "JupyterExecutor",
     "LocalExecutor",
+    "Mount",
     "SandboxError",
     "SandboxPool",
     "available_executors",
@@ -51,6 +52,10 @@ def __getattr__(name: str) -> Any:
         from codeward.executors.docker.pool import SandboxPool
 
         return SandboxPool
+    if name == "Mount":
+        from codeward.executors.docker.mounts import Mount
+
+        return Mount
     for registered, (_, class_name, _) in _REGISTRY.items():
         if class_name == name:
             try:

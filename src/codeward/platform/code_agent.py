@@ -26,7 +26,7 @@ from codeward.platform.live_blocks import BlockOutputDelta, streamed_block
 from codeward.platform.memory import ActionStep
 from codeward.platform.models import Model, ToolCall
 from codeward.platform.parsing import extract_code
-from codeward.platform.run_files import RunSetup, plain_settings
+from codeward.platform.run_files import RunSetup, mounts_setting, plain_settings
 from codeward.tools import Tool
 
 __all__ = ["CodeAgent"]
@@ -348,10 +348,13 @@ class CodeAgent(MultiStepAgent):
 
     def _run_in_sandbox(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
         """Run the block in the sandbox, in an ``execute_code`` span naming the sandbox, the code and how it ended."""
-        attributes = {tracing.SANDBOX_NAME: self._executor_name() or ""}
+        attributes: dict[str, str | list[str]] = {tracing.SANDBOX_NAME: self._executor_name() or ""}
         sandbox_id = getattr(self.executor, "sandbox_id", None)  # where the executor names its sandbox
         if sandbox_id:
             attributes[tracing.SANDBOX_ID] = str(sandbox_id)
+        mounts = mounts_setting(self.executor)
+        if mounts:
+            attributes[tracing.SANDBOX_MOUNTS] = [f"{target}:{mode}" for target, mode in mounts.items()]
         with tracing.span("execute_code", attributes) as span:
             span.event(tracing.CODE, {tracing.CODE: code})
             try:

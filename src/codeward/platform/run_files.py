@@ -33,6 +33,7 @@ __all__ = [
     "ToolSource",
     "VariableSource",
     "load_run_file",
+    "mounts_setting",
     "plain_settings",
     "recorded_entries",
     "recorded_strings",
@@ -65,13 +66,28 @@ _PLAIN_SETTINGS = (
 
 
 def plain_settings(executor: object) -> dict[str, Any]:
-    """The executor's settings worth recording: the allowed names, and only plain values."""
-    settings = {}
+    """The executor's settings worth recording: the allowed names, and only plain values; its mounts'
+    sandbox paths and modes (`mounts_setting`), never their host paths."""
+    settings: dict[str, Any] = {}
     for name in _PLAIN_SETTINGS:
         value = getattr(executor, name, None)
         if isinstance(value, (bool, int, float, str)):
             settings[name] = value
+    mounts = mounts_setting(executor)
+    if mounts:
+        settings["mounts"] = mounts
     return settings
+
+
+def mounts_setting(executor: object) -> dict[str, str]:
+    """The sandbox paths an executor's host mounts appear at, and their modes (``"ro"``, ``"rw"``); {} for none.
+
+    The host paths are left out: a saved run or a trace may be handed to anyone, and a path names
+    a machine's users and folders."""
+    modes = getattr(executor, "mount_modes", None)
+    if not isinstance(modes, dict):
+        return {}
+    return {str(target): str(mode) for target, mode in modes.items() if isinstance(target, str)}
 
 
 @dataclass(frozen=True)

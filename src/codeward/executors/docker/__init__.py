@@ -2,16 +2,19 @@
 
 - `executor`: `DockerExecutor`, the kernel executor whose kernel runs in a container;
 - `hardening`: the limits a sandbox runs under and the settings a caller may add;
-- `sandbox`: starting, watching, labelling and reaping the containers;
+- `sandbox`: starting and watching the containers; `owners`: labelling and reaping them;
 - `images`: the sandbox image, built once and found again by a content label;
-- `pool`: `SandboxPool`, containers started ahead of need.
+- `pool`: `SandboxPool`, containers started ahead of need;
+- `mounts`: `Mount`, host folders and files shown to a sandbox, checked against the hardening rules.
 
 The Docker SDK loads with the module that needs it, never with this package.
 """
 
 from typing import Any
 
-__all__ = ["DockerExecutor", "SandboxPool"]
+from codeward.executors.docker.mounts import Mount
+
+__all__ = ["DockerExecutor", "Mount", "SandboxPool"]
 
 
 def __getattr__(name: str) -> Any:

@@ -28,6 +28,7 @@ from codeward.executors.base import (
     SandboxError,
 )
 from codeward.executors.docker.hardening import PACKAGES_DIR, Hardening
+from codeward.executors.docker.mounts import MountSpec, mount_modes
 from codeward.executors.docker.sandbox import KernelContainer, sandbox_spec
 from codeward.executors.kernel.executor import KernelExecutor
 from codeward.executors.kernel.session import ConnectedKernel, KernelSession
@@ -60,6 +61,11 @@ class DockerExecutor(KernelExecutor):
     `egress` lists what the sandbox may reach through a proxy of its own on the host
     (`codeward.egress`), and `egress_headers` what the host adds to requests to a listed
     host (keys that so never enter the sandbox). None, the default: no way out at all.
+
+    `mounts` shows host folders or files to the sandbox, by the path it sees them at:
+    ``{"/data": "/srv/data"}`` is read-only, ``{"/out": Mount("/srv/out", mode="rw")}`` (or
+    ``{"source": ..., "mode": "rw"}``) writable. Each is checked before any container starts
+    (`mounts.checked_mounts`: no root, no /proc, no engine socket, no codeward folder).
     """
 
     name = "docker"
@@ -83,6 +89,7 @@ class DockerExecutor(KernelExecutor):
         egress: Sequence[str] | None = None,
         egress_headers: Mapping[str, Mapping[str, str]] | None = None,
         egress_budget: EgressBudget | None = None,
+        mounts: Mapping[str, MountSpec] | None = None,
         allow_pickle: bool = False,
         max_output_bytes: int = DEFAULT_OUTPUT_BUDGET,
         max_print_outputs_length: int = DEFAULT_PRINT_OUTPUTS_LENGTH,
@@ -92,10 +99,10 @@ class DockerExecutor(KernelExecutor):
 
         policy = policy_from(egress, egress_headers, None if pool is not None else egress_budget)
         if pool is not None:
-            if image is not None or hardening.changes() or docker_client is not None or extra_run_kwargs:
+            if image is not None or hardening.changes() or docker_client is not None or extra_run_kwargs or mounts:
                 raise ValueError(
-                    "an executor with a pool runs in the pool's sandboxes: give image, limits, docker_client "
-                    "and extra_run_kwargs to SandboxPool(...), not to DockerExecutor(pool=...)"
+                    "an executor with a pool runs in the pool's sandboxes: give image, limits, docker_client, "
+                    "extra_run_kwargs and mounts to SandboxPool(...), not to DockerExecutor(pool=...)"
                 )
             if policy is not None or egress_budget is not None:
                 raise ValueError(
@@ -103,7 +110,7 @@ class DockerExecutor(KernelExecutor):
                 )
             self.spec = pool.spec
         else:
-            self.spec = sandbox_spec(image, hardening, docker_client, extra_run_kwargs, policy, egress_budget)
+            self.spec = sandbox_spec(image, hardening, docker_client, extra_run_kwargs, policy, egress_budget, mounts)
         self.pool = pool
         self._egress_policy = self.spec.egress
         # The record of sandboxes this executor has replaced; the running one's is read when asked.
@@ -130,6 +137,11 @@ class DockerExecutor(KernelExecutor):
     @property
     def image(self) -> str:
         return self.spec.image
+
+    @property
+    def mount_modes(self) -> dict[str, str]:
+        """Each mount's sandbox path and mode ("ro" or "rw"): what saved runs and traces record, never host paths."""
+        return mount_modes(self.spec.mounts)
 
     @property
     def sandbox(self) -> KernelContainer | None:

@@ -28,6 +28,7 @@ __all__ = [
     "RuntimeProblem",
     "RuntimeUnusable",
     "checked_runtime",
+    "mounts_problem",
     "registration_line",
     "runtime_problem",
 ]
@@ -117,6 +118,35 @@ def checked_runtime(
             f"pids_limit={pids_limit} is too low for gVisor: the limit counts gVisor's own threads on the host "
             f"(about 70 at rest), so its kernel cannot start; give pids_limit={GVISOR_LEAST_PIDS} or more"
         )
+
+
+def mounts_problem(runtimes: Mapping[str, Any], name: str, modes: Mapping[str, str]) -> RuntimeProblem | None:
+    """Why host mounts (target to "ro"/"rw") would not behave as mounts under runtime `name`; None when they would.
+
+    gVisor shares bind mounts with the host by default (``--file-access-mounts=shared``). A runsc
+    registered with an overlay over all mounts (``--overlay2=all:...``, or the older ``--overlay``)
+    keeps the sandbox's writes in that overlay, so a writable mount would never reach the host; one
+    with ``--file-access-mounts=exclusive`` would not see the host's changes while it runs.
+    """
+    entry = runtimes.get(name)
+    if not modes or entry is None or not _is_gvisor(name, entry):
+        return None
+    flags = _flags(entry.get("runtimeArgs") or [])
+    overlaid = flags.get("overlay") == "true" or flags.get("overlay2", "").startswith("all")
+    if overlaid and "rw" in modes.values():
+        return RuntimeProblem(
+            f"the engine's runtime {name!r} (gVisor) puts an overlay over every mount, so what the sandbox writes "
+            "to a mode='rw' mount would never reach the host",
+            f"register gVisor a second time without --overlay/--overlay2=all (as {name}-mounts, say) and pass that "
+            "runtime, or mount read-only",
+        )
+    if flags.get("file-access-mounts") == "exclusive":
+        return RuntimeProblem(
+            f"the engine's runtime {name!r} (gVisor) has --file-access-mounts=exclusive, so the sandbox would not "
+            "see the host's changes to its mounts",
+            "register gVisor without that flag (shared is its default)",
+        )
+    return None
 
 
 def _is_gvisor(name: str, entry: Mapping[str, Any]) -> bool:

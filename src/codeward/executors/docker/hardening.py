@@ -6,6 +6,7 @@ Kept apart from the code that starts containers so that settings can be checked
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, fields
 from typing import Any
@@ -17,6 +18,7 @@ __all__ = [
     "Hardening",
     "checked_extra_run_kwargs",
     "container_log_config",
+    "sandbox_ids",
 ]
 
 #: The home the image's user has.
@@ -26,6 +28,9 @@ CONTAINER_HOME = "/home/sandbox"
 PACKAGES_DIR = "/opt/codeward-packages"
 #: How large Docker's log of a sandbox's own output may grow on the host before Docker empties it.
 LOG_MAX_SIZE = "256k"
+# The first uid tried for root's sandboxes: inside Debian's range for
+# project-allocated ids, below systemd's dynamic users, normally free.
+_UNUSED_UID_START = 61000
 _SIZE = re.compile(r"^[1-9][0-9]*[bkmgBKMG]?$")
 #: The keys `extra_run_kwargs` may carry: none of them weakens the sandbox.
 EXTRA_RUN_KWARGS = frozenset(
@@ -44,6 +49,9 @@ _NAMED_INSTEAD = {
     "pids_limit": "pids_limit",
     "tmpfs": "tmpfs_size",
     "runtime": "runtime",
+    "mounts": "mounts",
+    "volumes": "mounts",
+    "volumes_from": "mounts",
 }
 
 
@@ -135,3 +143,24 @@ def container_log_config() -> dict[str, Any]:
     `extra_run_kwargs["log_config"]` replaces this. A new dict each time: the SDK keeps it.
     """
     return {"type": "json-file", "config": {"max-size": LOG_MAX_SIZE, "max-file": "1"}}
+
+
+def sandbox_ids() -> tuple[int, int]:
+    """The uid and gid the kernel runs as: a host user that is not root runs it as itself; root
+    under a uid no account on the host has, so no person can drive it (`sandbox`'s docstring says more)."""
+    if os.getuid() != 0:
+        return os.getuid(), os.getgid()
+    uid = _UNUSED_UID_START
+    while _account_exists(uid):
+        uid += 1
+    return uid, uid
+
+
+def _account_exists(uid: int) -> bool:
+    import pwd  # POSIX only, like the sandboxes whose uid this picks
+
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return True

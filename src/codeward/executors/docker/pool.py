@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import docker
 
     from codeward.egress.proxy import EgressBudget
+    from codeward.executors.docker.mounts import MountSpec
     from codeward.executors.docker.sandbox import KernelContainer, SandboxSpec
 
 __all__ = ["SandboxPool", "SandboxSource"]
@@ -61,6 +62,7 @@ class SandboxPool:
         "egress",
         "egress_headers",
         "egress_budget",
+        "mounts",
     )
 
     def __init__(
@@ -73,9 +75,11 @@ class SandboxPool:
         egress: Sequence[str] | None = None,
         egress_headers: Mapping[str, Mapping[str, str]] | None = None,
         egress_budget: EgressBudget | None = None,
+        mounts: Mapping[str, MountSpec] | None = None,
         **limits: Any,
     ) -> None:
-        """`limits` are DockerExecutor's: network, mem_limit, cpus, pids_limit, tmpfs_size, runtime."""
+        """`limits` are DockerExecutor's: network, mem_limit, cpus, pids_limit, tmpfs_size, runtime;
+        `mounts` too: every sandbox of the pool shows the same host paths."""
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"size must be a whole number of sandboxes, at least 1, got {size!r}")
         hardening = Hardening(**limits)
@@ -85,7 +89,7 @@ class SandboxPool:
         policy = policy_from(egress, egress_headers, egress_budget)
         self.size = size
         self.spec: SandboxSpec = sandbox.sandbox_spec(
-            image, hardening, docker_client, extra_run_kwargs, policy, egress_budget
+            image, hardening, docker_client, extra_run_kwargs, policy, egress_budget, mounts
         )
         self._ready: list[KernelContainer] = []
         self._starting = 0
@@ -157,7 +161,7 @@ class SandboxPool:
 
         try:
             sandbox = self.spec.start()
-        except (ExecutorError, EgressUnavailable) as error:
+        except (ExecutorError, EgressUnavailable, ValueError) as error:  # ValueError: a mount changed since
             log.warning("the sandbox pool could not start a sandbox (retrying in %gs): %s", _POOL_RETRY, error)
             with self._changed:
                 self._changed.wait_for(lambda: self._closed, _POOL_RETRY)

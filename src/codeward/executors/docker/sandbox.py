@@ -36,7 +36,7 @@ process's start time), so `reap_orphans` can tell a live owner from a pid that
 was reused, and remove what a killed process left behind. Anyone who can reach
 the engine can write labels, so the reaper never takes a folder from a label: it
 removes only the folder codeward makes for that session under this process's
-temporary root, and only if it is a real folder of this user. The reaper runs when codeward
+temporary root, and only if it is a real folder of this user (`owners`). The reaper runs when codeward
 next starts; until then each container's `watchdog` removes it as soon as its owner dies.
 """
 
@@ -45,13 +45,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-import pwd
-import re
 import secrets
 import shutil
-import socket
 import stat
-import tempfile
 import time
 import uuid
 from collections.abc import Mapping
@@ -67,14 +63,30 @@ from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.connect import KernelConnectionInfo
 
 from codeward.executors.base import SandboxError
-from codeward.executors.docker.gvisor import checked_runtime
+from codeward.executors.docker.gvisor import RuntimeUnusable, checked_runtime, mounts_problem
 from codeward.executors.docker.hardening import (
     CONTAINER_HOME,
     Hardening,
     checked_extra_run_kwargs,
     container_log_config,
+    sandbox_ids,
 )
 from codeward.executors.docker.images import ENGINE_ERRORS, engine_client, require_image
+from codeward.executors.docker.mounts import Mount, MountSpec, checked_mounts
+from codeward.executors.docker.owners import (
+    IPC_DIR_LABEL,
+    IPC_DIR_PREFIX,
+    OWNER_HOST_LABEL,
+    OWNER_PID_LABEL,
+    OWNER_STARTED_LABEL,
+    SESSION_LABEL,
+    ipc_dir_path,
+    list_sandboxes,
+    owner_alive,
+    owner_labels,
+    process_started,
+    reap_orphans,
+)
 from codeward.executors.docker.watchdog import Watchdog, watch
 
 if TYPE_CHECKING:
@@ -83,6 +95,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IPC_DIR_LABEL",
+    "IPC_DIR_PREFIX",
     "OWNER_HOST_LABEL",
     "OWNER_PID_LABEL",
     "OWNER_STARTED_LABEL",
@@ -100,16 +113,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SESSION_LABEL = "codeward.session"
-OWNER_PID_LABEL = "codeward.owner.pid"
-OWNER_STARTED_LABEL = "codeward.owner.started"
-OWNER_HOST_LABEL = "codeward.owner.host"
-#: Where the sandbox's folder is, for people to read: the reaper never trusts it.
-IPC_DIR_LABEL = "codeward.ipc_dir"
 
 #: Where the shared folder appears inside the container (removed once the kernel answers).
 CONTAINER_IPC_DIR = "/run/codeward"
-IPC_DIR_PREFIX = "codeward-ipc-"
 _SHARED_NAME = "shared"
 _SOCKET_NAME = "kernel"
 _SOCKET_NAMES = tuple(f"{_SOCKET_NAME}-{port}" for port in range(1, 6))
@@ -125,12 +131,8 @@ _KERNEL_COMMAND = (
     "-f",
 )
 _MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the final NUL
-_SESSION_PATTERN = re.compile(r"[0-9a-f]{32}")  # uuid4().hex: one folder name, no separators
 _LIVENESS_INTERVAL = 0.1
 _SOCKET_POLL = 0.005
-# The first uid tried for root's sandboxes: inside Debian's range for
-# project-allocated ids, below systemd's dynamic users, normally free.
-_UNUSED_UID_START = 61000
 
 
 def sandbox_spec(
@@ -140,13 +142,17 @@ def sandbox_spec(
     extra_run_kwargs: dict[str, Any] | None,
     egress: EgressPolicy | None = None,
     egress_budget: EgressBudget | None = None,
+    mounts: Mapping[str, MountSpec] | None = None,
 ) -> SandboxSpec:
     """Check and settle what sandboxes will be like; log any loosening, and reap orphans on the engine.
 
-    A runtime the engine lacks, or a gVisor that cannot run the kernel, fails here, before
-    any container starts (`gvisor.checked_runtime`).
+    A runtime the engine lacks, a gVisor that cannot run the kernel, or a mount that would give
+    the host away (`mounts.checked_mounts`), fails here, before any container starts.
     """
     extra = checked_extra_run_kwargs(extra_run_kwargs)
+    binds = checked_mounts(mounts, sandbox_ids())
+    if binds:
+        log.info("docker sandboxes get host mounts: %s", {target: m.mode for target, m in binds.items()})
     if hardening.changes():
         log.warning("docker sandbox settings changed from the strict defaults: %s", hardening.changes())
     if egress is not None and hardening.network != "none":
@@ -156,13 +162,15 @@ def sandbox_spec(
         )
     client = docker_client or engine_client()
     if hardening.runtime:
-        checked_runtime(
-            _engine_runtimes(client), hardening.runtime, hardening.network, hardening.pids_limit, egress is not None
-        )
+        runtimes = _engine_runtimes(client)
+        checked_runtime(runtimes, hardening.runtime, hardening.network, hardening.pids_limit, egress is not None)
+        problem = mounts_problem(runtimes, hardening.runtime, {target: m.mode for target, m in binds.items()})
+        if problem:
+            raise RuntimeUnusable(str(problem))
     reaped = reap_orphans(client)
     if reaped:
         log.info("removed %d sandbox(es) whose owner process is gone: %s", len(reaped), ", ".join(reaped))
-    return SandboxSpec(client, image or str(require_image(client).id), hardening, extra, egress, egress_budget)
+    return SandboxSpec(client, image or str(require_image(client).id), hardening, extra, egress, egress_budget, binds)
 
 
 def _engine_runtimes(client: docker.DockerClient) -> dict[str, Any]:
@@ -185,6 +193,8 @@ class SandboxSpec:
     #: What the sandbox may reach through its own egress proxy; None: no way out at all.
     egress: EgressPolicy | None = None
     egress_budget: EgressBudget | None = None
+    #: Host paths shown to the sandbox, by target, sources resolved and checked (`mounts`).
+    mounts: dict[str, Mount] = field(default_factory=dict)
 
     def start(self) -> KernelContainer:
         """A new sandbox whose kernel answers; an engine that is away is a `SandboxError`."""
@@ -199,7 +209,12 @@ class SandboxSpec:
             proxy = EgressProxy(self.egress, self.egress_budget, sandbox_ids())
         try:
             return start_kernel_container(
-                self.client, self.image, self.hardening, extra_run_kwargs=self.extra_run_kwargs, egress=proxy
+                self.client,
+                self.image,
+                self.hardening,
+                extra_run_kwargs=self.extra_run_kwargs,
+                egress=proxy,
+                mounts=self.mounts,
             )
         except BaseException:
             if proxy is not None:
@@ -323,23 +338,29 @@ def start_kernel_container(
     extra_labels: dict[str, str] | None = None,
     extra_run_kwargs: dict[str, Any] | None = None,
     egress: EgressProxy | None = None,
+    mounts: Mapping[str, MountSpec] | None = None,
 ) -> KernelContainer:
     """Start a hardened container running an ipykernel, and wait until it answers.
 
     `extra_run_kwargs` may only add settings that do not weaken the sandbox
-    (`checked_extra_run_kwargs`). On any failure the container and folder are
+    (`checked_extra_run_kwargs`), and `mounts` are checked again here (a source may have
+    changed since its spec was made). On any failure the container and folder are
     removed before the error is raised.
     """
     hardening = hardening or Hardening()
     extra = {"log_config": container_log_config(), **checked_extra_run_kwargs(extra_run_kwargs)}
     environment = {**extra.pop("environment", {}), "HOME": CONTAINER_HOME, "USER": "sandbox", "LOGNAME": "sandbox"}
     uid, gid = sandbox_ids()
+    binds = [
+        docker.types.Mount(target, bind.source, type="bind", read_only=bind.mode == "ro")
+        for target, bind in checked_mounts(mounts, (uid, gid)).items()
+    ]
     session = uuid.uuid4().hex
     ipc_dir = _private_ipc_dir(session)
     shared = _shared_dir(ipc_dir, uid, gid)
     key = secrets.token_hex(32)
     _write_private(shared / "kernel.json", _connection_info(CONTAINER_IPC_DIR, key), uid, gid)
-    labels = {**(extra_labels or {}), **_owner_labels(session, ipc_dir)}
+    labels = {**(extra_labels or {}), **owner_labels(session, ipc_dir)}
     command = [*_KERNEL_COMMAND, f"{CONTAINER_IPC_DIR}/kernel.json"]
     volumes = {str(shared): {"bind": CONTAINER_IPC_DIR, "mode": "rw"}}
     if egress is not None:
@@ -354,6 +375,7 @@ def start_kernel_container(
             labels=labels,
             environment=environment,
             volumes=volumes,
+            mounts=binds,
             working_dir=CONTAINER_HOME,
             **extra,
             **hardening.run_options(uid, gid, packages=egress is not None),
@@ -374,30 +396,12 @@ def start_kernel_container(
     return sandbox
 
 
-def sandbox_ids() -> tuple[int, int]:
-    """The uid and gid the kernel runs as (see the module's docstring for why)."""
-    if os.getuid() != 0:
-        return os.getuid(), os.getgid()
-    uid = _UNUSED_UID_START
-    while _account_exists(uid):
-        uid += 1
-    return uid, uid
-
-
-def _account_exists(uid: int) -> bool:
-    try:
-        pwd.getpwuid(uid)
-    except KeyError:
-        return False
-    return True
-
-
 def _private_ipc_dir(session: str) -> Path:
     """The host's folder for a sandbox: the kernel's sockets end up here, where the container cannot reach.
 
     Its name is the session's, so the reaper can find it again without trusting a label.
     """
-    folder = _ipc_dir_path(session)
+    folder = ipc_dir_path(session)
     if len(str(folder / _SOCKET_NAMES[-1]).encode()) > _MAX_SOCKET_PATH:
         raise SandboxError(
             f"the temporary folder {folder.parent} has too long a path for unix sockets "
@@ -406,11 +410,6 @@ def _private_ipc_dir(session: str) -> Path:
         )
     folder.mkdir(mode=0o700)  # fails if anything has the name: the session is fresh and random
     return folder
-
-
-def _ipc_dir_path(session: str) -> Path:
-    """Where this process makes (and its reaper looks for) the folder of a session."""
-    return Path(tempfile.gettempdir()) / f"{IPC_DIR_PREFIX}{session}"
 
 
 def _shared_dir(ipc_dir: Path, uid: int, gid: int) -> Path:
@@ -559,100 +558,3 @@ def _logs(container: Container) -> str:
         return text
     except ENGINE_ERRORS:
         return ""
-
-
-# --- owners and the reaper ------------------------------------------------------------
-
-
-def process_started(pid: int) -> str | None:
-    """When process `pid` started, as ``"<boot id>:<clock ticks>"``; None if it does not exist.
-
-    A pid alone can be reused by an unrelated process; its start time cannot.
-    """
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after its last ")".
-    fields = stat.rsplit(")", 1)[1].split()
-    return f"{boot}:{fields[19]}"  # field 22 of proc(5), counted from field 3
-
-
-def _owner_labels(session: str, ipc_dir: Path) -> dict[str, str]:
-    pid = os.getpid()
-    return {
-        SESSION_LABEL: session,
-        OWNER_HOST_LABEL: socket.gethostname(),
-        OWNER_PID_LABEL: str(pid),
-        OWNER_STARTED_LABEL: process_started(pid) or "",
-        IPC_DIR_LABEL: str(ipc_dir),
-    }
-
-
-def owner_alive(labels: dict[str, str]) -> bool:
-    """Whether the process that started a container still runs (unknowable owners count as alive)."""
-    if labels.get(OWNER_HOST_LABEL) != socket.gethostname():
-        return True  # another machine's process: not ours to judge
-    try:
-        pid = int(labels[OWNER_PID_LABEL])
-    except (KeyError, ValueError):
-        return True
-    started = process_started(pid)
-    if started is not None:
-        return started == labels.get(OWNER_STARTED_LABEL)
-    if Path("/proc").is_dir():
-        return False  # Linux, and no such process
-    return _pid_exists(pid)  # no /proc to read start times from: the pid alone must do
-
-
-def _pid_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def list_sandboxes(client: docker.DockerClient) -> list[Container]:
-    """Every codeward sandbox on this engine, running or not (what `codeward sandboxes ls` shows)."""
-    # ignore_removed: a container removed between the listing and its inspection is simply gone
-    return list(client.containers.list(all=True, filters={"label": SESSION_LABEL}, ignore_removed=True))
-
-
-def reap_orphans(client: docker.DockerClient) -> list[str]:
-    """Remove codeward containers (and their ipc folders) whose owner process is gone.
-
-    Returns the names of the containers removed. Safe to run from many processes at once.
-    """
-    removed = []
-    for container in list_sandboxes(client):
-        if owner_alive(container.labels):
-            continue
-        try:
-            container.remove(force=True)
-        except docker.errors.NotFound:
-            continue
-        _remove_ipc_dir(container.labels.get(SESSION_LABEL, ""))
-        removed.append(container.name or container.id or "")
-    return removed
-
-
-def _remove_ipc_dir(session: str) -> None:
-    """Remove the folder this process would have made for a dead sandbox's session, if that is what it is.
-
-    Labels are written by whoever made the container, so the folder is found from the session
-    alone, under this process's temporary root, and removed only if it is a folder (not a link)
-    owned by this user. `rmtree` follows no link inside it.
-    """
-    if not _SESSION_PATTERN.fullmatch(session):
-        return
-    folder = _ipc_dir_path(session)
-    try:
-        info = folder.lstat()
-    except OSError:
-        return
-    if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid():
-        shutil.rmtree(folder, ignore_errors=True)
