@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import signal
@@ -202,3 +203,28 @@ def test_with_runs_the_results_and_audit_files_land_in_that_folder(codeward, tmp
     elsewhere = codeward(*args, "--out", "mine.jsonl", "--no-audit")  # a file named on the command line wins
     assert len(read_lines(tmp_path / "mine.jsonl")) == 2 and len(read_lines(tmp_path / "out" / "results.jsonl")) == 2
     assert elsewhere.returncode == 0
+
+
+def test_collect_outputs_keeps_each_jobs_files_in_its_run_and_names_them_in_the_results(codeward, tmp_path):
+    model = write_script(
+        tmp_path / "model.yaml", "open('outputs/report.txt', 'w').write(task_id)", "final_answer('written')"
+    )
+    (tmp_path / "jobs.yaml").write_text(
+        "- {id: a, task: Report., additional_args: {task_id: first}}\n"
+        "- {id: b, task: Report., additional_args: {task_id: second}}\n"
+    )
+    args = ("batch", "jobs.yaml", "--model", model, "--runs", "out")
+    done = codeward(*args, "--collect-outputs")
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = {line["id"]: line for line in read_lines(tmp_path / "out" / "results.jsonl")}
+    for job_id, text in [("a", "first"), ("b", "second")]:
+        assert results[job_id]["artifacts"] == [
+            {"name": "report.txt", "size": len(text), "media_type": "text/plain", "step": 1}
+        ]
+        saved = json.loads((tmp_path / "out" / f"{job_id}.json").read_text())
+        kept = [a for step in saved["steps"] for a in step.get("artifacts") or []]
+        assert [base64.b64decode(a["base64"]).decode() for a in kept] == [text]
+    # control: without the flag nothing is collected, and the code's file stays in its sandbox
+    plain = codeward(*args[:-1], "plain", "--out", "plain.jsonl")
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    assert all("artifacts" not in line for line in read_lines(tmp_path / "plain.jsonl"))

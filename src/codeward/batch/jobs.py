@@ -134,6 +134,8 @@ class JobDefaults:
     mounts: dict[str, dict[str, str]] = field(default_factory=dict)
     #: Jobs may show host paths of their own to their sandbox (``--allow-job-mounts``).
     allow_mounts: bool = False
+    #: Every job's agent collects what its code writes under ``outputs/`` (``--collect-outputs``).
+    collect_outputs: bool = False
 
 
 @dataclass
@@ -155,6 +157,8 @@ class Job:
     mcp: list[str] = field(default_factory=list)
     #: The job's choice among those tools, by name; empty for all of them.
     tool_names: list[str] = field(default_factory=list)
+    #: The command line's ``--collect-outputs``: the job's run keeps the files its code writes under ``outputs/``.
+    collect_outputs: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -574,6 +578,7 @@ def _check_entry(where: str, entry: Any, base_dir: Path, defaults: JobDefaults) 
         tools=list(defaults.tools),
         mcp=list(defaults.mcp),
         tool_names=check.tool_names(),
+        collect_outputs=defaults.collect_outputs,
     )
     return (None if check.faults else job), check.faults
 

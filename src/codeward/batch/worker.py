@@ -266,6 +266,7 @@ def run_job(
                 max_steps=job["max_steps"],
                 verbosity_level=-1,
                 step_callbacks=[cancellation.check],
+                collect_outputs=bool(job.get("collect_outputs")),
             )
         try:
             agent.executor = AuditingExecutor(
@@ -303,6 +304,12 @@ def run_job(
         result["sandbox"] = _sandbox(agent)
         result["step_errors"] = sum(step.error is not None for step in agent.memory.action_steps())
         result["time"] = times.split(agent.memory)
+        if job.get("collect_outputs"):  # their names and sizes: the bytes are in the run file (--runs)
+            result["artifacts"] = [
+                {"name": a.name, "size": a.size, "media_type": a.media_type, "step": step.step_number}
+                for step in agent.memory.action_steps()
+                for a in step.artifacts
+            ]
     result["model"] = job["model"]
     result["started_at"] = iso_time(started)
     result["duration_seconds"] = round(time.time() - started, 4)

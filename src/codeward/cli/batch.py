@@ -60,6 +60,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
         allow_egress=args.allow_job_egress,
         mounts=mounts,
         allow_mounts=args.allow_job_mounts,
+        collect_outputs=args.collect_outputs,
     )
     jobs = load_jobs(args.jobs, defaults)
     if args.cancel_grace <= 0:
@@ -217,6 +218,12 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="let docker jobs show host paths to their sandbox in executor_kwargs.mounts (a relative source "
         "is inside the jobs file's folder; each is checked as --mount is): trust the jobs file first",
+    )
+    batch.add_argument(
+        "--collect-outputs",
+        action="store_true",
+        help="each job's agent collects the files its code writes under outputs/: their names in the results, "
+        "their bytes in the job's run file (--runs)",
     )
     batch.add_argument(
         "--cancel-grace",
