@@ -12,6 +12,7 @@ import contextlib
 import inspect
 import os
 import re
+import stat
 from typing import TYPE_CHECKING, Any
 
 from codeward.executors.base import ExecutorError
@@ -30,9 +31,11 @@ __all__ = [
     "add_mount_option",
     "egress_executors",
     "egress_settings",
+    "hand_files",
     "make_agent",
     "mcp_tools",
     "mount_settings",
+    "read_handed_files",
     "read_variables",
 ]
 
@@ -51,6 +54,43 @@ def make_agent(**settings: Any) -> CodeAgent:
         raise UsageError(
             f"the agent could not be set up with the {settings.get('executor')!r} sandbox: {error}"
         ) from error
+
+
+def read_handed_files(options: list[str]) -> list[tuple[str, bytes]]:
+    """What `--file PATH[=NAME]` hands the sandbox: (NAME, bytes) each, NAME the file's own name unless
+    given; read before any sandbox starts, so a wrong path is a usage error with nothing started."""
+    from codeward.executors.files import DEFAULT_CALL_BYTES
+
+    handed = []
+    for option in options:
+        path, _, name = option.partition("=")
+        try:
+            info = os.stat(path)
+        except OSError as error:
+            raise UsageError(f"--file {option!r}: {path!r} cannot be read ({error.strerror})") from None
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(
+                f"--file {option!r}: {path!r} is not a regular file; give a file (for a folder, --mount it)"
+            )
+        if info.st_size > DEFAULT_CALL_BYTES:
+            raise UsageError(
+                f"--file {option!r}: {path!r} is {info.st_size:,} bytes, past the {DEFAULT_CALL_BYTES:,} bytes a "
+                "file may move into a sandbox; --mount a folder that holds it (docker), or use the Python API"
+            )
+        with open(path, "rb") as handle:
+            handed.append((name or os.path.basename(path), handle.read(DEFAULT_CALL_BYTES + 1)))
+    return handed
+
+
+def hand_files(agent: CodeAgent, handed: list[tuple[str, bytes]]) -> None:
+    """Write the `--file` files into the sandbox's working folder, where the code's open() finds them."""
+    from codeward.executors.files import FilesError
+
+    for name, data in handed:
+        try:
+            agent.executor.files.write(name, data)
+        except (FilesError, ValueError) as error:
+            raise UsageError(f"--file: {name!r} could not be written into the sandbox: {error}") from None
 
 
 def read_variables(options: list[str]) -> dict[str, Any]:

@@ -17,9 +17,11 @@ from codeward.cli.options import (
     add_model_options,
     add_mount_option,
     egress_settings,
+    hand_files,
     make_agent,
     mcp_tools,
     mount_settings,
+    read_handed_files,
     read_variables,
 )
 from codeward.cli.output import literal
@@ -46,6 +48,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         prepare_folder(args.outputs_dir)
     tools = load_tool_specs(args.tools)
     variables = read_variables(args.var)
+    handed = read_handed_files(args.files)
     executor_kwargs = {
         **(_host_tools_on_e2b(args) or {}),
         **egress_settings(args.executor, args.egress, args.egress_header),
@@ -65,6 +68,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             collect_outputs=args.collect_outputs or args.outputs_dir is not None,
         ) as agent,
     ):
+        hand_files(agent, handed)
         try:
             result = agent.run(args.task, additional_args=variables or None, return_full_result=True)
         except AgentGenerationError as error:
@@ -140,6 +144,15 @@ def add_parser(commands: Any) -> None:
         default=[],
         metavar="NAME=@FILE",
         help="a variable for the code, read from .json, .csv, .parquet or .npy (repeatable)",
+    )
+    run.add_argument(
+        "--file",
+        dest="files",
+        action="append",
+        default=[],
+        metavar="PATH[=NAME]",
+        help="a file for the code to open(), written into the sandbox's working folder as NAME "
+        "(its own name by default) before the run (repeatable)",
     )
     run.add_argument(
         "--max-steps", type=int, default=20, metavar="N", help="steps before the model must answer (default 20)"
