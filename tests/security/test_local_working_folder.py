@@ -100,3 +100,64 @@ def test_the_code_holds_few_files_open_at_once(executor: LocalExecutor) -> None:
     error = refused(executor, f"held = [open('f' + str(i), 'w') for i in range({MOST_OPEN_FILES + 1})]")
     assert f"{MOST_OPEN_FILES} files open" in error.message
     executor.run("for i in range(200):\n    with open('again', 'w') as f:\n        f.write('x')")  # closed ones go
+
+
+SLY_STR = """
+class Sly(str):
+    def split(self, sep=None, maxsplit=-1):
+        return [{way!r}]
+    def startswith(self, *prefixes):
+        return False
+"""
+SLY_BYTES = """
+class Sly(bytes):
+    calls = [0]
+    def decode(self, *args, **kwargs):
+        Sly.calls[0] += 1
+        return 'harmless.txt' if Sly.calls[0] == 1 else {way!r}
+"""
+
+
+@pytest.mark.parametrize("kind", [SLY_STR, SLY_BYTES])
+def test_a_path_of_the_codes_own_class_cannot_answer_the_check_and_the_walk_differently(
+    executor: LocalExecutor, outside: Path, kind: str
+) -> None:
+    """`open()` takes one plain copy of the path's text and checks and walks that: a str subclass whose
+    `split` hides '..', or a bytes subclass that decodes to one name for the check and another for the
+    walk, reaches nothing outside. (Control: the class's answer is the way out, as plain Python shows.)"""
+    folder = folder_of(executor)
+    way = os.path.relpath(outside, folder)
+    assert way.startswith("..") and Path(folder, way).read_text() == SECRET  # the control
+    executor.run(SLY_STR.format(way=way) if kind is SLY_STR else SLY_BYTES.format(way=str(outside)))
+    written = outside.with_name("written-by-the-sandbox.txt")
+    argument = "Sly('x')" if kind is SLY_STR else "Sly(b'x')"
+    assert SECRET not in (refused(executor, f"open({argument}).read()").message)
+    if kind is SLY_STR:  # a write goes to the plain text's file, in the folder
+        executor.run(SLY_STR.format(way=os.path.relpath(written, folder)))
+        executor.run("open(Sly('x'), 'w').write('kept in')")
+        assert (folder / "x").read_text() == "kept in"
+    assert not written.exists()
+
+
+def test_a_data_librarys_path_is_the_text_that_was_checked(isolation: str, tmp_path: Path) -> None:
+    """numpy's file functions get the very text `allowed_paths` checked, not the code's object, whose
+    `__str__` could show the check an allowed path while numpy opens another."""
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    (allowed / "ok.txt").write_text("1\n2\n")
+    (tmp_path / "outside.txt").write_text("7\n7\n")
+    code = f"""
+import numpy as np
+class Sly(str):
+    def __str__(self):
+        return {str(allowed / "ok.txt")!r}
+np.loadtxt(Sly({str(tmp_path / "outside.txt")!r})).sum()
+"""
+    options = {"isolation": isolation, "authorized_imports": ["numpy"], "allowed_paths": [str(allowed)]}
+    with sandbox(**options) as executor:
+        assert executor.run(f"import numpy as np\nnp.loadtxt({str(allowed / 'ok.txt')!r}).sum()").output == 3
+        with pytest.raises(ExecutionError, match="only paths inside"):
+            executor.run(code)
+        with pytest.raises(ExecutionError, match="only paths inside"):
+            executor.run(code.replace("np.loadtxt(Sly(", "np.savetxt(Sly(").replace(")).sum()", "), [4, 2])"))
+    assert (tmp_path / "outside.txt").read_text() == "7\n7\n"

@@ -21,7 +21,18 @@ import secrets
 import stat
 from typing import Any
 
-__all__ = ["Refused", "TooLarge", "exists", "listing", "open_descriptor", "read", "remove", "split", "write"]
+__all__ = [
+    "Refused",
+    "TooLarge",
+    "exists",
+    "listing",
+    "open_descriptor",
+    "path_text",
+    "read",
+    "remove",
+    "split",
+    "write",
+]
 
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: The access flags each mode of `open_file` opens with, before O_NOFOLLOW and O_CLOEXEC.
@@ -46,10 +57,22 @@ class TooLarge(ValueError):
         self.size = size
 
 
+def path_text(path: Any) -> str:
+    """`path` as a plain `str` of its own: a copy made without calling any method of the path's
+    class, so a `str` or `bytes` subclass of the sandbox's cannot answer a check with one text
+    and the system call with another. Every use of a path takes this copy once and keeps to it."""
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if isinstance(path, str):
+        return "".join([path])  # copies the characters; no method of a subclass runs
+    if isinstance(path, (bytes, bytearray)):
+        return os.fsdecode(b"".join([path]))
+    raise TypeError(f"a path is text, got {type(path).__name__}")
+
+
 def split(path: Any) -> tuple[bool, list[str]]:
     """Whether `path` is absolute, and its names; a path that could lead out (``..``) is refused."""
-    if not isinstance(path, str):
-        path = os.fsdecode(os.fspath(path))
+    path = path_text(path)
     if not path or "\0" in path:
         raise ValueError(f"{path!r} is not a path: give a file's name, relative to the working folder")
     names = [name for name in path.split("/") if name not in ("", ".")]
@@ -221,6 +244,7 @@ def open_descriptor(root: str, path: Any, mode: str = "r") -> int:
     (r, w, a, x, with b or t, and + to update)."""
     if not isinstance(mode, str) or not mode or mode[0] not in _MODES or set(mode[1:]) - set("bt+"):
         raise ValueError(f"mode {mode!r}: use one of 'r', 'w', 'a', 'x', with 'b' for bytes, '+' to update")
+    path = path_text(path)  # one text for the check and the walk
     absolute, _ = split(path)
     if absolute:
         raise Refused(errno.EACCES, f"{path!r}: files here are opened from the working folder only")

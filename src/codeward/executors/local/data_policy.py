@@ -41,6 +41,7 @@ from pathlib import Path
 from types import FunctionType, MethodType
 from typing import Any
 
+from codeward.executors.files.beneath import path_text
 from codeward.executors.local.forbidden import FORBIDDEN_ATTRIBUTES
 from codeward.executors.local.imports import SandboxViolation
 from codeward.executors.local.library_trust import vet_library_function
@@ -430,10 +431,11 @@ class DataPolicy:
 
         @functools.wraps(function)
         def checked(*args: Any, **kwargs: Any) -> Any:
-            candidates = [args[0]] if args else []
-            candidates += [kwargs[key] for key in _PATH_KEYWORDS if key in kwargs]
-            for candidate in candidates:
-                self.check_path(label, candidate)
+            if args:  # the function gets the very text that was checked, never the code's object
+                args = (self.check_path(label, args[0]), *args[1:])
+            for key in _PATH_KEYWORDS:
+                if key in kwargs:
+                    kwargs[key] = self.check_path(label, kwargs[key])
             if kwargs.get("allow_pickle"):
                 raise SandboxViolation(f"{label}(allow_pickle=True) is not available in the sandbox: pickles run code")
             if label.endswith(("load", "save")):
@@ -442,16 +444,16 @@ class DataPolicy:
 
         return checked
 
-    def check_path(self, label: str, candidate: Any) -> None:
+    def check_path(self, label: str, candidate: Any) -> Any:
+        """`candidate` checked against `allowed_paths`: a path comes back as the plain text that was
+        checked (`beneath.path_text`), for the function to use; other objects come back as they are."""
         if candidate is None:
-            return
-        if isinstance(candidate, bytes):
-            candidate = os.fsdecode(candidate)
-        if not isinstance(candidate, (str, os.PathLike)):
+            return None
+        if not isinstance(candidate, (str, bytes, bytearray, os.PathLike)):
             if hasattr(candidate, "fileno"):
                 raise SandboxViolation(f"{label}: real file objects are not available in the sandbox")
-            return  # an object of the code's own (an in-memory buffer)
-        text = os.fspath(candidate)
+            return candidate  # an object of the code's own (an in-memory buffer)
+        text = path_text(candidate)
         if "://" in text:
             raise SandboxViolation(f"{label}: URLs are not allowed; the sandbox has no network")
         if not self.roots:
@@ -463,6 +465,7 @@ class DataPolicy:
         if not any(real == root or root in real.parents for root in self.roots):
             folders = ", ".join(str(root) for root in self.roots)
             raise SandboxViolation(f"{label}({text!r}): only paths inside {folders} are allowed")
+        return text
 
 
 _PLAIN = (str, bytes, int, float, bool, type(None), tuple, frozenset, complex, dict, list)
