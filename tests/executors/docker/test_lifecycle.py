@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import uuid
 from pathlib import Path
 
@@ -150,6 +151,49 @@ def test_a_reused_pid_does_not_keep_a_container_alive(docker_client: docker.Dock
             try:
                 container.remove(force=True)
             except docker.errors.NotFound:
+                pass
+
+
+def test_reapers_running_at_once_each_finish(docker_client: docker.DockerClient, sandbox_image: str) -> None:
+    """Sandboxes start while others reap: two reapers removing the same orphan at once get a 409
+    ("removal already in progress") from the engine, which is the other's work, not a failure."""
+    labels = {
+        OWNER_HOST_LABEL: socket.gethostname(),
+        OWNER_PID_LABEL: str(os.getpid()),
+        OWNER_STARTED_LABEL: "another-boot:1",
+    }
+    stale = [
+        docker_client.containers.run(
+            sandbox_image,
+            ["sleep", "60"],
+            labels={**labels, SESSION_LABEL: f"racing-{n}"},
+            network_mode="none",
+            detach=True,
+        )
+        for n in range(4)
+    ]
+    failures: list[BaseException] = []
+
+    def reap() -> None:
+        try:
+            reap_orphans(docker_client)
+        except BaseException as error:
+            failures.append(error)
+
+    try:
+        for _ in range(3):  # the race is narrow: several rounds of eight reapers
+            reapers = [threading.Thread(target=reap) for _ in range(8)]
+            for reaper in reapers:
+                reaper.start()
+            for reaper in reapers:
+                reaper.join()
+        assert not failures, failures
+        assert all(gone(docker_client, container.id) for container in stale)
+    finally:
+        for container in stale:
+            try:
+                container.remove(force=True)
+            except docker.errors.APIError:
                 pass
 
 

@@ -123,6 +123,10 @@ def reap_orphans(client: docker.DockerClient) -> list[str]:
             container.remove(force=True)
         except docker.errors.NotFound:
             continue
+        except docker.errors.APIError as error:
+            if error.status_code == 409:  # another process is removing it already ("removal ... in progress")
+                continue
+            raise
         _remove_ipc_dir(container.labels.get(SESSION_LABEL, ""))
         removed.append(container.name or container.id or "")
     return removed
