@@ -69,3 +69,19 @@ def test_in_process_the_callback_sees_the_callers_context_not_the_codes():
         WHO.set("the caller")
         executor.run("print('hi')", on_output=lambda stream, text: seen.append(WHO.get()))
     assert seen == ["the caller"]
+
+
+@pytest.mark.parametrize("isolation", ["process", "in_process"])
+def test_output_of_a_str_class_whose_length_lies_is_still_bounded(isolation):
+    """The logs measure what the code printed by its characters: a str subclass of the code's whose
+    `len` says 0 (and whose slicing gives itself back) cannot keep every piece past the limit."""
+    lying = (
+        "class S(str):\n    def __len__(self): return 0\n    def __getitem__(self, i): return self\n"
+        "    def __add__(self, other): return self\n    def join(self, items): return self\n"
+        "big = S('x' * 2_000_000)\nfor i in range(30):\n    print('', '', sep=big, end=big)\n"
+    )
+    with LocalExecutor(isolation=isolation, timeout_seconds=20, max_print_outputs_length=50_000) as executor:
+        logs = executor.run(lying).logs
+        plain = executor.run("print('x' * 2_000_000)").logs  # control: a plain str is cut the same way
+    assert len(plain) < 60_000
+    assert len(logs) < 60_000, len(logs)

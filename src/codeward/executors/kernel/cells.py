@@ -154,7 +154,12 @@ class BoundedText:
         self._dropped = 0
 
     def add(self, text: str) -> None:
-        """Keep `text`, or the part of it the limit leaves room for."""
+        """Keep `text`, or the part of it the limit leaves room for. A `str` subclass (in process, the
+        code's own) is measured and cut as the characters it holds, never by its own `len` or slicing."""
+        if type(text) is not str:
+            if not isinstance(text, str):
+                raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+            text = "".join([text])
         half = self._limit // 2
         if self._head_size < half:
             piece = text[: half - self._head_size]
