@@ -72,3 +72,38 @@ def test_a_listing_past_its_budget_is_refused(tmp_path: Path) -> None:
     files.budget = FileBudget(per_call=100)
     with pytest.raises(FileBudgetExceeded, match="listing"):
         files.list()
+
+
+def test_a_closed_executors_folder_name_reaches_nothing_made_there_later(tmp_path: Path) -> None:
+    """Closing removes the folder and frees its name in the temporary root, where anyone may make a
+    link or a folder of their own: the closed executor's files refuse, and never follow a link there."""
+    from codeward.executors import LocalExecutor
+
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    executor = LocalExecutor()
+    executor.files.write("before.txt", "kept")  # control: open, the files reach the folder
+    assert executor.files.read("before.txt") == b"kept"
+    folder = executor.working_folder
+    executor.close()
+    os.symlink(target, folder)  # someone else takes the name
+    try:
+        for call in (lambda: executor.files.write("x.txt", "leak"), lambda: executor.files.list()):
+            with pytest.raises(FilesError, match="closed"):
+                call()
+    finally:
+        os.unlink(folder)
+    assert list(target.iterdir()) == []
+
+
+def test_a_link_where_the_folder_was_is_refused_not_followed(tmp_path: Path) -> None:
+    target, folder = tmp_path / "elsewhere", tmp_path / "folder"
+    target.mkdir()
+    folder.mkdir()
+    files = FolderFiles(str(folder))
+    files.write("a.txt", "in")  # control: the folder itself is reached
+    folder.rename(tmp_path / "moved")
+    folder.symlink_to(target)
+    with pytest.raises(FilesError, match="symbolic link"):
+        files.write("b.txt", "out")
+    assert list(target.iterdir()) == []

@@ -196,9 +196,17 @@ class FolderFiles(SandboxFiles):
     def __init__(self, folder: str) -> None:
         super().__init__()
         self.folder = folder
+        self._closed = False
+
+    def close(self) -> None:
+        """The folder is gone (its executor closed): its name is free for anyone to make again, so no
+        later call may reach whatever is at that path now."""
+        self._closed = True
 
     def _inside(self, path: str) -> str:
         """`path` relative to the folder: an absolute path must name a place inside it."""
+        if self._closed:
+            raise FilesError("the executor these files belonged to is closed; its working folder is gone")
         if not path.startswith("/"):
             return path
         relative = os.path.relpath(path, self.folder)

@@ -112,8 +112,14 @@ def _step(folder: int, name: str, create: bool) -> int:
 
 
 def _folder(root: str, names: list[str], create: bool = False) -> int:
-    """A descriptor of the folder `names` lead to from `root`, each step taken without following a link."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    """A descriptor of the folder `names` lead to from `root`, each step taken without following a link
+    (`root` itself included: a link put where the folder was is refused, not followed)."""
+    try:
+        fd = os.open(root, _FOLDER)
+    except OSError:
+        if os.path.islink(root):
+            raise _link_refused(root) from None
+        raise
     try:
         for name in names:
             inner = _step(fd, name, create)

@@ -222,6 +222,7 @@ class LocalExecutor(Executor):
                 self._worker.close()
             if self._interpreter is not None:
                 self._interpreter.close()
+            self.files.close()
             self._remove_folder()
 
     def _report_missing_layers(self) -> None:
