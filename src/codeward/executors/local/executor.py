@@ -134,7 +134,8 @@ class LocalExecutor(Executor):
         }
         #: The code's working folder, fresh and owner-only: what its `open()` reaches, and `files` shows.
         self.working_folder: str = settings["working_folder"]
-        self.files = FolderFiles(self.working_folder)
+        self._folder_files = FolderFiles(self.working_folder)
+        self.files = self._folder_files
         # removed by close(), or, for an executor its caller forgot, when it is collected or the program ends
         self._remove_folder = weakref.finalize(self, shutil.rmtree, self.working_folder, ignore_errors=True)
         self._closed = False
@@ -222,7 +223,7 @@ class LocalExecutor(Executor):
                 self._worker.close()
             if self._interpreter is not None:
                 self._interpreter.close()
-            self.files.close()
+            self._folder_files.close()
             self._remove_folder()
 
     def _report_missing_layers(self) -> None:
