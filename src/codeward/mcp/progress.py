@@ -23,6 +23,8 @@ __all__ = ["with_progress"]
 
 T = TypeVar("T")
 SEND_EVERY_SECONDS = 0.1
+#: How long the last notification may wait for a client that stopped reading (a shutdown waits no longer).
+LAST_SEND_SECONDS = 1.0
 _log = logging.getLogger(__name__)
 
 
@@ -69,6 +71,6 @@ async def with_progress(ctx: ServerRequestContext[Any], run: Callable[[OutputCal
             result = await run(progress.heard)
         finally:
             sending.cancel_scope.cancel()
-            with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(LAST_SEND_SECONDS, shield=True):
                 await progress.send()  # what came after the last tick arrives before the answer
     return result
