@@ -161,7 +161,8 @@ def write(root: str, path: Any, data: bytes) -> None:
     so a link at the name is replaced, never written through. Missing folders are made (owner-only)."""
     folder, name = _parent(root, path, create=True)
     try:
-        temporary = f".{name[:100]}.{secrets.token_hex(6)}.tmp"
+        # a name is at most 255 bytes: keep 100 bytes of it, whole characters
+        temporary = f".{os.fsencode(name)[:100].decode('utf-8', 'ignore')}.{secrets.token_hex(6)}.tmp"
         fd = _opened(folder, temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
             with os.fdopen(fd, "wb") as stream:
