@@ -53,8 +53,10 @@ from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout
 from codeward.executors.kernel.remembering import RememberingExecutor
 from codeward.executors.live import STREAMS, BlockStops, LiveOutput, OutputCallback
 from codeward.executors.local.channel import TEXT_LIMIT, Channel, ChannelClosed, ChannelError, ChannelTimeout
+from codeward.executors.local.folder_watch import FolderWatch
 from codeward.executors.local.interpreter import interrupted
 from codeward.executors.local.reaper import Reaper
+from codeward.executors.local.working_folder import DEFAULT_FOLDER_BYTES
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, checked_variable_names
 
 __all__ = ["WorkerExecutor", "frame_limits", "worker_environment", "worker_import_path"]
@@ -453,6 +455,14 @@ class _Worker:
         self.ready = False
         self._stat = f"/proc/{self.process.pid}/stat"
         self._cpu_at_answer: float | None = None  # its CPU time when it last answered, where the system says
+        self._overrun: str | None = None  # why the host stopped it, when it did
+        self._folder_watch = FolderWatch(settings["working_folder"], DEFAULT_FOLDER_BYTES, self._stop_for)
+
+    def _stop_for(self, reason: str) -> None:
+        """Kill the worker from the host, for `reason`, which its death then gives."""
+        self._overrun = reason
+        with contextlib.suppress(OSError):
+            os.killpg(self.process.pid, signal.SIGKILL)
 
     def cpu_seconds(self) -> float | None:
         """The user and system CPU time of all its threads, from /proc; None where there is no /proc."""
@@ -493,6 +503,8 @@ class _Worker:
 
     def death(self) -> str:
         """What happened to a worker whose end of the socket closed, in words."""
+        if self._overrun is not None:
+            return f"the worker process was stopped by the host: {self._overrun}"
         try:
             code = self.process.wait(timeout=DEATH_SECONDS)
         except subprocess.TimeoutExpired:
@@ -521,6 +533,7 @@ class _Worker:
 
     def stop(self, *, graceful: bool = True) -> None:
         self.ready = False
+        self._folder_watch.close()
         if graceful and self.process.poll() is None:
             try:
                 self.channel.send({"op": "close"})

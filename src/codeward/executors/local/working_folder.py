@@ -77,8 +77,15 @@ class _CountedFile(io.FileIO):
     _allowance: _Allowance  # an underscore name: the code's policy refuses to read or set it
 
     def write(self, data: Any, /) -> int:
-        self._allowance.take(memoryview(data).nbytes)
+        size = memoryview(data).nbytes
+        past_end = self.tell() + size - os.fstat(self.fileno()).st_size  # a seek past the end makes the file longer
+        self._allowance.take(max(size, past_end))
         return super().write(data)
+
+    def truncate(self, size: int | None = None, /) -> int:
+        if size is not None:  # a longer file reads back as that many bytes, written or not
+            self._allowance.take(max(0, size - os.fstat(self.fileno()).st_size))
+        return super().truncate(size)
 
 
 def folder_open(folder: str, limit: int = DEFAULT_FOLDER_BYTES) -> Any:
