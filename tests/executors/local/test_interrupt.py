@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
@@ -94,3 +95,32 @@ def test_an_agent_keeps_the_interrupted_step_with_what_its_code_printed():
     assert isinstance(step, ActionStep) and step.error is not None
     assert "interrupted" in step.error.message
     assert step.observations == "Execution logs:\nhalfway there\n"
+
+
+def test_an_interrupt_while_a_large_tool_reply_crosses_leaves_the_worker_in_step() -> None:
+    """A stop that comes while the worker reads a host tool's reply waits until the message is whole:
+    raised mid-read, it left the channel part-way through a frame, and the next block hung to its
+    time limit and lost the state. Each round interrupts at another moment of the crossing."""
+    from codeward.tools import tool
+
+    @tool
+    def big(n: int) -> str:
+        """Returns n characters.
+
+        Args:
+            n: how many
+        """
+        return "x" * n
+
+    with LocalExecutor(timeout_seconds=10) as executor:
+        executor.send_tools({"big": big})
+        executor.run("keep = 'state'")
+        for delay in [0.02 * n for n in range(12)]:
+            timer = threading.Timer(delay, executor.interrupt)
+            timer.start()
+            with contextlib.suppress(ExecutionError):
+                executor.run("for i in range(4):\n    s = big(20_000_000)\nlen(s)")
+            timer.join()
+            started = time.monotonic()
+            assert executor.run("keep").output == "state", f"state lost after an interrupt at {delay:.2f} s"
+            assert time.monotonic() - started < 5

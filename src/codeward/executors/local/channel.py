@@ -13,10 +13,12 @@ the start of the next.
 from __future__ import annotations
 
 import json
+import select
 import socket
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 __all__ = ["TEXT_LIMIT", "Channel", "ChannelClosed", "ChannelError", "ChannelTimeout"]
@@ -87,13 +89,30 @@ class Channel:
         finally:
             self.sock.settimeout(None)
 
-    def receive(self, deadline: float | None = None) -> tuple[dict[str, Any], str, list[bytes]]:
+    def receive(
+        self, deadline: float | None = None, whole: Callable[[], AbstractContextManager[None]] | None = None
+    ) -> tuple[dict[str, Any], str, list[bytes]]:
         """The next message; `deadline` is a `time.monotonic()` instant, None to wait as long as it takes.
+        With `whole`, the frame is read inside it once its first bytes are there (a signal that would
+        stop the reader mid-frame is held back until the frame is whole).
 
         A deadline already past ends it even when whole messages wait in the buffer: a sender that
         queued many ahead does not buy time."""
         if deadline is not None and time.monotonic() > deadline:
             raise ChannelTimeout("no answer before the deadline")
+        if whole is None:
+            return self._frame(deadline)
+        if not self._pending:
+            self._wait_readable(deadline)  # nothing of a frame has come: what interrupts the wait loses nothing
+        with whole():
+            return self._frame(deadline)
+
+    def _wait_readable(self, deadline: float | None) -> None:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not select.select([self.sock], [], [], left)[0]:
+            raise ChannelTimeout("no answer before the deadline")
+
+    def _frame(self, deadline: float | None) -> tuple[dict[str, Any], str, list[bytes]]:
         while len(self._pending) < _LENGTHS.size:
             self._read_ahead(deadline)
         head_size, body_size = _LENGTHS.unpack_from(self._pending)

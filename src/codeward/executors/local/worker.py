@@ -47,7 +47,7 @@ def main(fd: int) -> None:
     missing = _confine(settings)
     interpreter = _interpreter(settings)
     interrupts = _HostInterrupts()
-    host = _HostLine(channel, settings.get("seq"))
+    host = _HostLine(channel, settings.get("seq"), interrupts)
     prelude._Sandbox.codec = codec
     codec.restore_loaded_classes()
     prelude._Sandbox.ask = host.ask
@@ -118,24 +118,27 @@ class _HostLine:
     the reply to itself. A block whose time ran out while a host tool ran has stopped waiting; that
     tool's reply comes later and is dropped, never taken for the answer to a later call."""
 
-    def __init__(self, channel: Channel, seq: Any) -> None:
+    def __init__(self, channel: Channel, seq: Any, interrupts: _HostInterrupts) -> None:
         self.channel = channel
         self.seq = seq
         self._calls = 0
+        self._interrupts = interrupts
 
     def answer(self, header: dict[str, Any], body: str = "", parts: Sequence[Any] = ()) -> None:
         self.channel.send({**header, "seq": self.seq}, body, parts)
 
     def output(self, stream: str, text: str) -> None:
         """A piece of the block's output, sent as it is printed (the host asked for it live)."""
-        self.channel.send({"op": "output", "seq": self.seq, "stream": stream, "text": text})
+        with self._interrupts.held():
+            self.channel.send({"op": "output", "seq": self.seq, "stream": stream, "text": text})
 
     def ask(self, kind: str, body: str) -> str:
         self._calls += 1
         call = self._calls
-        self.channel.send({"op": kind, "seq": self.seq, "call": call}, body)
-        while True:
-            reply, answer, _ = self.channel.receive()
+        with self._interrupts.held():
+            self.channel.send({"op": kind, "seq": self.seq, "call": call}, body)
+        while True:  # a stop lands while the host's tool runs, never part-way through its reply
+            reply, answer, _ = self.channel.receive(whole=self._interrupts.held)
             if reply.get("call") == call:
                 return answer
 
@@ -147,16 +150,35 @@ class _HostInterrupts:
 
     def __init__(self) -> None:
         self.block_running = False
+        self._holding = False  # the block talks to the host: a stop waits until the message is whole
+        self._held_back = False
         signal.signal(signal.SIGINT, self._on_signal)
 
     def _on_signal(self, signum: int, frame: object) -> None:
-        if self.block_running:
+        if self.block_running and self._holding:
+            self._held_back = True
+        elif self.block_running:
             raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """A SIGINT while the block sends or reads a message waits until the message is whole: raised
+        mid-read, it would leave the channel part-way through a frame, and the next block's answer lost."""
+        outer = self._holding
+        self._holding = True
+        try:
+            yield
+        finally:
+            self._holding = outer
+        if not outer and self._held_back:
+            self._held_back = False
+            if self.block_running:
+                raise KeyboardInterrupt
 
     @contextlib.contextmanager
     def armed(self) -> Iterator[None]:
         """While the block runs, a SIGINT raises KeyboardInterrupt in it."""
-        self.block_running = True
+        self.block_running, self._held_back = True, False
         try:
             yield
         finally:
