@@ -1,19 +1,21 @@
 """`ex.files` on a kernel whose code is a stranger's: the code may replace codeward's side of a
 files call (the prelude's `files`), so every answer is bounded before it is decoded, must be what
-the call expects, and is waited for no longer than the executor's time limit.
+the call expects, and is waited for no longer than the executor's time limit; and a stop asked
+for a block never costs the kernel's state, wherever in the kernel it lands.
 
 Each attack has its control: the same call, answered honestly, works.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from codeward.executors import codec
-from codeward.executors.base import create_executor
+from codeward.executors.base import ExecutionError, create_executor
 from codeward.executors.files import FileBudget, FileBudgetExceeded, FilesError
 from codeward.executors.kernel.executor import KernelExecutor
 from codeward.executors.kernel.files import MAX_LISTING_NAMES
@@ -146,3 +148,39 @@ def test_control_a_files_call_slower_than_usual_but_within_the_limit_answers(exe
     executor.run("import time\n_cw.files = lambda *a: (time.sleep(1), _real_files(*a))[1]")
     executor.files.write("slow.txt", b"x")
     assert executor.files.exists("slow.txt") is True
+
+
+# -- a stop that lands in the kernel's own handling of a block --------------------------------
+
+_SLOW_START = (
+    "import time\n_kernel = get_ipython().kernel\n_real_execute = _kernel.do_execute\n"
+    "def _slow_execute(*a, **k):\n    time.sleep(1)\n    return _real_execute(*a, **k)\n"
+    "_kernel.do_execute = _slow_execute"
+)
+
+
+@pytest.fixture
+def slow_start(executor: KernelExecutor) -> Iterator[None]:
+    """Every block spends its first second in the kernel's own handling, before the code runs:
+    an interrupt that lands there stops the handling, and the kernel then sends no reply."""
+    executor.run(_SLOW_START)
+    yield
+    executor.run("_kernel.do_execute = _real_execute")
+
+
+def test_a_stop_that_lands_before_the_code_runs_ends_the_block_and_keeps_the_state(
+    executor: KernelExecutor, slow_start: None
+) -> None:
+    assert executor._session is not None
+    generation = executor._session.generation
+    threading.Timer(0.3, executor.interrupt).start()
+    started = time.monotonic()
+    with pytest.raises(ExecutionError) as raised:
+        executor.run("kept * 2")
+    assert raised.value.error_type == "KeyboardInterrupt"
+    assert time.monotonic() - started < TIMEOUT
+    assert executor._session.generation == generation
+
+
+def test_control_the_slow_start_alone_runs_the_block(executor: KernelExecutor, slow_start: None) -> None:
+    assert executor.run("kept * 2").output == 42
