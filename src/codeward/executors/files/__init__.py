@@ -138,8 +138,8 @@ class SandboxFiles(ABC):
     def list(self, path: str | os.PathLike[str] = ".") -> Names:
         """The names in the folder at `path`, sorted; a folder's name ends with ``/``."""
         path = _checked(path)
-        names = self._list(path, self.budget.call_limit())
-        self.budget.draw(sum(len(name) + 1 for name in names), f"the listing of {path!r}")
+        names, size = self._listing(path, self.budget.call_limit())
+        self.budget.draw(size, f"the listing of {path!r}")
         return names
 
     def remove(self, path: str | os.PathLike[str]) -> None:
@@ -165,6 +165,12 @@ class SandboxFiles(ABC):
     @abstractmethod
     def _read(self, path: str, limit: int) -> bytes:
         """The file's bytes; past `limit`, raise `_too_large` (or return more: `read` refuses it)."""
+
+    def _listing(self, path: str, limit: int) -> tuple[Names, int]:
+        """The names, and the bytes they cost to move (a character and a separator each, unless
+        the sandbox's answer says otherwise)."""
+        names = self._list(path, limit)
+        return names, sum(len(name) + 1 for name in names)
 
     @abstractmethod
     def _list(self, path: str, limit: int) -> Names: ...

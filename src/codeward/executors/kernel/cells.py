@@ -274,6 +274,12 @@ class CellCollector:
         return self._reply is not None
 
     @property
+    def stopped_unanswered(self) -> bool:
+        """Idle after an interrupt, with no reply: the interrupt landed in the kernel's own handling
+        of the cell (as it began or ended), which then sends none; the kernel keeps its state."""
+        return self.interrupted and self._idle and self._reply is None
+
+    @property
     def reply_status(self) -> str:
         return self._reply["status"] if self._reply else ""
 

@@ -17,9 +17,11 @@ from codeward.executors import codec
 from codeward.executors.base import (
     CodeOutput,
     ExecutionError,
+    ExecutionTimeout,
     ExecutorError,
     SandboxError,
 )
+from codeward.executors.files import FilesError
 from codeward.executors.kernel.bridge import (
     bootstrap_code,
     cell_calling,
@@ -71,7 +73,7 @@ class KernelExecutor(RememberingExecutor):
         self._installed: list[list[str]] = []  # installs a replaced sandbox needs again (see packages_prefix)
         self._session: KernelSession | None = None
         self._ready_generation = 0
-        self.files = KernelFiles(self._file_cell)
+        self.files = KernelFiles(self._file_cell, self._file_seconds)
 
     @abstractmethod
     def _start_session(self) -> KernelSession:
@@ -117,15 +119,33 @@ class KernelExecutor(RememberingExecutor):
         return result
 
     def _file_cell(self, code: str, answers: dict[str, str]) -> CellResult:
-        """Run one of `files`' cells; a sandbox that died under it is replaced on the next call."""
+        """Run one of `files`' cells, held at most the time limit as a block is (the code may have
+        replaced what the cell calls); a sandbox that died under it is replaced on the next call."""
         session = self._ensure_ready()
+        generation = session.generation
         try:
             return session.execute(
-                code, timeout=_SETUP_TIMEOUT, on_input=lambda prompt: answers.get(request_kind(prompt)[0], "")
+                code, timeout=self.timeout_seconds, on_input=lambda prompt: answers.get(request_kind(prompt)[0], "")
             )
         except SandboxError:
             self._discard_session()
             raise
+        except ExecutionTimeout:
+            lost = session.generation != generation
+            raise FilesError(
+                f"the sandbox did not answer this ex.files call within the time limit of {self.timeout_seconds:g} s "
+                "(timeout_seconds), so it was interrupted"
+                + (
+                    ", and as it did not stop, its kernel was restarted: variables and functions defined by "
+                    "earlier code are lost"
+                    if lost
+                    else ""
+                ),
+                error_type="TimeoutError",
+            ) from None
+
+    def _file_seconds(self) -> float:
+        return self.timeout_seconds
 
     def _load(self, what: str, text: str) -> None:
         self._internal(self._ensure_ready(), cell_calling(f"load_{what}"), {what: text})

@@ -461,10 +461,12 @@ def files(operation: str, *arguments: Any) -> None:
     if operation not in ("read", "listing", "remove", "exists"):
         raise ValueError(f"no file operation {operation!r}")
     try:
-        value = getattr(beneath, operation)(_Sandbox.home, *arguments)
+        text = _Sandbox.codec.dumps(getattr(beneath, operation)(_Sandbox.home, *arguments))
     except beneath.TooLarge as error:  # the host names its budget
-        value = {"too_large": error.size}
-    _write_payload(value=_Sandbox.codec.dumps(value))
+        text = _Sandbox.codec.dumps({"too_large": error.size})
+    if operation == "listing" and len(text) > arguments[1]:  # the host takes a listing's text within its limit
+        text = _Sandbox.codec.dumps({"too_large": len(text)})
+    _write_payload(value=text)
 
 
 def install_packages(packages: list[str], prefix: str | None = None) -> list[str]:

@@ -387,6 +387,8 @@ class KernelSession:
                 if cell.replied and now >= last_heard + _QUIET_AFTER_REPLY:
                     cell.give_up_waiting_for_idle()
                     break
+                if cell.stopped_unanswered and now >= last_heard + _QUIET_AFTER_REPLY:
+                    break  # no reply will come: waiting for one would hold the cell to its limit
                 if stopping.due(now, asked=self._stop_wanted(live)):
                     self.process.interrupt(client)
                     cell.interrupted = True
@@ -398,7 +400,7 @@ class KernelSession:
                 wait = next_check - now
                 if deadline is not None and stopping.timed_out_at is None:
                     wait = min(wait, deadline - now)
-                if cell.replied:
+                if cell.replied or cell.stopped_unanswered:
                     wait = min(wait, last_heard + _QUIET_AFTER_REPLY - now)
                 for channel, msg in self._poll(wait):
                     cell.count(msg)
@@ -421,6 +423,12 @@ class KernelSession:
                 logs=cell.logs(),
                 traceback=cell.traceback(),
                 error_type="TimeoutError",
+            )
+        if not cell.replied:
+            raise ExecutionError(
+                "the code was interrupted as it began or ended, so the kernel sent no reply for it; its state is kept",
+                logs=cell.logs(),
+                error_type="KeyboardInterrupt",
             )
         return cell.result()
 
