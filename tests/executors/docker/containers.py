@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -73,14 +75,20 @@ ADOPTED_BY_THE_TEST = (
 
 class MadeHere:
     """The sandboxes that processes a test starts make, told apart from any other suite's on the same
-    engine: the processes get `env`, a temporary folder of the test's own, and every sandbox they
-    make is labelled with its ipc folder there."""
+    engine: the processes get `env`, a temporary folder of the test's own (short, as the sockets in
+    it need), and every sandbox they make is labelled with its ipc folder there. Used with `with`,
+    which removes the folder after."""
 
-    def __init__(self, client: docker.DockerClient, folder: Path) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        self.client, self.folder = client, folder
+    def __init__(self, client: docker.DockerClient) -> None:
+        self.client, self.folder = client, Path(tempfile.mkdtemp(prefix="cw-"))
         self.since = datetime.now(UTC) - timedelta(seconds=1)
-        self.env = {"TMPDIR": str(folder)}
+        self.env = {"TMPDIR": str(self.folder)}
+
+    def __enter__(self) -> MadeHere:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def _ours(self, labels: dict[str, str]) -> bool:
         return Path(labels.get(IPC_DIR_LABEL, "/")).parent == self.folder
