@@ -55,5 +55,7 @@ def test_a_name_leading_out_of_the_working_folder_is_refused(codeward, tmp_path:
     (tmp_path / "data.txt").write_text("x")
     model = write_script(tmp_path / "model.yaml", "final_answer(1)")
     done = codeward("run", "Go.", "--model", model, "--file", "data.txt=../escaped.txt")
-    assert done.returncode == 2 and "could not be written into the sandbox" in done.stdout + done.stderr, done.stdout + done.stderr
+    assert done.returncode == 2 and "could not be written into the sandbox" in done.stdout + done.stderr, (
+        done.stdout + done.stderr
+    )
     assert not (tmp_path.parent / "escaped.txt").exists()
