@@ -1,4 +1,5 @@
-"""CI's promise: where CODEWARD_REQUIRE_DOCKER=1, a Docker test cannot pass by skipping, whatever is missing."""
+"""CI's promise: where CODEWARD_REQUIRE_ALL=1 (or its old name, CODEWARD_REQUIRE_DOCKER=1), a test of an
+optional part cannot pass by skipping, whatever is missing."""
 
 from __future__ import annotations
 
@@ -15,13 +16,18 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCKER_TESTS = "tests/executors/docker/test_pool.py"
 
 
-def _pytest(tmp_path: Path, require: bool, **env: str) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if k != "CODEWARD_REQUIRE_DOCKER"}
+FLAGS = ("CODEWARD_REQUIRE_ALL", "CODEWARD_REQUIRE_DOCKER")
+
+
+def _pytest(
+    tmp_path: Path, require: bool, *, flag: str = FLAGS[0], tests: str = DOCKER_TESTS, **env: str
+) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if k not in FLAGS}
     environment.update(env)
     if require:
-        environment["CODEWARD_REQUIRE_DOCKER"] = "1"
+        environment[flag] = "1"
     return subprocess.run(
-        [sys.executable, "-m", "pytest", DOCKER_TESTS, "-q", "-p", "no:cacheprovider", "-o", "addopts=", "-rs"],
+        [sys.executable, "-m", "pytest", tests, "-q", "-p", "no:cacheprovider", "-o", "addopts=", "-rs"],
         cwd=ROOT,
         env=environment,
         capture_output=True,
@@ -38,17 +44,29 @@ def sdk_hidden(tmp_path: Path) -> str:
     return os.pathsep.join([str(folder), str(ROOT / "src")])
 
 
-def test_without_the_sdk_docker_tests_skip_and_under_the_flag_fail(tmp_path: Path, sdk_hidden: str) -> None:
+@pytest.mark.parametrize("flag", FLAGS)
+def test_without_the_sdk_docker_tests_skip_and_under_the_flag_fail(tmp_path: Path, sdk_hidden: str, flag: str) -> None:
     relaxed = _pytest(tmp_path, require=False, PYTHONPATH=sdk_hidden)  # exit 5: its one module was skipped whole
     assert relaxed.returncode in (0, 5) and "skipped" in relaxed.stdout and install_line("docker") in relaxed.stdout
-    required = _pytest(tmp_path, require=True, PYTHONPATH=sdk_hidden)
-    assert required.returncode != 0 and "CODEWARD_REQUIRE_DOCKER=1" in required.stdout, required.stdout[-2000:]
+    required = _pytest(tmp_path, require=True, flag=flag, PYTHONPATH=sdk_hidden)
+    assert required.returncode != 0 and "CODEWARD_REQUIRE_ALL=1" in required.stdout, required.stdout[-2000:]
 
 
 def test_without_an_engine_docker_tests_fail_under_the_flag(tmp_path: Path) -> None:
     required = _pytest(tmp_path, require=True, DOCKER_HOST=f"unix://{tmp_path / 'no-engine.sock'}")
-    assert required.returncode != 0 and "CODEWARD_REQUIRE_DOCKER=1" in required.stdout, required.stdout[-2000:]
+    assert required.returncode != 0 and "CODEWARD_REQUIRE_ALL=1" in required.stdout, required.stdout[-2000:]
     assert " passed" not in required.stdout.splitlines()[-1]
+
+
+OTHER_PYTHON_TEST = "tests/executors/test_codec_safety.py::test_data_values_cross_to_another_interpreter_and_back"
+
+
+def test_without_a_second_python_the_cross_interpreter_test_skips_and_under_the_flag_fails(tmp_path: Path) -> None:
+    relaxed = _pytest(tmp_path, require=False, tests=OTHER_PYTHON_TEST, CODEWARD_TEST_PYTHONS="")
+    assert relaxed.returncode == 0 and "1 skipped" in relaxed.stdout and "CODEWARD_TEST_PYTHONS" in relaxed.stdout
+    required = _pytest(tmp_path, require=True, tests=OTHER_PYTHON_TEST, CODEWARD_TEST_PYTHONS="")
+    assert required.returncode != 0 and "1 failed" in required.stdout, required.stdout[-2000:]
+    assert "CODEWARD_REQUIRE_ALL=1" in required.stdout and ".ci/other-pythons.sh" in required.stdout
 
 
 def test_a_test_run_for_any_docker_profile_counts_as_a_docker_test() -> None:

@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 from codeward.executors import codec
 from codeward.executors.codec import CodecError, CodecWarning, decode_variables, dumps, encode_variables, loads, wire
 from codeward.executors.codec.source import LOAD_ORDER, LOADER, module_sources
+from tests.conftest import missing
 from tests.executors.test_codec import Color, Perm, Point
 
 # -------------------------------------------------------------------- pickle
@@ -642,11 +643,11 @@ def _has_data_libraries(python: str) -> bool:
     return probe.returncode == 0
 
 
-@pytest.mark.parametrize(
-    "python", OTHER_PYTHONS or [pytest.param("", marks=pytest.mark.skip("set CODEWARD_TEST_PYTHONS"))]
-)
+@pytest.mark.parametrize("python", OTHER_PYTHONS or [pytest.param("", id="no-other-python")])
 def test_data_values_cross_to_another_interpreter_and_back(python: str, tmp_path: Path) -> None:
     """A sandbox on another venv may have other numpy/pandas/PIL versions: values must survive both ways."""
+    if not python:
+        missing("set CODEWARD_TEST_PYTHONS to another interpreter with numpy, pandas and Pillow: .ci/other-pythons.sh")
     import numpy as np
     import pandas as pd
     from PIL import Image

@@ -1,5 +1,5 @@
 """The sandboxes the interop tests run in: the local one always, Docker where an engine and the
-current image are here (a skip that CODEWARD_REQUIRE_DOCKER=1 turns into a failure)."""
+current image are here (a skip that CODEWARD_REQUIRE_ALL=1 turns into a failure)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,8 @@ import pytest
 from codeward.executors import LocalExecutor
 from codeward.executors.base import ExecutionError, Executor, SandboxError
 from codeward.platform.tools import FinalAnswerTool
-from tests.security.unsandboxed import ALLOWANCE, MEMORY_ROOM, HostHarmed, Unsandboxed
+from tests.security.unsandboxed import ALLOWANCE, CONTROL_SECONDS, MEMORY_ROOM, HostHarmed, Unsandboxed
+from tests.timing import busy_seconds
 
 SANDBOX_OFF = os.environ.get("CODEWARD_SECURITY_SANDBOX") == "off"
 
@@ -140,7 +141,9 @@ def _prepare(executor: Executor, setup: tuple[bool, dict[str, Any], str | None])
 def _check_control(code: str, canary: Path, control: str, setup: tuple[bool, dict[str, Any], str | None]) -> None:
     """The payload must do its harm with no sandbox; a control that fails is a broken attack test."""
     outcome: BaseException | None = None
-    with Unsandboxed(memory_room=ALLOWANCE if control == "exhausts" else MEMORY_ROOM) as plain:
+    # A hang is the harm an exhausting payload may do; any other control must end, if slowly on a busy machine.
+    hung_after = CONTROL_SECONDS if control == "exhausts" else busy_seconds(CONTROL_SECONDS)
+    with Unsandboxed(hung_after=hung_after, memory_room=ALLOWANCE if control == "exhausts" else MEMORY_ROOM) as plain:
         _prepare(plain, setup)
         try:
             plain.run(code)

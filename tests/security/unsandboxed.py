@@ -52,9 +52,15 @@ class Unsandboxed(Executor):
     name = "unsandboxed"
 
     def __init__(
-        self, timeout_seconds: float = CONTROL_SECONDS, *, memory_room: int = MEMORY_ROOM, **ignored_limits: Any
+        self,
+        timeout_seconds: float = CONTROL_SECONDS,
+        *,
+        memory_room: int = MEMORY_ROOM,
+        hung_after: float = CONTROL_SECONDS,
+        **ignored_limits: Any,
     ) -> None:
-        self.seconds = min(float(timeout_seconds), CONTROL_SECONDS)
+        """`hung_after`: the most seconds a block may take, whatever `timeout_seconds`, before the copy counts as hung."""
+        self.seconds = min(float(timeout_seconds), hung_after)
         self.memory_room = memory_room
         self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
         self.blocks: list[str] = []

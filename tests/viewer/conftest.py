@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.cli.conftest import SAMPLE_TOOLS, code, command, command_env
-from tests.conftest import REQUIRE_DOCKER
+from tests.conftest import missing
 
 HOSTILE_PRINT = "<script>window.__pwned=1</script>"
 HOSTILE_IMAGE = '<img src=x onerror="window.__pwned=2">'
@@ -102,13 +102,10 @@ def expected_state(job_id: str) -> str:
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
-    """Headless Chromium driven by Selenium; missing, it fails the test under CODEWARD_REQUIRE_DOCKER=1."""
+    """Headless Chromium driven by Selenium; missing, it fails the test under CODEWARD_REQUIRE_ALL=1."""
     chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
     if chromium is None or driver is None:
-        message = "the viewer's browser tests need Debian's chromium and chromium-driver: run .ci/browser.sh"
-        if REQUIRE_DOCKER:
-            pytest.fail(message)
-        pytest.skip(message)
+        missing("the viewer's browser tests need Debian's chromium and chromium-driver: run .ci/browser.sh")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

@@ -2,7 +2,7 @@
 
 Without the docker SDK, an engine or the image these tests are skipped with the reason
 (a module that needs the SDK is skipped whole, unimported). CI sets
-CODEWARD_REQUIRE_DOCKER=1, under which `tests/conftest.py` turns every such skip into a
+CODEWARD_REQUIRE_ALL=1, under which `tests/conftest.py` turns every such skip into a
 failure: the Docker tests must run there.
 """
 
@@ -51,7 +51,7 @@ def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> 
 
 
 def unavailable(reason: str) -> None:
-    """Skip for a missing engine or image (a failure under CODEWARD_REQUIRE_DOCKER=1)."""
+    """Skip for a missing engine or image (a failure under CODEWARD_REQUIRE_ALL=1)."""
     pytest.skip(reason)
 
 

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import tempfile
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import docker
 import pytest
 from docker.models.containers import Container
+
+from codeward.executors.docker.owners import IPC_DIR_LABEL, list_sandboxes
 
 
 def gone(client: docker.DockerClient, container_id: str) -> bool:
@@ -50,3 +55,52 @@ def host_runs_a_process() -> bool:
 # Prepended to an owner script: its sandboxes get no watchdog, as when the watchdog died with its
 # owner (killed together), so what the owner leaves is the reaper's to remove.
 UNWATCHED = "import codeward.executors.docker.sandbox as _sandbox\n_sandbox.watch = lambda *args: None\n"
+
+# Prepended to an owner script (after UNWATCHED, for a control): its sandboxes name the test process
+# (the owner's parent, alive while the test runs) as their owner, so that no reaper, this run's or
+# another suite's on the same engine, removes them once the real owner is killed. The real owner's
+# pid is kept in STARTED_BY_LABEL, to find them by.
+STARTED_BY_LABEL = "codeward.tests.started_by"
+ADOPTED_BY_THE_TEST = (
+    "import os\nimport codeward.executors.docker.sandbox as _sandbox\nfrom codeward.executors.docker import owners\n"
+    "def _adopted(session, ipc_dir, _labels=_sandbox.owner_labels):\n"
+    "    labels = _labels(session, ipc_dir)\n"
+    f"    labels[{STARTED_BY_LABEL!r}] = labels[owners.OWNER_PID_LABEL]\n"
+    "    labels[owners.OWNER_PID_LABEL] = str(os.getppid())\n"
+    "    labels[owners.OWNER_STARTED_LABEL] = owners.process_started(os.getppid()) or ''\n"
+    "    return labels\n"
+    "_sandbox.owner_labels = _adopted\n"
+)
+
+
+class MadeHere:
+    """The sandboxes that processes a test starts make, told apart from any other suite's on the same
+    engine: the processes get `env`, a temporary folder of the test's own (short, as the sockets in
+    it need), and every sandbox they make is labelled with its ipc folder there. Used with `with`,
+    which removes the folder after."""
+
+    def __init__(self, client: docker.DockerClient) -> None:
+        self.client, self.folder = client, Path(tempfile.mkdtemp(prefix="cw-"))
+        self.since = datetime.now(UTC) - timedelta(seconds=1)
+        self.env = {"TMPDIR": str(self.folder)}
+
+    def __enter__(self) -> MadeHere:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _ours(self, labels: dict[str, str]) -> bool:
+        return Path(labels.get(IPC_DIR_LABEL, "/")).parent == self.folder
+
+    def created(self) -> set[str]:
+        """The ids of every sandbox these processes created, removed since or not (the engine's events)."""
+        until = datetime.now(UTC) + timedelta(seconds=1)
+        events = self.client.events(
+            since=self.since, until=until, decode=True, filters={"type": "container", "event": "create"}
+        )
+        return {event["Actor"]["ID"] for event in events if self._ours(event["Actor"].get("Attributes") or {})}
+
+    def left(self) -> set[str]:
+        """The ids of the sandboxes these processes made that the engine still has."""
+        return {container.id or "" for container in list_sandboxes(self.client) if self._ours(container.labels)}

@@ -14,6 +14,7 @@ import yaml
 
 import codeward
 from codeward.executors.docker.sandbox import list_sandboxes
+from tests.executors.docker.containers import MadeHere
 
 SRC = str(Path(codeward.__file__).parents[1])
 
@@ -46,26 +47,26 @@ def test_each_job_gets_a_container_of_its_own_and_none_is_left(
         for n in range(4)
     ]
     (tmp_path / "jobs.jsonl").write_text("".join(json.dumps(job) + "\n" for job in jobs))
-    before = {container.id for container in list_sandboxes(docker_client)}
-
-    command = [sys.executable, "-m", "codeward.cli", "batch", "jobs.jsonl", "--concurrency", "2"]
-    done = subprocess.run(
-        command + ([] if warm_pool else ["--no-warm-pool"]),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": SRC},
-    )
-
-    assert done.returncode == 0, done.stdout + done.stderr
-    results = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
-    assert sorted(r["id"] for r in results) == [f"job-{n}" for n in range(4)]
-    assert all(r["status"] == "success" for r in results)
-    assert sorted(r["output"][0] for r in results) == [0, 2, 4, 6]
-    assert len({r["output"][1] for r in results}) == 4  # four containers, one per job
-    assert {r["output"][0]: r["output"][2] for r in results} == {0: 128, 2: 64, 4: 128, 6: 64}
-    assert {container.id for container in list_sandboxes(docker_client)} <= before
+    with MadeHere(docker_client) as made:
+        command = [sys.executable, "-m", "codeward.cli", "batch", "jobs.jsonl", "--concurrency", "2"]
+        done = subprocess.run(
+            command + ([] if warm_pool else ["--no-warm-pool"]),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "PYTHONPATH": SRC, **made.env},
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        results = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+        assert sorted(r["id"] for r in results) == [f"job-{n}" for n in range(4)]
+        assert all(r["status"] == "success" for r in results)
+        assert sorted(r["output"][0] for r in results) == [0, 2, 4, 6]
+        assert len({r["output"][1] for r in results}) == 4  # four containers, one per job
+        assert {r["output"][0]: r["output"][2] for r in results} == {0: 128, 2: 64, 4: 128, 6: 64}
+        # Only this run's sandboxes: another suite on the same engine may have its own, coming and going.
+        assert len(made.created()) >= 4, "the run's sandboxes were not found by their folder"
+        assert made.left() == set()
 
 
 def test_warm_pools_keep_only_the_last_settings_used(docker_client: docker.DockerClient, sandbox_image: str) -> None:

@@ -27,6 +27,7 @@ from codeward.executors.base import ExecutorError
 from codeward.executors.docker.executor import DockerExecutor
 from tests.egress.internet import Origin, TcpEcho, require_mitmdump
 from tests.package_index import package_index, tiny_wheel
+from tests.shared_sandbox import SharedSandbox
 
 SECRET = "egress-key-" + secrets.token_hex(12)
 #: The key for the plain HTTP origin's port: another service on the same name.
@@ -119,14 +120,14 @@ def trusted_ca(_https_origin_server: Origin) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def listed(
+def _shared_listed(
     runtime: str | None,
     sandbox_image: str,
     trusted_ca: str,
     _http_origin_server: Origin,
     _https_origin_server: Origin,
     _tcp_echo_server: TcpEcho,
-) -> Iterator[DockerExecutor]:
+) -> Iterator[SharedSandbox[DockerExecutor]]:
     """A sandbox that may reach the HTTP and HTTPS origins and the echo port, with a key for the origins."""
     require_mitmdump()
     http_port, https_port = _http_origin_server.port, _https_origin_server.port
@@ -134,9 +135,16 @@ def listed(
     egress.append(f"127.0.0.1:{_tcp_echo_server.port}")
     headers = {f"localhost:{http_port}": {"X-Api-Key": PLAIN_SECRET}, f"localhost:{https_port}": {"X-Api-Key": SECRET}}
     executor = DockerExecutor(image=sandbox_image, runtime=runtime, egress=egress, egress_headers=headers)
-    executor.run(PROBES)
-    yield executor
-    executor.close()
+    try:
+        yield SharedSandbox(executor, lambda sandbox: sandbox.run(PROBES))
+    finally:
+        executor.close()
+
+
+@pytest.fixture
+def listed(_shared_listed: SharedSandbox[DockerExecutor]) -> DockerExecutor:
+    """The module's sandbox with an egress list, its probes defined (again, if a neighbour's test lost them)."""
+    return _shared_listed.ready()
 
 
 @pytest.fixture

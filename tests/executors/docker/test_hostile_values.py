@@ -19,6 +19,7 @@ from tests.executors.test_codec_bounds import (
     assert_a_hostile_tool_argument_comes_back_as_an_error,
     prepare,
 )
+from tests.shared_sandbox import SharedSandbox
 
 #: How long past the time limit a refused tool call may return, on a machine busy with other
 #: suites: gVisor's kernel passes the interrupt and the kernel's reply more slowly (on a quiet
@@ -27,10 +28,15 @@ SLACK = {None: 2.0, "runsc": 2.5}
 
 
 @pytest.fixture(scope="module")
-def container(sandbox_image: str, runtime: str | None) -> Iterator[DockerExecutor]:
+def _shared_container(sandbox_image: str, runtime: str | None) -> Iterator[SharedSandbox[DockerExecutor]]:
     with DockerExecutor(timeout_seconds=TIME_LIMIT, runtime=runtime) as executor:
-        prepare(executor)
-        yield executor
+        yield SharedSandbox(executor, prepare)
+
+
+@pytest.fixture
+def container(_shared_container: SharedSandbox[DockerExecutor]) -> DockerExecutor:
+    """The module's container for this runtime, with `HOSTILE` defined (again, if a neighbour's test lost it)."""
+    return _shared_container.ready()
 
 
 @pytest.mark.parametrize("name", REFUSALS)

@@ -24,7 +24,7 @@ from codeward.executors.docker.sandbox import (
     list_sandboxes,
     start_kernel_container,
 )
-from tests.executors.docker.containers import UNWATCHED, gone
+from tests.executors.docker.containers import ADOPTED_BY_THE_TEST, STARTED_BY_LABEL, UNWATCHED, gone
 
 OWNER = textwrap.dedent(
     """
@@ -46,7 +46,11 @@ def killed_owners_container(client: docker.DockerClient, image: str, script: str
     )
     try:
         assert owner.stdout is not None and owner.stdout.readline().strip() == "ready"
-        [container] = [c for c in list_sandboxes(client) if c.labels.get(OWNER_PID_LABEL) == str(owner.pid)]
+        [container] = [
+            c
+            for c in list_sandboxes(client)
+            if str(owner.pid) in (c.labels.get(OWNER_PID_LABEL), c.labels.get(STARTED_BY_LABEL))
+        ]
     finally:
         os.killpg(owner.pid, signal.SIGKILL)
         owner.wait()
@@ -73,7 +77,9 @@ def test_a_killed_owners_container_is_removed_by_its_watchdog(
 def test_control_without_a_watchdog_the_container_outlives_its_owner(
     docker_client: docker.DockerClient, sandbox_image: str
 ) -> None:
-    container_id, _ = killed_owners_container(docker_client, sandbox_image, UNWATCHED + OWNER)
+    # Adopted by the test process, so that no reaper on the engine (another suite's) removes it meanwhile.
+    script = UNWATCHED + ADOPTED_BY_THE_TEST + OWNER
+    container_id, _ = killed_owners_container(docker_client, sandbox_image, script)
     try:
         assert not gone_within(docker_client, container_id, 5)
         assert docker_client.containers.get(container_id).status == "running"
