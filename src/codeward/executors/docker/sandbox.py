@@ -133,6 +133,8 @@ _KERNEL_COMMAND = (
 _MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the final NUL
 _LIVENESS_INTERVAL = 0.1
 _SOCKET_POLL = 0.005
+#: How long a name the kernel made may take to become its socket (gVisor makes the file first).
+_BINDING_GRACE = 1.0
 
 
 def sandbox_spec(
@@ -427,6 +429,7 @@ def _take_sockets(sandbox: KernelContainer, shared: Path, uid: int, deadline: fl
     it sits where only the host can change it, so the check holds for every later connect.
     """
     _wait_for_sockets(sandbox, shared, deadline)
+    _wait_until_bound(shared, uid, min(deadline, time.monotonic() + _BINDING_GRACE))
     try:
         for name in _SOCKET_NAMES:
             os.rename(shared / name, sandbox.ipc_dir / name)
@@ -446,6 +449,21 @@ def _wait_for_sockets(sandbox: KernelContainer, shared: Path, deadline: float) -
         if now > next_check:
             _fail_if_stopped(sandbox)
             next_check = now + _LIVENESS_INTERVAL
+        time.sleep(_SOCKET_POLL)
+
+
+def _is_bound(path: Path, uid: int) -> bool:
+    try:
+        info = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISSOCK(info.st_mode) and info.st_uid == uid
+
+
+def _wait_until_bound(shared: Path, uid: int, until: float) -> None:
+    """Give names that exist a moment to become the sandbox's sockets: under gVisor a socket's file
+    appears on the host before it is wholly made. What is still not one is refused after the move."""
+    while not all(_is_bound(shared / name, uid) for name in _SOCKET_NAMES) and time.monotonic() < until:
         time.sleep(_SOCKET_POLL)
 
 
