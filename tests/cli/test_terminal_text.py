@@ -143,7 +143,7 @@ def test_the_batch_summary_shows_failures_made_visible() -> None:
 
 @pytest.mark.parametrize("engine", ["docker"])  # named for CI's hook, which fails this test instead of skipping
 def test_sandboxes_ls_shows_a_container_label_made_visible(tmp_path: Path, engine: str) -> None:
-    from codeward.executors.docker.sandbox import OWNER_HOST_LABEL, OWNER_PID_LABEL, SESSION_LABEL
+    from codeward.executors.docker.owners import OWNER_HOST_LABEL, OWNER_PID_LABEL, SESSION_LABEL
 
     client, image = docker_engine()
     name = f"codeward-label-test-{uuid.uuid4().hex[:8]}"

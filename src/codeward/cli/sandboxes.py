@@ -57,7 +57,7 @@ def _sandboxes(args: argparse.Namespace, console: Console) -> int:
 
     _require_docker_extra(f"codeward sandboxes {args.action}")
     from codeward.executors.docker.images import engine_client
-    from codeward.executors.docker.sandbox import OWNER_PID_LABEL, list_sandboxes, owner_alive, reap_orphans
+    from codeward.executors.docker.owners import OWNER_PID_LABEL, list_sandboxes, owner_alive, reap_orphans
 
     client = engine_client()
     if args.action == "prune":

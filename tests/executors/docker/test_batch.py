@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 import codeward
-from codeward.executors.docker.sandbox import list_sandboxes
+from codeward.executors.docker.owners import list_sandboxes
 from tests.executors.docker.containers import MadeHere
 
 SRC = str(Path(codeward.__file__).parents[1])

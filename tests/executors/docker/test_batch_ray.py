@@ -29,7 +29,7 @@ import codeward
 from codeward.batch.jobs import JobDefaults, load_jobs
 from codeward.batch.ray_backend import DOCKER_RESOURCE
 from codeward.batch.runner import BatchOptions, run_batch
-from codeward.executors.docker.sandbox import list_sandboxes, owner_alive, reap_orphans
+from codeward.executors.docker.owners import list_sandboxes, owner_alive, reap_orphans
 from tests.cli.conftest import children
 
 SRC = str(Path(codeward.__file__).parents[1])

@@ -22,7 +22,8 @@ from codeward.executors.base import ExecutionTimeout, ExecutorError, SandboxErro
 from codeward.executors.docker.executor import DockerExecutor
 from codeward.executors.docker.hardening import PACKAGES_DIR
 from codeward.executors.docker.images import BUILD_COMMAND, SandboxImageError, source_dir
-from codeward.executors.docker.sandbox import OWNER_PID_LABEL, list_sandboxes, sandbox_ids
+from codeward.executors.docker.owners import OWNER_PID_LABEL, list_sandboxes
+from codeward.executors.docker.sandbox import sandbox_ids
 from codeward.platform.tools import tool
 from tests.executors.docker.containers import UNWATCHED, gone
 from tests.executors.docker.engine_proxy import EngineProxy

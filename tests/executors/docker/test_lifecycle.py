@@ -21,20 +21,19 @@ import codeward
 from codeward.executors.base import SandboxError
 from codeward.executors.docker.executor import DockerExecutor
 from codeward.executors.docker.images import BASE_REPOSITORY
-from codeward.executors.docker.sandbox import (
+from codeward.executors.docker.owners import (
     IPC_DIR_LABEL,
     IPC_DIR_PREFIX,
     OWNER_HOST_LABEL,
     OWNER_PID_LABEL,
     OWNER_STARTED_LABEL,
     SESSION_LABEL,
-    KernelContainer,
     list_sandboxes,
     owner_alive,
     process_started,
     reap_orphans,
-    start_kernel_container,
 )
+from codeward.executors.docker.sandbox import KernelContainer, start_kernel_container
 from tests.executors.docker.containers import UNWATCHED, gone
 from tests.executors.docker.kernel_calls import run_code
 

@@ -18,12 +18,8 @@ from pathlib import Path
 import docker
 
 import codeward
-from codeward.executors.docker.sandbox import (
-    IPC_DIR_LABEL,
-    OWNER_PID_LABEL,
-    list_sandboxes,
-    start_kernel_container,
-)
+from codeward.executors.docker.owners import IPC_DIR_LABEL, OWNER_PID_LABEL, list_sandboxes
+from codeward.executors.docker.sandbox import start_kernel_container
 from tests.executors.docker.containers import ADOPTED_BY_THE_TEST, STARTED_BY_LABEL, UNWATCHED, gone
 
 OWNER = textwrap.dedent(

@@ -73,20 +73,7 @@ from codeward.executors.docker.hardening import (
 )
 from codeward.executors.docker.images import ENGINE_ERRORS, engine_client, require_image
 from codeward.executors.docker.mounts import Mount, MountSpec, checked_mounts
-from codeward.executors.docker.owners import (
-    IPC_DIR_LABEL,
-    IPC_DIR_PREFIX,
-    OWNER_HOST_LABEL,
-    OWNER_PID_LABEL,
-    OWNER_STARTED_LABEL,
-    SESSION_LABEL,
-    ipc_dir_path,
-    list_sandboxes,
-    owner_alive,
-    owner_labels,
-    process_started,
-    reap_orphans,
-)
+from codeward.executors.docker.owners import ipc_dir_path, owner_labels, reap_orphans
 from codeward.executors.docker.watchdog import Watchdog, watch
 
 if TYPE_CHECKING:
@@ -94,18 +81,8 @@ if TYPE_CHECKING:
     from codeward.egress.proxy import EgressBudget, EgressProxy
 
 __all__ = [
-    "IPC_DIR_LABEL",
-    "IPC_DIR_PREFIX",
-    "OWNER_HOST_LABEL",
-    "OWNER_PID_LABEL",
-    "OWNER_STARTED_LABEL",
-    "SESSION_LABEL",
     "KernelContainer",
     "SandboxSpec",
-    "list_sandboxes",
-    "owner_alive",
-    "process_started",
-    "reap_orphans",
     "sandbox_ids",
     "sandbox_spec",
     "start_kernel_container",

@@ -1,6 +1,6 @@
 """A sandbox ends with its owner: a small process beside each container removes it when the owner dies.
 
-The reaper (`sandbox.reap_orphans`) removes a dead owner's containers only when codeward next
+The reaper (`owners.reap_orphans`) removes a dead owner's containers only when codeward next
 starts on the engine; until then a container whose owner was killed (SIGKILL, the OOM killer, a
 crash) would run on with its memory and CPU. So each container gets a watchdog: a process in a
 session of its own (a signal to the owner's process group or terminal does not reach it) whose
