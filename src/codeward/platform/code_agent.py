@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
 from collections.abc import Callable, Generator, Iterable
@@ -79,16 +80,22 @@ def _run_block(executor: Executor, code: str, on_output: OutputCallback | None) 
     runs the block whole, and `on_output` hears its logs when it ends rather than a TypeError."""
     if on_output is None:
         return executor.run(code)
-    try:
-        parameters = inspect.signature(executor.run).parameters.values()
-    except (TypeError, ValueError):
-        parameters = None
-    if parameters is None or any(p.name == "on_output" or p.kind in _OPEN_PARAMETERS for p in parameters):
+    if _takes_on_output(type(executor)):
         return executor.run(code, on_output)
     output = executor.run(code)
     if output.logs:
         on_output("stdout", output.logs)
     return output
+
+
+@functools.lru_cache(maxsize=64)
+def _takes_on_output(kind: type[Executor]) -> bool:
+    """Whether the executor class's `run` takes `on_output`: read once a class, not at every block."""
+    try:
+        parameters = inspect.signature(kind.run).parameters.values()
+    except (AttributeError, TypeError, ValueError):
+        return True
+    return any(p.name == "on_output" or p.kind in _OPEN_PARAMETERS for p in parameters)
 
 
 class CodeAgent(MultiStepAgent):
