@@ -34,6 +34,7 @@ __all__ = [
     "FinalAnswerSignal",
     "OutputCallback",
     "SandboxError",
+    "acreate_executor",
     "available_executors",
     "create_executor",
     "register_executor",
@@ -181,6 +182,46 @@ class Executor(ABC):
     def __call__(self, code: str) -> CodeOutput:
         return self.run(code)
 
+    # The same contract, awaited. An executor with a native way to wait (a socket the loop watches,
+    # an async client) overrides these; the defaults run the blocking call in `effects.offload`'s
+    # bounded pool, so a third party's executor works from an event loop without holding it.
+
+    async def arun(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
+        """`run`, awaited; `on_output` is called on the event loop's thread. Cancelling the awaiting
+        task stops the block as `interrupt()` does, and raises `CancelledError` once it has ended."""
+        from codeward.executors.async_defaults import offloaded_run
+
+        return await offloaded_run(self, code, on_output)
+
+    async def asend_variables(self, variables: dict[str, Any]) -> None:
+        """`send_variables`, awaited."""
+        from codeward.effects import offload
+
+        await offload(self.send_variables, variables)
+
+    async def asend_tools(self, tools: dict[str, Tool]) -> None:
+        """`send_tools`, awaited."""
+        from codeward.effects import offload
+
+        await offload(self.send_tools, tools)
+
+    async def aclose(self) -> None:
+        """`close`, awaited. Also done by `async with executor:`."""
+        from codeward.effects import offload
+
+        await offload(self.close)
+
+    async def __aenter__(self) -> Executor:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
     def install_packages(self, packages: list[str]) -> list[str]:
         """Install packages into the sandbox and return the names now importable."""
         checked_packages(packages)
@@ -277,6 +318,19 @@ def import_with_extra(module_name: str, *, needed_by: str, extra: str | None) ->
 def create_executor(name: str, **kwargs: Any) -> Executor:
     """Build the executor registered as `name` with `kwargs`."""
     return executor_class(name)(**kwargs)
+
+
+async def acreate_executor(name: str, **kwargs: Any) -> Executor:
+    """`create_executor`, awaited: a sandbox that starts when built (a container, a kernel) starts
+    without holding the event loop, so that many started together overlap their starts."""
+    from codeward.effects import offload
+
+    cls = executor_class(name)
+    native = getattr(cls, "acreate", None)
+    if native is not None:
+        executor: Executor = await native(**kwargs)
+        return executor
+    return await offload(lambda: cls(**kwargs))
 
 
 register_executor("local", "codeward.executors.local.executor", "LocalExecutor")

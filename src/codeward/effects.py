@@ -1,0 +1,316 @@
+"""Waiting, written once: the code that waits yields what it waits on, and its caller waits.
+
+An agent's run and the host's talk with a local worker are generators. Where one must wait (a
+model's answer, a block's end, a socket that has nothing to read yet) it yields an `Effect` and is
+sent the result (or thrown the exception). `blocking` and `events` do each effect by blocking, for
+`run`; `awaited` and `aevents` by awaiting, for `arun`, so the event loop runs other tasks while one
+waits. Anything else a generator yields is an event for whoever consumes the run. One lifecycle,
+two ways to wait: the rules of a run or a block live in the generator, never in two copies.
+
+Work that has no way to wait but blocking (a sync tool, a sync model, a third party's executor)
+runs in `offload`'s bounded pool of threads when awaited: the loop never blocks on it, and a
+thousand waiting agents never make a thousand threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import contextvars
+import functools
+import os
+import select
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
+from typing import Any, TypeVar
+
+__all__ = [
+    "OFFLOAD_THREADS",
+    "Effect",
+    "Exited",
+    "Offloaded",
+    "Readable",
+    "Steps",
+    "StreamingEffect",
+    "Writable",
+    "aevents",
+    "awaited",
+    "blocking",
+    "events",
+    "offload",
+    "run_coroutine",
+]
+
+T = TypeVar("T")
+#: A generator that yields effects (and maybe events) and returns a `T`.
+Steps = Generator[Any, Any, T]
+
+#: Threads that run blocking work for awaiting callers, shared by the whole process.
+OFFLOAD_THREADS = min(32, (os.cpu_count() or 1) + 4)
+_offload_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+class Effect:
+    """Something a generator waits on: `call` blocks until it is done, `acall` awaits it."""
+
+    def call(self) -> Any:
+        raise NotImplementedError
+
+    async def acall(self) -> Any:
+        raise NotImplementedError
+
+
+class StreamingEffect(Effect):
+    """An effect with events while it lasts (a block's output as it prints): `stream` yields them
+    and returns the result; `astream` yields them, then the result wrapped in `Finished`."""
+
+    def stream(self) -> Generator[Any, None, Any]:
+        raise NotImplementedError
+
+    def astream(self) -> AsyncIterator[Any]:
+        raise NotImplementedError
+
+    def call(self) -> Any:
+        return blocking(self.stream())
+
+    async def acall(self) -> Any:
+        async for item in self.astream():
+            if isinstance(item, Finished):
+                return item.value
+        raise RuntimeError(f"{type(self).__name__}.astream ended without its result")
+
+
+class Finished:
+    """The result of a `StreamingEffect`, as the last item of its `astream`."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+# -- drivers ---------------------------------------------------------------------------
+
+
+def events(steps: Steps[T]) -> Generator[Any, Any, T]:
+    """Drive `steps` by blocking: do its effects, yield its events, return what it returns. A consumer
+    that stops early (``close()``) closes `steps` too, so its ``finally`` blocks run."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            item = steps.throw(error) if error is not None else steps.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        finally:
+            error = None  # no frame of ours keeps the exception (and its traceback) alive
+        value = None
+        try:
+            if isinstance(item, StreamingEffect):
+                value = yield from item.stream()
+            elif isinstance(item, Effect):
+                value = item.call()
+            else:
+                yield item
+        except GeneratorExit:  # the consumer stopped reading
+            steps.close()
+            raise
+        except BaseException as failure:  # the effect's, or thrown in by the consumer: it goes to `steps`
+            error = failure
+
+
+def blocking(steps: Steps[T]) -> T:
+    """Drive `steps`, which yields effects only, by blocking; return what it returns."""
+    driver = events(steps)
+    try:
+        item = next(driver)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    driver.close()
+    raise TypeError(f"an effect-only generator yielded the event {item!r}")
+
+
+async def aevents(steps: Steps[Any]) -> AsyncIterator[Any]:
+    """Drive `steps` by awaiting: do its effects on the running loop, yield its events. Cancelling the
+    task throws `CancelledError` into `steps` at its effect, so its own handlers stop what it began."""
+    value: Any = None
+    error: BaseException | None = None
+    try:
+        while True:
+            try:
+                item = steps.throw(error) if error is not None else steps.send(value)
+            except StopIteration:
+                return
+            finally:
+                error = None
+            value = None
+            try:
+                if isinstance(item, StreamingEffect):
+                    async with contextlib.aclosing(item.astream()) as pieces:  # type: ignore[type-var]
+                        async for piece in pieces:
+                            if isinstance(piece, Finished):
+                                value = piece.value
+                            else:
+                                yield piece
+                elif isinstance(item, Effect):
+                    value = await item.acall()
+                else:
+                    yield item
+            except GeneratorExit:
+                raise  # the consumer stopped reading: `steps` is closed below
+            except BaseException as failure:
+                error = failure
+    finally:
+        steps.close()  # a consumer that stopped early: `steps` runs its finally blocks
+
+
+async def awaited(steps: Steps[T]) -> T:
+    """Drive `steps`, which yields effects only, by awaiting; return what it returns."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            item = steps.throw(error) if error is not None else steps.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        finally:
+            error = None
+        if not isinstance(item, Effect):
+            steps.close()
+            raise TypeError(f"an effect-only generator yielded the event {item!r}")
+        try:
+            value = await item.acall()
+        except BaseException as failure:
+            value, error = None, failure
+
+
+# -- effects every generator may wait on ------------------------------------------------
+
+
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+class _Ready(Effect):
+    """Wait until a socket is ready, or `deadline` (a `time.monotonic()` instant) passes; the result
+    says which. Blocking waits with ``select``; awaiting, with the loop's own watch on the socket."""
+
+    _reading: bool
+
+    def __init__(self, sock: socket.socket | int, deadline: float | None) -> None:
+        self.fd = sock if isinstance(sock, int) else sock.fileno()
+        self.deadline = deadline
+
+    def call(self) -> bool:
+        watched = [self.fd]
+        found = (
+            select.select(watched, [], [], _left(self.deadline))
+            if self._reading
+            else select.select([], watched, [], _left(self.deadline))
+        )
+        return bool(found[0] or found[1])
+
+    async def acall(self) -> bool:
+        loop = asyncio.get_running_loop()
+        ready = loop.create_future()
+
+        def mark() -> None:
+            if not ready.done():
+                ready.set_result(True)
+
+        watch, unwatch = (
+            (loop.add_reader, loop.remove_reader) if self._reading else (loop.add_writer, loop.remove_writer)
+        )
+        watch(self.fd, mark)
+        try:
+            await asyncio.wait_for(ready, _left(self.deadline))
+        except TimeoutError:
+            return False
+        finally:
+            unwatch(self.fd)
+        return True
+
+
+class Readable(_Ready):
+    """Wait until the socket has something to read (or was closed), or the deadline passes."""
+
+    _reading = True
+
+
+class Writable(_Ready):
+    """Wait until the socket takes more bytes, or the deadline passes."""
+
+    _reading = False
+
+
+class Exited(Effect):
+    """Wait until a child process ends, up to `timeout` seconds; the result is its exit status, or None
+    if it still runs. Awaiting watches the process's pidfd where the system has one, else polls."""
+
+    def __init__(self, process: subprocess.Popen[Any], timeout: float) -> None:
+        self.process = process
+        self.timeout = timeout
+
+    def call(self) -> int | None:
+        try:
+            return self.process.wait(self.timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    async def acall(self) -> int | None:
+        deadline = time.monotonic() + self.timeout
+        if self.process.poll() is not None:
+            return self.process.returncode
+        try:
+            pidfd = os.pidfd_open(self.process.pid)
+        except (AttributeError, OSError):  # no pidfd here: look every few milliseconds
+            while self.process.poll() is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.005)
+            return self.process.poll()
+        try:
+            await Readable(pidfd, deadline).acall()
+        finally:
+            os.close(pidfd)
+        return self.process.poll()
+
+
+class Offloaded(Effect):
+    """A blocking call: made in place when blocking, and in `offload`'s pool of threads when awaited."""
+
+    def __init__(self, function: Callable[..., T], *args: Any) -> None:
+        self.function = function
+        self.args = args
+
+    def call(self) -> Any:
+        return self.function(*self.args)
+
+    async def acall(self) -> Any:
+        return await offload(self.function, *self.args)
+
+
+def offload(function: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+    """Run a blocking `function(*args)` in the shared pool, in the caller's context (its span, its
+    settings), and await it. The pool is bounded (`OFFLOAD_THREADS`): callers past it wait their turn."""
+    global _offload_pool
+    if _offload_pool is None:
+        _offload_pool = concurrent.futures.ThreadPoolExecutor(OFFLOAD_THREADS, thread_name_prefix="codeward-offload")
+    context = contextvars.copy_context()
+    call = functools.partial(context.run, function, *args)
+    return asyncio.get_running_loop().run_in_executor(_offload_pool, call)
+
+
+def run_coroutine(coroutine: Awaitable[T]) -> T:
+    """Run `coroutine` to its end from blocking code (an ``async def`` tool called by `run`): on a
+    fresh loop, or, on a thread that already runs one, on a fresh loop in a thread of its own."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_awaiting(coroutine))
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="codeward-coroutine") as thread:
+        context = contextvars.copy_context()
+        return thread.submit(context.run, asyncio.run, _awaiting(coroutine)).result()
+
+
+async def _awaiting(awaitable: Awaitable[T]) -> T:
+    return await awaitable
