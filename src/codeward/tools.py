@@ -19,12 +19,14 @@ from collections.abc import Callable
 from typing import Any
 
 from codeward import tracing
+from codeward.effects import Effect, offload, run_coroutine
 
 __all__ = [
     "FinalAnswerTool",
     "FunctionTool",
     "Tool",
     "ToolCallError",
+    "ToolCalled",
     "ToolDefinitionError",
     "tool",
 ]
@@ -154,16 +156,35 @@ class Tool:
                     f"got {type(value).__name__}: {_preview(value)}"
                 )
 
+    @property
+    def is_async(self) -> bool:
+        """Whether `forward` is ``async def``: then a call gives a coroutine, which the host awaits on
+        its event loop in `arun` and runs to its end in `run`."""
+        return inspect.iscoroutinefunction(self.forward)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Check the arguments and run the tool, in an ``execute_tool`` span: every call on the host passes here."""
-        with tracing.span(
-            f"execute_tool {self.name}", {tracing.OPERATION: "execute_tool", tracing.TOOL_NAME: self.name}
-        ) as span:
+        """Check the arguments and run the tool, in an ``execute_tool`` span: every call on the host passes here.
+        An async tool's call checks its arguments at once and gives the coroutine that runs it."""
+        if self.is_async:
+            return self._awaited_call(self.bind_arguments(args, kwargs))
+        with self._span() as span:
             arguments = self.bind_arguments(args, kwargs)
             span.value(tracing.TOOL_ARGUMENTS, arguments)
             result = self.forward(**arguments)
             span.value(tracing.TOOL_RESULT, result)
             return result
+
+    async def _awaited_call(self, arguments: dict[str, Any]) -> Any:
+        with self._span() as span:
+            span.value(tracing.TOOL_ARGUMENTS, arguments)
+            result = await self.forward(**arguments)
+            span.value(tracing.TOOL_RESULT, result)
+            return result
+
+    def _span(self) -> typing.ContextManager[tracing.Span]:
+        return tracing.span(
+            f"execute_tool {self.name}", {tracing.OPERATION: "execute_tool", tracing.TOOL_NAME: self.name}
+        )
 
     def python_signature(self) -> str:
         params = []
@@ -239,6 +260,10 @@ class FunctionTool(Tool):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(*args, **kwargs)
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.function)
 
     def source(self) -> str:
         """The function's own source without decorators, for sandboxes that run tools inline."""
@@ -352,3 +377,22 @@ def _inputs_from_signature(
 def _preview(value: Any, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class ToolCalled(Effect):
+    """A call of a host tool, waited on: blocking runs it (an async tool on a loop of its own);
+    awaiting runs an async tool on the event loop and a sync one in the shared bounded pool."""
+
+    def __init__(self, tool: Tool, arguments: dict[str, Any]) -> None:
+        self.tool = tool
+        self.arguments = arguments
+
+    def call(self) -> Any:
+        result = self.tool(**self.arguments)
+        return run_coroutine(result) if inspect.isawaitable(result) else result
+
+    async def acall(self) -> Any:
+        if self.tool.is_async:
+            return await self.tool(**self.arguments)
+        result = await offload(lambda: self.tool(**self.arguments))
+        return await result if inspect.isawaitable(result) else result

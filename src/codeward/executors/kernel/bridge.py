@@ -17,6 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from codeward.effects import Steps, blocking
 from codeward.executors import codec
 from codeward.executors.base import FINAL_ANSWER_TOOL
 from codeward.executors.codec import source as codec_source
@@ -24,7 +25,7 @@ from codeward.executors.files import beneath
 from codeward.executors.kernel import prelude
 from codeward.executors.kernel.cells import request_error
 from codeward.executors.kernel.inline_tools import inline_spec
-from codeward.tools import FinalAnswerTool, Tool, ToolCallError
+from codeward.tools import FinalAnswerTool, Tool, ToolCalled, ToolCallError
 
 __all__ = [
     "TOOL_MODES",
@@ -102,13 +103,21 @@ class ToolBridge:
 
     def answer(self, prompt: str) -> str:
         """The reply to one request from the sandbox's code."""
+        return blocking(self.answering(prompt))
+
+    def answering(self, prompt: str) -> Steps[str]:
+        """`answer`, as steps that yield the tool's call (`effects`): awaited, an async tool runs on the loop."""
         kind, body = request_kind(prompt)
         if kind != "tool":
             return request_error("call", "ToolCallError", "the sandbox can only call its tools")
-        return self.answer_tool(body)
+        return (yield from self.answering_tool(body))
 
     def answer_tool(self, body: str) -> str:
         """The reply to one encoded tool request (``{"tool": name, "arguments": {...}}``)."""
+        return blocking(self.answering_tool(body))
+
+    def answering_tool(self, body: str) -> Steps[str]:
+        """`answer_tool`, as steps that yield the tool's call."""
         try:
             request = codec.loads(body)  # allow_pickle stays off: bytes from a sandbox are never unpickled
             name, arguments = request["tool"], request["arguments"]
@@ -116,9 +125,9 @@ class ToolBridge:
                 raise TypeError("a request names a tool and gives its arguments as a dict")
         except Exception as error:  # anything malformed is refused, whatever it was
             return request_error("call", "ToolCallError", f"malformed tool request: {error}")
-        return self._run(name, arguments)
+        return (yield from self._running(name, arguments))
 
-    def _run(self, name: str, arguments: dict[Any, Any]) -> str:
+    def _running(self, name: str, arguments: dict[Any, Any]) -> Steps[str]:
         tool = self.tools.get(name)
         if tool is None or self.mode != "host":
             known = ", ".join(self.tools) or "none"
@@ -131,7 +140,8 @@ class ToolBridge:
             return request_error("call", "ToolCallError", str(error))
         started = time.perf_counter()
         try:
-            value = tool(**bound)  # through the tool's own __call__, which a wrapper may extend (batch audits)
+            # through the tool's own __call__, which a wrapper may extend (batch audits)
+            value = yield ToolCalled(tool, bound)
         except Exception as error:  # the tool's failure is the model's to handle, in the sandbox
             logger.info("tool %s failed after %.3f s: %s", name, time.perf_counter() - started, type(error).__name__)
             return request_error("tool", type(error).__name__, str(error), error)
