@@ -14,21 +14,23 @@ thousand waiting agents never make a thousand threads.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import contextlib
-import contextvars
-import functools
 import os
 import select
-import socket
-import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:  # asyncio and the pools load when something awaits: the local worker imports this module too
+    import asyncio
+    import concurrent.futures
+    import socket
+    import subprocess
 
 __all__ = [
     "OFFLOAD_THREADS",
+    "Completed",
     "Effect",
     "Exited",
     "Offloaded",
@@ -40,8 +42,10 @@ __all__ = [
     "awaited",
     "blocking",
     "events",
+    "is_cancellation",
     "offload",
     "run_coroutine",
+    "watched",
 ]
 
 T = TypeVar("T")
@@ -185,6 +189,35 @@ async def awaited(steps: Steps[T]) -> T:
             value, error = None, failure
 
 
+def watched(steps: Steps[T], watch: Callable[[Any], None]) -> Steps[T]:
+    """``yield from steps``, with `watch` called on each of its events once the consumer has it;
+    its effects pass through to the driver untouched. What `watch` raises ends `steps` there."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            item = steps.throw(error) if error is not None else steps.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        finally:
+            error = None
+        value = None
+        try:
+            value = yield item
+        except GeneratorExit:
+            steps.close()
+            raise
+        except BaseException as failure:
+            error = failure
+            continue
+        if not isinstance(item, Effect):
+            try:
+                watch(item)
+            except BaseException:
+                steps.close()
+                raise
+
+
 # -- effects every generator may wait on ------------------------------------------------
 
 
@@ -212,6 +245,8 @@ class _Ready(Effect):
         return bool(found[0] or found[1])
 
     async def acall(self) -> bool:
+        import asyncio
+
         loop = asyncio.get_running_loop()
         ready = loop.create_future()
 
@@ -253,12 +288,16 @@ class Exited(Effect):
         self.timeout = timeout
 
     def call(self) -> int | None:
+        import subprocess
+
         try:
             return self.process.wait(self.timeout)
         except subprocess.TimeoutExpired:
             return None
 
     async def acall(self) -> int | None:
+        import asyncio
+
         deadline = time.monotonic() + self.timeout
         if self.process.poll() is not None:
             return self.process.returncode
@@ -273,6 +312,21 @@ class Exited(Effect):
         finally:
             os.close(pidfd)
         return self.process.poll()
+
+
+class Completed(Effect):
+    """Wait until work running in another thread (a `concurrent.futures.Future`) is done; its result."""
+
+    def __init__(self, future: concurrent.futures.Future[Any]) -> None:
+        self.future = future
+
+    def call(self) -> Any:
+        return self.future.result()
+
+    async def acall(self) -> Any:
+        import asyncio
+
+        return await asyncio.wrap_future(self.future)
 
 
 class Offloaded(Effect):
@@ -292,6 +346,11 @@ class Offloaded(Effect):
 def offload(function: Callable[..., T], *args: Any) -> asyncio.Future[T]:
     """Run a blocking `function(*args)` in the shared pool, in the caller's context (its span, its
     settings), and await it. The pool is bounded (`OFFLOAD_THREADS`): callers past it wait their turn."""
+    import asyncio
+    import concurrent.futures
+    import contextvars
+    import functools
+
     global _offload_pool
     if _offload_pool is None:
         _offload_pool = concurrent.futures.ThreadPoolExecutor(OFFLOAD_THREADS, thread_name_prefix="codeward-offload")
@@ -303,6 +362,10 @@ def offload(function: Callable[..., T], *args: Any) -> asyncio.Future[T]:
 def run_coroutine(coroutine: Awaitable[T]) -> T:
     """Run `coroutine` to its end from blocking code (an ``async def`` tool called by `run`): on a
     fresh loop, or, on a thread that already runs one, on a fresh loop in a thread of its own."""
+    import asyncio
+    import concurrent.futures
+    import contextvars
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -314,3 +377,9 @@ def run_coroutine(coroutine: Awaitable[T]) -> T:
 
 async def _awaiting(awaitable: Awaitable[T]) -> T:
     return await awaitable
+
+
+def is_cancellation(error: BaseException) -> bool:
+    """Whether `error` is the event loop cancelling the awaiting task (asyncio imported or not)."""
+    asyncio = sys.modules.get("asyncio")
+    return asyncio is not None and isinstance(error, asyncio.CancelledError)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from codeward.mcp.server import ServeOptions, SessionSandbox
@@ -9,14 +11,18 @@ from codeward.mcp.server import ServeOptions, SessionSandbox
 
 def steps_after_five_calls(kept: int) -> list[int]:
     """The step numbers a session's agent remembers after five calls, keeping `kept`."""
-    sandbox = SessionSandbox(ServeOptions("local", steps_kept=kept))
-    try:
-        for n in range(5):
-            assert not sandbox.run(f"{n}").is_error
-        agent = sandbox._started()  # the session's agent, as the next call would find it
-        return [step.step_number for step in agent.memory.action_steps()]
-    finally:
-        sandbox.close()
+
+    async def calls() -> list[int]:
+        sandbox = SessionSandbox(ServeOptions("local", steps_kept=kept))
+        try:
+            for n in range(5):
+                assert not (await sandbox.run(f"{n}")).is_error
+            assert sandbox.agent is not None  # the session's agent, as the next call would find it
+            return [step.step_number for step in sandbox.agent.memory.action_steps()]
+        finally:
+            await sandbox.close()
+
+    return asyncio.run(calls())
 
 
 def test_a_long_session_keeps_only_its_last_steps_numbered_on() -> None:
@@ -29,13 +35,17 @@ def test_control_with_room_for_every_step_the_memory_grows_with_each_call(kept: 
 
 
 def _kept_after_a_big_value() -> list[object]:
-    sandbox = SessionSandbox(ServeOptions("local"))
-    try:
-        shown = sandbox.run("list(range(200_000))")
-        assert not shown.is_error and "more characters" in shown.content[0].text  # type: ignore[union-attr]
-        return [step.action_output for step in sandbox._started().memory.action_steps()]
-    finally:
-        sandbox.close()
+    async def call() -> list[object]:
+        sandbox = SessionSandbox(ServeOptions("local"))
+        try:
+            shown = await sandbox.run("list(range(200_000))")
+            assert not shown.is_error and "more characters" in shown.content[0].text  # type: ignore[union-attr]
+            assert sandbox.agent is not None
+            return [step.action_output for step in sandbox.agent.memory.action_steps()]
+        finally:
+            await sandbox.close()
+
+    return asyncio.run(call())
 
 
 def test_a_calls_value_is_not_kept_once_the_client_has_its_text() -> None:

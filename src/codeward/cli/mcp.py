@@ -26,8 +26,8 @@ _BUDGETS = {
     "max_sessions": (1, 16, "HTTP sessions open at once, in total; one more is refused with an MCP error"),
     "sessions_per_client": (1, 4, "HTTP sessions open at once from one client address"),
     "waiting_calls": (0, 2, "calls a session may have waiting behind the one running; more are refused at once"),
-    "threads": (1, 8, "calls running at once, in total (each holds a worker thread while its code runs)"),
-    "threads_per_client": (1, 2, "calls running at once from one client address, so no client takes every thread"),
+    "threads": (1, 8, "calls running at once, in total"),
+    "threads_per_client": (1, 2, "calls running at once from one client address, so no client takes every turn"),
     "steps_kept": (1, 50, "past calls a session's agent remembers; older ones are forgotten"),
 }
 

@@ -7,8 +7,11 @@ Everything about *where* the code runs lives in the executor's own module.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib
 import importlib.metadata
+import inspect
 import json
 import shlex
 import urllib.parse
@@ -17,10 +20,13 @@ from dataclasses import dataclass, field
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from codeward.effects import offload
 from codeward.executors.live import OutputCallback
 from codeward.executors.settings import checked_packages
 
 if TYPE_CHECKING:
+    import asyncio
+
     from codeward.tools import Tool
 
 __all__ = [
@@ -38,6 +44,7 @@ __all__ = [
     "available_executors",
     "create_executor",
     "register_executor",
+    "run_block",
 ]
 
 #: The tool whose call ends a run. Every sandbox makes it raise a `BaseException`
@@ -189,26 +196,18 @@ class Executor(ABC):
     async def arun(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
         """`run`, awaited; `on_output` is called on the event loop's thread. Cancelling the awaiting
         task stops the block as `interrupt()` does, and raises `CancelledError` once it has ended."""
-        from codeward.executors.async_defaults import offloaded_run
-
-        return await offloaded_run(self, code, on_output)
+        return await _offloaded_run(self, code, on_output)
 
     async def asend_variables(self, variables: dict[str, Any]) -> None:
         """`send_variables`, awaited."""
-        from codeward.effects import offload
-
         await offload(self.send_variables, variables)
 
     async def asend_tools(self, tools: dict[str, Tool]) -> None:
         """`send_tools`, awaited."""
-        from codeward.effects import offload
-
         await offload(self.send_tools, tools)
 
     async def aclose(self) -> None:
         """`close`, awaited. Also done by `async with executor:`."""
-        from codeward.effects import offload
-
         await offload(self.close)
 
     async def __aenter__(self) -> Executor:
@@ -244,6 +243,89 @@ class Executor(ABC):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+_OPEN_PARAMETERS = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+
+
+def run_block(executor: Executor, code: str, on_output: OutputCallback | None) -> CodeOutput:
+    """`executor.run(code, on_output)`; an executor written before live output (``run(self, code)``)
+    runs the block whole, and `on_output` hears its logs when it ends rather than a TypeError."""
+    if on_output is None:
+        return executor.run(code)
+    if _takes_on_output(type(executor)):
+        return executor.run(code, on_output)
+    output = executor.run(code)
+    if output.logs:
+        on_output("stdout", output.logs)
+    return output
+
+
+@functools.lru_cache(maxsize=64)
+def _takes_on_output(kind: type[Executor]) -> bool:
+    """Whether the executor class's `run` takes `on_output`: read once a class, not at every block."""
+    try:
+        parameters = inspect.signature(kind.run).parameters.values()
+    except (AttributeError, TypeError, ValueError):
+        return True
+    return any(p.name == "on_output" or p.kind in _OPEN_PARAMETERS for p in parameters)
+
+
+# `Executor.arun` for an executor with no native way to wait: its blocking `run` in the shared pool.
+# The block's output crosses to the event loop's thread, where `on_output` is called, as a native
+# `arun` calls it; a callback that raises stops the block (`interrupt()`), and its exception is
+# raised once the block has ended, as `run` does. Cancelling the awaiting task interrupts the block
+# and waits for it to end, so the executor is left between blocks, usable, and never mid-block.
+
+#: After a cancel, how long the block may take to stop by `interrupt()` before the executor is closed.
+CANCEL_GRACE_SECONDS = 5.0
+
+
+async def _offloaded_run(executor: Executor, code: str, on_output: OutputCallback | None) -> CodeOutput:
+    import asyncio  # here: the local worker imports this module, and needs no event loop
+
+    loop = asyncio.get_running_loop()
+    failure: list[Exception] = []
+    heard = None
+    if on_output is not None:
+        callback = on_output
+
+        def on_loop(stream: str, text: str) -> None:
+            if failure:
+                return
+            try:
+                callback(stream, text)
+            except Exception as error:  # stops the block; raised once it has ended
+                failure.append(error)
+                with contextlib.suppress(NotImplementedError):
+                    executor.interrupt()
+
+        def heard(stream: str, text: str) -> None:
+            loop.call_soon_threadsafe(on_loop, stream, text)
+
+    output = await _stop_on_cancel(executor, offload(run_block, executor, code, heard))
+    await asyncio.sleep(0)  # the pieces the block's last prints queued on the loop are heard first
+    if failure:
+        raise failure[0]
+    return output
+
+
+async def _stop_on_cancel(executor: Executor, running: asyncio.Future[CodeOutput]) -> CodeOutput:
+    """Await a block running elsewhere; on cancel, interrupt it and wait for its end (closing the
+    executor if it does not stop within `CANCEL_GRACE_SECONDS`), then raise `CancelledError`."""
+    import asyncio
+
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        with contextlib.suppress(NotImplementedError):
+            executor.interrupt()
+        done, _ = await asyncio.wait([running], timeout=CANCEL_GRACE_SECONDS)
+        if done:
+            running.exception()  # the interrupted block's error is the cancel's, taken so none is left unheard
+        else:
+            await offload(executor.close)
+        raise
 
 
 # name -> (module, class name, extra that installs its dependencies or None)
@@ -323,8 +405,6 @@ def create_executor(name: str, **kwargs: Any) -> Executor:
 async def acreate_executor(name: str, **kwargs: Any) -> Executor:
     """`create_executor`, awaited: a sandbox that starts when built (a container, a kernel) starts
     without holding the event loop, so that many started together overlap their starts."""
-    from codeward.effects import offload
-
     cls = executor_class(name)
     native = getattr(cls, "acreate", None)
     if native is not None:

@@ -1,11 +1,11 @@
-"""What the clients of `codeward mcp serve --http` may hold at once: sessions, calls in flight, worker threads.
+"""What the clients of `codeward mcp serve --http` may hold at once: sessions, calls waiting and running.
 
 A client is the address its connections come from. Each session holds a sandbox (a worker
 process, a container), so sessions are counted in total and per client, and a session's opening
 request beyond either budget is answered with an MCP error before the SDK makes anything of it.
-Calls run in worker threads, since a sandbox blocks while the code runs: a session runs one call
-and lets a few wait without a thread, and each client has a limiter of its own before the shared
-one, so one client's slow calls cannot take every thread.
+A call's code holds its sandbox while it runs (the call waits on the event loop, with no thread):
+a session runs one call and lets a few wait, and each client has a limiter of its own before the
+shared one, so one client's slow calls cannot take every turn to run.
 
 The count is kept where both ends are seen: the opening request here, in front of the SDK (the
 session's id is in its answer's headers), and the session's end on the SDK's per-connection

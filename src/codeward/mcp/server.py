@@ -17,11 +17,11 @@ a session's calls take turns here, and its agent forgets all but its last steps.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
-import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -35,6 +35,7 @@ from mcp.server.stdio import stdio_server
 from starlette.requests import Request
 
 from codeward import __version__
+from codeward.effects import offload
 from codeward.executors.base import ExecutorError
 from codeward.executors.live import OutputCallback
 from codeward.mcp.budgets import Budgets, CallQueue, client_of
@@ -92,31 +93,32 @@ class SessionSandbox:
     """One client session's sandbox, held by a `CodeAgent` whose model is the client's.
 
     The agent is made on the first `run` (a client that only lists tools starts nothing) and
-    runs each call as one of its steps (`CodeAgent.run_code`), so the sandbox gets tools and
+    runs each call as one of its steps (`CodeAgent.arun_code`), so the sandbox gets tools and
     imports, and the client gets its observations, exactly as `codeward run` would give them.
-    Calls of one session take turns: a sandbox runs one block at a time.
+    Calls of one session take turns: a sandbox runs one block at a time. A call waits on the
+    event loop (the executor's `arun`), holding no thread while its code runs.
     """
 
     def __init__(self, options: ServeOptions) -> None:
         self._options = options
-        self._agent: CodeAgent | None = None
-        self._lock = threading.Lock()
+        self.agent: CodeAgent | None = None
+        self._lock = anyio.Lock()
         self.calls = CallQueue()
         self._idle_note = ""
         self.last_used = time.monotonic()
 
-    def run(self, code: str, on_output: OutputCallback | None = None) -> types.CallToolResult:
-        """Run `code` (blocking: call it from a worker thread) and say what happened as the model should see it.
+    async def run(self, code: str, on_output: OutputCallback | None = None) -> types.CallToolResult:
+        """Run `code` and say what happened as the model should see it.
 
         `on_output` hears the block's output as it comes (the client's progress notifications)."""
-        with self._lock:
+        async with self._lock:
             self.last_used = time.monotonic()
             try:
-                agent = self._started()
+                agent = await self._started()
             except (ValueError, ExecutorError) as error:
                 return _text_result(f"The {self._options.executor!r} sandbox could not start: {error}", failed=True)
             try:
-                step = agent.run_code(code, on_output)
+                step = await agent.arun_code(code, on_output)
             finally:
                 self.last_used = time.monotonic()
                 del agent.memory.steps[: -self._options.steps_kept]  # a long session's memory stays bounded
@@ -126,43 +128,47 @@ class SessionSandbox:
             _forget_value(step)
             return _text_result(_joined(self._take_idle_note(), step.observations, answer))
 
-    def _started(self) -> CodeAgent:
-        if self._agent is None:
-            self._agent = CodeAgent(
-                tools=self._options.tools,
-                model=Model(),  # never asked: the MCP client's model writes the code
-                executor=self._options.executor,
-                executor_kwargs=self._options.executor_kwargs or None,
-                additional_authorized_imports=self._options.imports or None,
-                logger=AgentLogger(LogLevel.OFF),
+    async def _started(self) -> CodeAgent:
+        """The session's agent, made on the first call; a sandbox that starts when made (a container)
+        starts in the shared pool of threads, so the loop serves other sessions meanwhile."""
+        if self.agent is None:
+            self.agent = await offload(
+                lambda: CodeAgent(
+                    tools=self._options.tools,
+                    model=Model(),  # never asked: the MCP client's model writes the code
+                    executor=self._options.executor,
+                    executor_kwargs=self._options.executor_kwargs or None,
+                    additional_authorized_imports=self._options.imports or None,
+                    logger=AgentLogger(LogLevel.OFF),
+                )
             )
-        return self._agent
+        return self.agent
 
     def _take_idle_note(self) -> str:
         note, self._idle_note = self._idle_note, ""
         return note
 
-    def close_if_idle(self, now: float) -> None:
+    async def close_if_idle(self, now: float) -> None:
         """Close a sandbox unused for the idle timeout; the session's next call starts afresh, and is told."""
-        with self._lock:
-            if self._agent is not None and now - self.last_used >= self._options.idle_timeout:
-                self._close_agent()
+        async with self._lock:
+            if self.agent is not None and now - self.last_used >= self._options.idle_timeout:
+                await self._close_agent()
                 self._idle_note = (
                     f"The sandbox was idle for {self._options.idle_timeout:g} s and was closed; "
                     "this is a fresh one, and what earlier code defined is gone."
                 )
 
-    def reset(self) -> None:
+    async def reset(self) -> None:
         """Close the sandbox now; the next `run` starts a fresh one."""
-        with self._lock:
-            self._close_agent()
+        async with self._lock:
+            await self._close_agent()
 
     close = reset
 
-    def _close_agent(self) -> None:
-        agent, self._agent = self._agent, None
+    async def _close_agent(self) -> None:
+        agent, self.agent = self.agent, None
         if agent is not None:
-            agent.close()
+            await agent.aclose()
 
 
 def _forget_value(step: ActionStep) -> None:
@@ -199,7 +205,7 @@ class Sandboxes:
 
     async def _close(self, sandbox: SessionSandbox) -> None:
         self._open.discard(sandbox)
-        await anyio.to_thread.run_sync(sandbox.close)
+        await sandbox.close()
 
     async def close_idle_forever(self) -> None:
         """Every so often, close the sandboxes whose session has not called for the idle timeout."""
@@ -208,15 +214,14 @@ class Sandboxes:
             await anyio.sleep(period)
             now = time.monotonic()
             for sandbox in list(self._open):
-                await anyio.to_thread.run_sync(sandbox.close_if_idle, now)
+                await sandbox.close_if_idle(now)
 
     async def in_turn(
-        self, ctx: ServerRequestContext[Sandboxes], sandbox: SessionSandbox, call: Callable[[], T]
+        self, ctx: ServerRequestContext[Sandboxes], sandbox: SessionSandbox, call: Callable[[], Awaitable[T]]
     ) -> T | types.CallToolResult:
-        """Run `call` in a worker thread when the session's turn comes, within its client's threads and the server's.
-
-        Waiting calls hold no thread; past the few that may wait, a call is refused at once.
-        """
+        """Await `call` when the session's turn comes, within the calls its client and the server may
+        run at once (`--threads-per-client`, `--threads`); past the few that may wait, a call is
+        refused at once."""
         queue = sandbox.calls
         if queue.in_flight > self.options.waiting_calls:
             return _text_result(
@@ -230,10 +235,8 @@ class Sandboxes:
                 # a session's calls count against the client that opened it, from whatever address they come
                 client = self.budgets.owner(_connection_of(ctx).session_id) or _client_of(ctx)
                 limiter = self.budgets.limiter(client)
-                if limiter is None:
-                    return await anyio.to_thread.run_sync(call, limiter=self.budgets.threads)
-                async with limiter:
-                    return await anyio.to_thread.run_sync(call, limiter=self.budgets.threads)
+                async with limiter or contextlib.nullcontext(), self.budgets.threads:
+                    return await call()
         finally:
             queue.in_flight -= 1
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, overload
 
 from codeward import tracing
+from codeward.effects import Steps, aevents, awaited, blocking, events, watched
 from codeward.executors.base import ExecutorError
 from codeward.executors.settings import taken_name
 from codeward.platform.artifacts import StepsArtifacts
@@ -30,8 +31,9 @@ from codeward.platform.memory import (
     TaskStep,
     Timing,
 )
-from codeward.platform.models import ChatMessage, ChatMessageStreamDelta, Model, TokenUsage, ToolCall
+from codeward.platform.models import ChatMessage, Model, TokenUsage, ToolCall
 from codeward.platform.prompts import render, validate_prompt_templates
+from codeward.platform.run_effects import ModelAnswer, ModelDeltas
 from codeward.platform.run_files import RunSetup, ToolSource, VariableSource
 from codeward.tools import FinalAnswerTool, Tool
 
@@ -293,6 +295,49 @@ class MultiStepAgent:
         return_full_result: bool | None = None,
     ) -> Any:
         """Run `task`; return the final answer, a `RunResult`, or (with `stream=True`) a generator of events."""
+        max_steps, started = self._begin_run(task, reset, images, additional_args, max_steps)
+        self._setup_run()
+        run = events(self._run_stream(self.task, max_steps, images, streaming=stream))
+        if stream:
+            return run
+        final_step = None
+        for event in run:
+            final_step = event
+        return self._result(final_step, started, return_full_result)
+
+    async def arun(
+        self,
+        task: str,
+        stream: bool = False,
+        reset: bool = True,
+        images: list[Any] | None = None,
+        additional_args: dict[str, Any] | None = None,
+        max_steps: int | None = None,
+        return_full_result: bool | None = None,
+    ) -> Any:
+        """`run`, awaited: the same arguments, steps, callbacks and result; with `stream=True`, an
+        async iterator of the same events. The model is asked with `Model.agenerate` and the sandbox
+        with `Executor.arun`, so the event loop serves other tasks while this run waits. Cancelling
+        the awaiting task stops the running block as `interrupt()` does, and ends the run."""
+        max_steps, started = self._begin_run(task, reset, images, additional_args, max_steps)
+        await awaited(self._setting_up())
+        run = aevents(self._run_stream(self.task, max_steps, images, streaming=stream))
+        if stream:
+            return run
+        final_step = None
+        async for event in run:
+            final_step = event
+        return self._result(final_step, started, return_full_result)
+
+    def _begin_run(
+        self,
+        task: str,
+        reset: bool,
+        images: list[Any] | None,
+        additional_args: dict[str, Any] | None,
+        max_steps: int | None,
+    ) -> tuple[int, Timing]:
+        """Check the run's arguments and set up its memory; the steps' limit and the run's start."""
         if not isinstance(task, str) or not task.strip():
             raise ValueError("task must be a non-empty string saying what the agent should do")
         max_steps = self.max_steps if max_steps is None else max_steps
@@ -311,13 +356,10 @@ class MultiStepAgent:
         self.memory.steps.append(TaskStep(self.task, images))
         self.memory.setup = self._run_setup()
         self.logger.task(self.task, self._model_id(), self._executor_name())
-        self._setup_run()
-        events = self._run_stream(self.task, max_steps, images, streaming=stream)
-        if stream:
-            return events
-        final_step = None
-        for event in events:
-            final_step = event
+        return max_steps, started
+
+    def _result(self, final_step: Any, started: Timing, return_full_result: bool | None) -> Any:
+        """What a run that was not streamed returns: its answer, or with `return_full_result` all of it."""
         if not isinstance(final_step, FinalAnswerStep):
             raise AgentError(f"the run ended without a final answer step (last event: {type(final_step).__name__})")
         started.end_time = time.time()
@@ -350,7 +392,12 @@ class MultiStepAgent:
         return RunSetup(tools, variables, self.planning_interval)
 
     def _setup_run(self) -> None:
-        """Hook: a code agent sends variables and tools to its sandbox here."""
+        blocking(self._setting_up())
+
+    def _setting_up(self) -> Steps[None]:
+        """Hook: a code agent sends variables and tools to its sandbox here, yielding what it waits on."""
+        return
+        yield
 
     def interrupt(self) -> None:
         """Stop the run before its next step (safe to call from another thread or a callback)."""
@@ -391,13 +438,7 @@ class MultiStepAgent:
             if self.interrupt_switch:
                 raise AgentError("the run was interrupted")
             if self._planning_due():
-                planning_step = None
-                for event in self._planning_step(task, max_steps, streaming):
-                    if isinstance(event, PlanningStep):
-                        planning_step = event
-                    yield event
-                if planning_step is None:
-                    raise AgentError("the planning step ended without a plan")
+                planning_step = yield from self._planning_step(task, max_steps, streaming)
                 self.memory.steps.append(planning_step)
                 self.logger.plan(planning_step)
                 self._fire_callbacks(planning_step)
@@ -405,12 +446,7 @@ class MultiStepAgent:
             self.logger.step_start(self.step_number)
             with tracing.span("step", {tracing.STEP_NUMBER: self.step_number}) as step_span:
                 try:
-                    for event in self._step_stream(action_step, streaming):
-                        yield event
-                        if isinstance(event, (ActionOutput, ToolOutput)) and event.is_final_answer:
-                            self._check_final_answer(event.output)
-                            action_step.action_output = final_output = event.output
-                            action_step.is_final_answer = returned_final_answer = True
+                    yield from watched(self._step_stream(action_step, streaming), self._final_answer_taker(action_step))
                 except AgentGenerationError:
                     raise
                 except AgentError as error:
@@ -425,16 +461,29 @@ class MultiStepAgent:
                     self.memory.steps.append(action_step)
                     self.logger.step_end(action_step)
                     self._fire_callbacks(action_step)
+            if action_step.is_final_answer:
+                final_output, returned_final_answer = action_step.action_output, True
             yield action_step
             self.step_number += 1
         if not returned_final_answer:
-            final_output = self._answer_after_max_steps(task, images)
+            final_output = yield from self._answer_after_max_steps(task, images)
             yield self.memory.steps[-1]
         final_step = FinalAnswerStep(final_output)
         self.logger.final_answer(final_output)
         self._fire_callbacks(final_step)
         yield final_step
         return final_step
+
+    def _final_answer_taker(self, action_step: ActionStep) -> Callable[[Any], None]:
+        """What looks at each event of a step: a final answer that passes the checks ends the run."""
+
+        def take(event: Any) -> None:
+            if isinstance(event, (ActionOutput, ToolOutput)) and event.is_final_answer:
+                self._check_final_answer(event.output)
+                action_step.action_output = event.output
+                action_step.is_final_answer = True
+
+        return take
 
     def _record_interrupt(self, step: ActionStep, interrupt: KeyboardInterrupt) -> None:
         """Ctrl-C ends the run, but what the step's code printed before it is shown and kept (an
@@ -453,37 +502,20 @@ class MultiStepAgent:
         )
 
     def _generate(
-        self, messages: list[ChatMessage], streaming: bool, **kwargs: Any
-    ) -> Generator[ChatMessageStreamDelta, None, ChatMessage]:
+        self, messages: list[ChatMessage], streaming: bool = False, **kwargs: Any
+    ) -> Generator[Any, Any, ChatMessage]:
         """Ask the model, yielding deltas when streaming; any model failure is an AgentGenerationError."""
-        if not (streaming and getattr(self.model, "supports_streaming", False)):
-            return self._ask_model(messages, **kwargs)
-        parts: list[str] = []
-        usage = TokenUsage()
-        calls: list[ToolCall] = []
-        finish_reason = None
+        deltas = streaming and getattr(self.model, "supports_streaming", False)
         with self._chat_span() as span, _model_failures():
-            for delta in self.model.generate_stream(messages, **kwargs):
-                yield delta
-                parts.append(delta.content or "")
-                usage += delta.token_usage or TokenUsage()
-                calls.extend(delta.tool_calls or [])
-                finish_reason = delta.finish_reason or finish_reason
-            message = ChatMessage("assistant", "".join(parts), calls or None, usage, finish_reason)
+            message: ChatMessage = yield (ModelDeltas if deltas else ModelAnswer)(self.model, messages, kwargs)
             _describe_answer(span, message)
         return message
-
-    def _ask_model(self, messages: list[ChatMessage], **kwargs: Any) -> ChatMessage:
-        with self._chat_span() as span, _model_failures():
-            message = self.model.generate(messages, **kwargs)
-            _describe_answer(span, message)
-            return message
 
     def _chat_span(self) -> contextlib.AbstractContextManager[tracing.Span]:
         model_id = self._model_id()
         return tracing.span(f"chat {model_id}", {tracing.OPERATION: "chat", tracing.REQUEST_MODEL: model_id})
 
-    def _planning_step(self, task: str, max_steps: int, streaming: bool) -> Generator[Any, None, None]:
+    def _planning_step(self, task: str, max_steps: int, streaming: bool) -> Generator[Any, Any, PlanningStep]:
         started = Timing()
         templates = self.prompt_templates["planning"]
         variables = self._prompt_variables() | {"task": task}
@@ -502,7 +534,9 @@ class MultiStepAgent:
         plan = message.text().replace("<end_plan>", "").strip()
         intro = "Here are the facts I know and the plan I will follow:" if self.step_number == 1 else "My updated plan:"
         started.end_time = time.time()
-        yield PlanningStep(messages, message, f"{intro}\n{plan}", started, message.token_usage)
+        planning_step = PlanningStep(messages, message, f"{intro}\n{plan}", started, message.token_usage)
+        yield planning_step
+        return planning_step
 
     def _step_stream(self, action_step: ActionStep, streaming: bool) -> Generator[Any, None, None]:
         raise NotImplementedError
@@ -519,7 +553,7 @@ class MultiStepAgent:
                     f"the final answer {answer!r:.200} failed the check {name!r}; correct it and answer again"
                 )
 
-    def _answer_after_max_steps(self, task: str, images: list[Any] | None) -> Any:
+    def _answer_after_max_steps(self, task: str, images: list[Any] | None) -> Steps[Any]:
         """Out of steps: ask the model once for the best answer from all the work so far."""
         step = ActionStep(self.step_number, Timing(), error=AgentMaxStepsError("reached the maximum number of steps"))
         templates = self.prompt_templates["final_answer"]
@@ -529,7 +563,7 @@ class MultiStepAgent:
             ChatMessage("user", render(templates["post_messages"], task=task)),
         ]
         try:
-            message = self._ask_model(messages)
+            message = yield from self._generate(messages)
         finally:
             step.timing.end_time = time.time()
             self.memory.steps.append(step)

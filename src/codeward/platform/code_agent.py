@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
 import time
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import replace
 from typing import Any
 
 from codeward import tracing
+from codeward.effects import Offloaded, Steps, awaited, blocking
 from codeward.executors.base import (
     CodeOutput,
     ExecutionError,
@@ -23,10 +22,11 @@ from codeward.executors.displays import Display
 from codeward.platform.agents import ActionOutput, MultiStepAgent
 from codeward.platform.artifacts import OutputsBudget, OutputsCollector
 from codeward.platform.errors import AgentError, AgentExecutionError, AgentParsingError, AgentToolCallError
-from codeward.platform.live_blocks import BlockOutputDelta, streamed_block
+from codeward.platform.live_blocks import BlockOutputDelta
 from codeward.platform.memory import ActionStep
 from codeward.platform.models import Model, ToolCall
 from codeward.platform.parsing import extract_code
+from codeward.platform.run_effects import BlockRun, LiveBlock, SandboxSend
 from codeward.platform.run_files import RunSetup, mounts_setting, plain_settings
 from codeward.tools import Tool
 
@@ -34,7 +34,6 @@ __all__ = ["CodeAgent"]
 
 _TAGS = {None: ("<code>", "</code>"), "markdown": ("```python", "```")}
 _OUTPUT_PREVIEW = 10_000
-_OPEN_PARAMETERS = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
 
 def _text_of(value: Any, what: str, show: Callable[[Any], str]) -> str:
@@ -73,29 +72,6 @@ def _code_block_tags(tags: str | tuple[str, str] | None) -> tuple[str, str]:
     if isinstance(tags, (tuple, list)) and len(tags) == 2 and all(isinstance(t, str) and t for t in tags):
         return tags[0], tags[1]
     raise ValueError(f"code_block_tags must be None, 'markdown' or a pair of strings, got {tags!r}")
-
-
-def _run_block(executor: Executor, code: str, on_output: OutputCallback | None) -> CodeOutput:
-    """`executor.run(code, on_output)`; an executor written before live output (``run(self, code)``)
-    runs the block whole, and `on_output` hears its logs when it ends rather than a TypeError."""
-    if on_output is None:
-        return executor.run(code)
-    if _takes_on_output(type(executor)):
-        return executor.run(code, on_output)
-    output = executor.run(code)
-    if output.logs:
-        on_output("stdout", output.logs)
-    return output
-
-
-@functools.lru_cache(maxsize=64)
-def _takes_on_output(kind: type[Executor]) -> bool:
-    """Whether the executor class's `run` takes `on_output`: read once a class, not at every block."""
-    try:
-        parameters = inspect.signature(kind.run).parameters.values()
-    except (AttributeError, TypeError, ValueError):
-        return True
-    return any(p.name == "on_output" or p.kind in _OPEN_PARAMETERS for p in parameters)
 
 
 class CodeAgent(MultiStepAgent):
@@ -190,12 +166,12 @@ class CodeAgent(MultiStepAgent):
 
         return [module for module in imports if module not in DEFAULT_AUTHORIZED_IMPORTS]
 
-    def _setup_run(self) -> None:
-        self.executor.send_variables(self.state)
-        self.executor.send_tools({**self.tools, **self.managed_agents})
+    def _setting_up(self) -> Steps[None]:
+        yield SandboxSend(self.executor, "variables", self.state)
+        yield SandboxSend(self.executor, "tools", {**self.tools, **self.managed_agents})
         self._sandbox_has_tools = True
         if self.outputs is not None:
-            self.outputs.start_run(self.executor.files)
+            yield Offloaded(self.outputs.start_run, self.executor.files)
 
     def run_code(self, code: str, on_output: OutputCallback | None = None) -> ActionStep:
         """Run one block in this agent's sandbox as if its model had written it; return the block's step.
@@ -210,12 +186,19 @@ class CodeAgent(MultiStepAgent):
         nothing else: there is no run to end, and the next block runs in the same sandbox.
         `on_output` hears the block's output as it comes, as `Executor.run`'s does.
         """
+        return blocking(self._running_code(code, on_output))
+
+    async def arun_code(self, code: str, on_output: OutputCallback | None = None) -> ActionStep:
+        """`run_code`, awaited, through the executor's `arun`; `on_output` is called on the loop."""
+        return await awaited(self._running_code(code, on_output))
+
+    def _running_code(self, code: str, on_output: OutputCallback | None) -> Steps[ActionStep]:
         if not self._sandbox_has_tools:
-            self._setup_run()
+            yield from self._setting_up()
         past = self.memory.action_steps()  # a caller may have dropped the oldest: number after the last
         step = ActionStep(step_number=past[-1].step_number + 1 if past else 1, code_action=code)
         try:
-            outcome = self._execute(code, step, on_output)
+            outcome = yield from self._execute(code, step, on_output)
             step.action_output, step.is_final_answer = outcome.output, outcome.is_final_answer
         except AgentError as error:
             step.error = error
@@ -249,13 +232,8 @@ class CodeAgent(MultiStepAgent):
         action_step.tool_calls = [call]
         yield call
         self.logger.code(code)
-        if streaming:  # the block's output comes as events, between the step's call and its output
-            result = yield from streamed_block(
-                lambda on_output: self._execute(code, action_step, on_output), self.executor.interrupt
-            )
-        else:
-            result = self._execute(code, action_step)
-        yield result
+        # streaming, the block's output comes as events, between the step's call and its output
+        yield (yield from self._execute(code, action_step, live=streaming))
 
     def interrupt(self) -> None:
         """Stop the run before its next step, and the block that runs now (safe from another thread)."""
@@ -265,20 +243,23 @@ class CodeAgent(MultiStepAgent):
         except NotImplementedError:  # an executor that cannot: the block runs to its end or time limit
             pass
 
-    def _execute(self, code: str, action_step: ActionStep, on_output: OutputCallback | None = None) -> ActionOutput:
+    def _execute(
+        self, code: str, action_step: ActionStep, on_output: OutputCallback | None = None, *, live: bool = False
+    ) -> Steps[ActionOutput]:
+        """Run the block, its output also the run's events if `live`; then collect what it wrote."""
         try:
-            result = self._execute_block(code, action_step, on_output)
+            result = yield from self._execute_block(code, action_step, on_output, live)
         except AgentError:  # a block that failed may have written files too
-            self._collect_outputs(action_step)
+            yield from self._collect_outputs(action_step)
             raise
-        self._collect_outputs(action_step)
+        yield from self._collect_outputs(action_step)
         return result
 
-    def _collect_outputs(self, action_step: ActionStep) -> None:
+    def _collect_outputs(self, action_step: ActionStep) -> Steps[None]:
         """The files new or changed under outputs/ onto the step, and a line naming them for the model."""
         if self.outputs is None:
             return
-        collected = self.outputs.collect(self.executor.files)
+        collected = yield Offloaded(self.outputs.collect, self.executor.files)
         action_step.artifacts = collected.artifacts
         action_step.artifact_notes = collected.all_notes()
         line = collected.observation()
@@ -287,10 +268,10 @@ class CodeAgent(MultiStepAgent):
             self.logger.observation(line)
 
     def _execute_block(
-        self, code: str, action_step: ActionStep, on_output: OutputCallback | None = None
-    ) -> ActionOutput:
+        self, code: str, action_step: ActionStep, on_output: OutputCallback | None, live: bool
+    ) -> Steps[ActionOutput]:
         try:
-            output = self._run_in_sandbox(code, self._output_shown(on_output))
+            output = yield from self._run_in_sandbox(code, self._output_shown(on_output), live)
         except ExecutionTimeout as error:
             self._record_logs(action_step, error.logs)
             raise AgentExecutionError(
@@ -353,7 +334,7 @@ class CodeAgent(MultiStepAgent):
 
         return heard
 
-    def _run_in_sandbox(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
+    def _run_in_sandbox(self, code: str, on_output: OutputCallback | None, live: bool) -> Steps[CodeOutput]:
         """Run the block in the sandbox, in an ``execute_code`` span naming the sandbox, the code and how it ended."""
         attributes: dict[str, str | list[str]] = {tracing.SANDBOX_NAME: self._executor_name() or ""}
         sandbox_id = getattr(self.executor, "sandbox_id", None)  # where the executor names its sandbox
@@ -365,7 +346,7 @@ class CodeAgent(MultiStepAgent):
         with tracing.span("execute_code", attributes) as span:
             span.event(tracing.CODE, {tracing.CODE: code})
             try:
-                output = _run_block(self.executor, code, on_output)
+                output: CodeOutput = yield (LiveBlock if live else BlockRun)(self.executor, code, on_output)
             except Exception:
                 span.set({tracing.CODE_OUTCOME: "error"})
                 raise
@@ -386,6 +367,10 @@ class CodeAgent(MultiStepAgent):
         """Close the sandbox. Also done by `with CodeAgent(...) as agent:`."""
         self.executor.close()
 
+    async def aclose(self) -> None:
+        """Close the sandbox, awaited. Also done by `async with CodeAgent(...) as agent:`."""
+        await self.executor.aclose()
+
     def cleanup(self) -> None:
         """smolagents' name for `close()`, so code moved over from it closes the sandbox too."""
         self.close()
@@ -400,3 +385,9 @@ class CodeAgent(MultiStepAgent):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    async def __aenter__(self) -> CodeAgent:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

@@ -7,17 +7,19 @@ offline users drive an agent without a provider.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from codeward.effects import offload
 from codeward.handed_files import open_handed
 
 if TYPE_CHECKING:
@@ -154,6 +156,29 @@ class Model:
         message = self.generate(messages, stop_sequences, tools_to_call_from, **kwargs)
         yield ChatMessageStreamDelta(message.text(), message.tool_calls, message.token_usage, message.finish_reason)
 
+    async def agenerate(
+        self,
+        messages: Sequence[ChatMessage],
+        stop_sequences: list[str] | None = None,
+        tools_to_call_from: list[Tool] | None = None,
+        **kwargs: Any,
+    ) -> ChatMessage:
+        """`generate`, awaited (`arun` asks this): here, `generate` in the shared bounded pool of
+        threads; a model with an async client overrides it and holds no thread while it waits."""
+        return await offload(lambda: self.generate(messages, stop_sequences, tools_to_call_from, **kwargs))
+
+    async def agenerate_stream(
+        self,
+        messages: Sequence[ChatMessage],
+        stop_sequences: list[str] | None = None,
+        tools_to_call_from: list[Tool] | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatMessageStreamDelta]:
+        """`generate_stream`, awaited: here, each delta read in the shared pool of threads."""
+        deltas = iter(self.generate_stream(messages, stop_sequences, tools_to_call_from, **kwargs))
+        while (delta := await offload(next, deltas, None)) is not None:
+            yield delta
+
     def __call__(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
         return self.generate(messages, **kwargs)
 
@@ -235,6 +260,26 @@ class ScriptedModel(Model):
         return ChatMessage(
             "assistant", content, scripted.tool_calls, usage, "tool_calls" if scripted.tool_calls else "stop"
         )
+
+    async def agenerate(
+        self,
+        messages: Sequence[ChatMessage],
+        stop_sequences: list[str] | None = None,
+        tools_to_call_from: list[Tool] | None = None,
+        **kwargs: Any,
+    ) -> ChatMessage:
+        """A scripted answer takes no time: given at once, on the loop."""
+        return self.generate(messages, stop_sequences, tools_to_call_from, **kwargs)
+
+    async def agenerate_stream(
+        self,
+        messages: Sequence[ChatMessage],
+        stop_sequences: list[str] | None = None,
+        tools_to_call_from: list[Tool] | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatMessageStreamDelta]:
+        for delta in self.generate_stream(messages, stop_sequences, tools_to_call_from, **kwargs):
+            yield delta
 
     def generate_stream(
         self,
@@ -335,47 +380,60 @@ class LiteLLMModel(Model):
             kwargs["api_key"] = self.api_key
         return kwargs
 
-    def _wait_for_slot(self) -> None:
+    def _slot_delay(self) -> float:
+        """How long this call waits for its turn under `requests_per_minute` (0 without a limit)."""
         if not self._interval:
-            return
+            return 0.0
         with self._pace_lock:
             now = time.monotonic()
             delay = self._next_call - now
             self._next_call = max(now, self._next_call) + self._interval
-        if delay > 0:
-            time.sleep(delay)
+        return max(0.0, delay)
+
+    def _retrying(self) -> dict[str, Any]:
+        """tenacity's settings, the same for a call and an awaited one: transient failures only."""
+        from tenacity import retry_if_exception, stop_after_attempt, wait_random_exponential
+
+        return {
+            "retry": retry_if_exception(lambda error: type(error).__name__ in _TRANSIENT_ERRORS),
+            "wait": wait_random_exponential(multiplier=1, max=60),
+            "stop": stop_after_attempt(self.max_retries + 1),
+            "reraise": True,
+        }
 
     def _call(self, **kwargs: Any) -> Any:
-        # codeward does not use litellm's price table: keep its import from fetching one over the network
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        import litellm
-        from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+        from tenacity import Retrying
 
-        litellm.suppress_debug_info = True  # else every failed attempt prints litellm's help banner
-
-        def transient(error: BaseException) -> bool:
-            return type(error).__name__ in _TRANSIENT_ERRORS
-
-        for attempt in Retrying(
-            retry=retry_if_exception(transient),
-            wait=wait_random_exponential(multiplier=1, max=60),
-            stop=stop_after_attempt(self.max_retries + 1),
-            reraise=True,
-        ):
+        litellm = _litellm()
+        for attempt in Retrying(**self._retrying()):
             with attempt:
-                self._wait_for_slot()
-                return self._complete(litellm, kwargs)
+                if delay := self._slot_delay():
+                    time.sleep(delay)
+                try:
+                    return litellm.completion(**kwargs)
+                except Exception as error:
+                    raise self._failure(litellm, error, kwargs) from error
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _complete(self, litellm: Any, kwargs: dict[str, Any]) -> Any:
-        """One request; a failure that retrying cannot fix becomes a `ModelSetupError` saying what to change."""
-        try:
-            return litellm.completion(**kwargs)
-        except Exception as error:
-            setup = _setup_error(litellm, error, self.model_id, key_given=bool(self.api_key or kwargs.get("api_key")))
-            if setup is None:
-                raise
-            raise setup from error
+    async def _acall(self, **kwargs: Any) -> Any:
+        from tenacity import AsyncRetrying
+
+        litellm = _litellm()
+        async for attempt in AsyncRetrying(**self._retrying()):
+            with attempt:
+                if delay := self._slot_delay():
+                    await asyncio.sleep(delay)
+                try:
+                    return await litellm.acompletion(**kwargs)
+                except Exception as error:
+                    raise self._failure(litellm, error, kwargs) from error
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _failure(self, litellm: Any, error: Exception, kwargs: dict[str, Any]) -> Exception:
+        """What a failed request raises: a `ModelSetupError` saying what to change where retrying
+        cannot fix it, else the error itself (retried if it is transient)."""
+        setup = _setup_error(litellm, error, self.model_id, key_given=bool(self.api_key or kwargs.get("api_key")))
+        return error if setup is None else setup
 
     def generate(
         self,
@@ -384,19 +442,20 @@ class LiteLLMModel(Model):
         tools_to_call_from: list[Tool] | None = None,
         **kwargs: Any,
     ) -> ChatMessage:
-        response = self._call(**self._completion_kwargs(messages, stop_sequences, tools_to_call_from), **kwargs)
-        choice = response.choices[0].message
-        calls = [
-            ToolCall(c.function.name, _parse_arguments(c.function.arguments), c.id) for c in (choice.tool_calls or [])
-        ]
-        usage = getattr(response, "usage", None)
-        return ChatMessage(
-            "assistant",
-            choice.content,
-            calls or None,
-            TokenUsage(usage.prompt_tokens, usage.completion_tokens) if usage else None,
-            getattr(response.choices[0], "finish_reason", None),
+        return _message_of(
+            self._call(**self._completion_kwargs(messages, stop_sequences, tools_to_call_from), **kwargs)
         )
+
+    async def agenerate(
+        self,
+        messages: Sequence[ChatMessage],
+        stop_sequences: list[str] | None = None,
+        tools_to_call_from: list[Tool] | None = None,
+        **kwargs: Any,
+    ) -> ChatMessage:
+        """`generate` through litellm's async client (`acompletion`): no thread waits on the provider."""
+        request = self._completion_kwargs(messages, stop_sequences, tools_to_call_from)
+        return _message_of(await self._acall(**request, **kwargs))
 
     def generate_stream(
         self,
@@ -406,15 +465,55 @@ class LiteLLMModel(Model):
         **kwargs: Any,
     ) -> Iterator[ChatMessageStreamDelta]:
         request = self._completion_kwargs(messages, stop_sequences, tools_to_call_from)
-        stream = self._call(**request, stream=True, stream_options={"include_usage": True}, **kwargs)
-        for chunk in stream:
-            usage = getattr(chunk, "usage", None)
-            if usage:
-                yield ChatMessageStreamDelta(token_usage=TokenUsage(usage.prompt_tokens, usage.completion_tokens))
-            if chunk.choices and chunk.choices[0].delta and chunk.choices[0].delta.content:
-                yield ChatMessageStreamDelta(content=chunk.choices[0].delta.content)
-            if chunk.choices and getattr(chunk.choices[0], "finish_reason", None):
-                yield ChatMessageStreamDelta(finish_reason=chunk.choices[0].finish_reason)
+        for chunk in self._call(**request, **_STREAMING, **kwargs):
+            yield from _deltas_of(chunk)
+
+    async def agenerate_stream(
+        self,
+        messages: Sequence[ChatMessage],
+        stop_sequences: list[str] | None = None,
+        tools_to_call_from: list[Tool] | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatMessageStreamDelta]:
+        request = self._completion_kwargs(messages, stop_sequences, tools_to_call_from)
+        async for chunk in await self._acall(**request, **_STREAMING, **kwargs):
+            for delta in _deltas_of(chunk):
+                yield delta
+
+
+_STREAMING = {"stream": True, "stream_options": {"include_usage": True}}
+
+
+def _litellm() -> Any:
+    # codeward does not use litellm's price table: keep its import from fetching one over the network
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True  # else every failed attempt prints litellm's help banner
+    return litellm
+
+
+def _message_of(response: Any) -> ChatMessage:
+    choice = response.choices[0].message
+    calls = [ToolCall(c.function.name, _parse_arguments(c.function.arguments), c.id) for c in (choice.tool_calls or [])]
+    usage = getattr(response, "usage", None)
+    return ChatMessage(
+        "assistant",
+        choice.content,
+        calls or None,
+        TokenUsage(usage.prompt_tokens, usage.completion_tokens) if usage else None,
+        getattr(response.choices[0], "finish_reason", None),
+    )
+
+
+def _deltas_of(chunk: Any) -> Iterator[ChatMessageStreamDelta]:
+    usage = getattr(chunk, "usage", None)
+    if usage:
+        yield ChatMessageStreamDelta(token_usage=TokenUsage(usage.prompt_tokens, usage.completion_tokens))
+    if chunk.choices and chunk.choices[0].delta and chunk.choices[0].delta.content:
+        yield ChatMessageStreamDelta(content=chunk.choices[0].delta.content)
+    if chunk.choices and getattr(chunk.choices[0], "finish_reason", None):
+        yield ChatMessageStreamDelta(finish_reason=chunk.choices[0].finish_reason)
 
 
 _MISSING_KEY = re.compile(r"missing\b.{0,40}\b(credentials|api[ _-]?key)", re.IGNORECASE)

@@ -6,6 +6,8 @@ silently empty hole in what the model reads.
 
 from __future__ import annotations
 
+import copy
+import functools
 from importlib import resources
 from typing import Any
 
@@ -25,7 +27,14 @@ _ENVIRONMENT = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailin
 
 
 def load_prompt_templates(name: str) -> dict[str, Any]:
-    """The package's own templates for an agent kind (``"code_agent"``, ``"toolcalling_agent"``)."""
+    """The package's own templates for an agent kind (``"code_agent"``, ``"toolcalling_agent"``): a copy
+    of its own, which the caller may change, of what is read once a process (forty agents started
+    together on one event loop would otherwise parse the same YAML forty times)."""
+    return copy.deepcopy(_parsed_templates(name))
+
+
+@functools.cache
+def _parsed_templates(name: str) -> dict[str, Any]:
     text = resources.files("codeward.prompts").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
     templates: dict[str, Any] = yaml.safe_load(text)
     validate_prompt_templates(templates)
@@ -44,9 +53,15 @@ def validate_prompt_templates(templates: Any) -> None:
                 raise ValueError(f"prompt_templates is missing the key '{key}.{subkey}'")
 
 
+@functools.lru_cache(maxsize=256)
+def _compiled(template: str) -> jinja2.Template:
+    """A template compiled once (each agent renders the same few at every run)."""
+    return _ENVIRONMENT.from_string(template)
+
+
 def render(template: str, **variables: Any) -> str:
     try:
-        return _ENVIRONMENT.from_string(template).render(**variables)
+        return _compiled(template).render(**variables)
     except jinja2.UndefinedError as error:
         raise ValueError(
             f"prompt template uses an undefined variable: {error.message}; "

@@ -10,12 +10,13 @@ import json
 from collections.abc import Generator
 from typing import Any
 
+from codeward.effects import Steps
 from codeward.platform.agents import MultiStepAgent, ToolOutput
 from codeward.platform.errors import AgentParsingError, AgentToolCallError, AgentToolExecutionError
 from codeward.platform.memory import ActionStep
 from codeward.platform.models import ToolCall
 from codeward.platform.parsing import extract_tool_call
-from codeward.tools import Tool, ToolCallError
+from codeward.tools import Tool, ToolCalled, ToolCallError
 
 __all__ = ["PythonInterpreterTool", "ToolCallingAgent"]
 
@@ -70,7 +71,7 @@ class ToolCallingAgent(MultiStepAgent):
         observations = []
         for call in calls:
             yield call
-            output = self._call_tool(call)
+            output = yield from self._call_tool(call)
             observations.append(output.observation)
             action_step.observations = "\n".join(observations)
             yield output
@@ -85,19 +86,16 @@ class ToolCallingAgent(MultiStepAgent):
             return {key: self._resolve(value) for key, value in arguments.items()}
         return arguments
 
-    def _call_tool(self, call: ToolCall) -> ToolOutput:
+    def _call_tool(self, call: ToolCall) -> Steps[ToolOutput]:
         available = {**self.tools, **self.managed_agents}
         tool = available.get(call.name)
         if tool is None:
             raise AgentToolCallError(f"unknown tool {call.name!r}; call one of: {', '.join(available)}")
         arguments = self._resolve(call.arguments)
         try:
-            if isinstance(arguments, dict):
-                result = tool(**arguments)
-            elif arguments is None:
-                result = tool()
-            else:
-                result = tool(arguments)
+            if not isinstance(arguments, dict):
+                arguments = tool.bind_arguments(() if arguments is None else (arguments,), {})
+            result = yield ToolCalled(tool, arguments)  # awaited in `arun`: an async tool runs on the loop
         except ToolCallError as error:
             raise AgentToolCallError(
                 f"wrong arguments for tool {call.name!r}: {error}. Its inputs are: {json.dumps(tool.inputs, default=str)}"

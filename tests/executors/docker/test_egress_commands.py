@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -112,8 +113,12 @@ def test_each_mcp_session_sandbox_gets_the_serves_egress_list(server: Origin) ->
     mcp_server = pytest.importorskip("codeward.mcp.server")
     options = mcp_server.ServeOptions("docker", executor_kwargs={"egress": [server.entry]})
     session = mcp_server.SessionSandbox(options)
-    try:
-        answer = session.run(fetch_code(server.url("/echo?at=mcp")) + "\nprint(_got)")
-    finally:
-        session.close()
+
+    async def call():
+        try:
+            return await session.run(fetch_code(server.url("/echo?at=mcp")) + "\nprint(_got)")
+        finally:
+            await session.close()
+
+    answer = asyncio.run(call())
     assert "/echo?at=mcp" in answer.content[0].text

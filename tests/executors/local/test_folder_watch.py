@@ -11,7 +11,7 @@ import pytest
 
 from codeward.executors import LocalExecutor
 from codeward.executors.base import ExecutionError, SandboxError
-from codeward.executors.local import folder_watch, process
+from codeward.executors.local import folder_watch, worker_process
 
 WRITE_BYTES = """
 import os
@@ -36,7 +36,7 @@ time.sleep(1.5)
 @pytest.fixture
 def small_folder_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """A 4 MiB budget, no slack, and 1,000 names: what the attacks pass."""
-    monkeypatch.setattr(process, "DEFAULT_FOLDER_BYTES", 4 * 2**20)
+    monkeypatch.setattr(worker_process, "DEFAULT_FOLDER_BYTES", 4 * 2**20)
     monkeypatch.setattr(folder_watch, "SLACK_BYTES", 0)
     monkeypatch.setattr(folder_watch, "MOST_ENTRIES", 1000)
 
@@ -62,7 +62,7 @@ def test_control_with_the_hosts_limit_lifted_the_same_code_fills_the_folder(
     small_folder_budget: None, monkeypatch: pytest.MonkeyPatch, code: str
 ) -> None:
     monkeypatch.setattr(folder_watch, "MOST_ENTRIES", 10**9)
-    monkeypatch.setattr(process, "DEFAULT_FOLDER_BYTES", 2**40)
+    monkeypatch.setattr(worker_process, "DEFAULT_FOLDER_BYTES", 2**40)
     with escaped() as executor:
         assert executor.run(code).output in ("written", "made")
         used, entries = folder_watch.folder_usage(executor.working_folder)

@@ -29,7 +29,8 @@ import pytest
 
 from codeward.executors import LocalExecutor
 from codeward.executors.base import ExecutionError, ExecutionTimeout, SandboxError
-from codeward.executors.local import process
+from codeward.executors.local import process, worker_process
+from codeward.executors.local.channel import Channel
 from codeward.executors.local.watchdog import resident_bytes
 from codeward.platform.tools import tool
 from tests.executors.contract.conftest import process_gone
@@ -201,7 +202,7 @@ def test_a_forged_length_over_the_frame_limit_is_refused_before_the_host_reads_i
     )
     options = {"max_value_size": 2_000_000}  # a body limit of 64 MiB
     with monkeypatch.context() as lifted:
-        lifted.setattr(process, "frame_limits", lambda settings: (2**20, 2**40))  # control: no limit
+        lifted.setattr(worker_process, "frame_limits", lambda settings: (2**20, 2**40))  # control: no limit
         with executor(**options) as sandbox, peak_growth() as grown:
             outcome, _ = timed(lambda: sandbox.run(stream))
         assert isinstance(outcome, SandboxError), outcome
@@ -225,13 +226,14 @@ def _preallocating(self: Any, size: int, deadline: float | None) -> bytes:
     while got < size:
         got += self._call(self.sock.recv_into, view[got:], deadline)
     return bytes(buffer)
+    yield  # the old read, as the steps the channel now drives
 
 
 def test_a_length_within_the_limit_is_not_allocated_before_its_bytes_come(monkeypatch):
     claim = CHANNEL + ALARM_OFF + "write_all(struct.pack('!IQ', 2, 100 * 2**20) + b'{}')\ntime.sleep(30)"
     options = {"max_value_size": 4_000_000}  # a body limit of 128 MB
     with monkeypatch.context() as old:
-        old.setattr(process.Channel, "_read_exactly", _preallocating)  # control: the old read
+        old.setattr(Channel, "_read_exactly", _preallocating)  # control: the old read
         with executor(**options) as sandbox, peak_growth() as grown:
             timed(lambda: sandbox.run(claim))
         assert grown[0] > 80 * 2**20, f"control: the host grew by only {grown[0] / 2**20:.0f} MiB"
@@ -319,7 +321,7 @@ def test_garbage_on_the_channel_ends_the_worker_cleanly():
 def test_a_worker_that_closes_its_channel_and_runs_on_is_stopped(monkeypatch):
     code = CHANNEL + ALARM_OFF + f"time.sleep({LIMIT - 0.2})\nos.close(FD)\nwhile True:\n    pass"
     with monkeypatch.context() as patient:
-        patient.setattr(process, "DEATH_SECONDS", 10.0)  # control: the host waits long for its status
+        patient.setattr(worker_process, "DEATH_SECONDS", 10.0)  # control: the host waits long for its status
         with executor() as sandbox:
             outcome, took = timed(lambda: sandbox.run(code))
         assert took > LIMIT + ROOM, f"control: {outcome} in {took:.1f} s"
@@ -347,9 +349,14 @@ DEAF = (
 )
 
 
+def _write_without_deadline(self, data, deadline):
+    self.sock.sendall(data)
+    yield from ()
+
+
 def test_a_worker_that_stops_reading_cannot_hold_the_host_in_a_send(monkeypatch):
     with monkeypatch.context() as blocking, executor() as sandbox:
-        blocking.setattr(process.Channel, "_write", lambda self, data, deadline: self.sock.sendall(data))  # control
+        blocking.setattr(Channel, "_writing", _write_without_deadline)  # control
         sandbox.send_tools({"big": big})
         sandbox.run("1")
         worker = sandbox._worker._worker  # type: ignore[union-attr]
@@ -374,15 +381,15 @@ CLEAR_PDEATHSIG = "import ctypes\nctypes.CDLL(None, use_errno=True).prctl(1, 0, 
 HOST = """
 import os, sys
 from codeward.executors import LocalExecutor
-from codeward.executors.local import process
+from codeward.executors.local import worker_process
 
 if sys.argv[2] == "no-reaper":
     class NoReaper:
         def __init__(self, pid):
             self.process = None
-        def release(self):
-            pass
-    process.Reaper = NoReaper
+        def releasing(self):
+            yield from ()
+    worker_process.Reaper = NoReaper
 executor = LocalExecutor(authorized_imports=["*"], timeout_seconds=100, confinement=sys.argv[1])
 cleared = executor.run(sys.argv[3]).output
 reaper = executor._worker._worker.reaper.process

@@ -12,7 +12,7 @@ from codeward.executors import LocalExecutor
 from codeward.executors.base import ExecutionError, ExecutorError
 from codeward.executors.codec import CodecError
 from codeward.executors.local import confinement
-from codeward.executors.local.process import worker_import_path
+from codeward.executors.local.worker_process import worker_import_path
 from codeward.platform.tools import FinalAnswerTool, tool
 
 pytestmark = pytest.mark.timeout(60)

@@ -13,13 +13,14 @@ the start of the next.
 from __future__ import annotations
 
 import json
-import select
 import socket
 import struct
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
+
+from codeward.effects import Readable, Steps, Writable, blocking
 
 __all__ = ["TEXT_LIMIT", "Channel", "ChannelClosed", "ChannelError", "ChannelTimeout"]
 
@@ -61,6 +62,12 @@ class Channel:
     ) -> None:
         """Send one message; with a `deadline`, a reader that stops taking it cannot hold the sender
         past that instant (`ChannelTimeout`; the frame may then be cut, so the channel is done)."""
+        blocking(self.sending(header, body, parts, deadline))
+
+    def sending(
+        self, header: dict[str, Any], body: str = "", parts: Sequence[Any] = (), deadline: float | None = None
+    ) -> Steps[None]:
+        """`send`, as steps that yield each wait for the socket (`effects`)."""
         sizes = [memoryview(part).nbytes for part in parts]
         if sizes:
             header = {**header, "parts": sizes}
@@ -69,25 +76,17 @@ class Channel:
         size = len(data) + sum(sizes)
         frame = _LENGTHS.pack(len(head), size) + head
         if size < _CHUNK:  # one write for the small messages that make up a round trip
-            self._write(b"".join([frame, data, *parts]), deadline)
+            yield from self._writing(b"".join([frame, data, *parts]), deadline)
             return
         for piece in (frame, data, *parts):
-            self._write(piece, deadline)
+            yield from self._writing(piece, deadline)
 
-    def _write(self, data: Any, deadline: float | None) -> None:
-        if deadline is None:
-            self.sock.sendall(data)
-            return
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise ChannelTimeout("the message was not taken before the deadline")
-        self.sock.settimeout(left)  # since Python 3.5, the whole sendall's limit
-        try:
-            self.sock.sendall(data)
-        except TimeoutError:
-            raise ChannelTimeout("the message was not taken before the deadline") from None
-        finally:
-            self.sock.settimeout(None)
+    def _writing(self, data: Any, deadline: float | None) -> Steps[None]:
+        left = memoryview(data).cast("B")
+        while left:
+            if not (yield Writable(self.sock, deadline)):
+                raise ChannelTimeout("the message was not taken before the deadline")
+            left = left[self._call(self.sock.send, left, deadline) :]
 
     def receive(
         self, deadline: float | None = None, whole: Callable[[], AbstractContextManager[None]] | None = None
@@ -98,33 +97,34 @@ class Channel:
 
         A deadline already past ends it even when whole messages wait in the buffer: a sender that
         queued many ahead does not buy time."""
+        return blocking(self.receiving(deadline, whole))
+
+    def receiving(
+        self, deadline: float | None = None, whole: Callable[[], AbstractContextManager[None]] | None = None
+    ) -> Steps[tuple[dict[str, Any], str, list[bytes]]]:
+        """`receive`, as steps that yield each wait for the socket (`effects`). Stopped at a wait (a
+        cancelled task), the channel keeps what it read, and the next receive goes on from there."""
         if deadline is not None and time.monotonic() > deadline:
             raise ChannelTimeout("no answer before the deadline")
         if whole is None:
-            return self._frame(deadline)
-        if not self._pending:
-            self._wait_readable(deadline)  # nothing of a frame has come: what interrupts the wait loses nothing
+            return (yield from self._frame(deadline))
+        if not self._pending and not (yield Readable(self.sock, deadline)):
+            raise ChannelTimeout("no answer before the deadline")  # nothing of a frame has come: nothing lost
         with whole():
-            return self._frame(deadline)
+            return (yield from self._frame(deadline))
 
-    def _wait_readable(self, deadline: float | None) -> None:
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        if not select.select([self.sock], [], [], left)[0]:
-            raise ChannelTimeout("no answer before the deadline")
-
-    def _frame(self, deadline: float | None) -> tuple[dict[str, Any], str, list[bytes]]:
+    def _frame(self, deadline: float | None) -> Steps[tuple[dict[str, Any], str, list[bytes]]]:
         while len(self._pending) < _LENGTHS.size:
-            self._read_ahead(deadline)
+            yield from self._read_ahead(deadline)
         head_size, body_size = _LENGTHS.unpack_from(self._pending)
         self._check_sizes(head_size, body_size)
         size = _LENGTHS.size + head_size + body_size
         if size - len(self._pending) > _CHUNK:
-            frame = self._read_exactly(size, deadline)
+            frame = yield from self._read_exactly(size, deadline)
         else:
             while len(self._pending) < size:
-                self._read_ahead(deadline)
-            frame = bytes(self._pending[:size])
-            del self._pending[:size]
+                yield from self._read_ahead(deadline)
+            frame = self._take(size)
         return _parse(frame, head_size)
 
     def _check_sizes(self, head_size: int, body_size: int) -> None:
@@ -133,16 +133,25 @@ class Channel:
         if self.limit is not None and head_size + body_size > self.limit:
             raise ChannelError(f"a message of {head_size + body_size:,} bytes, over the limit of {self.limit:,}")
 
-    def _read_ahead(self, deadline: float | None) -> None:
-        self._pending += self._call(self.sock.recv, _CHUNK, deadline)
+    def _read_ahead(self, deadline: float | None) -> Steps[None]:
+        self._pending += yield from self._reading(_CHUNK, deadline)
 
-    def _read_exactly(self, size: int, deadline: float | None) -> bytes:
-        """A large frame, its buffer grown by what arrives: the length it announced is a claim."""
-        buffer = bytearray(self._pending)
-        self._pending.clear()
-        while len(buffer) < size:
-            buffer += self._call(self.sock.recv, min(size - len(buffer), _LARGE_READ), deadline)
-        return bytes(buffer)
+    def _read_exactly(self, size: int, deadline: float | None) -> Steps[bytes]:
+        """A large frame, the buffer grown by what arrives: the length it announced is a claim."""
+        while len(self._pending) < size:
+            self._pending += yield from self._reading(min(size - len(self._pending), _LARGE_READ), deadline)
+        return self._take(size)
+
+    def _take(self, size: int) -> bytes:
+        with memoryview(self._pending) as pending:
+            frame = bytes(pending[:size])  # one copy, however large the frame
+        del self._pending[:size]
+        return frame
+
+    def _reading(self, most: int, deadline: float | None) -> Steps[bytes]:
+        if not (yield Readable(self.sock, deadline)):
+            raise ChannelTimeout("no answer before the deadline")
+        return self._call(self.sock.recv, most, deadline)  # type: ignore[no-any-return]
 
     def _call(self, read: Any, argument: Any, deadline: float | None) -> Any:
         if deadline is not None:

@@ -167,11 +167,7 @@ class LocalExecutor(Executor):
             try:
                 self._worker.send_variables(variables)
             except CodecError as error:
-                raise CodecError(
-                    f"{error}. A live object (a connection, an open file) cannot go to the worker process; "
-                    "pass data instead, or use LocalExecutor(isolation='in_process'), which keeps such values "
-                    "in this process under the policy alone"
-                ) from None
+                raise _not_for_the_worker(error) from None
         else:
             assert self._interpreter is not None
             self._interpreter.send_variables(variables)
@@ -208,6 +204,41 @@ class LocalExecutor(Executor):
         live.raise_failure()
         return output
 
+    async def arun(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
+        """`run`, awaited. A worker's socket is watched by the event loop, with no thread per block; in
+        process, the block runs in the shared pool of threads (`Executor.arun`)."""
+        self._check_open()
+        if self._worker is None:
+            return await super().arun(code, on_output)
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, got {type(code).__name__}")
+        output = await self._worker.arun(code, on_output)
+        self._report_missing_layers()
+        return output
+
+    async def asend_variables(self, variables: dict[str, Any]) -> None:
+        self._check_open()
+        if self._worker is None:
+            return await super().asend_variables(variables)
+        checked_variable_names(variables, tools=self._tools)
+        try:
+            await self._worker.asend_variables(variables)
+        except CodecError as error:
+            raise _not_for_the_worker(error) from None
+
+    async def asend_tools(self, tools: dict[str, Tool]) -> None:
+        self._check_open()
+        if self._worker is None:
+            return await super().asend_tools(tools)
+        checked_tool_names(tools)
+        self._tools.update(tools)
+        await self._worker.asend_tools(self._tools)
+
+    async def aclose(self) -> None:
+        if self._worker is not None and not self._closed:
+            await self._worker.aclose()  # the worker's exit awaited; the rest takes no wait
+        self.close()
+
     def interrupt(self) -> None:
         """Stop the running block from another thread: a worker gets SIGINT, as from Ctrl-C; in
         process, the block is stopped at its next bytecode (or at once from a sleep)."""
@@ -238,6 +269,14 @@ class LocalExecutor(Executor):
     def _check_open(self) -> None:
         if self._closed:
             raise ExecutorError("this LocalExecutor is closed; create a new one")
+
+
+def _not_for_the_worker(error: CodecError) -> CodecError:
+    return CodecError(
+        f"{error}. A live object (a connection, an open file) cannot go to the worker process; "
+        "pass data instead, or use LocalExecutor(isolation='in_process'), which keeps such values "
+        "in this process under the policy alone"
+    )
 
 
 def _in_host_context(on_output: OutputCallback | None) -> OutputCallback | None:

@@ -53,7 +53,8 @@ def folder_usage(folder: str, most_entries: int = MOST_ENTRIES) -> tuple[int, in
 
 class FolderWatch:
     """Measures a worker's working folder against its budget from the host, for the worker's life
-    (a thread the code left running between blocks writes too); `stop(reason)` once it is over."""
+    (a thread the code left running between blocks writes too); `stop(reason)` once it is over.
+    One thread of the host's looks at every folder being watched, however many workers run."""
 
     def __init__(
         self, folder: str, most_bytes: int, stop: Callable[[str], None], most_entries: int | None = None
@@ -62,9 +63,8 @@ class FolderWatch:
         self.most_bytes = most_bytes + SLACK_BYTES
         self.most_entries = MOST_ENTRIES if most_entries is None else most_entries
         self._stop = stop
-        self._done = threading.Event()
-        self._watcher = threading.Thread(target=self._look, name="codeward-folder-watch", daemon=True)
-        self._watcher.start()
+        self.next_look = time.monotonic() + CHECK_EVERY_SECONDS
+        _WATCHER.add(self)
 
     def overrun(self) -> str | None:
         """Why the folder is past what it may hold, or None."""
@@ -81,15 +81,54 @@ class FolderWatch:
             )
         return None
 
-    def _look(self) -> None:
-        pause = CHECK_EVERY_SECONDS
-        while not self._done.wait(pause):
-            started = time.monotonic()
-            reason = self.overrun()
-            if reason is not None:
-                self._stop(reason)
-                return
-            pause = max(CHECK_EVERY_SECONDS, 2 * (time.monotonic() - started))  # a large folder is looked at less often
+    def look(self) -> bool:
+        """Measure once; stop the worker and return False if the folder is past its budget. A large
+        folder is looked at less often, so that measuring never takes more than half the time."""
+        started = time.monotonic()
+        reason = self.overrun()
+        if reason is not None:
+            self._stop(reason)
+            return False
+        now = time.monotonic()
+        self.next_look = now + max(CHECK_EVERY_SECONDS, 2 * (now - started))
+        return True
 
     def close(self) -> None:
-        self._done.set()
+        _WATCHER.remove(self)
+
+
+class _Watcher:
+    """The one thread that looks at every watched folder when its turn comes; started with the first."""
+
+    def __init__(self) -> None:
+        self._watches: set[FolderWatch] = set()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def add(self, watch: FolderWatch) -> None:
+        with self._changed:
+            self._watches.add(watch)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="codeward-folder-watch", daemon=True)
+                self._thread.start()
+
+    def remove(self, watch: FolderWatch) -> None:
+        with self._changed:
+            self._watches.discard(watch)
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                due = [watch for watch in self._watches if watch.next_look <= time.monotonic()]
+                soonest = min((watch.next_look for watch in self._watches), default=None)
+            for watch in due:
+                with self._changed:
+                    if watch not in self._watches:  # closed meanwhile
+                        continue
+                if not watch.look():
+                    self.remove(watch)
+            pause = CHECK_EVERY_SECONDS if soonest is None else max(0.01, soonest - time.monotonic())
+            time.sleep(min(pause, CHECK_EVERY_SECONDS))
+
+
+_WATCHER = _Watcher()

@@ -31,129 +31,40 @@ polices it from outside:
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
-import glob
-import json
-import os
-import secrets
 import signal
-import socket
-import subprocess
-import sys
-import tempfile
 import time
-import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
+from codeward.effects import Steps, awaited, blocking, is_cancellation
 from codeward.executors import codec
 from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, SandboxError
+from codeward.executors.kernel.bridge import ToolBridge
 from codeward.executors.kernel.remembering import RememberingExecutor
 from codeward.executors.live import STREAMS, BlockStops, LiveOutput, OutputCallback
-from codeward.executors.local.channel import TEXT_LIMIT, Channel, ChannelClosed, ChannelError, ChannelTimeout
-from codeward.executors.local.folder_watch import FolderWatch
+from codeward.executors.local.channel import ChannelClosed, ChannelError, ChannelTimeout
 from codeward.executors.local.interpreter import interrupted
-from codeward.executors.local.reaper import Reaper
-from codeward.executors.local.working_folder import DEFAULT_FOLDER_BYTES
-from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, checked_variable_names
+from codeward.executors.local.worker_process import WorkerProcess, worker_environment
+from codeward.executors.settings import checked_tool_names, checked_variable_names
 
-__all__ = ["WorkerExecutor", "frame_limits", "worker_environment", "worker_import_path"]
+if TYPE_CHECKING:
+    from codeward.tools import Tool
+
+__all__ = ["WorkerExecutor"]
 
 #: Beyond the time limit, how long a block may take to stop by itself before its worker is killed.
 GRACE_SECONDS = 1.0
-#: After Ctrl-C, how long the host waits for the block to stop and send what it printed.
+#: After Ctrl-C (or a cancelled `arun`), how long the host waits for the block to stop and answer.
 INTERRUPT_GRACE_SECONDS = 1.0
 #: How long a new worker may take to import and confine itself.
 START_SECONDS = 60.0
 #: How fast a worker is expected to at least take in what is sent to it: loading variables or tools
 #: may take the block's time limit, plus the grace, plus a second for each this many bytes.
 LOADING_BYTES_PER_SECOND = 50 * 2**20
-#: How long a worker whose socket closed may take to exit before it counts as alive and silent: an
-#: exiting process closes its files just before it becomes a zombie, so its status comes at once;
-#: code that closes the socket and runs on is stopped this soon, well within `GRACE_SECONDS` + 1.
-DEATH_SECONDS = 0.5
 #: CPU seconds a worker may spend between two of its requests: a thread the code left running
 #: after its block burns CPU while the host waits for no answer, and is stopped at the next request.
 IDLE_CPU_SECONDS = 0.5
-#: Bytes a header may hold besides the logs and an error's texts: the operation, flags, parts' sizes.
-HEADER_ROOM = 1 << 16
-#: Bytes of codec text one item of a value may take: the longest, about 31, is a complex number or
-#: a dict's int key with its float (a character takes at most 12, an astral one escaped).
-ITEM_BYTES = 32
-
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="codeward-worker-spawner")
-
-_BOOT = (
-    "import sys; sys.path[:] = __import__('json').loads(sys.argv[2]); "
-    "from codeward.executors.local.worker import main; main(int(sys.argv[1]))"
-)
-
-#: The worker's whole environment unless the user adds to it: one thread per math library, so that
-#: the memory cap is spent on data and not on thread buffers.
-_BASE_ENVIRONMENT = {
-    "PATH": "/usr/bin:/bin",
-    "LANG": "C.UTF-8",
-    "OPENBLAS_NUM_THREADS": "1",
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "NUMEXPR_NUM_THREADS": "1",
-}
-
-
-def worker_import_path(authorized_imports: Iterable[str]) -> list[str]:
-    """The folders the worker imports from, which a confined worker may also read: the
-    interpreter's own, site-packages, codeward's, and those holding a module the user allowed.
-    Not the rest of the host's `sys.path` (a project folder with its `.env`, the current folder)."""
-    prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
-    codeward_root = Path(__file__).resolve().parents[3]
-    allowed = {name.split(".")[0] for name in authorized_imports} - {"*"}
-    kept = []
-    for entry in sys.path:
-        if not entry or not os.path.isdir(entry):
-            continue
-        folder = Path(entry).resolve()
-        if (
-            folder == codeward_root
-            or {"site-packages", "dist-packages"} & set(folder.parts)
-            or any(folder.is_relative_to(prefix) for prefix in prefixes)
-            or any(_holds_module(folder, name) for name in allowed)
-        ):
-            kept.append(entry)
-    return kept
-
-
-def _holds_module(folder: Path, name: str) -> bool:
-    return (
-        (folder / name).is_dir()
-        or any(folder.glob(f"{glob.escape(name)}.*py*"))
-        or any(folder.glob(f"{glob.escape(name)}.*.so"))
-    )
-
-
-def frame_limits(settings: Mapping[str, Any]) -> tuple[int, int]:
-    """The most bytes a worker's frame may hold: its header, and its whole. Measured from what a
-    block may send, so that a worker claiming a gigabyte is refused before the host reads it.
-
-    The header carries the logs (`max_print_outputs_length` characters) and an error's message and
-    traceback (`TEXT_LIMIT` characters each, cut by the worker), at most 12 bytes a character as
-    JSON's ASCII escapes. The body carries the block's value or a tool call's arguments: one
-    operation builds at most `max_value_size` items or characters, and `ITEM_BYTES` holds the
-    codec's text for any one of them, so a value at that cap fits (320 MB with the defaults;
-    never less than the kernel sandboxes' 64 MiB output budget). A larger value (many values at
-    the cap in one list) ends its worker with a `SandboxError` that gives both sizes.
-    """
-    header = 12 * (settings["max_print_outputs_length"] + 2 * TEXT_LIMIT) + HEADER_ROOM
-    body = max(DEFAULT_OUTPUT_BUDGET, ITEM_BYTES * settings["max_value_size"])
-    return header, header + body
-
-
-def worker_environment(extra: Mapping[str, str] | None) -> dict[str, str]:
-    """The worker's environment: none of the host's variables, only ours and those passed in `env=`."""
-    return {**_BASE_ENVIRONMENT, **dict(extra or {})}
 
 
 class WorkerExecutor(RememberingExecutor):
@@ -165,7 +76,9 @@ class WorkerExecutor(RememberingExecutor):
         super().__init__(timeout_seconds=settings["timeout_seconds"], tools_mode="host", allow_pickle=False)
         self._settings = settings
         self._env = worker_environment(env)
-        self._worker: _Worker | None = _Worker(settings, self._env)  # starts now, is waited for at first use
+        self._worker: WorkerProcess | None = WorkerProcess(
+            settings, self._env
+        )  # starts now, is waited for at first use
         self.missing_layers: list[str] = []
         self._stops = BlockStops()
 
@@ -180,19 +93,31 @@ class WorkerExecutor(RememberingExecutor):
         """Run one block. Its time limit is wall-clock time kept by the host, and covers the host
         tools the block calls: the worker is killed `GRACE_SECONDS` past it whatever it does.
         What the block prints reaches `on_output` as the worker sends it."""
+        return blocking(self._running(code, on_output))
+
+    async def arun(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
+        """`run`, awaited: the event loop watches the worker's socket while the block runs, and runs
+        the block's async tools. Cancelling the task stops the block as `interrupt()` does, and the
+        worker, with what the code defined, stays (one that does not stop in time is replaced)."""
+        return await awaited(self._running(code, on_output))
+
+    def _running(self, code: str, on_output: OutputCallback | None) -> Steps[CodeOutput]:
         self._check_open()
-        worker = self._live_worker()
+        worker = yield from self._live_worker()
         live = LiveOutput(on_output, self._settings["max_print_outputs_length"])
         try:
             with self._stops.running(worker.interrupt):
-                header, body, parts, deadline = self._converse(worker, code, live)
+                header, body, parts, deadline, cancelled = yield from self._converse(worker, code, live)
         except SandboxError:
             raise
         except KeyboardInterrupt as interrupt:  # Ctrl-C: the run ends, and what the block printed goes with it
-            raise interrupt from self._interrupted(worker)
+            printed = yield from self._interrupted(worker)
+            raise interrupt from printed
         except BaseException:  # stopped mid-block otherwise: the worker's next answer would be this block's
             self._lost(worker, "interrupted")
             raise
+        if cancelled is not None:  # the block stopped and the worker answered: it stays, the cancel goes on
+            raise cancelled
         try:
             return self._outcome(header, body, parts, deadline)
         finally:
@@ -203,52 +128,81 @@ class WorkerExecutor(RememberingExecutor):
         worker, with what the code defined, stays. Between blocks nothing happens."""
         self._stops.interrupt()
 
-    def _interrupted(self, worker: _Worker) -> ExecutionError:
+    def _interrupted(self, worker: WorkerProcess) -> Steps[ExecutionError]:
         """Stop the block and keep what it printed, which lives only in the worker; the worker is
         stopped after, whether or not it answered (a second Ctrl-C stops it at once)."""
         try:
-            logs = self._last_logs(worker)
+            logs = yield from self._last_logs(worker)
         finally:
             self._lost(worker, "interrupted")
         return interrupted(logs)
 
     @staticmethod
-    def _last_logs(worker: _Worker) -> str:
+    def _last_logs(worker: WorkerProcess) -> Steps[str]:
         """Ask the worker to stop its block (SIGINT) and take the logs of its answer, if it comes in time."""
         deadline = time.monotonic() + INTERRUPT_GRACE_SECONDS
         try:
             worker.process.send_signal(signal.SIGINT)
             while True:
-                header, _, _ = worker.channel.receive(deadline)
+                header, _, _ = yield from worker.channel.receiving(deadline)
                 if header.get("op") not in ("tool", "output"):  # a tool asked for before the interrupt is not run
                     return str(header.get("logs", ""))
         except (OSError, ChannelError):  # gone, silent or garbled: nothing printed can be trusted to come
             return ""
 
     def send_variables(self, variables: dict[str, Any]) -> None:
+        blocking(self._sending_variables(variables))
+
+    async def asend_variables(self, variables: dict[str, Any]) -> None:
+        await awaited(self._sending_variables(variables))
+
+    async def asend_tools(self, tools: dict[str, Tool]) -> None:
+        checked_tool_names(tools)
+        self._bridge = ToolBridge(tools, mode=self.tools_mode, allow_pickle=self.allow_pickle)
+        await awaited(self._loading("tools", self._bridge.specs_text))
+
+    def _sending_variables(self, variables: dict[str, Any]) -> Steps[None]:
         checked_variable_names(variables, tools=self._bridge.tools)
         parts: list[Any] = []
         text = codec.encode_variables(variables, parts=parts)  # fails before anything is sent
         self._variables.update(variables)
-        self._load("variables", text, parts)
+        yield from self._loading("variables", text, parts)
 
-    def _converse(self, worker: _Worker, code: str, live: LiveOutput) -> tuple[dict[str, Any], str, list[bytes], float]:
+    def _converse(
+        self, worker: WorkerProcess, code: str, live: LiveOutput
+    ) -> Steps[tuple[dict[str, Any], str, list[bytes], float, BaseException | None]]:
         """Send the block, hand its output to `live` and answer its tool calls until it ends, all
-        before one deadline (which is returned, for decoding the answer within it too)."""
-        deadline = time.monotonic() + self.timeout_seconds + GRACE_SECONDS
-        seq = self._transmit(worker, {"op": "run", "live": live.wanted}, code, deadline=deadline)
-        heard = 0
-        while True:
-            header, body, parts = self._receive(worker, seq, deadline, code_running=True)
-            if header.get("op") == "output":
-                heard += self._deliver(worker, header, live, heard)
-                continue
-            if header.get("op") != "tool":
-                return header, body, parts, deadline
-            reply = self._answer_tool(worker, body, deadline)
-            self._transmit(worker, {"op": "reply", "call": header.get("call")}, reply, deadline=deadline)
+        before one deadline (which is returned, for decoding the answer within it too), with the
+        cancellation that stopped it, if one did.
 
-    def _deliver(self, worker: _Worker, header: dict[str, Any], live: LiveOutput, heard: int) -> int:
+        Cancelled while it waits for the worker or a tool (an awaiting task), the block is stopped
+        as `interrupt()` stops it and its answer awaited for `INTERRUPT_GRACE_SECONDS`: the worker
+        that answers stays, with what the code defined; then the cancellation goes on up."""
+        deadline = time.monotonic() + self.timeout_seconds + GRACE_SECONDS
+        seq = yield from self._transmit(worker, {"op": "run", "live": live.wanted}, code, deadline=deadline)
+        heard = 0
+        cancelled: BaseException | None = None
+        while True:
+            try:
+                header, body, parts = yield from self._receive(worker, seq, deadline, code_running=True)
+                if header.get("op") == "output":
+                    heard += self._deliver(worker, header, live, heard)
+                    continue
+                if header.get("op") != "tool":
+                    return header, body, parts, deadline, cancelled
+                reply = yield from self._answer_tool(worker, body, deadline)
+            except BaseException as error:
+                if cancelled is not None and error is not cancelled:
+                    raise cancelled from None  # the worker did not stop in time and was replaced
+                if error is cancelled or not is_cancellation(error):
+                    raise
+                cancelled = error
+                deadline = min(deadline, time.monotonic() + INTERRUPT_GRACE_SECONDS)
+                self._stops.interrupt()
+                continue
+            yield from self._transmit(worker, {"op": "reply", "call": header.get("call")}, reply, deadline=deadline)
+
+    def _deliver(self, worker: WorkerProcess, header: dict[str, Any], live: LiveOutput, heard: int) -> int:
         """Hand a piece of the block's output to `live`; return its length. A worker sends no more
         than the logs' length in all, and no empty piece, so the pieces are bounded too: one that
         does is stopped. A callback that fails stops the block, as `interrupt()` does."""
@@ -263,12 +217,12 @@ class WorkerExecutor(RememberingExecutor):
             self._stops.interrupt()
         return len(text)
 
-    def _answer_tool(self, worker: _Worker, body: str, deadline: float) -> str:
+    def _answer_tool(self, worker: WorkerProcess, body: str, deadline: float) -> Steps[str]:
         """Run the tool the block asked for; its request is decoded within the block's deadline.
         The host cannot stop a tool mid-call: past the deadline when it returns, the worker is
         stopped (its block has already given up waiting), and the block ends as a timeout."""
         with self._decoding(deadline):
-            reply = self._bridge.answer_tool(body)
+            reply = yield from self._bridge.answering_tool(body)
         if time.monotonic() > deadline:
             raise self._lost(
                 worker,
@@ -279,53 +233,71 @@ class WorkerExecutor(RememberingExecutor):
         return reply
 
     def close(self) -> None:
+        blocking(self._closing())
+
+    async def aclose(self) -> None:
+        await awaited(self._closing())
+
+    def _closing(self) -> Steps[None]:
         if self._closed:
             return
         self._closed = True
-        if self._worker is not None:
-            self._worker.stop()
-            self._worker = None
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            yield from worker.stopping()
 
     # -- the worker --------------------------------------------------------------
 
     def _load(self, what: str, text: str, parts: Sequence[Any] = ()) -> None:
-        if self._worker is None or not self._worker.ready:
-            self._live_worker()  # a new worker is sent everything remembered, this included
-            return
-        self._send(self._worker, what, text, parts)
+        blocking(self._loading(what, text, parts))
 
-    def _send(self, worker: _Worker, what: str, text: str, parts: Sequence[Any] = ()) -> None:
+    def _loading(self, what: str, text: str, parts: Sequence[Any] = ()) -> Steps[None]:
+        if self._worker is None or not self._worker.ready:
+            yield from self._live_worker()  # a new worker is sent everything remembered, this included
+            return
+        yield from self._send(self._worker, what, text, parts)
+
+    def _send(self, worker: WorkerProcess, what: str, text: str, parts: Sequence[Any] = ()) -> Steps[None]:
         """Load variables or tools into a running worker, by a deadline the host sets from what it sends:
-        a worker that stops answering (a thread of the code's holding it) holds the host no longer."""
+        a worker that stops answering (a thread of the code's holding it) holds the host no longer.
+        Stopped midway (a cancelled task), the worker is replaced: the host still has what it sent."""
         size = len(text) + sum(map(len, parts))
         deadline = time.monotonic() + self.timeout_seconds + GRACE_SECONDS + size / LOADING_BYTES_PER_SECOND
-        seq = self._transmit(worker, {"op": what}, text, parts, deadline=deadline)
-        header, _, _ = self._receive(worker, seq, deadline, code_running=False)
+        try:
+            seq = yield from self._transmit(worker, {"op": what}, text, parts, deadline=deadline)
+            header, _, _ = yield from self._receive(worker, seq, deadline, code_running=False)
+        except SandboxError:
+            raise
+        except BaseException:
+            self._lost(worker, f"stopped while loading {what}")
+            raise
         if header.get("op") != "loaded":
             raise self._lost(worker, f"the worker answered {header.get('op')!r} to loading {what}")
 
-    def _live_worker(self) -> _Worker:
+    def _live_worker(self) -> Steps[WorkerProcess]:
         """The running worker, or a new one with the variables and tools sent again."""
         if self._worker is not None and self._worker.ready:
             return self._worker
         if self._worker is None:
-            self._worker = _Worker(self._settings, self._env)
+            self._worker = WorkerProcess(self._settings, self._env)
         worker = self._worker
-        header, _, _ = self._receive(worker, worker.start_seq, time.monotonic() + START_SECONDS, code_running=False)
+        yield from worker.started()
+        deadline = time.monotonic() + START_SECONDS
+        header, _, _ = yield from self._receive(worker, worker.start_seq, deadline, code_running=False)
         if header.get("op") != "ready":
             raise self._lost(worker, f"the worker did not start: {header.get('message', header)}")
         worker.ready = True
         self.missing_layers = [str(layer) for layer in header.get("missing", [])]
         if self._variables:
             parts: list[Any] = []
-            self._send(worker, "variables", codec.encode_variables(self._variables, parts=parts), parts)
+            yield from self._send(worker, "variables", codec.encode_variables(self._variables, parts=parts), parts)
         if self._bridge.tools:
-            self._send(worker, "tools", self._bridge.specs_text)
+            yield from self._send(worker, "tools", self._bridge.specs_text)
         return worker
 
     def _transmit(
-        self, worker: _Worker, header: dict[str, Any], body: str, parts: Sequence[Any] = (), *, deadline: float
-    ) -> int:
+        self, worker: WorkerProcess, header: dict[str, Any], body: str, parts: Sequence[Any] = (), *, deadline: float
+    ) -> Steps[int]:
         """Send a request by `deadline` (a worker that stops reading cannot hold the host); return
         its number, which the worker's answer must carry. A worker that ran code since its last
         answer (a thread the code left behind) is stopped first; a tool's reply is part of its
@@ -337,17 +309,17 @@ class WorkerExecutor(RememberingExecutor):
                 "while no block ran: a thread the code started and left running), and was stopped",
             )
         try:
-            return worker.send(header, body, parts, deadline)
-        except OSError:  # a worker that died while idle (killed from outside) shows it here first
-            raise self._lost(worker, worker.death()) from None
+            return (yield from worker.sending(header, body, parts, deadline))
+        except (OSError, ChannelClosed):  # a worker that died while idle (killed from outside) shows it here first
+            raise self._lost(worker, (yield from worker.dying())) from None
         except ChannelTimeout:
             raise self._lost(worker, "the worker process stopped taking what the host sent, and was stopped") from None
 
     def _receive(
-        self, worker: _Worker, seq: int, deadline: float, *, code_running: bool
-    ) -> tuple[dict[str, Any], str, list[bytes]]:
+        self, worker: WorkerProcess, seq: int, deadline: float, *, code_running: bool
+    ) -> Steps[tuple[dict[str, Any], str, list[bytes]]]:
         """The worker's answer to request `seq`; anything else, or nothing by `deadline`, stops it."""
-        header, body, parts = self._next_message(worker, deadline, code_running=code_running)
+        header, body, parts = yield from self._next_message(worker, deadline, code_running=code_running)
         if header.get("seq") != seq:
             raise self._lost(
                 worker,
@@ -356,10 +328,10 @@ class WorkerExecutor(RememberingExecutor):
         return header, body, parts
 
     def _next_message(
-        self, worker: _Worker, deadline: float, *, code_running: bool
-    ) -> tuple[dict[str, Any], str, list[bytes]]:
+        self, worker: WorkerProcess, deadline: float, *, code_running: bool
+    ) -> Steps[tuple[dict[str, Any], str, list[bytes]]]:
         try:
-            message = worker.channel.receive(deadline)
+            message = yield from worker.channel.receiving(deadline)
             if message[0].get("op") not in ("tool", "output"):  # the block goes on: a tool's reply is not checked
                 worker.answered()
             return message
@@ -372,7 +344,7 @@ class WorkerExecutor(RememberingExecutor):
                 ) from None
             raise self._lost(worker, "the worker process did not answer in time and was stopped") from None
         except ChannelClosed:
-            raise self._lost(worker, worker.death()) from None
+            raise self._lost(worker, (yield from worker.dying())) from None
         except ChannelError as error:
             raise self._lost(worker, f"the worker process sent {error}, and was stopped") from None
 
@@ -382,7 +354,7 @@ class WorkerExecutor(RememberingExecutor):
         with codec.decoding_deadline(deadline), codec.decoding_memory(self._settings["max_memory_bytes"]):
             yield
 
-    def _lost(self, worker: _Worker, what: str) -> SandboxError:
+    def _lost(self, worker: WorkerProcess, what: str) -> SandboxError:
         """Stop `worker` for good; the next block starts a new one."""
         worker.stop(graceful=False)
         if self._worker is worker:
@@ -411,138 +383,3 @@ class WorkerExecutor(RememberingExecutor):
                 error_type=str(header.get("error_type") or "") or None,
             )
         raise SandboxError(f"the worker answered a block with {header.get('op')!r}", state_lost=False)
-
-
-def _reaper_for(process: subprocess.Popen[bytes]) -> Reaper:
-    """The reaper of a worker just started; a worker that cannot have one is killed at once,
-    as nothing would end it with its host."""
-    try:
-        return Reaper(process.pid)
-    except BaseException:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        raise
-
-
-class _Worker:
-    """One worker process and its end of the socket."""
-
-    def __init__(self, settings: dict[str, Any], env: dict[str, str]) -> None:
-        import_path = worker_import_path(settings["authorized_imports"])
-        host_end, worker_end = socket.socketpair()
-        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop())
-        try:
-            # Started from one long-lived thread: the worker dies with the thread that started it.
-            self.process = _SPAWNER.submit(
-                subprocess.Popen,
-                [sys.executable, "-I", "-S", "-c", _BOOT, str(worker_end.fileno()), json.dumps(import_path)],
-                pass_fds=(worker_end.fileno(),),
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=self.stderr,
-                cwd="/",
-                start_new_session=True,
-            ).result()
-        finally:
-            worker_end.close()
-        self.reaper = _reaper_for(self.process)
-        #: Its pid, to find it by, and a tag of its own, as a pid is reused once the process is gone.
-        self.sandbox_id = f"local-{self.process.pid}-{uuid.uuid4().hex[:8]}"
-        header_limit, limit = frame_limits(settings)
-        self.channel = Channel(host_end, limit=limit, header_limit=header_limit)
-        self.start_seq = self.send({"op": "start", "host_pid": os.getpid(), **settings})
-        self.ready = False
-        self._stat = f"/proc/{self.process.pid}/stat"
-        self._cpu_at_answer: float | None = None  # its CPU time when it last answered, where the system says
-        self._overrun: str | None = None  # why the host stopped it, when it did
-        self._folder_watch = FolderWatch(settings["working_folder"], DEFAULT_FOLDER_BYTES, self._stop_for)
-
-    def _stop_for(self, reason: str) -> None:
-        """Kill the worker from the host, for `reason`, which its death then gives."""
-        self._overrun = reason
-        with contextlib.suppress(OSError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-
-    def cpu_seconds(self) -> float | None:
-        """The user and system CPU time of all its threads, from /proc; None where there is no /proc."""
-        try:
-            with open(self._stat, "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            return None
-        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime and stime, fields 14 and 15
-
-    def answered(self) -> None:
-        """Mark the end of an answer: from here until the next request, the worker should be idle."""
-        self._cpu_at_answer = self.cpu_seconds()
-
-    def busy_while_idle(self) -> float:
-        """CPU seconds it spent since its last answer (0 where that cannot be known)."""
-        now = self.cpu_seconds()
-        if now is None or self._cpu_at_answer is None:
-            return 0.0
-        return now - self._cpu_at_answer
-
-    def send(
-        self, header: dict[str, Any], body: str = "", parts: Sequence[Any] = (), deadline: float | None = None
-    ) -> int:
-        """Send a request under a number of its own, and return that number. The number is drawn
-        at random: code in the worker that reads the current one still cannot write the answer to
-        the next request ahead of time, to be taken for a later block's result."""
-        seq = secrets.randbits(62)
-        self.channel.send({**header, "seq": seq}, body, parts, deadline)
-        return seq
-
-    def interrupt(self) -> None:
-        """Send SIGINT: a running block stops as from Ctrl-C; between blocks the worker lets it go."""
-        try:
-            self.process.send_signal(signal.SIGINT)
-        except OSError:  # already gone: the block's answer says so
-            pass
-
-    def death(self) -> str:
-        """What happened to a worker whose end of the socket closed, in words."""
-        if self._overrun is not None:
-            return f"the worker process was stopped by the host: {self._overrun}"
-        try:
-            code = self.process.wait(timeout=DEATH_SECONDS)
-        except subprocess.TimeoutExpired:
-            return "the worker process stopped answering"
-        said = self._last_words()
-        if code < 0:
-            name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
-            what = {
-                "SIGSEGV": "crashed (SIGSEGV: the code made C code read memory it does not own)",
-                "SIGKILL": "was killed (SIGKILL: out of memory, or stopped from outside)",
-                "SIGABRT": "aborted (SIGABRT: C code gave up, often for want of memory)",
-            }.get(name, f"was ended by {name}")
-            return f"the worker process {what}" + said
-        return f"the worker process exited with status {code}" + said
-
-    def _last_words(self) -> str:
-        """The end of what the worker wrote to its stderr (a fatal error's report), printable only."""
-        try:
-            size = os.fstat(self.stderr.fileno()).st_size
-            self.stderr.seek(max(0, size - 600))
-            text = self.stderr.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-        text = "".join(c if c.isprintable() or c == "\n" else "?" for c in text).strip()
-        return f"; it said: {text}" if text else ""
-
-    def stop(self, *, graceful: bool = True) -> None:
-        self.ready = False
-        self._folder_watch.close()
-        if graceful and self.process.poll() is None:
-            try:
-                self.channel.send({"op": "close"})
-                self.process.wait(timeout=0.5)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-        self.reaper.release()
-        self.channel.close()
-        self.stderr.close()

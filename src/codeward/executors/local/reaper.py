@@ -25,6 +25,8 @@ import os
 import subprocess
 import sys
 
+from codeward.effects import Exited, Steps, blocking
+
 __all__ = ["Reaper"]
 
 #: The reaper's whole program, run as ``python -I -S -c``: no site, no environment, no imports of ours.
@@ -75,12 +77,17 @@ class Reaper:
 
     def release(self) -> None:
         """The worker is stopped: end the reaper (killing the worker if it was not) and wait for it."""
+        blocking(self.releasing())
+
+    def releasing(self) -> Steps[None]:
+        """`release`, as steps that yield the wait for the reaper's end (`effects`)."""
         if self._released:
             return
         self._released = True
         os.close(self._write_end)
         try:
-            self.process.wait(timeout=_RELEASE_SECONDS)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+            yield Exited(self.process, _RELEASE_SECONDS)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()

@@ -1,0 +1,304 @@
+"""One local worker process, seen from the host: started, talked to over its socket, watched, stopped.
+
+The worker is a fresh process of this interpreter (``-I -S``: no user site, no ``PYTHON*``
+variables, no ``.pth`` code) with an environment of our making, started from one long-lived thread
+(it dies with the thread that started it) beside a reaper that ends it with its host. The start
+is not waited for: a new `WorkerProcess` returns at once, and the first wait for its answer (an
+effect, which an event loop awaits) waits for the process too, so that forty started together
+from one event loop never hold it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import functools
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from codeward.effects import Completed, Exited, Steps, blocking
+from codeward.executors.local.channel import TEXT_LIMIT, Channel, ChannelError
+from codeward.executors.local.folder_watch import FolderWatch
+from codeward.executors.local.reaper import Reaper
+from codeward.executors.local.working_folder import DEFAULT_FOLDER_BYTES
+from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET
+
+__all__ = ["WorkerProcess", "frame_limits", "worker_environment", "worker_import_path"]
+
+#: How long a worker whose socket closed may take to exit before it counts as alive and silent: an
+#: exiting process closes its files just before it becomes a zombie, so its status comes at once;
+#: code that closes the socket and runs on is stopped this soon, well within `GRACE_SECONDS` + 1.
+DEATH_SECONDS = 0.5
+#: How long a worker asked to exit (`close()`) may take before it is killed.
+STOP_SECONDS = 0.5
+#: Bytes a header may hold besides the logs and an error's texts: the operation, flags, parts' sizes.
+HEADER_ROOM = 1 << 16
+#: Bytes of codec text one item of a value may take: the longest, about 31, is a complex number or
+#: a dict's int key with its float (a character takes at most 12, an astral one escaped).
+ITEM_BYTES = 32
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="codeward-worker-spawner")
+
+_BOOT = (
+    "import sys; sys.path[:] = __import__('json').loads(sys.argv[2]); "
+    "from codeward.executors.local.worker import main; main(int(sys.argv[1]))"
+)
+
+#: The worker's whole environment unless the user adds to it: one thread per math library, so that
+#: the memory cap is spent on data and not on thread buffers.
+_BASE_ENVIRONMENT = {
+    "PATH": "/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",
+}
+
+
+def worker_import_path(authorized_imports: Iterable[str]) -> list[str]:
+    """The folders the worker imports from, which a confined worker may also read: the
+    interpreter's own, site-packages, codeward's, and those holding a module the user allowed.
+    Not the rest of the host's `sys.path` (a project folder with its `.env`, the current folder)."""
+    allowed = frozenset(name.split(".")[0] for name in authorized_imports) - {"*"}
+    return list(_import_path(allowed, tuple(sys.path)))
+
+
+@functools.lru_cache(maxsize=32)
+def _import_path(allowed: frozenset[str], path: tuple[str, ...]) -> tuple[str, ...]:
+    """Read once for each set of imports and `sys.path`: a folder is listed once, not globbed for
+    each module (the script's own folder may be a large one, /tmp say)."""
+    prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    codeward_root = Path(__file__).resolve().parents[3]
+    kept = []
+    for entry in path:
+        if not entry or not os.path.isdir(entry):
+            continue
+        folder = Path(entry).resolve()
+        if (
+            folder == codeward_root
+            or {"site-packages", "dist-packages"} & set(folder.parts)
+            or any(folder.is_relative_to(prefix) for prefix in prefixes)
+            or (allowed and allowed & _modules_in(folder))
+        ):
+            kept.append(entry)
+    return tuple(kept)
+
+
+def _modules_in(folder: Path) -> set[str]:
+    """The top-level names importable from `folder`: its folders, and its ``.py``/``.so`` files' stems."""
+    names = set()
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                stem, dot, rest = entry.name.partition(".")
+                if (not dot and entry.is_dir()) or rest.startswith("py") or rest.endswith("so"):
+                    names.add(stem)
+    except OSError:
+        pass
+    return names
+
+
+def frame_limits(settings: Mapping[str, Any]) -> tuple[int, int]:
+    """The most bytes a worker's frame may hold: its header, and its whole. Measured from what a
+    block may send, so that a worker claiming a gigabyte is refused before the host reads it.
+
+    The header carries the logs (`max_print_outputs_length` characters) and an error's message and
+    traceback (`TEXT_LIMIT` characters each, cut by the worker), at most 12 bytes a character as
+    JSON's ASCII escapes. The body carries the block's value or a tool call's arguments: one
+    operation builds at most `max_value_size` items or characters, and `ITEM_BYTES` holds the
+    codec's text for any one of them, so a value at that cap fits (320 MB with the defaults;
+    never less than the kernel sandboxes' 64 MiB output budget). A larger value (many values at
+    the cap in one list) ends its worker with a `SandboxError` that gives both sizes.
+    """
+    header = 12 * (settings["max_print_outputs_length"] + 2 * TEXT_LIMIT) + HEADER_ROOM
+    body = max(DEFAULT_OUTPUT_BUDGET, ITEM_BYTES * settings["max_value_size"])
+    return header, header + body
+
+
+def worker_environment(extra: Mapping[str, str] | None) -> dict[str, str]:
+    """The worker's environment: none of the host's variables, only ours and those passed in `env=`."""
+    return {**_BASE_ENVIRONMENT, **dict(extra or {})}
+
+
+def _spawn(
+    argv: list[str], worker_end: socket.socket, env: dict[str, str], stderr: Any
+) -> tuple[subprocess.Popen[bytes], Reaper]:
+    """Start the worker and its reaper (on the spawner thread: the worker dies with the thread that
+    started it, so that thread lives as long as the host)."""
+    try:
+        process = subprocess.Popen(
+            argv,
+            pass_fds=(worker_end.fileno(),),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            cwd="/",
+            start_new_session=True,
+        )
+    finally:
+        worker_end.close()
+    return process, _reaper_for(process)
+
+
+def _reaper_for(process: subprocess.Popen[bytes]) -> Reaper:
+    """The reaper of a worker just started; a worker that cannot have one is killed at once,
+    as nothing would end it with its host."""
+    try:
+        return Reaper(process.pid)
+    except BaseException:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
+
+
+class WorkerProcess:
+    """One worker process and its end of the socket."""
+
+    def __init__(self, settings: dict[str, Any], env: dict[str, str]) -> None:
+        import_path = worker_import_path(settings["authorized_imports"])
+        host_end, worker_end = socket.socketpair()
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop())
+        argv = [sys.executable, "-I", "-S", "-c", _BOOT, str(worker_end.fileno()), json.dumps(import_path)]
+        self._spawned = _SPAWNER.submit(_spawn, argv, worker_end, env, self.stderr)
+        #: A tag of its own, with its pid once known (`sandbox_id`): a pid is reused once the process is gone.
+        self._tag = uuid.uuid4().hex[:8]
+        header_limit, limit = frame_limits(settings)
+        self.channel = Channel(host_end, limit=limit, header_limit=header_limit)
+        # what the worker reads first waits in the socket until it starts
+        self.start_seq = blocking(self.sending({"op": "start", "host_pid": os.getpid(), **settings}))
+        self.ready = False
+        self._cpu_at_answer: float | None = None  # its CPU time when it last answered, where the system says
+        self._overrun: str | None = None  # why the host stopped it, when it did
+        self._stopped = False
+        self._folder_watch = FolderWatch(settings["working_folder"], DEFAULT_FOLDER_BYTES, self._stop_for)
+
+    def started(self) -> Steps[None]:
+        """Wait for the process to have been started (it is, at once, unless starting it failed)."""
+        yield Completed(self._spawned)
+
+    @property
+    def process(self) -> subprocess.Popen[bytes]:
+        return self._spawned.result()[0]
+
+    @property
+    def reaper(self) -> Reaper:
+        return self._spawned.result()[1]
+
+    @property
+    def sandbox_id(self) -> str:
+        """Its pid, to find it by, and its tag."""
+        return f"local-{self.process.pid}-{self._tag}"
+
+    def _stop_for(self, reason: str) -> None:
+        """Kill the worker from the host, for `reason`, which its death then gives."""
+        self._overrun = reason
+        with contextlib.suppress(OSError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+    def cpu_seconds(self) -> float | None:
+        """The user and system CPU time of all its threads, from /proc; None where there is no /proc."""
+        try:
+            with open(f"/proc/{self.process.pid}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime and stime, fields 14 and 15
+
+    def answered(self) -> None:
+        """Mark the end of an answer: from here until the next request, the worker should be idle."""
+        self._cpu_at_answer = self.cpu_seconds()
+
+    def busy_while_idle(self) -> float:
+        """CPU seconds it spent since its last answer (0 where that cannot be known)."""
+        now = self.cpu_seconds()
+        if now is None or self._cpu_at_answer is None:
+            return 0.0
+        return now - self._cpu_at_answer
+
+    def sending(
+        self, header: dict[str, Any], body: str = "", parts: Sequence[Any] = (), deadline: float | None = None
+    ) -> Steps[int]:
+        """Send a request under a number of its own, and return that number. The number is drawn
+        at random: code in the worker that reads the current one still cannot write the answer to
+        the next request ahead of time, to be taken for a later block's result."""
+        seq = secrets.randbits(62)
+        yield from self.channel.sending({**header, "seq": seq}, body, parts, deadline)
+        return seq
+
+    def interrupt(self) -> None:
+        """Send SIGINT: a running block stops as from Ctrl-C; between blocks the worker lets it go."""
+        try:
+            self.process.send_signal(signal.SIGINT)
+        except OSError:  # already gone: the block's answer says so
+            pass
+
+    def dying(self) -> Steps[str]:
+        """What happened to a worker whose end of the socket closed, in words."""
+        if self._overrun is not None:
+            return f"the worker process was stopped by the host: {self._overrun}"
+        code = yield Exited(self.process, DEATH_SECONDS)
+        if code is None:
+            return "the worker process stopped answering"
+        said = self._last_words()
+        if code < 0:
+            name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+            what = {
+                "SIGSEGV": "crashed (SIGSEGV: the code made C code read memory it does not own)",
+                "SIGKILL": "was killed (SIGKILL: out of memory, or stopped from outside)",
+                "SIGABRT": "aborted (SIGABRT: C code gave up, often for want of memory)",
+            }.get(name, f"was ended by {name}")
+            return f"the worker process {what}" + said
+        return f"the worker process exited with status {code}" + said
+
+    def _last_words(self) -> str:
+        """The end of what the worker wrote to its stderr (a fatal error's report), printable only."""
+        try:
+            size = os.fstat(self.stderr.fileno()).st_size
+            self.stderr.seek(max(0, size - 600))
+            text = self.stderr.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        text = "".join(c if c.isprintable() or c == "\n" else "?" for c in text).strip()
+        return f"; it said: {text}" if text else ""
+
+    def stop(self, *, graceful: bool = True) -> None:
+        blocking(self.stopping(graceful=graceful))
+
+    def stopping(self, *, graceful: bool = True) -> Steps[None]:
+        """Ask the worker to exit and wait a moment for it; kill it past that, or if the wait is cut short."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.ready = False
+        self._folder_watch.close()
+        try:
+            yield from self.started()
+            if graceful and self.process.poll() is None:
+                with contextlib.suppress(OSError, ChannelError):
+                    yield from self.channel.sending({"op": "close"}, deadline=time.monotonic() + STOP_SECONDS)
+                    yield Exited(self.process, STOP_SECONDS)
+        finally:
+            if self.process.poll() is None:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                yield Exited(self.process, STOP_SECONDS)  # a killed process ends at once, but a busy machine delays it
+                self.process.wait()
+            try:
+                yield from self.reaper.releasing()
+            finally:
+                self.channel.close()
+                self.stderr.close()
