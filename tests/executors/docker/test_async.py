@@ -14,6 +14,7 @@ import pytest
 
 from codeward.executors import DockerExecutor, SandboxPool
 from codeward.executors.base import ExecutionError
+from tests.executors.awaiting import Heartbeat, cancelled_after
 from tests.executors.docker.containers import MadeHere
 from tests.timing import busy_allowance, busy_seconds
 
@@ -26,26 +27,6 @@ def made_here(docker_client: docker.DockerClient, monkeypatch: pytest.MonkeyPatc
     with MadeHere(docker_client) as made:
         monkeypatch.setattr(tempfile, "tempdir", str(made.folder))
         yield made
-
-
-class Heartbeat:
-    """A task on the loop that sleeps 10 ms at a time and keeps the worst lateness it saw."""
-
-    def __init__(self) -> None:
-        self.worst = 0.0
-        self._stop = asyncio.Event()
-        self._task = asyncio.create_task(self._beat())
-
-    async def _beat(self) -> None:
-        while not self._stop.is_set():
-            asked = time.monotonic()
-            await asyncio.sleep(0.01)
-            self.worst = max(self.worst, time.monotonic() - asked - 0.01)
-
-    async def stop(self) -> float:
-        self._stop.set()
-        await self._task
-        return self.worst
 
 
 def test_ten_pooled_sandboxes_run_blocks_together_and_the_loop_is_never_held(
@@ -85,13 +66,7 @@ def test_a_cancelled_block_stops_the_sandbox_stays_usable_and_aclose_removes_it(
             with pytest.raises(ExecutionError) as raised:
                 await ex.arun("1 / 0")
             assert raised.value.error_type == "ZeroDivisionError"
-            running = asyncio.create_task(ex.arun("import time; time.sleep(30)"))
-            await asyncio.sleep(1.0)
-            asked = time.monotonic()
-            running.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await running
-            took = time.monotonic() - asked
+            took = await cancelled_after(1.0, ex.arun("import time; time.sleep(30)"))
             assert (await ex.arun("kept")).output == "yes"
             assert made_here.left()
         return took
@@ -112,4 +87,3 @@ def test_a_start_cancelled_midway_leaves_no_sandbox(sandbox_image: str, made_her
     for after in (0.05, 0.5):  # while the container starts, and (on most machines) while the kernel is awaited
         asyncio.run(cancel_start(after))
     assert made_here.created() and not made_here.left()
-

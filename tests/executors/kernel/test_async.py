@@ -15,6 +15,7 @@ import pytest
 from codeward.executors.base import ExecutionError, ExecutionTimeout, acreate_executor
 from codeward.executors.jupyter import JupyterExecutor
 from codeward.tools import tool
+from tests.executors.awaiting import Heartbeat, cancelled_after
 from tests.timing import busy_seconds
 
 T = TypeVar("T")
@@ -132,13 +133,7 @@ def test_cancelling_arun_stops_the_block_keeps_the_state_and_aclose_leaves_no_ke
     async def cancel(ex: JupyterExecutor) -> tuple[int, float]:
         await ex.arun("kept = 'yes'")
         pid = (await ex.arun("import os; os.getpid()")).output
-        running = asyncio.create_task(ex.arun(SLEEPS, on_output=lambda stream, text: None))
-        await asyncio.sleep(0.5)
-        asked = time.monotonic()
-        running.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await running
-        took = time.monotonic() - asked
+        took = await cancelled_after(0.5, ex.arun(SLEEPS, on_output=lambda stream, text: None))
         assert (await ex.arun("kept")).output == "yes"  # interrupted, not restarted
         assert kernel_runs(pid)
         return pid, took
@@ -153,13 +148,7 @@ def test_a_block_that_ignores_the_cancel_gets_a_fresh_kernel() -> None:
         await ex.arun("kept = 'yes'")
         await ex.asend_variables({"given": 7})
         pid = (await ex.arun("import os; os.getpid()")).output
-        running = asyncio.create_task(ex.arun(STUBBORN))
-        await asyncio.sleep(0.5)
-        asked = time.monotonic()
-        running.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await running
-        took = time.monotonic() - asked
+        took = await cancelled_after(0.5, ex.arun(STUBBORN))
         assert not kernel_runs(pid)  # the kernel that would not stop was replaced
         assert (await ex.arun("('kept' in globals(), given)")).output == (False, 7)
         return pid, (await ex.arun("import os; os.getpid()")).output, took
@@ -184,16 +173,7 @@ def test_kernels_started_together_overlap_their_starts_and_all_answer() -> None:
 
 def test_the_loop_is_never_held_while_kernels_run_blocks() -> None:
     async def measure() -> tuple[float, list[Any]]:
-        lateness = [0.0]
-        stop = asyncio.Event()
-
-        async def heartbeat() -> None:
-            while not stop.is_set():
-                asked = time.monotonic()
-                await asyncio.sleep(0.01)
-                lateness[0] = max(lateness[0], time.monotonic() - asked - 0.01)
-
-        beating = asyncio.create_task(heartbeat())
+        heartbeat = Heartbeat()
         executors = await asyncio.gather(*(JupyterExecutor.acreate(timeout_seconds=10) for _ in range(3)))
         try:
             outputs = await asyncio.gather(
@@ -201,9 +181,7 @@ def test_the_loop_is_never_held_while_kernels_run_blocks() -> None:
             )
         finally:
             await asyncio.gather(*(ex.aclose() for ex in executors))
-            stop.set()
-            await beating
-        return lateness[0], [output.output for output in outputs]
+        return await heartbeat.stop(), [output.output for output in outputs]
 
     late, outputs = asyncio.run(measure())
     assert outputs == [0, 1, 2]

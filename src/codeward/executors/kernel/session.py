@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from queue import Empty
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
 import zmq
 from jupyter_client.blocking.client import BlockingKernelClient
@@ -39,6 +39,7 @@ from codeward.executors.live import LiveOutput, OutputCallback
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET
 
 __all__ = [
+    "CellOptions",
     "ConnectedKernel",
     "KernelProcess",
     "KernelSession",
@@ -55,6 +56,14 @@ _IOPUB_QUEUE = 4
 _READ_BATCH = 64  # messages read from one socket before the deadline is looked at again
 #: After the reply, how long iopub may stay silent before the cell's idle status is taken as dropped.
 _QUIET_AFTER_REPLY = 0.5
+
+
+class CellOptions(TypedDict, total=False):
+    """`KernelSession.executing`'s options, as `execute` passes them on."""
+
+    timeout: float | None
+    silent: bool
+    live: LiveOutput | None
 
 
 class KernelProcess(Protocol):
@@ -381,18 +390,10 @@ class KernelSession:
     def _stop_wanted(self, live: LiveOutput | None) -> bool:
         return self._interrupt_asked or (live is not None and live.failure is not None)
 
-    def execute(
-        self,
-        code: str,
-        *,
-        timeout: float | None = None,
-        on_input: InputHandler | None = None,
-        silent: bool = False,
-        live: LiveOutput | None = None,
-    ) -> CellResult:
-        """`executing`, driven by blocking; `on_input` answers the code's requests."""
+    def execute(self, code: str, *, on_input: InputHandler | None = None, **options: Unpack[CellOptions]) -> CellResult:
+        """`executing`, driven by blocking; `on_input` answers the code's requests at once."""
         steps = None if on_input is None else answered(on_input)
-        return blocking(self.executing(code, timeout=timeout, on_input=steps, silent=silent, live=live))
+        return blocking(self.executing(code, on_input=steps, **options))
 
     def executing(
         self,
