@@ -129,6 +129,31 @@ def test_an_async_tool_runs_on_the_loop_and_a_sync_tool_in_the_pool() -> None:
     assert threads["double"].startswith("codeward-offload")
 
 
+def test_cancelling_arun_during_an_async_tool_cancels_the_tool_and_stops_the_block() -> None:
+    events: list[str] = []
+
+    @tool
+    async def wait_long() -> str:
+        """Wait a long time."""
+        events.append("started")
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            events.append("cancelled")
+            raise
+        return "done"
+
+    async def cancel(ex: JupyterExecutor) -> float:
+        await ex.asend_tools({"wait_long": wait_long})
+        took = await cancelled_after(1.0, ex.arun("wait_long()"))
+        assert (await ex.arun("6 * 7")).output == 42
+        return took
+
+    took = on_a_loop(cancel)
+    assert events == ["started", "cancelled"]
+    assert took < busy_seconds(1.0)
+
+
 def test_cancelling_arun_stops_the_block_keeps_the_state_and_aclose_leaves_no_kernel() -> None:
     async def cancel(ex: JupyterExecutor) -> tuple[int, float]:
         await ex.arun("kept = 'yes'")

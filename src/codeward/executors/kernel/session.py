@@ -431,7 +431,7 @@ class KernelSession:
                 if cell.stopped_unanswered and now >= last_heard + _QUIET_AFTER_REPLY:
                     break  # no reply will come: waiting for one would hold the cell to its limit
                 if stopping.due(now, asked=self._stop_wanted(live)):
-                    self.process.interrupt(client)
+                    yield Offloaded(self.process.interrupt, client)  # a signal sent by jupyter_client, which may block
                     cell.interrupted = True
                 if stopping.overdue(now):
                     yield from self._restarting_after_timeout(timeout, cell.logs())
@@ -481,7 +481,7 @@ class KernelSession:
     def _interrupting(self, client: BlockingKernelClient, cell: CellCollector, msg_id: str) -> Steps[ExecutionError]:
         """Interrupt the kernel and gather, for up to `interrupt_grace`, what the cell still sends, so
         that what it printed reaches the user; a kernel that will not stop runs on until it is closed."""
-        self.process.interrupt(client)
+        yield Offloaded(self.process.interrupt, client)
         until = time.monotonic() + self.interrupt_grace
         while not cell.done and time.monotonic() < until:
             for channel, msg in (yield from self._polling(until - time.monotonic())):
