@@ -183,7 +183,7 @@ def test_a_block_that_ignores_the_cancel_gets_a_fresh_kernel() -> None:
     assert took < busy_seconds(3.0 + 2.0)  # the interrupt's grace, then a restart
 
 
-def test_kernels_started_together_overlap_their_starts_and_all_answer() -> None:
+def test_kernels_started_together_by_acreate_executor_each_answer() -> None:
     async def start() -> list[Any]:
         executors = await asyncio.gather(*(acreate_executor("jupyter", timeout_seconds=5) for _ in range(4)))
         try:
