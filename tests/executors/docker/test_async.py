@@ -15,7 +15,7 @@ import pytest
 from codeward.executors import DockerExecutor, SandboxPool
 from codeward.executors.base import ExecutionError
 from tests.executors.awaiting import Heartbeat, cancelled_after
-from tests.executors.docker.containers import MadeHere
+from tests.executors.docker.containers import MadeHere, gone
 from tests.timing import busy_allowance, busy_seconds
 
 SANDBOXES = 10
@@ -74,6 +74,26 @@ def test_a_cancelled_block_stops_the_sandbox_stays_usable_and_aclose_removes_it(
     took = asyncio.run(cancel())
     assert took < busy_seconds(1.0)
     assert made_here.created() and not made_here.left()
+
+
+def test_a_block_that_ignores_the_cancel_gets_a_fresh_sandbox(
+    docker_client: docker.DockerClient, sandbox_image: str, made_here: MadeHere
+) -> None:
+    stubborn = "import time\nwhile True:\n    try:\n        time.sleep(30)\n    except KeyboardInterrupt:\n        pass"
+
+    async def cancel() -> tuple[str, str, float]:
+        async with await DockerExecutor.acreate(image=sandbox_image, timeout_seconds=10) as ex:
+            await ex.asend_variables({"given": 7})
+            first = ex.sandbox_id
+            took = await cancelled_after(1.0, ex.arun(stubborn))
+            assert (await ex.arun("given")).output == 7  # a fresh sandbox, given its variables again
+            assert first is not None and ex.sandbox_id is not None
+            return first, ex.sandbox_id, took
+
+    first, second, took = asyncio.run(cancel())
+    assert first != second and gone(docker_client, first) and gone(docker_client, second)
+    assert took < busy_allowance(3.0, 5.0)  # the interrupt's grace, then a new container
+    assert not made_here.left()
 
 
 def test_a_start_cancelled_midway_leaves_no_sandbox(sandbox_image: str, made_here: MadeHere) -> None:
