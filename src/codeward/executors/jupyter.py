@@ -16,6 +16,7 @@ import sys
 import tempfile
 import weakref
 
+from codeward.effects import Steps
 from codeward.executors.base import SandboxError
 from codeward.executors.kernel.executor import KernelExecutor
 from codeward.executors.kernel.session import KernelSession, LocalKernel
@@ -89,7 +90,7 @@ class JupyterExecutor(KernelExecutor):
         )
         self.transport = transport or ("tcp" if sys.platform == "win32" else "ipc")
         self._env = clean_environment(env, python=self.python)
-        self._ensure_ready()
+        self._start()
 
     def close(self) -> None:
         super().close()
@@ -98,20 +99,23 @@ class JupyterExecutor(KernelExecutor):
 
     # -- the kernel --------------------------------------------------------------
 
-    def _start_session(self) -> KernelSession:
+    def _start_process(self) -> LocalKernel:
         argv = None
         if self.python is not None:
             argv = [self.python, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+        return LocalKernel(
+            argv=argv,
+            kernel_name=self.kernel_name,
+            env=self._env,
+            cwd=self.cwd,
+            transport=self.transport,
+            extra_arguments=_KERNEL_ARGUMENTS,
+        )
+
+    def _starting_session(self) -> Steps[KernelSession]:
+        """The kernel's start, with a hint when another interpreter's kernel does not answer."""
         try:
-            process = LocalKernel(
-                argv=argv,
-                kernel_name=self.kernel_name,
-                env=self._env,
-                cwd=self.cwd,
-                transport=self.transport,
-                extra_arguments=_KERNEL_ARGUMENTS,
-            )
-            return self._session_for(process)
+            return (yield from super()._starting_session())
         except SandboxError as error:
             hint = f" (is ipykernel installed for {self.python}? pip install ipykernel)" if self.python else ""
             raise SandboxError(f"{error.message}{hint}", logs=error.logs) from error

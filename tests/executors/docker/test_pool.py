@@ -88,14 +88,14 @@ def _bootstrap_cells(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     from codeward.executors.kernel.executor import KernelExecutor
 
     ran: list[str] = []
-    internal = KernelExecutor._internal
+    internal = KernelExecutor._internally
 
     def counting(self, session, code, answers=None):  # type: ignore[no-untyped-def]
         if code.startswith("exec("):
             ran.append(code)
         return internal(self, session, code, answers)
 
-    monkeypatch.setattr(KernelExecutor, "_internal", counting)
+    monkeypatch.setattr(KernelExecutor, "_internally", counting)
     return ran
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import docker
 
 from codeward import tracing
+from codeward.effects import Offloaded, Steps
 from codeward.executors.base import (
     CodeOutput,
     ExecutionError,
@@ -31,7 +32,7 @@ from codeward.executors.docker.hardening import PACKAGES_DIR, Hardening
 from codeward.executors.docker.mounts import MountSpec, mount_modes
 from codeward.executors.docker.sandbox import KernelContainer, sandbox_spec
 from codeward.executors.kernel.executor import KernelExecutor
-from codeward.executors.kernel.session import ConnectedKernel, KernelSession
+from codeward.executors.kernel.session import ConnectedKernel
 from codeward.executors.live import OutputCallback
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, DEFAULT_PRINT_OUTPUTS_LENGTH, checked_packages
 
@@ -128,7 +129,7 @@ class DockerExecutor(KernelExecutor):
             max_output_bytes=max_output_bytes,
             max_print_outputs_length=max_print_outputs_length,
         )
-        self._ensure_ready()
+        self._start()
 
     @property
     def hardening(self) -> Hardening:
@@ -155,16 +156,15 @@ class DockerExecutor(KernelExecutor):
 
     # -- the container behind the kernel session ------------------------------------
 
-    def _start_session(self) -> KernelSession:
+    def _start_process(self) -> ConnectedKernel:
         sandbox = self._start_container()
-        process = ConnectedKernel(
+        return ConnectedKernel(
             dict(sandbox.connection_info),
             is_alive=self._container_running,
             restart=self._replace_container,
             shutdown=self._remove_container,
             describe_death=self._describe_death,
         )
-        return self._session_for(process)
 
     def _start_container(self) -> KernelContainer:
         self._sandbox = self.pool.take() if self.pool is not None else self.spec.start()
@@ -210,17 +210,17 @@ class DockerExecutor(KernelExecutor):
 
     # -- the contract ------------------------------------------------------------
 
-    def run(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
+    def _running(self, code: str, on_output: OutputCallback | None) -> Steps[CodeOutput]:
         """Run `code`; a failure that left the sandbox full of processes replaces the sandbox."""
         self._replaced_exhausted = False
         try:
-            return self._run_and_trace(code, on_output)
+            return (yield from self._running_traced(code, on_output))
         except ExecutionError as error:
             if not self._replaced_exhausted:
                 suspicious = isinstance(error, ExecutionTimeout) or error.error_type in _RESOURCE_ERRORS
-                if not (suspicious and self._processes_exhausted()):
+                if not (suspicious and (yield Offloaded(self._processes_exhausted))):
                     raise
-                self._discard_session()
+                yield Offloaded(self._discard_session)
             raise SandboxError(
                 f"the code filled the sandbox's process limit ({self.hardening.pids_limit} processes and threads: "
                 "a fork bomb?), so the sandbox was replaced. Variables and functions defined by earlier code are "
@@ -234,13 +234,13 @@ class DockerExecutor(KernelExecutor):
 
     # -- egress --------------------------------------------------------------------
 
-    def _run_and_trace(self, code: str, on_output: OutputCallback | None) -> CodeOutput:
+    def _running_traced(self, code: str, on_output: OutputCallback | None) -> Steps[CodeOutput]:
         """Run `code`; each request its sandbox made meanwhile becomes a span of the block's trace."""
         if self._egress_policy is None:
-            return super().run(code, on_output)
+            return (yield from super()._running(code, on_output))
         seen = len(self.egress_log)
         try:
-            return super().run(code, on_output)
+            return (yield from super()._running(code, on_output))
         finally:
             self.last_block_egress = self.egress_log[seen:]
             _trace_requests(self.last_block_egress)

@@ -52,6 +52,10 @@ class SandboxPool:
     sandbox gets a proxy of its own with that list, started with it and closed with it.
     An executor that takes one may change its list (`set_egress`) without touching the
     pool's, and reads its record (`egress_log`) from that sandbox alone.
+
+    From async code, ``await DockerExecutor.acreate(pool=pool)`` (or ``acreate_executor("docker",
+    pool=pool)``) takes a sandbox without holding the event loop: the take, and a start on the spot
+    when none is ready, run in the bounded pool of threads, and the kernel's answer is awaited.
     """
 
     #: The DockerExecutor arguments that decide what the pool's sandboxes are like.

@@ -17,6 +17,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+from codeward.effects import Steps
 from codeward.executors import codec
 from codeward.executors.base import CodeOutput, ExecutionError, SandboxError
 from codeward.executors.displays import richest_display
@@ -28,6 +29,7 @@ __all__ = [
     "CellCollector",
     "CellResult",
     "InputHandler",
+    "InputSteps",
     "OutputBudget",
     "bundle_size",
     "code_output",
@@ -46,6 +48,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _KEPT_MIMES = ("image/png", "image/jpeg", "text/html", "text/markdown", "text/plain", REPORT_MIME)
 #: Answers an `input()` request from the kernel: prompt in, reply text out.
 InputHandler = Callable[[str], str]
+#: The same answer, as steps that may wait (`codeward.effects`): a host tool's call, awaited under `arun`.
+InputSteps = Callable[[str], Steps[str]]
 _TRACEBACK_CHARS = 100_000  # a longer traceback keeps its end, where the error is
 _DROPPED_NOTE = (
     "\n[codeward: the sandbox sent output faster than it could be read, and its kernel dropped some of it; "
@@ -341,10 +345,10 @@ class CellCollector:
             lines = "\n".join(str(line) for line in content.get("traceback", []))
             self._traceback = strip_ansi(lines)[-_TRACEBACK_CHARS:]
 
-    def answer(self, prompt: str, on_input: InputHandler) -> str:
+    def answering(self, prompt: str, on_input: InputSteps) -> Steps[str]:
         """The reply to a request from the cell's code, which draws from the budget before it is read."""
         if self._budget.spend(len(prompt)):
-            return on_input(prompt)
+            return (yield from on_input(prompt))
         return over_budget_reply(len(prompt))
 
     def logs(self) -> str:

@@ -4,15 +4,22 @@ A `KernelExecutor` installs codeward's sandbox side in a fresh kernel, sends
 the variables and tools it was given (and sends them again to a kernel that
 replaced a dead one), runs code with the host tool bridge answering, and turns
 the kernel's replies into the contract's `CodeOutput` or errors. A subclass
-only says how its kernel starts: `_start_session()` (a local process for
+only says how its kernel starts: `_start_process()` (a local process for
 jupyter, a container for docker).
+
+Each of these is written once, as steps that yield what they wait on (`codeward.effects`):
+`run` drives them by blocking, `arun` by awaiting, so under `arun` the event loop watches the
+kernel's sockets and no thread waits for a block; a host tool the sandbox calls is awaited on
+the loop when it is an ``async def``, and run in the bounded pool otherwise.
 """
 
 from __future__ import annotations
 
+import contextvars
 from abc import abstractmethod
-from typing import ClassVar
+from typing import Any, ClassVar, Self, TypeVar
 
+from codeward.effects import Offloaded, Steps, awaited, blocking, offload
 from codeward.executors import codec
 from codeward.executors.base import (
     CodeOutput,
@@ -30,14 +37,19 @@ from codeward.executors.kernel.bridge import (
 from codeward.executors.kernel.cells import CellResult, code_output, decoding_within, require_setup_ok
 from codeward.executors.kernel.files import KernelFiles
 from codeward.executors.kernel.remembering import RememberingExecutor
-from codeward.executors.kernel.session import KernelProcess, KernelSession
+from codeward.executors.kernel.session import KernelProcess, KernelSession, answered
+from codeward.executors.kernel.waiting import Owned
 from codeward.executors.live import OutputCallback
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, DEFAULT_PRINT_OUTPUTS_LENGTH, checked_packages
+from codeward.tools import Tool
 
 __all__ = ["KernelExecutor"]
 
 #: Seconds codeward's own cells (setup, loading variables and tools) may take.
 _SETUP_TIMEOUT = 120.0
+#: Set while `acreate` builds an executor: its `__init__` leaves the start to be awaited.
+_Executor = TypeVar("_Executor", bound="KernelExecutor")
+_START_AWAITED: contextvars.ContextVar[bool] = contextvars.ContextVar("codeward_start_awaited", default=False)
 
 
 class KernelExecutor(RememberingExecutor):
@@ -47,7 +59,7 @@ class KernelExecutor(RememberingExecutor):
     called from the sandbox) or "inline" (their source runs in the sandbox);
     `allow_pickle` lets variables that the codec cannot carry go in by pickle,
     for trusted setups only (nothing is ever unpickled coming out). Subclasses
-    call `_ensure_ready()` at the end of their `__init__` to start the kernel.
+    call `_start()` at the end of their `__init__` to start the kernel.
     """
 
     #: Where pip installs in the sandbox, a folder that lasts only as long as the sandbox,
@@ -75,48 +87,73 @@ class KernelExecutor(RememberingExecutor):
         self._ready_generation = 0
         self.files = KernelFiles(self._file_cell, self._file_seconds)
 
+    @classmethod
+    async def acreate(cls, **kwargs: Any) -> Self:
+        """Build and start an executor without holding the event loop: the blocking part of the start
+        (a kernel process, a container) runs in the bounded pool, the wait for the kernel to answer on
+        the loop, so that many started together overlap their starts. A failed or cancelled start
+        leaves nothing running."""
+        executor = await offload(lambda: _built_unstarted(cls, kwargs))
+        try:
+            await awaited(executor._ensuring_ready())
+        except BaseException:
+            await offload(executor.close)
+            raise
+        return executor
+
+    def _start(self) -> None:
+        """Start the sandbox, at the end of `__init__`; under `acreate` the start is awaited instead."""
+        if not _START_AWAITED.get():
+            self._ensure_ready()
+
     @abstractmethod
-    def _start_session(self) -> KernelSession:
-        """Start a sandbox and return a session connected to its kernel (see `_session_for`)."""
+    def _start_process(self) -> KernelProcess:
+        """Start a sandbox's kernel (blocking) and return who owns it."""
+
+    def _starting_session(self) -> Steps[KernelSession]:
+        """Start a sandbox and connect a session to its kernel that keeps this executor's output limits."""
+        process = yield Owned(self._start_process, _shut_down)
+        session = KernelSession(
+            process, max_log_chars=self.max_print_outputs_length, max_output_bytes=self.max_output_bytes, connect=False
+        )
+        yield from session.starting()
+        return session
 
     def _ran_in_advance(self, bootstrap: str) -> bool:
         """Whether the kernel just connected to already ran `bootstrap` (a warm pool's sandbox did)."""
         return False
 
-    def _session_for(self, process: KernelProcess) -> KernelSession:
-        """A session on `process` that keeps this executor's output limits."""
-        return KernelSession(
-            process, max_log_chars=self.max_print_outputs_length, max_output_bytes=self.max_output_bytes
-        )
-
     def _ensure_ready(self) -> KernelSession:
+        return blocking(self._ensuring_ready())
+
+    def _ensuring_ready(self) -> Steps[KernelSession]:
         """A running kernel with codeward's side installed and the remembered variables and tools sent."""
         self._check_open()
         if self._session is None:
-            self._session = self._start_session()
+            self._session = yield from self._starting_session()
         session = self._session
         if self._ready_generation != session.generation:
             bootstrap = bootstrap_code(allow_pickle=self.allow_pickle)
             if not self._ran_in_advance(bootstrap):
-                self._internal(session, bootstrap)
+                yield from self._internally(session, bootstrap)
             self._ready_generation = session.generation
             for packages in self._installed:
-                self._install(session, packages)
+                yield from self._installing(session, packages)
             if self._variables:
-                self._load("variables", codec.encode_variables(self._variables, allow_pickle=self.allow_pickle))
+                variables = codec.encode_variables(self._variables, allow_pickle=self.allow_pickle)
+                yield from self._loading("variables", variables)
             if self._bridge.tools:
-                self._load("tools", self._bridge.specs_text)
+                yield from self._loading("tools", self._bridge.specs_text)
         return session
 
-    def _internal(self, session: KernelSession, code: str, answers: dict[str, str] | None = None) -> CellResult:
+    def _internally(self, session: KernelSession, code: str, answers: dict[str, str] | None = None) -> Steps[None]:
         """Run codeward's own cell, answering its requests from `answers`; its failure is ours, not the model's."""
         replies = answers or {}
-        result = session.execute(
-            code, timeout=_SETUP_TIMEOUT, on_input=lambda prompt: replies.get(request_kind(prompt)[0], "")
+        result = yield from session.executing(
+            code, timeout=_SETUP_TIMEOUT, on_input=answered(lambda prompt: replies.get(request_kind(prompt)[0], ""))
         )
         require_setup_ok(result, "the kernel")
         self._notes += result.logs
-        return result
 
     def _file_cell(self, code: str, answers: dict[str, str]) -> CellResult:
         """Run one of `files`' cells, held at most the time limit as a block is (the code may have
@@ -148,20 +185,40 @@ class KernelExecutor(RememberingExecutor):
         return self.timeout_seconds
 
     def _load(self, what: str, text: str) -> None:
-        self._internal(self._ensure_ready(), cell_calling(f"load_{what}"), {what: text})
+        blocking(self._loading(what, text))
+
+    def _loading(self, what: str, text: str) -> Steps[None]:
+        session = yield from self._ensuring_ready()
+        yield from self._internally(session, cell_calling(f"load_{what}"), {what: text})
 
     # -- the contract ------------------------------------------------------------
 
     def run(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
-        session = self._ensure_ready()
+        return blocking(self._running(code, on_output))
+
+    async def arun(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
+        """`run`, awaited natively: the loop watches the kernel's sockets while the block runs, and
+        `on_output` is called on the loop's thread. A cancel interrupts the block (restarting a kernel
+        that does not stop) before `CancelledError` goes on; the executor stays usable."""
+        return await awaited(self._running(code, on_output))
+
+    async def asend_variables(self, variables: dict[str, Any]) -> None:
+        await awaited(self._loading("variables", self._remember_variables(variables)))
+
+    async def asend_tools(self, tools: dict[str, Tool]) -> None:
+        await awaited(self._loading("tools", self._remember_tools(tools)))
+
+    def _running(self, code: str, on_output: OutputCallback | None) -> Steps[CodeOutput]:
+        """One block, from a ready kernel to its `CodeOutput`: `run` and `arun` alike."""
+        session = yield from self._ensuring_ready()
         notes = self._take_notes()
         with decoding_within(self.timeout_seconds):
             try:
-                result = session.run_block(
-                    code, timeout=self.timeout_seconds, on_input=self._bridge.answer, on_output=on_output
+                result = yield from session.running_block(
+                    code, timeout=self.timeout_seconds, on_input=self._bridge.answering, on_output=on_output
                 )
             except SandboxError as error:
-                self._discard_session()
+                yield Offloaded(self._discard_session)
                 error.logs = notes + error.logs
                 raise
             except ExecutionError as error:
@@ -180,13 +237,15 @@ class KernelExecutor(RememberingExecutor):
         packages = checked_packages(packages)
         if not packages:
             return []
-        installed = self._install(self._ensure_ready(), packages)
+        installed = blocking(self._installing(self._ensure_ready(), packages))
         if self.packages_prefix is not None:
             self._installed.append(packages)
         return installed
 
-    def _install(self, session: KernelSession, packages: list[str]) -> list[str]:
-        result = session.execute(cell_calling("install_packages", packages, self.packages_prefix), timeout=None)
+    def _installing(self, session: KernelSession, packages: list[str]) -> Steps[list[str]]:
+        result = yield from session.executing(
+            cell_calling("install_packages", packages, self.packages_prefix), timeout=None
+        )
         if result.status != "ok":
             raise ExecutorError(f"installing {packages} into the kernel failed: {result.error_value}")
         return list(code_output(result).output)
@@ -200,3 +259,16 @@ class KernelExecutor(RememberingExecutor):
             self._session.close()
             self._session = None
             self._ready_generation = 0
+
+
+def _built_unstarted(cls: type[_Executor], kwargs: dict[str, Any]) -> _Executor:
+    """`cls(**kwargs)`, with its start left to `acreate` to await."""
+    token = _START_AWAITED.set(True)
+    try:
+        return cls(**kwargs)
+    finally:
+        _START_AWAITED.reset(token)
+
+
+def _shut_down(process: KernelProcess) -> None:
+    process.shutdown()

@@ -68,15 +68,23 @@ class RememberingExecutor(Executor):
     # -- the contract ------------------------------------------------------------
 
     def send_variables(self, variables: dict[str, Any]) -> None:
+        self._load("variables", self._remember_variables(variables))
+
+    def send_tools(self, tools: dict[str, Tool]) -> None:
+        self._load("tools", self._remember_tools(tools))
+
+    def _remember_variables(self, variables: dict[str, Any]) -> str:
+        """Check and keep `variables`; return them encoded, for `_load` (sync or awaited) to send."""
         checked_variable_names(variables, tools=self._bridge.tools)
         text = codec.encode_variables(variables, allow_pickle=self.allow_pickle)  # fails before anything is sent
         self._variables.update(variables)
-        self._load("variables", text)
+        return text
 
-    def send_tools(self, tools: dict[str, Tool]) -> None:
+    def _remember_tools(self, tools: dict[str, Tool]) -> str:
+        """Check and keep `tools`; return their descriptions, for `_load` (sync or awaited) to send."""
         checked_tool_names(tools)
         self._bridge = ToolBridge(tools, mode=self.tools_mode, allow_pickle=self.allow_pickle)
-        self._load("tools", self._bridge.specs_text)
+        return self._bridge.specs_text
 
     def __del__(self) -> None:  # a forgotten executor must not leave its sandbox running (or paid for)
         if not getattr(self, "_closed", True):

@@ -13,6 +13,7 @@ the protocol's own floor.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
@@ -23,23 +24,27 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from queue import Empty
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
 import zmq
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 
+from codeward.effects import Offloaded, Steps, blocking
 from codeward.executors.base import ExecutionError, ExecutionTimeout, SandboxError
-from codeward.executors.kernel.cells import CellCollector, CellResult, InputHandler
+from codeward.executors.kernel.cells import CellCollector, CellResult, InputHandler, InputSteps
+from codeward.executors.kernel.waiting import SocketsReady
 from codeward.executors.live import LiveOutput, OutputCallback
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET
 
 __all__ = [
+    "CellOptions",
     "ConnectedKernel",
     "KernelProcess",
     "KernelSession",
     "LocalKernel",
+    "answered",
 ]
 
 
@@ -51,6 +56,14 @@ _IOPUB_QUEUE = 4
 _READ_BATCH = 64  # messages read from one socket before the deadline is looked at again
 #: After the reply, how long iopub may stay silent before the cell's idle status is taken as dropped.
 _QUIET_AFTER_REPLY = 0.5
+
+
+class CellOptions(TypedDict, total=False):
+    """`KernelSession.executing`'s options, as `execute` passes them on."""
+
+    timeout: float | None
+    silent: bool
+    live: LiveOutput | None
 
 
 class KernelProcess(Protocol):
@@ -220,6 +233,11 @@ class KernelSession:
 
     `generation` grows by one each time a fresh kernel replaces the old one, so
     the owner knows when state it set up (variables, tools) must be sent again.
+
+    Each wait is written once, as steps that yield an effect (`codeward.effects`, `waiting`):
+    `execute`, `run_block` and `restart` drive them by blocking; an awaiting caller drives
+    `executing`, `running_block` and `restarting` itself, and the event loop watches the sockets.
+    Built with `connect=False`, the session connects when `starting()` is driven.
     """
 
     def __init__(
@@ -230,6 +248,7 @@ class KernelSession:
         interrupt_grace: float = 3.0,
         max_log_chars: int = 100_000,
         max_output_bytes: int = DEFAULT_OUTPUT_BUDGET,
+        connect: bool = True,
     ) -> None:
         self.process = process
         self.max_output_bytes = max_output_bytes
@@ -242,15 +261,20 @@ class KernelSession:
         self._block_running = False  # a block of the caller's runs: `interrupt()` may stop it
         self._interrupt_asked = False
         self._poller = zmq.Poller()
-        try:
-            self._connect()
-        except BaseException:
-            self.close()  # an unclosed client left to the garbage collector can hang it in zmq's term()
-            raise
+        if connect:
+            blocking(self.starting())
 
     # -- lifecycle -------------------------------------------------------------
 
-    def _connect(self) -> None:
+    def starting(self) -> Steps[None]:
+        """Connect to the kernel just started; one that does not answer is stopped, and the error raised."""
+        try:
+            yield from self._connecting()
+        except BaseException:
+            yield Offloaded(self.close)  # an unclosed client left to the garbage collector can hang it in zmq's term()
+            raise
+
+    def _connecting(self) -> Steps[None]:
         """Open channels to the current kernel and wait until shell and iopub both answer."""
         self._disconnect()
         client = BlockingKernelClient(context=zmq.Context())
@@ -261,11 +285,11 @@ class KernelSession:
         self._poller = zmq.Poller()
         for channel in (client.shell_channel, client.iopub_channel, client.stdin_channel):
             self._poller.register(channel.socket, zmq.POLLIN)
-        self._wait_ready()
-        self._wait_stdin()
+        yield from self._waiting_ready()
+        yield from self._waiting_stdin()
         self.generation += 1
 
-    def _wait_ready(self) -> None:
+    def _waiting_ready(self) -> Steps[None]:
         """Ask for kernel_info until its reply *and* an iopub message about it arrive.
 
         The iopub message proves the subscription is live, so no output of the
@@ -278,18 +302,19 @@ class KernelSession:
             replied = heard = False
             retry_at = time.monotonic() + _READY_RETRY
             while time.monotonic() < retry_at and not (replied and heard):
-                for channel, msg in self._poll(retry_at - time.monotonic()):
+                for channel, msg in (yield from self._polling(retry_at - time.monotonic())):
                     if msg["parent_header"].get("msg_id") != msg_id:
                         continue
                     replied = replied or channel == "shell"
                     heard = heard or channel == "iopub"
             if replied and heard:
                 return
-            if not self.process.is_alive():
-                raise SandboxError(f"the kernel did not start: {self.process.describe_death()}")
+            if not (yield Offloaded(self.process.is_alive)):
+                why = yield Offloaded(self.process.describe_death)
+                raise SandboxError(f"the kernel did not start: {why}")
         raise SandboxError(f"the kernel did not answer within {self.ready_timeout:.0f} s of starting")
 
-    def _wait_stdin(self) -> None:
+    def _waiting_stdin(self) -> Steps[None]:
         """Make sure the kernel can reach us on stdin before anything relies on it.
 
         A kernel's stdin socket drops a request addressed to a client whose
@@ -298,7 +323,7 @@ class KernelSession:
         """
         for _ in range(int(self.ready_timeout / _STDIN_RETRY)):
             try:
-                self.execute("input()", timeout=_STDIN_RETRY, on_input=lambda prompt: "", silent=True)
+                yield from self.executing("input()", timeout=_STDIN_RETRY, on_input=answered(str), silent=True)
                 return
             except ExecutionTimeout:
                 continue
@@ -306,9 +331,13 @@ class KernelSession:
 
     def restart(self) -> None:
         """Replace the kernel with a fresh one (state is lost) and reconnect."""
+        blocking(self.restarting())
+
+    def restarting(self) -> Steps[None]:
+        """`restart`, as steps."""
         self._disconnect()
-        self.process.restart()
-        self._connect()
+        yield Offloaded(self.process.restart)
+        yield from self._connecting()
 
     def close(self) -> None:
         """Stop the kernel and release the sockets. Idempotent."""
@@ -341,11 +370,17 @@ class KernelSession:
     ) -> CellResult:
         """Run the caller's block: `execute`, which `interrupt()` may stop, with `on_output` called
         as its output arrives. What that callback raises is raised once the block has stopped."""
+        return blocking(self.running_block(code, timeout=timeout, on_input=answered(on_input), on_output=on_output))
+
+    def running_block(
+        self, code: str, *, timeout: float, on_input: InputSteps, on_output: OutputCallback | None = None
+    ) -> Steps[CellResult]:
+        """`run_block`, as steps; `on_input` answers the block's requests as steps too (the tool bridge's)."""
         live = LiveOutput(on_output, self.max_log_chars)
         with self._block_lock:
             self._block_running, self._interrupt_asked = True, False
         try:
-            result = self.execute(code, timeout=timeout, on_input=on_input, live=live)
+            result = yield from self.executing(code, timeout=timeout, on_input=on_input, live=live)
         finally:
             with self._block_lock:
                 self._block_running = self._interrupt_asked = False
@@ -355,22 +390,28 @@ class KernelSession:
     def _stop_wanted(self, live: LiveOutput | None) -> bool:
         return self._interrupt_asked or (live is not None and live.failure is not None)
 
-    def execute(
+    def execute(self, code: str, *, on_input: InputHandler | None = None, **options: Unpack[CellOptions]) -> CellResult:
+        """`executing`, driven by blocking; `on_input` answers the code's requests at once."""
+        steps = None if on_input is None else answered(on_input)
+        return blocking(self.executing(code, on_input=steps, **options))
+
+    def executing(
         self,
         code: str,
         *,
         timeout: float | None = None,
-        on_input: InputHandler | None = None,
+        on_input: InputSteps | None = None,
         silent: bool = False,
         live: LiveOutput | None = None,
-    ) -> CellResult:
+    ) -> Steps[CellResult]:
         """Run `code`; return once the reply and all output for it have arrived.
 
         Raises `ExecutionTimeout` past `timeout` seconds (after stopping the
         code) and `SandboxError` if the kernel dies meanwhile. A `silent` cell
         leaves no trace in the kernel's history and publishes no result. With
         `live`, output is handed to it as it arrives, and the cell is stopped
-        (interrupted, as Ctrl-C does) when `interrupt()` asks or its callback fails.
+        (interrupted, as Ctrl-C does) when `interrupt()` asks or its callback fails. A cancelled
+        awaiting task stops it the same way, and restarts a kernel that does not stop.
         """
         client = self._require_client()
         msg_id = client.execute(
@@ -390,19 +431,19 @@ class KernelSession:
                 if cell.stopped_unanswered and now >= last_heard + _QUIET_AFTER_REPLY:
                     break  # no reply will come: waiting for one would hold the cell to its limit
                 if stopping.due(now, asked=self._stop_wanted(live)):
-                    self.process.interrupt(client)
+                    yield Offloaded(self.process.interrupt, client)  # a signal sent by jupyter_client, which may block
                     cell.interrupted = True
                 if stopping.overdue(now):
-                    self._restart_after_timeout(timeout, cell.logs())
+                    yield from self._restarting_after_timeout(timeout, cell.logs())
                 if now >= next_check:
-                    self._check_alive(cell, msg_id)
+                    yield from self._checking_alive(cell, msg_id)
                     next_check = now + _LIVENESS_INTERVAL
                 wait = next_check - now
                 if deadline is not None and stopping.timed_out_at is None:
                     wait = min(wait, deadline - now)
                 if cell.replied or cell.stopped_unanswered:
                     wait = min(wait, last_heard + _QUIET_AFTER_REPLY - now)
-                for channel, msg in self._poll(wait):
+                for channel, msg in (yield from self._polling(wait)):
                     cell.count(msg)
                     if channel != "stdin" and msg["parent_header"].get("msg_id") != msg_id:
                         continue
@@ -411,12 +452,17 @@ class KernelSession:
                         # Past the time limit the code is being stopped: its requests are not served.
                         reply = ""
                         if on_input is not None and not cell.interrupted:
-                            reply = cell.answer(msg["content"].get("prompt", ""), on_input)
+                            reply = yield from cell.answering(msg["content"].get("prompt", ""), on_input)
                         client.input(reply)
                     else:
                         cell.take(channel, msg)
         except KeyboardInterrupt as interrupt:  # Ctrl-C on the host: the run ends, with what the cell printed
-            raise interrupt from self._interrupted(client, cell, msg_id)
+            raise interrupt from (yield from self._interrupting(client, cell, msg_id))
+        except asyncio.CancelledError:  # the awaiting task was cancelled: nothing of the cell runs on
+            yield from self._interrupting(client, cell, msg_id)
+            if not cell.done:
+                yield from self.restarting()
+            raise
         if stopping.timed_out_at is not None and cell.reply_status != "ok":
             raise ExecutionTimeout(
                 f"the code ran past its time limit of {timeout:g} s and was interrupted",
@@ -432,13 +478,13 @@ class KernelSession:
             )
         return cell.result()
 
-    def _interrupted(self, client: BlockingKernelClient, cell: CellCollector, msg_id: str) -> ExecutionError:
+    def _interrupting(self, client: BlockingKernelClient, cell: CellCollector, msg_id: str) -> Steps[ExecutionError]:
         """Interrupt the kernel and gather, for up to `interrupt_grace`, what the cell still sends, so
         that what it printed reaches the user; a kernel that will not stop runs on until it is closed."""
-        self.process.interrupt(client)
+        yield Offloaded(self.process.interrupt, client)
         until = time.monotonic() + self.interrupt_grace
         while not cell.done and time.monotonic() < until:
-            for channel, msg in self._poll(until - time.monotonic()):
+            for channel, msg in (yield from self._polling(until - time.monotonic())):
                 if channel == "stdin":
                     client.input("")  # the code is being stopped: its requests are not served
                 elif msg["parent_header"].get("msg_id") == msg_id:
@@ -450,8 +496,13 @@ class KernelSession:
             error_type="KeyboardInterrupt",
         )
 
-    def _poll(self, seconds: float) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Wait up to `seconds` for any message; yield the ready ones by channel, one read at a time.
+    def _polling(self, seconds: float) -> Steps[Iterator[tuple[str, dict[str, Any]]]]:
+        """Wait up to `seconds` for any message; return the ready ones by channel, read one at a time."""
+        ready = yield SocketsReady(self._poller, seconds)
+        return self._reading(ready)
+
+    def _reading(self, ready: list[zmq.Socket[Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Yield the messages of the `ready` sockets by channel, one read at a time.
 
         Each message is handled before the next is read, so a flood holds one message on the host,
         and a socket gives at most `_READ_BATCH` per call, so the caller's deadline is checked between.
@@ -462,9 +513,8 @@ class KernelSession:
             client.iopub_channel.socket: ("iopub", client.iopub_channel),
             client.stdin_channel.socket: ("stdin", client.stdin_channel),
         }
-        ready = self._poller.poll(int(max(seconds, 0.0) * 1000))
         # iopub first: output sent before a reply must be gathered before the reply ends the cell.
-        for socket in sorted((s for s, _ in ready), key=lambda s: channels[s][0] != "iopub"):
+        for socket in sorted(ready, key=lambda s: channels[s][0] != "iopub"):
             name, channel = channels[socket]
             for _ in range(_READ_BATCH):
                 try:
@@ -473,13 +523,13 @@ class KernelSession:
                     break
                 yield name, message
 
-    def _check_alive(self, cell: CellCollector, msg_id: str) -> None:
-        if self.process.is_alive():
+    def _checking_alive(self, cell: CellCollector, msg_id: str) -> Steps[None]:
+        if (yield Offloaded(self.process.is_alive)):  # an engine's container is asked over HTTP
             return
-        for channel, msg in self._poll(_LAST_WORDS_WAIT):  # output that left the kernel before it died
+        for channel, msg in (yield from self._polling(_LAST_WORDS_WAIT)):  # what left the kernel before it died
             if channel == "iopub" and msg["parent_header"].get("msg_id") == msg_id:
                 cell.take(channel, msg)
-        why = self.process.describe_death()
+        why = yield Offloaded(self.process.describe_death)
         self._disconnect()
         raise SandboxError(
             "the sandbox died while running the code. Variables and functions defined by earlier "
@@ -488,8 +538,8 @@ class KernelSession:
             logs=cell.logs(),
         )
 
-    def _restart_after_timeout(self, timeout: float | None, logs: str) -> None:
-        self.restart()
+    def _restarting_after_timeout(self, timeout: float | None, logs: str) -> Steps[None]:
+        yield from self.restarting()
         raise ExecutionTimeout(
             f"the code ran past its time limit of {timeout:g} s and did not stop when interrupted, "
             "so the kernel was restarted: variables and functions defined by earlier code are lost "
@@ -526,6 +576,16 @@ class _Stopping:
     def overdue(self, now: float) -> bool:
         """Past its time limit and its grace: only a restart stops it."""
         return self.timed_out_at is not None and now >= self.timed_out_at + self.grace
+
+
+def answered(handler: InputHandler) -> InputSteps:
+    """`handler`, which answers at once, as steps that `executing` drives."""
+
+    def answering(prompt: str) -> Steps[str]:
+        yield from ()
+        return handler(prompt)
+
+    return answering
 
 
 def _queue_little_output(client: BlockingKernelClient) -> None:
