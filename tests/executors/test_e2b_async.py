@@ -51,13 +51,25 @@ def run_async(coroutine: Awaitable[T]) -> T:
     return asyncio.run(bounded())
 
 
-def outcome(call: Callable[[], CodeOutput]) -> tuple[Any, ...]:
+def outcome(result: CodeOutput | ExecutionError) -> tuple[Any, ...]:
     """What a block gave, in a form two runs compare by."""
-    try:
-        result = call()
-    except ExecutionError as error:
-        return (type(error).__name__, error.error_type, str(error).splitlines()[0], error.logs)
+    if isinstance(result, ExecutionError):
+        return (type(result).__name__, result.error_type, str(result).splitlines()[0], result.logs)
     return ("ok", result.output, result.logs, result.is_final_answer)
+
+
+def blocking_outcome(executor: E2BExecutor, code: str) -> tuple[Any, ...]:
+    try:
+        return outcome(executor.run(code))
+    except ExecutionError as error:
+        return outcome(error)
+
+
+async def awaited_outcome(executor: E2BExecutor, code: str) -> tuple[Any, ...]:
+    try:
+        return outcome(await executor.arun(code))
+    except ExecutionError as error:
+        return outcome(error)
 
 
 BLOCKS = [
@@ -72,18 +84,10 @@ BLOCKS = [
 def test_arun_gives_what_run_gives(make: Callable[..., E2BExecutor]) -> None:
     """Results, logs, errors and time limits: the same from both, on an executor made by the constructor."""
     executor = make()
-    blocking = [outcome(lambda: executor.run(block)) for block in BLOCKS]
+    blocking = [blocking_outcome(executor, block) for block in BLOCKS]
 
     async def awaiting() -> list[tuple[Any, ...]]:
-        seen = []
-        for block in BLOCKS:
-            try:
-                result = await executor.arun(block)
-            except ExecutionError as error:
-                seen.append((type(error).__name__, error.error_type, str(error).splitlines()[0], error.logs))
-            else:
-                seen.append(("ok", result.output, result.logs, result.is_final_answer))
-        return seen
+        return [await awaited_outcome(executor, block) for block in BLOCKS]
 
     assert run_async(awaiting()) == blocking
     assert blocking[0] == ("ok", 42, "hello\nworld\n", False)

@@ -56,13 +56,11 @@ class SandboxHandles:
 
 def _twin(kind: type[Any], handle: Any) -> Any:
     """A handle of the other SDK on the same sandbox, built from the fields the SDK connects with."""
+    fields = ("sandbox_id", "sandbox_domain", "traffic_access_token", "connection_config")
     return kind(
-        sandbox_id=handle.sandbox_id,
-        sandbox_domain=handle.sandbox_domain,
         envd_version=handle._envd_version,
         envd_access_token=handle._envd_access_token,
-        traffic_access_token=handle.traffic_access_token,
-        connection_config=handle.connection_config,
+        **{field: getattr(handle, field) for field in fields},
     )
 
 
