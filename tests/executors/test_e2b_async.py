@@ -11,12 +11,13 @@ import asyncio
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from http.server import HTTPServer
 from typing import Any, TypeVar
 
 import pytest
 
 from codeward import tool
-from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, acreate_executor
+from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, SandboxError, acreate_executor
 from codeward.executors.e2b import E2BExecutor
 from tests.e2b_server import E2BServer
 from tests.executors import test_e2b
@@ -151,6 +152,40 @@ def test_a_failing_on_output_stops_the_block_and_is_raised(acreate: Callable[...
         return (await executor.arun("'still here'")).output
 
     assert run_async(scenario()) == "still here"
+
+
+def test_interrupt_from_another_thread_stops_an_awaited_block(acreate: Callable[..., Awaitable[E2BExecutor]]) -> None:
+    async def scenario() -> tuple[ExecutionError, float, Any]:
+        executor = await acreate(timeout_seconds=30.0)
+        stopper = threading.Timer(0.5, executor.interrupt)
+        started = time.monotonic()
+        stopper.start()
+        try:
+            with pytest.raises(ExecutionError) as caught:
+                await executor.arun("import time\nprint('waiting')\ntime.sleep(20)")
+        finally:
+            stopper.cancel()
+        took = time.monotonic() - started
+        return caught.value, took, (await executor.arun("'after'")).output
+
+    error, took, after = run_async(scenario())
+    assert error.error_type == "KeyboardInterrupt" and "waiting" in error.logs
+    assert took < 10 and after == "after"
+
+
+def test_acreate_retries_an_unreachable_api_with_one_idempotency_key_then_fails_clearly() -> None:
+    api = HTTPServer(("127.0.0.1", 0), test_e2b._DroppingAPI)
+    threading.Thread(target=api.serve_forever, daemon=True).start()
+    test_e2b._DroppingAPI.keys = []
+    try:
+        connection = {"debug": False, "api_url": f"http://127.0.0.1:{api.server_address[1]}"}
+        with pytest.raises(SandboxError, match="could not reach E2B"):
+            run_async(E2BExecutor.acreate(api_key="e2b_0000", connection=connection))
+    finally:
+        api.shutdown()
+        api.server_close()
+    keys = test_e2b._DroppingAPI.keys
+    assert len(keys) >= 2 and len(set(keys)) == 1 and keys[0]
 
 
 # -- host tools ---------------------------------------------------------------------------------
