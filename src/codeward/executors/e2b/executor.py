@@ -21,6 +21,14 @@ with three differences forced by a server that only relays outputs:
   inside the sandbox by a timer; the SDK's deadline stays behind it as a
   backstop, after which a context that will not stop is restarted.
 
+The async API (`arun`, `asend_variables`, `asend_tools`, `aclose`, `acreate`)
+is native: it awaits E2B's async SDK (`AsyncSandbox`) on the event loop. The
+executor's logic is written once, as steps that yield the SDK calls they wait
+on (`calls`): `run` makes them with the sync SDK, `arun` awaits them with the
+async one. An executor reaches its sandbox through both SDKs, whichever its
+caller started with, the other made from the same fields when first needed.
+Cancelling an awaited block closes its stream, which makes E2B interrupt it.
+
 Each executor runs in a code context (a kernel) of its own, so one sandbox can
 serve several executors and `close()` can stop exactly what it started. A
 sandbox whose lifetime ran out, or that was killed, raises `SandboxError`; the
@@ -39,8 +47,9 @@ import posixpath
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import httpx
@@ -48,18 +57,12 @@ from e2b import (
     AuthenticationException,
     ConnectionConfig,
     NotFoundException,
-    RateLimitException,
     SandboxException,
 )
 from e2b import TimeoutException as E2BTimeout
 from e2b_code_interpreter import Context, Execution, Sandbox
-from tenacity import (
-    Retrying,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_exponential,
-)
 
+from codeward.effects import Steps, awaited, blocking
 from codeward.executors import codec
 from codeward.executors.base import (
     CodeOutput,
@@ -68,10 +71,11 @@ from codeward.executors.base import (
     ExecutorError,
     SandboxError,
 )
+from codeward.executors.e2b.calls import RETRYABLE, SandboxHandles, SdkCall, Started, retried
 from codeward.executors.e2b.files import E2BFiles
 from codeward.executors.e2b.network import network_rules
 from codeward.executors.e2b.output import CellReading, HostRequests, OutputFlood, OutputStopped
-from codeward.executors.kernel.bridge import bootstrap_code, cell_calling
+from codeward.executors.kernel.bridge import ToolBridge, bootstrap_code, cell_calling
 from codeward.executors.kernel.cells import (
     CellResult,
     code_output,
@@ -86,7 +90,10 @@ from codeward.executors.settings import (
     DEFAULT_PRINT_OUTPUTS_LENGTH,
     checked_packages,
     checked_seconds,
+    checked_tool_names,
+    checked_variable_names,
 )
+from codeward.tools import Tool
 
 __all__ = ["E2BExecutor"]
 
@@ -97,8 +104,6 @@ MISSING_KEY = (
     "api_key=... (keys are at https://e2b.dev/dashboard). To use a local server that speaks "
     "E2B's protocol instead, set E2B_DEBUG=true"
 )
-#: Errors on which a request that runs no code is tried again: the request never reached E2B, or E2B said "later".
-_RETRYABLE = (httpx.TransportError, ConnectionError, RateLimitException)
 #: Seconds the SDK's deadline waits past the in-sandbox limit before giving up on the run (at most).
 _BACKSTOP_GRACE = 1.0
 #: Seconds a context gets to show it is free again after a run overran even the backstop.
@@ -116,20 +121,10 @@ _KERNEL_LOST = ("ContextRestarting", "UnexpectedEndOfExecution")
 _RULE_END = re.compile(r"\A(-{20,})(?=[^\n])")
 _HEADER_END = re.compile(r"^([\w.]+ +Traceback \(most recent call last\))(?=[^\n])", re.MULTILINE)
 
+#: Set by `acreate` while it builds an executor: the constructor leaves the sandbox's start to it.
+_STARTED_BY_CALLER: ContextVar[bool] = ContextVar("codeward_e2b_started_by_caller", default=False)
+
 T = TypeVar("T")
-
-
-def _retrying(call: Callable[[], T]) -> T:
-    """`call()` with retries and backoff: only for requests that cannot have run any code."""
-    for attempt in Retrying(
-        retry=retry_if_exception_type(_RETRYABLE),
-        stop=stop_after_attempt(4),
-        wait=wait_exponential(multiplier=0.5, max=4),
-        reraise=True,
-    ):
-        with attempt:
-            return call()
-    raise AssertionError("unreachable: tenacity re-raises the last error")
 
 
 class E2BExecutor(RememberingExecutor):
@@ -194,7 +189,7 @@ class E2BExecutor(RememberingExecutor):
         self.egress = None if self._network is None else tuple(self._network.get("allow_out", []))
         self._envs = dict(envs or {})
         self._options = _connection_options(api_key, connection)
-        self._sandbox: Sandbox | None = None
+        self._sandbox: SandboxHandles | None = None
         self._context: Context | None = None
         self._owned = False
         self._connect_to = sandbox_id
@@ -204,11 +199,28 @@ class E2BExecutor(RememberingExecutor):
         self._kernel_pid: int | None = None  # the context's kernel process, which `interrupt()` signals
         self._stops = BlockStops()
         self.files = E2BFiles(self._ready_sandbox, self._requesting)
+        if _STARTED_BY_CALLER.get():
+            return
         try:
-            self._ensure_ready()
+            blocking(self._readying())
         except BaseException:
             self.close()  # a sandbox made before the failure must not outlive it
             raise
+
+    @classmethod
+    async def acreate(cls, **kwargs: Any) -> E2BExecutor:
+        """The executor, built and its sandbox started with E2B's async SDK, the event loop free meanwhile."""
+        token = _STARTED_BY_CALLER.set(True)
+        try:
+            executor = cls(**kwargs)
+        finally:
+            _STARTED_BY_CALLER.reset(token)
+        try:
+            await awaited(executor._readying())
+        except BaseException:
+            await executor.aclose()  # a sandbox made before the failure must not outlive it
+            raise
+        return executor
 
     # -- the sandbox ---------------------------------------------------------------
 
@@ -217,39 +229,44 @@ class E2BExecutor(RememberingExecutor):
         """The id of the sandbox in use, e.g. to connect to it from elsewhere."""
         return self._sandbox.sandbox_id if self._sandbox is not None else None
 
-    def _ensure_ready(self) -> tuple[Sandbox, Context]:
+    def _readying(self) -> Steps[tuple[SandboxHandles, Context]]:
         """A live sandbox and context with codeward's side installed and variables and tools sent."""
         self._check_open()
         if self._sandbox is None:
-            self._sandbox = self._open_sandbox()
+            self._sandbox = yield from self._opening()
         else:
-            self._renew_lifetime(self._sandbox)
+            yield from self._renewing(self._sandbox)
         if self._context is None:
-            self._context = self._request(lambda: _retrying(self._sandbox.create_code_context))  # type: ignore[union-attr]
+            sandbox = self._sandbox
+            self._context = yield from self._requested(retried(lambda: SdkCall(sandbox, "create_code_context")))
             self._ready = False
         if not self._ready:
-            self._install()
+            yield from self._installing()
         return self._sandbox, self._context
 
     def _ready_sandbox(self) -> Sandbox:
-        return self._ensure_ready()[0]
+        return blocking(self._readying())[0].blocking()
 
-    def _live(self) -> tuple[Sandbox, Context]:
+    def _live(self) -> tuple[SandboxHandles, Context]:
         """The sandbox and context a run is using (set up by the caller before any cell runs)."""
         if self._sandbox is None or self._context is None:
             raise SandboxError("the E2B sandbox is not set up for this run; run the code again")
         return self._sandbox, self._context
 
-    def _open_sandbox(self) -> Sandbox:
+    def _opening(self) -> Steps[SandboxHandles]:
         sandbox_id, self._connect_to = self._connect_to, None
+        sandbox: SandboxHandles
         try:
             if sandbox_id is not None:
-                sandbox = _retrying(lambda: Sandbox.connect(sandbox_id, timeout=self.sandbox_timeout, **self._options))
+                sandbox = yield from retried(
+                    lambda: Started("connect", sandbox_id, timeout=self.sandbox_timeout, **self._options)
+                )
                 self._owned = False
             else:
                 key = uuid.uuid4().hex  # the same key on every retry: E2B then creates one sandbox, not several
-                sandbox = _retrying(
-                    lambda: Sandbox.create(
+                sandbox = yield from retried(
+                    lambda: Started(
+                        "create",
                         template=self.template,
                         timeout=self.sandbox_timeout,
                         # with an allow-list, E2B's rules say it all (its allow_internet_access=False is a deny-all)
@@ -266,7 +283,7 @@ class E2BExecutor(RememberingExecutor):
             raise SandboxError(
                 f"E2B has no sandbox {sandbox_id!r}: it expired or was killed. Pass sandbox_id=None to create one",
             ) from error
-        except _RETRYABLE as error:
+        except RETRYABLE as error:
             raise SandboxError(
                 f"could not reach E2B to get a sandbox, after retrying: {type(error).__name__}: {error}. "
                 "Check the network, or E2B's status page",
@@ -277,15 +294,15 @@ class E2BExecutor(RememberingExecutor):
         self._renewed_at = time.monotonic()
         return sandbox
 
-    def _renew_lifetime(self, sandbox: Sandbox) -> None:
+    def _renewing(self, sandbox: SandboxHandles) -> Steps[None]:
         """Push the sandbox's end of life back once much of it is used, so it outlives the runs."""
         left = self._renewed_at + self.sandbox_timeout - time.monotonic()
         if left > max(self.sandbox_timeout * _RENEW_SHARE, self.timeout_seconds + _BACKSTOP_GRACE):
             return
-        self._request(lambda: _retrying(lambda: sandbox.set_timeout(self.sandbox_timeout)))
+        yield from self._requested(retried(lambda: SdkCall(sandbox, "set_timeout", self.sandbox_timeout)))
         self._renewed_at = time.monotonic()
 
-    def _install(self) -> None:
+    def _installing(self) -> Steps[None]:
         """Set up a fresh context in one round trip: prelude and codec, time limit, environment, variables, tools."""
         cells = [
             bootstrap_code(allow_pickle=self.allow_pickle),
@@ -304,45 +321,41 @@ class E2BExecutor(RememberingExecutor):
         if self._bridge.tools:
             cells.append(cell_calling("load_tools", self._bridge.specs_text))
         cells.append("__import__('os').getpid()")
-        pid = code_output(self._internal("\n".join(cells))).output
+        pid = code_output((yield from self._internal("\n".join(cells)))).output
         self._kernel_pid = pid if type(pid) is int and pid > 1 else None
         self._ready = True
 
-    def _internal(self, code: str) -> CellResult:
+    def _internal(self, code: str) -> Steps[CellResult]:
         """Run codeward's own cell; its failure is the sandbox's, not the model's code's."""
-        cell = self._execute(code, _SETUP_SECONDS)
+        cell = yield from self._executing(code, _SETUP_SECONDS)
         require_setup_ok(cell, "the E2B sandbox")
         self._notes += cell.logs
         return cell
 
-    def _host_requests(self, sandbox: Sandbox, seconds: float) -> HostRequests | None:
+    def _host_requests(self, sandbox: SandboxHandles, seconds: float) -> HostRequests | None:
         """With host tools, what answers the cell's tool requests: the bridge, writing through envd."""
         if not self._bridge.runs_on_host:  # then the sandbox announces no nonce, and the host takes no request
             return None
 
-        def write(path: str, data: bytes) -> None:
-            sandbox.files.write(path, data, use_octet_stream=True)
+        def write(path: str, data: bytes) -> SdkCall:
+            return SdkCall(sandbox, "files.write", path, data, use_octet_stream=True)
 
         return HostRequests(self._bridge, write, self._folder, time.monotonic() + seconds)
 
     # -- one execution -----------------------------------------------------------------
 
-    def _execute(self, code: str, seconds: float, live: LiveOutput | None = None) -> CellResult:
+    def _executing(self, code: str, seconds: float, live: LiveOutput | None = None) -> Steps[CellResult]:
         """Run a cell in the context and gather what came back, handing its output to `live` as it
         comes; transport failures become executor errors."""
         sandbox, context = self._live()
         reading = CellReading(
             self.max_print_outputs_length, self.max_output_bytes, self._host_requests(sandbox, seconds), live
         )
+        handlers = {"on_stdout": reading.printed, "on_stderr": reading.printed, "on_result": reading.shown}
         started = time.monotonic()
         try:
-            execution = sandbox.run_code(
-                code,
-                context=context,
-                on_stdout=reading.printed,
-                on_stderr=reading.printed,
-                on_result=reading.shown,
-                timeout=seconds + _BACKSTOP_GRACE,
+            execution = yield SdkCall(
+                sandbox, "run_code", code, context=context, timeout=seconds + _BACKSTOP_GRACE, handlers=handlers
             )
         except OutputStopped:  # the stream closed, E2B interrupts the cell: the caller's callback failed
             assert live is not None and live.failure is not None
@@ -357,8 +370,8 @@ class E2BExecutor(RememberingExecutor):
             ) from flood
         except E2BTimeout as error:
             if time.monotonic() - started >= seconds:
-                self._overran(seconds, reading.logs())
-            raise self._lost(error, reading.logs()) from error
+                yield from self._overrunning(seconds, reading.logs())
+            raise (yield from self._losing(error, reading.logs())) from error
         except NotFoundException as error:
             self._context = None
             raise SandboxError(
@@ -367,7 +380,7 @@ class E2BExecutor(RememberingExecutor):
                 logs=reading.logs(),
             ) from error
         except (httpx.HTTPError, SandboxException, OSError) as error:  # is the sandbox still there?
-            raise self._lost(error, reading.logs()) from error
+            raise (yield from self._losing(error, reading.logs())) from error
         return self._cell(execution, reading, seconds)
 
     def _cell(self, execution: Execution, reading: CellReading, seconds: float) -> CellResult:
@@ -398,17 +411,17 @@ class E2BExecutor(RememberingExecutor):
             traceback=_traceback_text(error.traceback) if error else "",
         )
 
-    def _overran(self, seconds: float, logs: str) -> None:
+    def _overrunning(self, seconds: float, logs: str) -> Steps[None]:
         """The run outlived even the backstop: see whether the context stopped, else restart it; then raise."""
         sandbox, context = self._live()
         try:
-            sandbox.run_code("None", context=context, timeout=_PROBE_SECONDS)
+            yield SdkCall(sandbox, "run_code", "None", context=context, timeout=_PROBE_SECONDS)
         except Exception:  # still busy (or gone): a restart is the only way to stop it
             self._ready = False
             try:
-                sandbox.restart_code_context(context)
+                yield SdkCall(sandbox, "restart_code_context", context)
             except Exception as error:
-                raise self._lost(error, logs) from error
+                raise (yield from self._losing(error, logs)) from error
             raise ExecutionTimeout(
                 f"the code ran past its time limit of {seconds:g} s and did not stop, so its context was restarted: "
                 "variables and functions defined by earlier code are lost (variables and tools given by the "
@@ -422,13 +435,13 @@ class E2BExecutor(RememberingExecutor):
             error_type="TimeoutError",
         )
 
-    def _lost(
+    def _losing(
         self, error: Exception, logs: str, during: str = "the run; the code may or may not have run"
-    ) -> SandboxError:
+    ) -> Steps[SandboxError]:
         """The error for a request that failed: the sandbox is gone, or the network or E2B failed."""
         sandbox = self._sandbox
         try:
-            running = sandbox is not None and sandbox.is_running()
+            running = sandbox is not None and bool((yield SdkCall(sandbox, "is_running")))
         except Exception:  # cannot tell: assume it is gone, and start afresh
             running = False
         if running:
@@ -446,20 +459,20 @@ class E2BExecutor(RememberingExecutor):
             logs=logs,
         )
 
-    def _request(self, call: Callable[[], T]) -> T:
+    def _requested(self, steps: Steps[T]) -> Steps[T]:
         """A control request (no code runs): a sandbox found gone on the way raises `SandboxError`."""
         try:
-            return call()
+            return (yield from steps)
         except (httpx.HTTPError, SandboxException, OSError) as error:
-            raise self._lost(error, "", "codeward's setup (no code of yours ran); try again") from error
+            raise (yield from self._losing(error, "", "codeward's setup (no code of yours ran); try again")) from error
 
     @contextmanager
     def _requesting(self, during: str) -> Iterator[None]:
-        """`_request` for a block of calls (`files`): a sandbox found gone raises `SandboxError`."""
+        """`_requested` for a block of blocking calls (`files`): a sandbox found gone raises `SandboxError`."""
         try:
             yield
         except (httpx.HTTPError, SandboxException, OSError) as error:
-            raise self._lost(error, "", f"{during} (no code of yours ran); try again") from error
+            raise blocking(self._losing(error, "", f"{during} (no code of yours ran); try again")) from error
 
     def _forget_sandbox(self) -> None:
         self._sandbox, self._context, self._ready = None, None, False
@@ -467,16 +480,41 @@ class E2BExecutor(RememberingExecutor):
     # -- the contract ------------------------------------------------------------------
 
     def _load(self, what: str, text: str) -> None:
-        self._ensure_ready()
-        self._internal(cell_calling(f"load_{what}", text))
+        blocking(self._loading(what, text))
+
+    def _loading(self, what: str, text: str) -> Steps[None]:
+        yield from self._readying()
+        yield from self._internal(cell_calling(f"load_{what}", text))
+
+    async def asend_variables(self, variables: dict[str, Any]) -> None:
+        """`send_variables`, awaited with E2B's async SDK."""
+        checked_variable_names(variables, tools=self._bridge.tools)
+        text = codec.encode_variables(variables, allow_pickle=self.allow_pickle)  # fails before anything is sent
+        self._variables.update(variables)
+        await awaited(self._loading("variables", text))
+
+    async def asend_tools(self, tools: dict[str, Tool]) -> None:
+        """`send_tools`, awaited with E2B's async SDK."""
+        checked_tool_names(tools)
+        self._bridge = ToolBridge(tools, mode=self.tools_mode, allow_pickle=self.allow_pickle)
+        await awaited(self._loading("tools", self._bridge.specs_text))
 
     def run(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
-        self._ensure_ready()
+        return blocking(self._running(code, on_output))
+
+    async def arun(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
+        """`run`, awaited with E2B's async SDK: `on_output` and async host tools run on the event loop's
+        thread, sync host tools in the shared bounded pool. Cancelling the awaiting task closes the
+        block's stream, which makes E2B interrupt the block; the executor stays usable."""
+        return await awaited(self._running(code, on_output))
+
+    def _running(self, code: str, on_output: OutputCallback | None) -> Steps[CodeOutput]:
+        yield from self._readying()
         notes = self._take_notes()
         live = LiveOutput(on_output, self.max_print_outputs_length)
         try:
             with decoding_within(self.timeout_seconds), self._stops.running(self._signal_kernel):
-                output = code_output(self._execute(code, self.timeout_seconds, live))
+                output = code_output((yield from self._executing(code, self.timeout_seconds, live)))
         except ExecutorError as error:
             error.logs = notes + error.logs
             raise
@@ -494,7 +532,9 @@ class E2BExecutor(RememberingExecutor):
         if sandbox is None or pid is None:
             return
         try:
-            sandbox.run_code(f"__import__('os').kill({pid}, __import__('signal').SIGINT)", timeout=_PROBE_SECONDS * 5)
+            sandbox.blocking().run_code(
+                f"__import__('os').kill({pid}, __import__('signal').SIGINT)", timeout=_PROBE_SECONDS * 5
+            )
         except Exception as error:  # the block's own run reports a sandbox that is gone
             logger.info("could not interrupt the E2B code context: %s", error)
 
@@ -503,12 +543,15 @@ class E2BExecutor(RememberingExecutor):
         packages = checked_packages(packages)
         if not packages:
             return []
-        self._ensure_ready()
-        self._internal(cell_calling("limit_time", 0))
+        return blocking(self._installing_packages(packages))
+
+    def _installing_packages(self, packages: list[str]) -> Steps[list[str]]:
+        yield from self._readying()
+        yield from self._internal(cell_calling("limit_time", 0))
         try:
-            cell = self._execute(cell_calling("install_packages", packages), _SETUP_SECONDS * 5)
+            cell = yield from self._executing(cell_calling("install_packages", packages), _SETUP_SECONDS * 5)
         finally:
-            self._internal(cell_calling("limit_time", self.timeout_seconds))
+            yield from self._internal(cell_calling("limit_time", self.timeout_seconds))
         if cell.status != "ok":
             if self.egress:
                 hint = f" (the sandbox reaches only egress={list(self.egress)}: pip needs pypi.org and files.pythonhosted.org)"
@@ -521,6 +564,13 @@ class E2BExecutor(RememberingExecutor):
 
     def close(self) -> None:
         """Stop this executor's context, and kill the sandbox if this executor created it."""
+        blocking(self._closing())
+
+    async def aclose(self) -> None:
+        """`close`, awaited with E2B's async SDK."""
+        await awaited(self._closing())
+
+    def _closing(self) -> Steps[None]:
         if self._closed:
             return
         self._closed = True
@@ -530,12 +580,12 @@ class E2BExecutor(RememberingExecutor):
             return
         if context is not None:
             try:
-                sandbox.remove_code_context(context)
+                yield SdkCall(sandbox, "remove_code_context", context)
             except Exception as error:  # best effort: the sandbox may already be gone
                 logger.info("could not remove the code context %s: %s", context.id, error)
         if owned:
             try:
-                _retrying(sandbox.kill)
+                yield from retried(lambda: SdkCall(sandbox, "kill"))
             except Exception as error:
                 logger.warning("could not kill E2B sandbox %s (it ends at its timeout): %s", sandbox.sandbox_id, error)
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from e2b_code_interpreter import OutputMessage, Result
 
+from codeward.effects import Effect, Steps
 from codeward.executors.kernel.bridge import ToolBridge
 from codeward.executors.kernel.cells import (
     BoundedText,
@@ -68,12 +69,13 @@ class OutputStopped(Exception):
 class HostRequests:
     """The host's end of the prelude's `ask_by_output` for one cell: its requests, answered.
 
-    `write(path, data)` puts a file into the sandbox (``sandbox.files.write``);
+    `write(path, data)` is the effect that puts a file into the sandbox (``sandbox.files.write``);
     `folder` is where the prelude waits for answers. Past `deadline` (``time.monotonic()``)
     the code is being stopped, so its requests are not served, as on the kernel sandboxes.
+    Answering is steps (`effects`): the tool's call and the write are waited on by the caller.
     """
 
-    def __init__(self, bridge: ToolBridge, write: Callable[[str, bytes], object], folder: str, deadline: float) -> None:
+    def __init__(self, bridge: ToolBridge, write: Callable[[str, bytes], Effect], folder: str, deadline: float) -> None:
         self._bridge = bridge
         self._write = write
         self._folder = folder
@@ -81,7 +83,7 @@ class HostRequests:
         self._nonce: str | None = None
         self._first = True
 
-    def take(self, text: str, budget: OutputBudget) -> str:
+    def take(self, text: str, budget: OutputBudget) -> Steps[str]:
         """`text` without the cell's nonce and requests, each request answered; anything else stays text."""
         first, self._first = self._first, False
         kept, start = [], 0
@@ -91,7 +93,7 @@ class HostRequests:
                 self._nonce = nonce  # only the cell's very first output: the code has not run yet
             elif kind == "tool" and nonce == self._nonce and number:
                 if time.monotonic() < self._deadline:
-                    self._answer(number, body, len(mark.group()), budget)
+                    yield from self._answer(number, body, len(mark.group()), budget)
             else:
                 continue
             kept.append(text[start : mark.start()])
@@ -99,11 +101,11 @@ class HostRequests:
         kept.append(text[start:])
         return "".join(kept)
 
-    def _answer(self, number: str, body: str, size: int, budget: OutputBudget) -> None:
-        reply = self._bridge.answer_tool(body) if budget.spend(size) else over_budget_reply(size)
+    def _answer(self, number: str, body: str, size: int, budget: OutputBudget) -> Steps[None]:
+        reply = (yield from self._bridge.answering_tool(body)) if budget.spend(size) else over_budget_reply(size)
         data = reply.encode()
         name = ANSWER_FILE.format(nonce=self._nonce, number=number)
-        self._write(f"{self._folder}/{name}", b"%d\n%s" % (len(data), data))
+        yield self._write(f"{self._folder}/{name}", b"%d\n%s" % (len(data), data))
 
 
 class CellReading:
@@ -131,10 +133,11 @@ class CellReading:
         self.displays: list[dict[str, Any]] = []
         self.main: dict[str, Any] | None = None
 
-    def printed(self, message: OutputMessage) -> None:
+    def printed(self, message: OutputMessage) -> Steps[None]:
+        """Steps, since a tool request among the text is answered (`HostRequests`) before more is read."""
         text = message.line
         if self._requests is not None and not message.error:  # requests come on stdout only
-            text = self._requests.take(text, self._budget)
+            text = yield from self._requests.take(text, self._budget)
         if text and self._budget.spend(len(text)):
             self._logs.add(text)
             self._deliver("stderr" if message.error else "stdout", text)
