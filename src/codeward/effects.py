@@ -97,19 +97,25 @@ class Finished:
 # -- drivers ---------------------------------------------------------------------------
 
 
+def _advance(steps: Steps[Any], value: Any, error: BaseException | None) -> tuple[bool, Any]:
+    """Send `steps` the last effect's value (or throw its error): (False, its next item), or
+    (True, what it returned)."""
+    try:
+        return False, (steps.throw(error) if error is not None else steps.send(value))
+    except StopIteration as stop:
+        return True, stop.value
+
+
 def events(steps: Steps[T]) -> Generator[Any, Any, T]:
     """Drive `steps` by blocking: do its effects, yield its events, return what it returns. A consumer
     that stops early (``close()``) closes `steps` too, so its ``finally`` blocks run."""
     value: Any = None
     error: BaseException | None = None
     while True:
-        try:
-            item = steps.throw(error) if error is not None else steps.send(value)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        finally:
-            error = None  # no frame of ours keeps the exception (and its traceback) alive
-        value = None
+        done, item = _advance(steps, value, error)
+        if done:
+            return item  # type: ignore[no-any-return]
+        value = error = None
         try:
             if isinstance(item, StreamingEffect):
                 value = yield from item.stream()
@@ -142,13 +148,10 @@ async def aevents(steps: Steps[Any]) -> AsyncIterator[Any]:
     error: BaseException | None = None
     try:
         while True:
-            try:
-                item = steps.throw(error) if error is not None else steps.send(value)
-            except StopIteration:
+            done, item = _advance(steps, value, error)
+            if done:
                 return
-            finally:
-                error = None
-            value = None
+            value = error = None
             try:
                 if isinstance(item, StreamingEffect):
                     async with contextlib.aclosing(item.astream()) as pieces:  # type: ignore[type-var]
@@ -171,22 +174,14 @@ async def aevents(steps: Steps[Any]) -> AsyncIterator[Any]:
 
 async def awaited(steps: Steps[T]) -> T:
     """Drive `steps`, which yields effects only, by awaiting; return what it returns."""
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            item = steps.throw(error) if error is not None else steps.send(value)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        finally:
-            error = None
-        if not isinstance(item, Effect):
-            steps.close()
-            raise TypeError(f"an effect-only generator yielded the event {item!r}")
-        try:
-            value = await item.acall()
-        except BaseException as failure:
-            value, error = None, failure
+    returned: list[T] = []
+
+    def keeping() -> Steps[None]:
+        returned.append((yield from steps))
+
+    async for item in aevents(keeping()):
+        raise TypeError(f"an effect-only generator yielded the event {item!r}")
+    return returned[0]
 
 
 def watched(steps: Steps[T], watch: Callable[[Any], None]) -> Steps[T]:
@@ -195,13 +190,10 @@ def watched(steps: Steps[T], watch: Callable[[Any], None]) -> Steps[T]:
     value: Any = None
     error: BaseException | None = None
     while True:
-        try:
-            item = steps.throw(error) if error is not None else steps.send(value)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        finally:
-            error = None
-        value = None
+        done, item = _advance(steps, value, error)
+        if done:
+            return item  # type: ignore[no-any-return]
+        value = error = None
         try:
             value = yield item
         except GeneratorExit:

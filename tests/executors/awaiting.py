@@ -42,3 +42,12 @@ async def cancelled_after(seconds: float, running: Coroutine[Any, Any, Any]) -> 
     with pytest.raises(asyncio.CancelledError):
         await task
     return time.monotonic() - asked
+
+
+def process_runs(pid: int) -> bool:
+    """Whether the process lives (a zombie waiting to be reaped does not count)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -7,11 +7,10 @@ import os
 import threading
 import time
 
-import pytest
-
 from codeward import ActionStep, CodeAgent, FinalAnswerStep, LiteLLMModel, ScriptedModel, ToolCallingAgent, tool
 from codeward.platform.live_blocks import BlockOutputDelta
 from codeward.platform.models import ChatMessage, ChatMessageStreamDelta
+from tests.executors.awaiting import cancelled_after, process_runs
 from tests.platform.openai_server import ChatServer
 from tests.timing import busy_seconds
 
@@ -157,25 +156,11 @@ def test_forty_agents_share_one_loop_and_never_hold_it():
     assert max(lateness) < busy_seconds(0.2), f"the loop was held for {max(lateness):.3f} s"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def test_cancelling_arun_stops_the_block_and_aclose_leaves_nothing(executor):
     async def main():
         model = ScriptedModel([code("import time\nkept = 5\ntime.sleep(60)"), code("final_answer(kept)")])
         agent = CodeAgent(tools=[], model=model, executor=executor)
-        running = asyncio.create_task(agent.arun("sleep"))
-        await asyncio.sleep(1.0)
-        started = time.monotonic()
-        running.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await running
-        stopped_in = time.monotonic() - started
+        stopped_in = await cancelled_after(1.0, agent.arun("sleep"))
         step = await agent.arun_code("kept + 1")  # the sandbox still serves, with what the code defined
         await agent.aclose()
         return stopped_in, step, agent
@@ -185,9 +170,9 @@ def test_cancelling_arun_stops_the_block_and_aclose_leaves_nothing(executor):
     assert step.error is None and step.action_output == 6
     sandbox = getattr(agent.executor, "sandbox_id", None) or ""
     if sandbox.startswith("local-"):
-        assert not _alive(int(sandbox.split("-")[1]))
+        assert not process_runs(int(sandbox.split("-")[1]))
     kernel = getattr(getattr(getattr(agent.executor, "_session", None), "process", None), "pid", None)
-    assert kernel is None or not _alive(kernel)
+    assert kernel is None or not process_runs(kernel)
 
 
 def test_litellm_model_is_awaited_through_acompletion():

@@ -19,7 +19,8 @@ import weakref
 from codeward.effects import Steps
 from codeward.executors.base import SandboxError
 from codeward.executors.kernel.executor import KernelExecutor
-from codeward.executors.kernel.session import KernelSession, LocalKernel
+from codeward.executors.kernel.owners import LocalKernel
+from codeward.executors.kernel.session import KernelSession
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, DEFAULT_PRINT_OUTPUTS_LENGTH
 
 __all__ = ["JupyterExecutor", "clean_environment"]

@@ -6,6 +6,7 @@ What a step *does* (run code in a sandbox, or call tools) is the subclass's
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import inspect
 import reprlib
@@ -300,10 +301,8 @@ class MultiStepAgent:
         run = events(self._run_stream(self.task, max_steps, images, streaming=stream))
         if stream:
             return run
-        final_step = None
-        for event in run:
-            final_step = event
-        return self._result(final_step, started, return_full_result)
+        last = collections.deque(run, maxlen=1)  # the final answer step
+        return self._result(last[0] if last else None, started, return_full_result)
 
     async def arun(
         self,
@@ -324,10 +323,10 @@ class MultiStepAgent:
         run = aevents(self._run_stream(self.task, max_steps, images, streaming=stream))
         if stream:
             return run
-        final_step = None
+        last = None
         async for event in run:
-            final_step = event
-        return self._result(final_step, started, return_full_result)
+            last = event  # the last is the final answer step
+        return self._result(last, started, return_full_result)
 
     def _begin_run(
         self,

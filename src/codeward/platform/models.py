@@ -261,24 +261,14 @@ class ScriptedModel(Model):
             "assistant", content, scripted.tool_calls, usage, "tool_calls" if scripted.tool_calls else "stop"
         )
 
-    async def agenerate(
-        self,
-        messages: Sequence[ChatMessage],
-        stop_sequences: list[str] | None = None,
-        tools_to_call_from: list[Tool] | None = None,
-        **kwargs: Any,
-    ) -> ChatMessage:
+    async def agenerate(self, messages: Sequence[ChatMessage], *args: Any, **kwargs: Any) -> ChatMessage:
         """A scripted answer takes no time: given at once, on the loop."""
-        return self.generate(messages, stop_sequences, tools_to_call_from, **kwargs)
+        return self.generate(messages, *args, **kwargs)
 
     async def agenerate_stream(
-        self,
-        messages: Sequence[ChatMessage],
-        stop_sequences: list[str] | None = None,
-        tools_to_call_from: list[Tool] | None = None,
-        **kwargs: Any,
+        self, messages: Sequence[ChatMessage], *args: Any, **kwargs: Any
     ) -> AsyncIterator[ChatMessageStreamDelta]:
-        for delta in self.generate_stream(messages, stop_sequences, tools_to_call_from, **kwargs):
+        for delta in self.generate_stream(messages, *args, **kwargs):
             yield delta
 
     def generate_stream(

@@ -12,7 +12,8 @@ import pytest
 
 from codeward.executors.base import ExecutionTimeout, SandboxError
 from codeward.executors.jupyter import clean_environment
-from codeward.executors.kernel.session import ConnectedKernel, KernelSession, LocalKernel
+from codeward.executors.kernel.owners import ConnectedKernel, LocalKernel
+from codeward.executors.kernel.session import KernelSession
 
 
 @pytest.fixture

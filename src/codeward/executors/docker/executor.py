@@ -32,7 +32,7 @@ from codeward.executors.docker.hardening import PACKAGES_DIR, Hardening
 from codeward.executors.docker.mounts import MountSpec, mount_modes
 from codeward.executors.docker.sandbox import KernelContainer, sandbox_spec
 from codeward.executors.kernel.executor import KernelExecutor
-from codeward.executors.kernel.session import ConnectedKernel
+from codeward.executors.kernel.owners import ConnectedKernel
 from codeward.executors.live import OutputCallback
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, DEFAULT_PRINT_OUTPUTS_LENGTH, checked_packages
 

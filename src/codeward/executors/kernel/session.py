@@ -4,9 +4,7 @@
 results, rich displays, errors, payloads); it enforces time limits by
 interrupting the kernel and, failing that, restarting it; it notices a dead
 kernel. *How* the kernel process starts, stops, is interrupted or restarted is
-a `KernelProcess`: `LocalKernel` owns a subprocess through jupyter_client's
-`KernelManager`; `ConnectedKernel` talks to a kernel that someone else runs (a
-container) and leaves its lifecycle to that owner. The session itself polls the
+a `KernelProcess` (`owners`: a local subprocess, or a container's kernel). The session itself polls the
 shell, iopub and stdin sockets directly, so a round trip costs little more than
 the protocol's own floor.
 """
@@ -14,22 +12,15 @@ the protocol's own floor.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
-import os
-import shutil
-import signal
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from queue import Empty
 from typing import Any, Protocol, TypedDict, Unpack
 
 import zmq
 from jupyter_client.blocking.client import BlockingKernelClient
-from jupyter_client.kernelspec import KernelSpecManager
-from jupyter_client.manager import KernelManager
 
 from codeward.effects import Offloaded, Steps, blocking
 from codeward.executors.base import ExecutionError, ExecutionTimeout, SandboxError
@@ -40,10 +31,8 @@ from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET
 
 __all__ = [
     "CellOptions",
-    "ConnectedKernel",
     "KernelProcess",
     "KernelSession",
-    "LocalKernel",
     "answered",
 ]
 
@@ -84,148 +73,6 @@ class KernelProcess(Protocol):
 
     def describe_death(self) -> str:
         """A short account of why the kernel is gone, for the error the caller sees."""
-
-
-class LocalKernel:
-    """A kernel subprocess on this machine, in its own process group.
-
-    Its connection file, ipc sockets and stderr log live in a private 0700
-    folder that is removed at shutdown. The environment is exactly `env`: the
-    caller decides what the kernel may see.
-    """
-
-    def __init__(
-        self,
-        *,
-        argv: list[str] | None = None,
-        kernel_name: str = "python3",
-        env: dict[str, str],
-        cwd: str | None = None,
-        transport: str = "tcp",
-        extra_arguments: list[str] | None = None,
-    ) -> None:
-        if transport not in ("tcp", "ipc"):
-            raise ValueError(f"transport must be 'tcp' or 'ipc', got {transport!r}")
-        self._folder = tempfile.mkdtemp(prefix="codeward-kernel-")
-        os.chmod(self._folder, 0o700)
-        specs = {} if argv is None else {"kernel_spec_manager": _spec_manager(self._folder, argv)}
-        self._manager = KernelManager(
-            kernel_name=kernel_name if argv is None else "codeward",
-            transport=transport,
-            **specs,
-            ip=os.path.join(self._folder, "kernel") if transport == "ipc" else "127.0.0.1",
-            connection_file=os.path.join(self._folder, "connection.json"),
-        )
-        self._stderr_path = os.path.join(self._folder, "stderr.log")
-        # Kept open for restarts, which launch the kernel again with the same arguments.
-        self._stderr = open(self._stderr_path, "ab")  # noqa: SIM115
-        try:
-            self._manager.start_kernel(
-                env=dict(env), cwd=cwd, extra_arguments=extra_arguments or [], stdout=self._stderr, stderr=self._stderr
-            )
-        except BaseException:
-            self.shutdown()
-            raise
-
-    def connection_info(self) -> dict[str, Any]:
-        return dict(self._manager.get_connection_info(session=False))
-
-    def is_alive(self) -> bool:
-        return self._manager.has_kernel and self._manager.is_alive()
-
-    def interrupt(self, client: BlockingKernelClient) -> None:
-        if self.is_alive():
-            self._manager.interrupt_kernel()
-
-    def restart(self) -> None:
-        self._kill_group()
-        self._manager.restart_kernel(now=True)
-
-    def shutdown(self) -> None:
-        if self._stderr.closed:
-            return
-        if self._manager.has_kernel:
-            self._kill_group()
-            self._manager.shutdown_kernel(now=True)
-        else:
-            self._manager.cleanup_resources()
-        self._stderr.close()
-        shutil.rmtree(self._folder, ignore_errors=True)
-
-    def describe_death(self) -> str:
-        provisioner = self._manager.provisioner
-        process = getattr(provisioner, "process", None)
-        code = process.poll() if process is not None else None
-        if code is None:
-            how = "the kernel stopped answering"
-        elif code < 0:
-            name = signal.Signals(-code).name
-            how = f"the kernel was killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else "")
-        else:
-            how = f"the kernel exited with code {code}"
-        tail = _tail(self._stderr_path)
-        return how + (f"; the end of its stderr:\n{tail}" if tail else "")
-
-    def _kill_group(self) -> None:
-        """Kill the kernel's process group, so children it started go with it."""
-        pgid = getattr(self._manager.provisioner, "pgid", None)
-        if pgid:
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except OSError:
-                pass
-
-
-class ConnectedKernel:
-    """A kernel that another party runs (a container); we only hold its address.
-
-    Interrupts go as `interrupt_request` messages on the control channel, so no
-    signal has to cross into the sandbox. Restarting and liveness belong to the
-    owner, through the callbacks it passes.
-    """
-
-    def __init__(
-        self,
-        connection_info: dict[str, Any],
-        *,
-        is_alive: Callable[[], bool] | None = None,
-        restart: Callable[[], dict[str, Any]] | None = None,
-        shutdown: Callable[[], None] | None = None,
-        describe_death: Callable[[], str] | None = None,
-    ) -> None:
-        self._info = dict(connection_info)
-        self._is_alive = is_alive
-        self._restart = restart
-        self._shutdown = shutdown
-        self._describe = describe_death
-
-    @classmethod
-    def from_file(cls, connection_file: str, **owner: Any) -> ConnectedKernel:
-        """The kernel described by a connection file (as written by the kernel or its launcher)."""
-        with open(connection_file, encoding="utf-8") as handle:
-            return cls(json.load(handle), **owner)
-
-    def connection_info(self) -> dict[str, Any]:
-        return self._info
-
-    def is_alive(self) -> bool:
-        return self._is_alive() if self._is_alive else True
-
-    def interrupt(self, client: BlockingKernelClient) -> None:
-        client.control_channel.send(client.session.msg("interrupt_request", {}))
-
-    def restart(self) -> None:
-        if self._restart is None:
-            raise SandboxError("the kernel must be restarted, but its owner gave no way to restart it")
-        self._info = dict(self._restart())
-
-    def shutdown(self) -> None:
-        if self._shutdown is not None:
-            self._shutdown()
-            self._shutdown = None
-
-    def describe_death(self) -> str:
-        return self._describe() if self._describe else "the kernel is gone"
 
 
 class KernelSession:
@@ -600,24 +447,3 @@ def _queue_little_output(client: BlockingKernelClient) -> None:
         client.iopub_channel  # noqa: B018 - made now, while the option is the context's default
     finally:
         del context.sockopts[zmq.RCVHWM]
-
-
-def _spec_manager(folder: str, argv: list[str]) -> KernelSpecManager:
-    """A spec manager that knows only our own kernel spec, whose `argv` names the interpreter."""
-    spec_dir = os.path.join(folder, "kernels", "codeward")
-    os.makedirs(spec_dir)
-    with open(os.path.join(spec_dir, "kernel.json"), "w") as handle:
-        json.dump({"argv": argv, "display_name": "codeward", "language": "python", "interrupt_mode": "signal"}, handle)
-    return KernelSpecManager(kernel_dirs=[os.path.join(folder, "kernels")], ensure_native_kernel=False)
-
-
-def _tail(path: str, limit: int = 2000) -> str:
-    """The end of a kernel's stderr, without the kernel application's own log lines."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(handle.tell() - limit, 0))
-            text = handle.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return "\n".join(line for line in text.splitlines() if not line.startswith("[IPKernelApp]")).strip()
