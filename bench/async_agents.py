@@ -228,7 +228,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     BARE = float(_bare_interpreter_pss())
-    print(f"a bare interpreter (python -I -S): {BARE / 2**20:.1f} MiB PSS; {os.cpu_count()} cores; block sleeps {args.sleep} s")
+    print(
+        f"a bare interpreter (python -I -S): {BARE / 2**20:.1f} MiB PSS; {os.cpu_count()} cores; block sleeps {args.sleep} s"
+    )
     for executor in args.executors.split(","):
         if executor == "docker":
             try:
