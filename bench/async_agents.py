@@ -144,13 +144,13 @@ async def _async_round(executor: str, count: int, sleep: float, pool: Any) -> di
 
     agents = await asyncio.gather(*(one(index) for index in range(count)))
     took = time.monotonic() - started
+    heart.stop()  # what follows is the bench's own measuring, which blocks
+    await beating
     grown = _tree_pss() - before
     if pool is not None:
         names = [str(getattr(agent.executor, "sandbox_id", "")) for agent in agents]
         grown += _Containers().memory([name for name in names if name])
     await asyncio.gather(*(agent.aclose() for agent in agents))
-    heart.stop()
-    await beating
     return {"rate": count / took, "held": heart.latest, "memory": grown / count}
 
 
