@@ -240,23 +240,25 @@ class _Ready(Effect):
         import asyncio
 
         loop = asyncio.get_running_loop()
-        ready = loop.create_future()
+        ready: asyncio.Future[bool] = loop.create_future()
 
-        def mark() -> None:
+        def mark(outcome: bool) -> None:
             if not ready.done():
-                ready.set_result(True)
+                ready.set_result(outcome)
 
         watch, unwatch = (
             (loop.add_reader, loop.remove_reader) if self._reading else (loop.add_writer, loop.remove_writer)
         )
-        watch(self.fd, mark)
+        watch(self.fd, mark, True)
+        left = _left(self.deadline)
+        # not asyncio.wait_for, which before Python 3.12 swallows a cancel that comes as the socket is ready
+        timer = None if left is None else loop.call_later(left, mark, False)
         try:
-            await asyncio.wait_for(ready, _left(self.deadline))
-        except TimeoutError:
-            return False
+            return await ready
         finally:
             unwatch(self.fd)
-        return True
+            if timer is not None:
+                timer.cancel()
 
 
 class Readable(_Ready):

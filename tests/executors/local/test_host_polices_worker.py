@@ -568,3 +568,49 @@ def test_live_output_past_the_logs_length_ends_the_worker_and_never_reaches_the_
             sandbox.run(OUTPUT_FLOOD, on_output=lambda stream, text: heard.append(text))
         assert sum(map(len, heard)) <= 5000
         later_blocks_hold(sandbox)
+
+
+#: A block that ignores Ctrl-C, waits for the host to be cancelled, then asks for the tool `tick`
+#: over and over with forged requests, as code with `os` and `signal` can.
+ASKS_AFTER_CANCEL = (
+    CHANNEL
+    + ALARM_OFF
+    + "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(0.6)\n"
+    + "for call in range(40):\n"
+    + "    write_all(frame({'op': 'tool', 'seq': request_number(), 'call': call}, "
+    + 'b\'{"tool": "tick", "arguments": {}}\'))\n'
+    + "    time.sleep(0.05)\n"
+    + "time.sleep(30)"
+)
+
+
+def test_a_cancelled_block_gets_no_host_tool_run_however_it_asks():
+    """`arun` cancelled: the block is asked to stop, and whatever it sends after, no host tool runs
+    for it (the caller has gone); one that does not stop within the grace loses its worker."""
+    import asyncio
+
+    from codeward.tools import tool
+    from tests.executors.awaiting import cancelled_after
+
+    ran: list[float] = []
+
+    @tool
+    def tick() -> int:
+        """Counts a call.
+
+        Returns:
+            how many calls so far
+        """
+        ran.append(time.monotonic())
+        return len(ran)
+
+    async def main() -> float:
+        with executor(timeout_seconds=20) as sandbox:
+            await sandbox.asend_tools({"tick": tick})
+            took = await cancelled_after(0.3, sandbox.arun(ASKS_AFTER_CANCEL))
+            later_blocks_hold(sandbox)
+            return took
+
+    took = asyncio.run(main())
+    assert not ran, f"{len(ran)} tool calls ran for a cancelled block"
+    assert took < busy_seconds(process.INTERRUPT_GRACE_SECONDS + 1)

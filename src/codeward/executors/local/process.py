@@ -41,6 +41,7 @@ from codeward.effects import Steps, awaited, blocking, is_cancellation
 from codeward.executors import codec
 from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, SandboxError
 from codeward.executors.kernel.bridge import ToolBridge
+from codeward.executors.kernel.cells import request_error
 from codeward.executors.kernel.remembering import RememberingExecutor
 from codeward.executors.live import STREAMS, BlockStops, LiveOutput, OutputCallback
 from codeward.executors.local.channel import ChannelClosed, ChannelError, ChannelTimeout
@@ -52,6 +53,9 @@ if TYPE_CHECKING:
     from codeward.tools import Tool
 
 __all__ = ["WorkerExecutor"]
+
+#: What a cancelled block's tool call answers, the tool not run.
+_CANCELLED_CALL = request_error("call", "ToolCallError", "the call was cancelled, with the block that made it")
 
 #: Beyond the time limit, how long a block may take to stop by itself before its worker is killed.
 GRACE_SECONDS = 1.0
@@ -190,7 +194,8 @@ class WorkerExecutor(RememberingExecutor):
                     continue
                 if header.get("op") != "tool":
                     return header, body, parts, deadline, cancelled
-                reply = yield from self._answer_tool(worker, body, deadline)
+                # no tool runs for a cancelled block, however it asks: the caller has gone
+                reply = _CANCELLED_CALL if cancelled else (yield from self._answer_tool(worker, body, deadline))
             except BaseException as error:
                 if cancelled is not None and error is not cancelled:
                     raise cancelled from None  # the worker did not stop in time and was replaced
@@ -198,7 +203,7 @@ class WorkerExecutor(RememberingExecutor):
                     raise
                 cancelled = error
                 deadline = min(deadline, time.monotonic() + INTERRUPT_GRACE_SECONDS)
-                self._stops.interrupt()
+                self._stops.interrupt()  # a block waiting for its tool's reply stops waiting too
                 continue
             yield from self._transmit(worker, {"op": "reply", "call": header.get("call")}, reply, deadline=deadline)
 
