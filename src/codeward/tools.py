@@ -28,6 +28,7 @@ __all__ = [
     "ToolCallError",
     "ToolCalled",
     "ToolDefinitionError",
+    "called",
     "tool",
 ]
 
@@ -379,6 +380,14 @@ def _preview(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def called(tool: Tool, *args: Any, **kwargs: Any) -> Any:
+    """`tool(...)` run to its end by blocking: an async tool's coroutine on a loop of its own. What
+    calls a tool and cannot await (a sandbox in the host's process) calls it so, and never hands
+    the model's code a coroutine."""
+    result = tool(*args, **kwargs)
+    return run_coroutine(result) if inspect.isawaitable(result) else result
+
+
 class ToolCalled(Effect):
     """A call of a host tool, waited on: blocking runs it (an async tool on a loop of its own);
     awaiting runs an async tool on the event loop and a sync one in the shared bounded pool."""
@@ -388,8 +397,7 @@ class ToolCalled(Effect):
         self.arguments = arguments
 
     def call(self) -> Any:
-        result = self.tool(**self.arguments)
-        return run_coroutine(result) if inspect.isawaitable(result) else result
+        return called(self.tool, **self.arguments)
 
     async def acall(self) -> Any:
         if self.tool.is_async:

@@ -7,6 +7,8 @@ import os
 import threading
 import time
 
+import pytest
+
 from codeward import ActionStep, CodeAgent, FinalAnswerStep, LiteLLMModel, ScriptedModel, ToolCallingAgent, tool
 from codeward.platform.live_blocks import BlockOutputDelta
 from codeward.platform.models import ChatMessage, ChatMessageStreamDelta
@@ -243,3 +245,22 @@ def test_a_cancel_during_a_tool_call_answers_the_block_and_keeps_its_worker():
     took, kept = asyncio.run(main())
     assert took < busy_seconds(1.0), f"the cancel took {took:.2f} s"
     assert kept == 4
+
+
+def test_an_async_tool_in_the_hosts_own_process_gives_its_value_not_a_coroutine():
+    """In process, the model's code calls the tool on the host's thread: it gets the tool's value,
+    never the coroutine (a host object, with the frames of the host's code inside)."""
+    from codeward.executors.local.executor import LocalExecutor
+
+    with LocalExecutor(isolation="in_process") as ex:
+        ex.send_tools({"lookup": lookup})
+        got = ex.run("found = lookup('e')\n(type(found).__name__, found)").output
+    assert got == ("str", "e:loop")
+
+
+def test_an_async_tool_is_refused_inline_with_the_way_out():
+    from codeward.executors.kernel.bridge import ToolBridge
+    from codeward.tools import ToolDefinitionError
+
+    with pytest.raises(ToolDefinitionError, match=r"async def.*plain def function.*host"):
+        ToolBridge({"lookup": lookup}, mode="inline")

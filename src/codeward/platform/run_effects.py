@@ -129,15 +129,17 @@ class LiveBlock(BlockRun, StreamingEffect):
             pieces.put_nowait(BlockOutputDelta(stream, text))
 
         running = asyncio.ensure_future(self.executor.arun(self.code, _both(shown, put)))
+        waiting: asyncio.Future[BlockOutputDelta] | None = None
         try:
             while not (running.done() and pieces.empty()):
                 waiting = asyncio.ensure_future(pieces.get())
                 await asyncio.wait([waiting, running], return_when=asyncio.FIRST_COMPLETED)
                 if waiting.done():
                     yield waiting.result()
-                else:
-                    waiting.cancel()
+                waiting.cancel()
         finally:
+            if waiting is not None:
+                waiting.cancel()
             if not running.done():  # the consumer went away, or was cancelled: so is the block
                 running.cancel()
                 with contextlib.suppress(BaseException):

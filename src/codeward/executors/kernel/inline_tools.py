@@ -87,6 +87,12 @@ def _shippable(name: str, tool: Tool) -> FunctionTool:
             f"is a {type(tool).__name__} object, whose methods and state cannot be shipped into the sandbox",
             ["make it a self-contained @tool function (its state can be sent as a variable and passed to it)"],
         )
+    if tool.is_async:
+        raise InlineToolRefused(
+            name,
+            "is an async def function, which the model's code would get as a coroutine to await",
+            ["make it a plain def function"],
+        )
     code = tool.function.__code__
     if code.co_freevars:
         raise InlineToolRefused(

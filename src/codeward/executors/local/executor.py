@@ -10,6 +10,7 @@ interpreter in the host's own process, for values the codec cannot carry.
 from __future__ import annotations
 
 import contextvars
+import functools
 import logging
 import shutil
 import tempfile
@@ -31,6 +32,7 @@ from codeward.executors.settings import (
     checked_tool_names,
     checked_variable_names,
 )
+from codeward.tools import called
 
 if TYPE_CHECKING:
     from codeward.executors.local.process import WorkerExecutor
@@ -182,7 +184,10 @@ class LocalExecutor(Executor):
         else:
             assert self._interpreter is not None
             self._interpreter.send_tools(
-                {n: ToolHandle(n, t.description, t, n == FINAL_ANSWER_TOOL) for n, t in self._tools.items()}
+                {
+                    n: ToolHandle(n, t.description, functools.partial(called, t), n == FINAL_ANSWER_TOOL)
+                    for n, t in self._tools.items()
+                }
             )
 
     def run(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
