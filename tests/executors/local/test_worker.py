@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import sys
 
 import pytest
 
@@ -192,3 +193,16 @@ def test_the_worker_dies_with_its_host(tmp_path):
     while not process_gone(worker_pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert process_gone(worker_pid)
+
+
+def test_a_worker_that_cannot_start_says_so_at_its_first_block_and_closes_cleanly(monkeypatch):
+    """The start is not waited for when the executor is made; a start that fails (no interpreter
+    where the host's was) fails the first block with a SandboxError that says why, and `close()` works."""
+    from codeward.executors.base import SandboxError
+    from codeward.executors.local.executor import LocalExecutor
+
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python3")
+    executor = LocalExecutor()
+    with pytest.raises(SandboxError, match=r"could not be started \(FileNotFoundError"):
+        executor.run("1")
+    executor.close()

@@ -286,7 +286,12 @@ class WorkerExecutor(RememberingExecutor):
         if self._worker is None:
             self._worker = WorkerProcess(self._settings, self._env)
         worker = self._worker
-        yield from worker.started()
+        try:
+            yield from worker.started()
+        except Exception as error:
+            raise self._lost(
+                worker, f"the worker process could not be started ({type(error).__name__}: {error})"
+            ) from None
         deadline = time.monotonic() + START_SECONDS
         header, _, _ = yield from self._receive(worker, worker.start_seq, deadline, code_running=False)
         if header.get("op") != "ready":

@@ -179,8 +179,12 @@ class WorkerProcess:
         self._tag = uuid.uuid4().hex[:8]
         header_limit, limit = frame_limits(settings)
         self.channel = Channel(host_end, limit=limit, header_limit=header_limit)
-        # what the worker reads first waits in the socket until it starts
-        self.start_seq = blocking(self.sending({"op": "start", "host_pid": os.getpid(), **settings}))
+        # what the worker reads first waits in the socket until it starts; a start that failed at
+        # once has closed the socket's other end, and its error comes at the first use
+        try:
+            self.start_seq = blocking(self.sending({"op": "start", "host_pid": os.getpid(), **settings}))
+        except (OSError, ChannelError):
+            self.start_seq = -1
         self.ready = False
         self._cpu_at_answer: float | None = None  # its CPU time when it last answered, where the system says
         self._overrun: str | None = None  # why the host stopped it, when it did
@@ -287,18 +291,31 @@ class WorkerProcess:
         self.ready = False
         self._folder_watch.close()
         try:
-            yield from self.started()
-            if graceful and self.process.poll() is None:
+            if (yield from self._was_started()) and graceful and self.process.poll() is None:
                 with contextlib.suppress(OSError, ChannelError):
                     yield from self.channel.sending({"op": "close"}, deadline=time.monotonic() + STOP_SECONDS)
                     yield Exited(self.process, STOP_SECONDS)
         finally:
-            if self.process.poll() is None:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                yield Exited(self.process, STOP_SECONDS)  # a killed process ends at once, but a busy machine delays it
-                self.process.wait()
             try:
-                yield from self.reaper.releasing()
+                yield from self._killed()
             finally:
                 self.channel.close()
                 self.stderr.close()
+
+    def _was_started(self) -> Steps[bool]:
+        try:
+            yield from self.started()
+        except Exception:  # starting it failed (said at its first use): nothing runs
+            return False
+        return True
+
+    def _killed(self) -> Steps[None]:
+        """Kill the process if it runs, and release its reaper; a start under way (milliseconds) ends first."""
+        concurrent.futures.wait([self._spawned])
+        if self._spawned.cancelled() or self._spawned.exception() is not None:
+            return
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            yield Exited(self.process, STOP_SECONDS)  # a killed process ends at once, but a busy machine delays it
+            self.process.wait()
+        yield from self.reaper.releasing()
