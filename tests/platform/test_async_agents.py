@@ -194,57 +194,50 @@ def test_litellm_model_is_awaited_through_acompletion():
     assert os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP") == "True"
 
 
-def test_a_cancel_lands_while_the_block_keeps_its_socket_busy():
-    """A block that calls a tool in a tight loop keeps the host's socket always ready: the cancel
-    still stops it at once (an `asyncio.wait_for` there swallows it before Python 3.12, and the block
-    ran to its time limit), and the worker stays for the next block."""
+@tool
+def tick() -> int:
+    """Answers at once.
+
+    Returns:
+        one
+    """
+    return 1
+
+
+@tool
+async def slow() -> int:
+    """Answers after a while.
+
+    Returns:
+        one
+    """
+    await asyncio.sleep(5)
+    return 1
+
+
+@pytest.mark.parametrize(
+    "busy",
+    [
+        # a tool called in a tight loop keeps the host's socket always ready: an `asyncio.wait_for`
+        # there swallows the cancel before Python 3.12, and the block ran to its time limit
+        "while True:\n    tick()",
+        # the block waits for a tool's reply that will never come: the stop reaches it there
+        "slow()",
+    ],
+    ids=["socket-always-ready", "waiting-for-a-tool"],
+)
+def test_a_cancel_lands_at_once_and_the_worker_stays(busy: str) -> None:
     from codeward.executors.local.executor import LocalExecutor
-
-    @tool
-    def tick() -> int:
-        """Answers at once.
-
-        Returns:
-            one
-        """
-        return 1
 
     async def main() -> tuple[float, object]:
         async with LocalExecutor(timeout_seconds=20) as ex:
-            await ex.asend_tools({"tick": tick})
-            took = await cancelled_after(0.5, ex.arun("kept = 3\nwhile True:\n    tick()"))
+            await ex.asend_tools({"tick": tick, "slow": slow})
+            took = await cancelled_after(0.5, ex.arun(f"kept = 3\n{busy}"))
             return took, (await ex.arun("kept")).output
 
     took, kept = asyncio.run(main())
     assert took < busy_seconds(1.0), f"the cancel took {took:.2f} s"
     assert kept == 3
-
-
-def test_a_cancel_during_a_tool_call_answers_the_block_and_keeps_its_worker():
-    """Cancelled while the block waits for its tool: the block hears that the call was cancelled and
-    stops, so the worker, with what the code defined, stays (it waited for a reply that would never
-    come, and was replaced)."""
-    from codeward.executors.local.executor import LocalExecutor
-
-    @tool
-    async def slow() -> int:
-        """Answers after a while.
-
-        Returns:
-            one
-        """
-        await asyncio.sleep(5)
-        return 1
-
-    async def main() -> tuple[float, object]:
-        async with LocalExecutor(timeout_seconds=20) as ex:
-            await ex.asend_tools({"slow": slow})
-            took = await cancelled_after(0.5, ex.arun("kept = 4\nslow()"))
-            return took, (await ex.arun("kept")).output
-
-    took, kept = asyncio.run(main())
-    assert took < busy_seconds(1.0), f"the cancel took {took:.2f} s"
-    assert kept == 4
 
 
 def test_an_async_tool_in_the_hosts_own_process_gives_its_value_not_a_coroutine():

@@ -614,3 +614,19 @@ def test_a_cancelled_block_gets_no_host_tool_run_however_it_asks():
     took = asyncio.run(main())
     assert not ran, f"{len(ran)} tool calls ran for a cancelled block"
     assert took < busy_seconds(process.INTERRUPT_GRACE_SECONDS + 1)
+
+
+def test_a_reply_cut_by_a_cancel_stops_its_worker():
+    """Cancelled while the host sends a tool's large reply to a worker that stopped reading: the reply
+    is cut midway, so that worker could only read garbage next; it is stopped, and later blocks hold."""
+    import asyncio
+
+    from tests.executors.awaiting import cancelled_after
+
+    async def main() -> None:
+        with executor(timeout_seconds=20) as sandbox:
+            await sandbox.asend_tools({"big": big})
+            await cancelled_after(1.0, sandbox.arun(DEAF))
+            later_blocks_hold(sandbox)
+
+    asyncio.run(main())

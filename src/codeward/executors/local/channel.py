@@ -56,6 +56,8 @@ class Channel:
         self.limit = limit
         self.header_limit = header_limit
         self._pending = bytearray()  # bytes read ahead of the message being taken
+        #: Whether a message was stopped after part of it was sent (the other side's next read is garbled).
+        self.cut = False
 
     def send(
         self, header: dict[str, Any], body: str = "", parts: Sequence[Any] = (), deadline: float | None = None
@@ -75,18 +77,24 @@ class Channel:
         data = body.encode("utf-8", "surrogatepass")
         size = len(data) + sum(sizes)
         frame = _LENGTHS.pack(len(head), size) + head
-        if size < _CHUNK:  # one write for the small messages that make up a round trip
-            yield from self._writing(b"".join([frame, data, *parts]), deadline)
-            return
-        for piece in (frame, data, *parts):
-            yield from self._writing(piece, deadline)
+        pieces = [b"".join([frame, data, *parts])] if size < _CHUNK else [frame, data, *parts]  # small: one write
+        total = len(frame) + len(data) + sum(sizes)
+        sent = [0]
+        try:
+            for piece in pieces:
+                yield from self._writing(piece, deadline, sent)
+        except BaseException:
+            self.cut = self.cut or 0 < sent[0] < total
+            raise
 
-    def _writing(self, data: Any, deadline: float | None) -> Steps[None]:
+    def _writing(self, data: Any, deadline: float | None, sent: list[int]) -> Steps[None]:
         left = memoryview(data).cast("B")
         while left:
             if not (yield Writable(self.sock, deadline)):
                 raise ChannelTimeout("the message was not taken before the deadline")
-            left = left[self._call(self.sock.send, left, deadline) :]
+            count = self._call(self.sock.send, left, deadline)
+            sent[0] += count
+            left = left[count:]
 
     def receive(
         self, deadline: float | None = None, whole: Callable[[], AbstractContextManager[None]] | None = None

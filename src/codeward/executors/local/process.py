@@ -196,16 +196,15 @@ class WorkerExecutor(RememberingExecutor):
                     return header, body, parts, deadline, cancelled
                 # no tool runs for a cancelled block, however it asks: the caller has gone
                 reply = _CANCELLED_CALL if cancelled else (yield from self._answer_tool(worker, body, deadline))
+                yield from self._transmit(worker, {"op": "reply", "call": header.get("call")}, reply, deadline=deadline)
             except BaseException as error:
                 if cancelled is not None and error is not cancelled:
                     raise cancelled from None  # the worker did not stop in time and was replaced
-                if error is cancelled or not is_cancellation(error):
-                    raise
+                if error is cancelled or not is_cancellation(error) or worker.channel.cut:
+                    raise  # a reply cut midway: the worker is stopped
                 cancelled = error
                 deadline = min(deadline, time.monotonic() + INTERRUPT_GRACE_SECONDS)
                 self._stops.interrupt()  # a block waiting for its tool's reply stops waiting too
-                continue
-            yield from self._transmit(worker, {"op": "reply", "call": header.get("call")}, reply, deadline=deadline)
 
     def _deliver(self, worker: WorkerProcess, header: dict[str, Any], live: LiveOutput, heard: int) -> int:
         """Hand a piece of the block's output to `live`; return its length. A worker sends no more
