@@ -18,6 +18,7 @@ import contextlib
 import os
 import select
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -33,6 +34,7 @@ __all__ = [
     "Completed",
     "Effect",
     "Exited",
+    "Finished",
     "Offloaded",
     "Readable",
     "Steps",
@@ -55,6 +57,7 @@ Steps = Generator[Any, Any, T]
 #: Threads that run blocking work for awaiting callers, shared by the whole process.
 OFFLOAD_THREADS = min(32, (os.cpu_count() or 1) + 4)
 _offload_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_offload_pool_made = threading.Lock()
 
 
 class Effect:
@@ -346,8 +349,11 @@ def offload(function: Callable[..., T], *args: Any) -> asyncio.Future[T]:
     import functools
 
     global _offload_pool
-    if _offload_pool is None:
-        _offload_pool = concurrent.futures.ThreadPoolExecutor(OFFLOAD_THREADS, thread_name_prefix="codeward-offload")
+    with _offload_pool_made:  # loops on several threads may offload at once
+        if _offload_pool is None:
+            _offload_pool = concurrent.futures.ThreadPoolExecutor(
+                OFFLOAD_THREADS, thread_name_prefix="codeward-offload"
+            )
     context = contextvars.copy_context()
     call = functools.partial(context.run, function, *args)
     return asyncio.get_running_loop().run_in_executor(_offload_pool, call)
