@@ -257,3 +257,16 @@ def test_an_async_tool_is_refused_inline_with_the_way_out():
 
     with pytest.raises(ToolDefinitionError, match=r"async def.*plain def function.*host"):
         ToolBridge({"lookup": lookup}, mode="inline")
+
+
+def test_the_readmes_async_example_runs_as_written_in_a_fresh_process():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Async", 1)[1]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    done = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str([n * 2 for n in range(40)])
