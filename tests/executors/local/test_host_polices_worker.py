@@ -349,8 +349,9 @@ DEAF = (
 )
 
 
-def _write_without_deadline(self, data, deadline):
+def _write_without_deadline(self, data, deadline, sent):
     self.sock.sendall(data)
+    sent[0] += len(data)
     yield from ()
 
 
