@@ -6,6 +6,7 @@ What a step *does* (run code in a sandbox, or call tools) is the subclass's
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import inspect
@@ -318,6 +319,7 @@ class MultiStepAgent:
         async iterator of the same events. The model is asked with `Model.agenerate` and the sandbox
         with `Executor.arun`, so the event loop serves other tasks while this run waits. Cancelling
         the awaiting task stops the running block as `interrupt()` does, and ends the run."""
+        await asyncio.sleep(0)  # many runs started at once take turns from here, not all in one turn of the loop
         max_steps, started = self._begin_run(task, reset, images, additional_args, max_steps)
         await awaited(self._setting_up())
         run = aevents(self._run_stream(self.task, max_steps, images, streaming=stream))
