@@ -298,7 +298,7 @@ class MultiStepAgent:
     ) -> Any:
         """Run `task`; return the final answer, a `RunResult`, or (with `stream=True`) a generator of events."""
         max_steps, started = self._begin_run(task, reset, images, additional_args, max_steps)
-        self._setup_run()
+        blocking(self._setting_up())
         run = events(self._run_stream(self.task, max_steps, images, streaming=stream))
         if stream:
             return run
@@ -391,9 +391,6 @@ class MultiStepAgent:
         tools = [ToolSource.of(tool) for tool in self.tools.values() if not isinstance(tool, FinalAnswerTool)]
         variables = [VariableSource(name) for name in self.state]
         return RunSetup(tools, variables, self.planning_interval)
-
-    def _setup_run(self) -> None:
-        blocking(self._setting_up())
 
     def _setting_up(self) -> Steps[None]:
         """Hook: a code agent sends variables and tools to its sandbox here, yielding what it waits on."""

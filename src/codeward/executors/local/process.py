@@ -80,9 +80,8 @@ class WorkerExecutor(RememberingExecutor):
         super().__init__(timeout_seconds=settings["timeout_seconds"], tools_mode="host", allow_pickle=False)
         self._settings = settings
         self._env = worker_environment(env)
-        self._worker: WorkerProcess | None = WorkerProcess(
-            settings, self._env
-        )  # starts now, is waited for at first use
+        # started now, waited for at first use
+        self._worker: WorkerProcess | None = WorkerProcess(settings, self._env)
         self.missing_layers: list[str] = []
         self._stops = BlockStops()
 
