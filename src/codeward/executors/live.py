@@ -16,7 +16,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator
 
-__all__ = ["STREAMS", "BlockStops", "LiveOutput", "OutputCallback", "display_text"]
+__all__ = ["STREAMS", "BlockStops", "LiveOutput", "OutputCallback", "display_text", "heard_by_all"]
 
 #: Seconds between two stops sent to the same block, while it runs.
 STOP_AGAIN_SECONDS = 0.5
@@ -61,6 +61,19 @@ class LiveOutput:
         """Raise what the callback raised, if it did: called once the block it stopped has ended."""
         if self.failure is not None:
             raise self.failure
+
+
+def heard_by_all(*listeners: OutputCallback | None) -> OutputCallback | None:
+    """One callback that hands each piece to every listener given, in order; None when none is."""
+    given = [listener for listener in listeners if listener is not None]
+    if len(given) < 2:
+        return given[0] if given else None
+
+    def heard(stream: str, text: str) -> None:
+        for listener in given:
+            listener(stream, text)
+
+    return heard
 
 
 def display_text(bundle: dict[str, str]) -> str:

@@ -19,6 +19,7 @@ from codeward.executors.base import (
     create_executor,
 )
 from codeward.executors.displays import Display
+from codeward.executors.live import heard_by_all
 from codeward.platform.agents import ActionOutput, MultiStepAgent
 from codeward.platform.artifacts import OutputsBudget, OutputsCollector
 from codeward.platform.errors import AgentError, AgentExecutionError, AgentParsingError, AgentToolCallError
@@ -315,24 +316,15 @@ class CodeAgent(MultiStepAgent):
         """What the block's output goes to as it comes: the logger, which shows it on the screen,
         `on_output`, and the step callbacks given for `BlockOutputDelta`; None when none wants it,
         so the sandbox need not send it live."""
-        listeners: list[OutputCallback] = [self.logger.block_output] if self.logger.shows_block_output else []
-        if on_output is not None:
-            listeners.append(on_output)
+        told = None
         callbacks = self._callbacks_for(BlockOutputDelta)
         if callbacks:
 
             def told(stream: str, text: str) -> None:
                 self._fire_callbacks(BlockOutputDelta(stream, text), callbacks)
 
-            listeners.append(told)
-        if len(listeners) < 2:
-            return listeners[0] if listeners else None
-
-        def heard(stream: str, text: str) -> None:
-            for listener in listeners:
-                listener(stream, text)
-
-        return heard
+        shown = self.logger.block_output if self.logger.shows_block_output else None
+        return heard_by_all(shown, on_output, told)
 
     def _run_in_sandbox(self, code: str, on_output: OutputCallback | None, live: bool) -> Steps[CodeOutput]:
         """Run the block in the sandbox, in an ``execute_code`` span naming the sandbox, the code and how it ended."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from codeward.effects import Effect, Finished, StreamingEffect
 from codeward.executors.base import CodeOutput, Executor, run_block
-from codeward.executors.live import OutputCallback
+from codeward.executors.live import OutputCallback, heard_by_all
 from codeward.platform.live_blocks import BlockOutputDelta, streamed_block
 from codeward.platform.models import ChatMessage, ChatMessageStreamDelta, Model, TokenUsage, ToolCall
 
@@ -118,7 +118,7 @@ class LiveBlock(BlockRun, StreamingEffect):
     def stream(self) -> Generator[BlockOutputDelta, None, CodeOutput]:
         shown = self.on_output
         return streamed_block(
-            lambda put: run_block(self.executor, self.code, _both(shown, put)), self.executor.interrupt
+            lambda put: run_block(self.executor, self.code, heard_by_all(shown, put)), self.executor.interrupt
         )
 
     async def astream(self) -> AsyncIterator[Any]:
@@ -128,7 +128,7 @@ class LiveBlock(BlockRun, StreamingEffect):
         def put(stream: str, text: str) -> None:
             pieces.put_nowait(BlockOutputDelta(stream, text))
 
-        running = asyncio.ensure_future(self.executor.arun(self.code, _both(shown, put)))
+        running = asyncio.ensure_future(self.executor.arun(self.code, heard_by_all(shown, put)))
         waiting: asyncio.Future[BlockOutputDelta] | None = None
         try:
             while not (running.done() and pieces.empty()):
@@ -148,14 +148,3 @@ class LiveBlock(BlockRun, StreamingEffect):
 
     call = StreamingEffect.call
     acall = StreamingEffect.acall
-
-
-def _both(first: OutputCallback | None, second: OutputCallback) -> OutputCallback:
-    if first is None:
-        return second
-
-    def heard(stream: str, text: str) -> None:
-        first(stream, text)
-        second(stream, text)
-
-    return heard
