@@ -400,6 +400,11 @@ class ToolCalled(Effect):
         return called(self.tool, **self.arguments)
 
     async def acall(self) -> Any:
+        import asyncio
+
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():  # cancelled while the request was read: not started
+            raise asyncio.CancelledError
         if self.tool.is_async:
             return await self.tool(**self.arguments)
         result = await offload(lambda: self.tool(**self.arguments))

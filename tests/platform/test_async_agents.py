@@ -270,3 +270,43 @@ def test_the_readmes_async_example_runs_as_written_in_a_fresh_process():
     done = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str([n * 2 for n in range(40)])
+
+
+@pytest.mark.parametrize("kind", ["async", "sync"])
+def test_a_tool_call_asked_after_its_task_was_cancelled_never_starts(kind: str) -> None:
+    """A cancel asked while the host read the tool's request (the loop busy) lands before the
+    tool starts, not inside it."""
+    from codeward.tools import ToolCalled
+
+    ran: list[str] = []
+
+    @tool
+    async def async_mark() -> str:
+        """Marks.
+
+        Returns:
+            a mark
+        """
+        ran.append("async")
+        await asyncio.sleep(0)
+        return "done"
+
+    @tool
+    def sync_mark() -> str:
+        """Marks.
+
+        Returns:
+            a mark
+        """
+        ran.append("sync")
+        return "done"
+
+    async def main() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()  # asked while this task runs, as a cancel asked while the host reads a request
+        await ToolCalled(async_mark if kind == "async" else sync_mark, {}).acall()
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(main())
+    assert not ran

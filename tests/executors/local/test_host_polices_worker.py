@@ -631,3 +631,44 @@ def test_a_reply_cut_by_a_cancel_stops_its_worker():
             later_blocks_hold(sandbox)
 
     asyncio.run(main())
+
+
+#: A forged tool request whose argument (1.5 million keys, which take the host about a second and a
+#: half to read) finishes arriving just before the block's deadline (3 s, and 1 s of grace): read,
+#: it is already past it.
+LATE_REQUEST = (
+    "import signal, time\nT0 = time.monotonic()\n"
+    + ALARM_OFF
+    + "signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+    + CHANNEL
+    + 'ALL = [b\'{"tool": "tick", "arguments": {"n": {\']\n'
+    + "for s in range(0, 1_500_000, 100_000):\n"
+    + "    ALL.append((b',' if s else b'') + b','.join([b'\"k%d\":null' % i for i in range(s, s + 100_000)]))\n"
+    + "ALL.append(b'}}}')\n"
+    + "head = json.dumps({'op': 'tool', 'seq': request_number(), 'call': 1}).encode()\n"
+    + "while time.monotonic() < T0 + 3.7:\n    pass\n"
+    + "write_all(struct.pack('!IQ', len(head), sum(map(len, ALL))) + head)\n"
+    + "for chunk in ALL:\n    write_all(chunk)\n"
+    + "while True:\n    pass"
+)
+
+
+def test_a_tool_request_read_past_the_deadline_runs_no_tool():
+    ran: list[float] = []
+
+    @tool
+    def tick(n: dict) -> int:
+        """Counts a call.
+
+        Args:
+            n: anything
+        """
+        ran.append(time.monotonic())
+        return len(ran)
+
+    with executor(timeout_seconds=3) as sandbox:
+        sandbox.send_tools({"tick": tick})
+        outcome, _ = timed(lambda: sandbox.run(LATE_REQUEST))
+        assert isinstance(outcome, SandboxError) and "time limit" in outcome.message, outcome
+        later_blocks_hold(sandbox)
+    assert not ran, "the tool ran for a request read past the block's deadline"

@@ -116,8 +116,9 @@ class ToolBridge:
         """The reply to one encoded tool request (``{"tool": name, "arguments": {...}}``)."""
         return blocking(self.answering_tool(body))
 
-    def answering_tool(self, body: str) -> Steps[str]:
-        """`answer_tool`, as steps that yield the tool's call."""
+    def answering_tool(self, body: str, by: float | None = None) -> Steps[str]:
+        """`answer_tool`, as steps that yield the tool's call. With `by` (a `time.monotonic()` instant,
+        the block's deadline), a request whose reading ended past it is refused and its tool not run."""
         try:
             request = codec.loads(body)  # allow_pickle stays off: bytes from a sandbox are never unpickled
             name, arguments = request["tool"], request["arguments"]
@@ -125,6 +126,8 @@ class ToolBridge:
                 raise TypeError("a request names a tool and gives its arguments as a dict")
         except Exception as error:  # anything malformed is refused, whatever it was
             return request_error("call", "ToolCallError", f"malformed tool request: {error}")
+        if by is not None and time.monotonic() > by:
+            return request_error("call", "TimeoutError", "the block's time ran out while its tool request was read")
         return (yield from self._running(name, arguments))
 
     def _running(self, name: str, arguments: dict[Any, Any]) -> Steps[str]:

@@ -225,7 +225,7 @@ class WorkerExecutor(RememberingExecutor):
         The host cannot stop a tool mid-call: past the deadline when it returns, the worker is
         stopped (its block has already given up waiting), and the block ends as a timeout."""
         with self._decoding(deadline):
-            reply = yield from self._bridge.answering_tool(body)
+            reply = yield from self._bridge.answering_tool(body, by=deadline)
         if time.monotonic() > deadline:
             raise self._lost(
                 worker,
