@@ -53,14 +53,14 @@ class Unsandboxed(Executor):
 
     def __init__(
         self,
-        timeout_seconds: float = CONTROL_SECONDS,
+        timeout_seconds: float | None = None,
         *,
         memory_room: int = MEMORY_ROOM,
         hung_after: float = CONTROL_SECONDS,
         **ignored_limits: Any,
     ) -> None:
         """`hung_after`: the most seconds a block may take, whatever `timeout_seconds`, before the copy counts as hung."""
-        self.seconds = min(float(timeout_seconds), hung_after)
+        self.seconds = hung_after if timeout_seconds is None else min(float(timeout_seconds), hung_after)
         self.memory_room = memory_room
         self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
         self.blocks: list[str] = []
