@@ -327,17 +327,20 @@ class Completed(Effect):
 
 
 class Offloaded(Effect):
-    """A blocking call: made in place when blocking, and in `offload`'s pool of threads when awaited."""
+    """A blocking call: made in place when blocking, and in `offload`'s pool of threads when awaited.
+    `awaited_as`, if given, is what the pool calls instead: the same work, done so that it lets the
+    loop's thread run (CPU-bound C code otherwise holds the interpreter's lock from it)."""
 
-    def __init__(self, function: Callable[..., T], *args: Any) -> None:
+    def __init__(self, function: Callable[..., T], *args: Any, awaited_as: Callable[..., T] | None = None) -> None:
         self.function = function
         self.args = args
+        self.awaited_as = awaited_as or function
 
     def call(self) -> Any:
         return self.function(*self.args)
 
     async def acall(self) -> Any:
-        return await offload(self.function, *self.args)
+        return await offload(self.awaited_as, *self.args)
 
 
 def offload(function: Callable[..., T], *args: Any) -> asyncio.Future[T]:

@@ -291,7 +291,7 @@ def test_a_frame_slow_to_decode_is_refused_at_the_deadline(code, refusal, monkey
 SECOND_ANSWER = CHANNEL + (
     "write_all(frame({'op': 'done', 'final': False, 'logs': '', 'seq': request_number()}, b'\"forged\"'))\n'real'"
 )
-GARBAGE = CHANNEL + "write_all(struct.pack('!IQ', 5, 0) + b'{{{{{')\n'real'"
+GARBAGE = CHANNEL + "write_all(struct.pack('!IQ', 5, 0) + b'{\"op\"')\n'real'"
 
 
 def test_a_second_answer_is_never_taken_for_the_next_block(monkeypatch):

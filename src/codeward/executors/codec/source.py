@@ -15,6 +15,7 @@ from pathlib import Path
 LOAD_ORDER = (
     "errors",
     "bounds",
+    "pieces",
     "wire",
     "scalars",
     "containers",

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from . import bounds
+from . import bounds, pieces
 from .errors import CodecError
 
 TAG = "$"
@@ -59,10 +59,12 @@ def dumps(value: Any, *, allow_pickle: bool = False, parts: list[Any] | None = N
     return encoder.text(encoder.run(value, "value"))
 
 
-def loads(text: str, *, allow_pickle: bool = False, parts: Sequence[Any] | None = None) -> Any:
+def loads(text: str, *, allow_pickle: bool = False, parts: Sequence[Any] | None = None, in_pieces: bool = False) -> Any:
     """Decode JSON text made by `dumps`; pickled parts are refused unless ``allow_pickle``.
 
     A payload past one of the decoding bounds (see the package's docstring) fails as `CodecError`.
+    ``in_pieces`` parses a large text a piece at a time (`pieces`): slower, but a thread decoding it
+    lets the others run, where the whole text would hold them all.
     """
     if not isinstance(text, (str, bytes, bytearray)):
         raise CodecError(f"loads expects JSON text, got {type(text)!r}")
@@ -76,8 +78,17 @@ def loads(text: str, *, allow_pickle: bool = False, parts: Sequence[Any] | None 
     decoder = Decoder(allow_pickle, parts)
     if isinstance(text, str) and len(text) >= _CUT_AT:
         text = decoder.cut_blobs(text)
+    options: dict[str, Any] = {
+        "object_hook": decoder.hook,
+        "parse_constant": _bad_constant,
+        "parse_int": decoder.int_parser(),
+    }
     try:
-        return json.loads(text, object_hook=decoder.hook, parse_constant=_bad_constant, parse_int=decoder.int_parser())
+        if in_pieces and len(text) > pieces.PIECE:
+            if not isinstance(text, str):
+                text = text.decode(json.detect_encoding(text), "surrogatepass")
+            return pieces.parse(text, json.JSONDecoder(**options), decoder.journal, decoder.deadline)
+        return json.loads(text, **options)
     except CodecError:
         raise
     except RecursionError:
@@ -346,6 +357,7 @@ class Decoder:
         self.parts = list(parts) if parts is not None else None
         self.deadline = _DEADLINE.get()
         self.objects = 0
+        self.journal = pieces.Journal()
 
     def cut_blobs(self, text: str) -> str:
         """The text with each long ``"b64":"..."`` string replaced by a marker that `hook` swaps back.
@@ -422,10 +434,9 @@ class Decoder:
         if type(value) is not str or not value.startswith(self.marker):
             return
         index = int(value[len(self.marker) :])
-        blob = self.blobs[index]
+        blob = self.journal.take(self.blobs, index)
         if blob is None:
             raise CodecError("payload uses one binary part twice")
-        self.blobs[index] = None
         obj["b64"] = blob
 
     def part(self, obj: dict[str, Any]) -> Any:
@@ -433,10 +444,9 @@ class Decoder:
         index = obj["i"]
         if self.parts is None or type(index) is not int or not 0 <= index < len(self.parts):
             raise CodecError(f"payload refers to binary part {index!r}, which did not come with it")
-        part = self.parts[index]
+        part = self.journal.take(self.parts, index)
         if part is None:
             raise CodecError("payload uses one binary part twice")
-        self.parts[index] = None
         return part
 
     def unpickle(self, obj: dict[str, Any]) -> Any:

@@ -79,6 +79,7 @@ from codeward.executors.kernel.bridge import ToolBridge, bootstrap_code, cell_ca
 from codeward.executors.kernel.cells import (
     CellResult,
     code_output,
+    code_outputting,
     decoding_within,
     require_setup_ok,
     strip_ansi,
@@ -514,7 +515,7 @@ class E2BExecutor(RememberingExecutor):
         live = LiveOutput(on_output, self.max_print_outputs_length)
         try:
             with decoding_within(self.timeout_seconds), self._stops.running(self._signal_kernel):
-                output = code_output((yield from self._executing(code, self.timeout_seconds, live)))
+                output = yield from code_outputting((yield from self._executing(code, self.timeout_seconds, live)))
         except ExecutorError as error:
             error.logs = notes + error.logs
             raise

@@ -23,7 +23,7 @@ from codeward.executors.base import FINAL_ANSWER_TOOL
 from codeward.executors.codec import source as codec_source
 from codeward.executors.files import beneath
 from codeward.executors.kernel import prelude
-from codeward.executors.kernel.cells import request_error
+from codeward.executors.kernel.cells import decoding, request_error
 from codeward.executors.kernel.inline_tools import inline_spec
 from codeward.tools import FinalAnswerTool, Tool, ToolCalled, ToolCallError
 
@@ -120,7 +120,7 @@ class ToolBridge:
         """`answer_tool`, as steps that yield the tool's call. With `by` (a `time.monotonic()` instant,
         the block's deadline), a request whose reading ended past it is refused and its tool not run."""
         try:
-            request = codec.loads(body)  # allow_pickle stays off: bytes from a sandbox are never unpickled
+            request = yield from decoding(body)  # allow_pickle stays off: bytes from a sandbox are never unpickled
             name, arguments = request["tool"], request["arguments"]
             if not isinstance(name, str) or not isinstance(arguments, dict):
                 raise TypeError("a request names a tool and gives its arguments as a dict")

@@ -9,17 +9,19 @@ unpickled. Nothing here needs jupyter_client, so the e2b extra does not either.
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from codeward.effects import Steps
+from codeward.effects import Offloaded, Steps, blocking
 from codeward.executors import codec
 from codeward.executors.base import CodeOutput, ExecutionError, SandboxError
+from codeward.executors.codec.pieces import PIECE
 from codeward.executors.displays import richest_display
 from codeward.executors.kernel.prelude import PAYLOAD_SOURCE, REPORT_MIME
 from codeward.executors.live import LiveOutput, display_text
@@ -33,7 +35,9 @@ __all__ = [
     "OutputBudget",
     "bundle_size",
     "code_output",
-    "decode_sandbox_value",
+    "code_outputting",
+    "decoding",
+    "decoding_sandbox_value",
     "decoding_within",
     "kept_bundle",
     "over_budget_reply",
@@ -186,6 +190,11 @@ class BoundedText:
 
 def code_output(result: CellResult) -> CodeOutput:
     """Turn the kernel's reply into the contract's answer: a final answer, a value, or an error."""
+    return blocking(code_outputting(result))
+
+
+def code_outputting(result: CellResult) -> Steps[CodeOutput]:
+    """`code_output`, as steps: awaited, a large value is decoded off the loop (`codec.steps`)."""
     entries = {
         key: value for entry in result.payload if entry.get("source") == PAYLOAD_SOURCE for key, value in entry.items()
     }
@@ -198,7 +207,8 @@ def code_output(result: CellResult) -> CodeOutput:
             error_type="OutputLimitExceeded",
         )
     if "final" in entries:
-        return CodeOutput(decode_sandbox_value(entries["final"], result.logs), result.logs, True, displays)
+        final = yield from decoding_sandbox_value(entries["final"], result.logs)
+        return CodeOutput(final, result.logs, True, displays)
     if "final_error" in entries:
         raise ExecutionError(entries["final_error"], logs=result.logs, error_type="CodecError")
     if result.status != "ok":
@@ -209,7 +219,7 @@ def code_output(result: CellResult) -> CodeOutput:
             error_type=result.error_name or None,
         )
     if "value" in entries:
-        output = decode_sandbox_value(entries["value"], result.logs)
+        output = yield from decoding_sandbox_value(entries["value"], result.logs)
     elif result.result is not None:  # a value the codec cannot carry: its richest display instead
         shown = richest_display(result.result)
         output = shown.data if shown is not None and not shown.is_image else shown
@@ -227,10 +237,21 @@ def decoding_within(timeout: float) -> AbstractContextManager[None]:
     return codec.decoding_deadline(time.monotonic() + timeout + DECODING_GRACE)
 
 
-def decode_sandbox_value(text: str, logs: str) -> Any:
+def decoding(text: str, *, parts: Sequence[Any] | None = None) -> Steps[Any]:
+    """`codec.loads(text, parts=parts)`, as steps. Awaited, a large payload is decoded in pieces on
+    a thread of the offload pool, so the loop's own thread keeps its turns (`codec.pieces`); blocking,
+    in place, at the C parser's full speed. A small one in place either way: it takes less than a piece."""
+    if len(text) <= PIECE:
+        return codec.loads(text, parts=parts)
+    whole = functools.partial(codec.loads, text, parts=parts)
+    in_pieces = functools.partial(codec.loads, text, parts=parts, in_pieces=True)
+    return (yield Offloaded(whole, awaited_as=in_pieces))
+
+
+def decoding_sandbox_value(text: str, logs: str) -> Steps[Any]:
     """A value that came out of the sandbox: decoded without pickle, whatever the sandbox claims."""
     try:
-        return codec.loads(text)
+        return (yield from decoding(text))
     except codec.CodecError as error:
         raise ExecutionError(
             f"the sandbox sent a value codeward refuses: {error}", logs=logs, error_type="CodecError"

@@ -34,7 +34,13 @@ from codeward.executors.kernel.bridge import (
     cell_calling,
     request_kind,
 )
-from codeward.executors.kernel.cells import CellResult, code_output, decoding_within, require_setup_ok
+from codeward.executors.kernel.cells import (
+    CellResult,
+    code_output,
+    code_outputting,
+    decoding_within,
+    require_setup_ok,
+)
 from codeward.executors.kernel.files import KernelFiles
 from codeward.executors.kernel.remembering import RememberingExecutor
 from codeward.executors.kernel.session import KernelProcess, KernelSession, answered
@@ -225,7 +231,7 @@ class KernelExecutor(RememberingExecutor):
                 error.logs = notes + error.logs
                 raise
             result.logs = notes + result.logs
-            return code_output(result)
+            return (yield from code_outputting(result))
 
     def interrupt(self) -> None:
         session = self._session

@@ -31,6 +31,11 @@ TEXT_LIMIT = 100_000
 _LENGTHS = struct.Struct("!IQ")  # header bytes, body bytes
 _CHUNK = 65536  # what one read asks for: a whole small message, and maybe the next
 _HEADER = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+#: What a flat header's fields hold (besides the parts' sizes): JSON's scalars.
+FLAT = (str, int, float, bool, type(None))
+# In a flat header every opening bracket but the object's own and the parts' list is inside a string:
+# written as an escape there, so that a reader can count a header's containers before it parses it.
+_ESCAPED_OPENINGS = str.maketrans({"{": "\\u007b", "[": "\\u005b"})
 #: What a large frame is read in: the buffer grows by what comes, not by what was announced.
 _LARGE_READ = 1 << 20
 
@@ -49,12 +54,23 @@ class ChannelTimeout(ChannelError):
 
 class Channel:
     """One end of the wire. `limit` caps what one received frame may hold, in bytes, and
-    `header_limit` its header, which is parsed whole as JSON and so must stay small."""
+    `header_limit` its header, which is parsed whole as JSON and so must stay small. With
+    `flat_headers`, a received header whose fields hold more than scalars (and the parts' sizes) is
+    refused before it is parsed: the C parser holds the interpreter's lock for a whole header, and a
+    header of nested containers takes a hundred times longer to parse than one of text."""
 
-    def __init__(self, sock: socket.socket, *, limit: int | None = None, header_limit: int | None = None) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        *,
+        limit: int | None = None,
+        header_limit: int | None = None,
+        flat_headers: bool = False,
+    ) -> None:
         self.sock = sock
         self.limit = limit
         self.header_limit = header_limit
+        self.flat_headers = flat_headers
         self._pending = bytearray()  # bytes read ahead of the message being taken
         #: Whether a message was stopped after part of it was sent (the other side's next read is garbled).
         self.cut = False
@@ -71,9 +87,7 @@ class Channel:
     ) -> Steps[None]:
         """`send`, as steps that yield each wait for the socket (`effects`)."""
         sizes = [memoryview(part).nbytes for part in parts]
-        if sizes:
-            header = {**header, "parts": sizes}
-        head = _HEADER.encode(header).encode("ascii")
+        head = _header_text(header, sizes).encode("ascii")
         data = body.encode("utf-8", "surrogatepass")
         size = len(data) + sum(sizes)
         frame = _LENGTHS.pack(len(head), size) + head
@@ -133,7 +147,7 @@ class Channel:
             while len(self._pending) < size:
                 yield from self._read_ahead(deadline)
             frame = self._take(size)
-        return _parse(frame, head_size)
+        return _parse(frame, head_size, self.flat_headers)
 
     def _check_sizes(self, head_size: int, body_size: int) -> None:
         if self.header_limit is not None and head_size > self.header_limit:
@@ -184,15 +198,29 @@ class Channel:
         self.sock.close()
 
 
-def _parse(frame: bytes, head_size: int) -> tuple[dict[str, Any], str, list[bytes]]:
+def _header_text(header: dict[str, Any], sizes: list[int]) -> str:
+    text = _HEADER.encode(header)
+    if all(type(value) in FLAT for value in header.values()):
+        text = "{" + text[1:].translate(_ESCAPED_OPENINGS)
+    if sizes:
+        text = text[:-1] + ("," if header else "") + '"parts":' + _HEADER.encode(sizes) + "}"
+    return text
+
+
+def _parse(frame: bytes, head_size: int, flat: bool) -> tuple[dict[str, Any], str, list[bytes]]:
     start = _LENGTHS.size
+    head = frame[start : start + head_size]
+    if flat and head.count(b"{") + head.count(b"[") > 2:
+        raise ChannelError("a message header that holds more than plain fields")
     try:
-        header = json.loads(frame[start : start + head_size])
+        header = json.loads(head)
     except (ValueError, RecursionError) as error:  # JSONDecodeError is a ValueError
         raise ChannelError(f"a message that does not decode: {error}") from None
     if not isinstance(header, dict):
         raise ChannelError(f"a message whose header is a {type(header).__name__}, not a dict")
     sizes = header.pop("parts", [])
+    if flat and not all(type(value) in FLAT for value in header.values()):
+        raise ChannelError("a message header that holds more than plain fields")
     rest = len(frame) - start - head_size
     if not isinstance(sizes, list) or not all(type(n) is int and n >= 0 for n in sizes) or sum(sizes) > rest:
         raise ChannelError("a message whose parts do not fit in it")

@@ -41,7 +41,7 @@ from codeward.effects import Steps, awaited, blocking, is_cancellation
 from codeward.executors import codec
 from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, SandboxError
 from codeward.executors.kernel.bridge import ToolBridge
-from codeward.executors.kernel.cells import request_error
+from codeward.executors.kernel.cells import decoding, request_error
 from codeward.executors.kernel.remembering import RememberingExecutor
 from codeward.executors.live import STREAMS, BlockStops, LiveOutput, OutputCallback
 from codeward.executors.local.channel import ChannelClosed, ChannelError, ChannelTimeout
@@ -69,6 +69,23 @@ LOADING_BYTES_PER_SECOND = 50 * 2**20
 #: CPU seconds a worker may spend between two of its requests: a thread the code left running
 #: after its block burns CPU while the host waits for no answer, and is stopped at the next request.
 IDLE_CPU_SECONDS = 0.5
+
+
+#: The fields of each message a worker sends: one with others (junk that the host would parse and
+#: ignore, such as megabytes beside one character of output) stops it.
+_FIELDS = {
+    op: frozenset({"op", "seq", *fields})
+    for op, fields in {
+        "ready": {"missing"},
+        "output": {"stream", "text"},
+        "tool": {"call"},
+        "done": {"final", "logs", "shown"},
+        "error": {"final", "logs", "timeout", "message", "traceback", "error_type"},
+        "interrupted": {"logs"},
+        "loaded": set(),
+        "unknown": {"what"},
+    }.items()
+}
 
 
 class WorkerExecutor(RememberingExecutor):
@@ -122,7 +139,7 @@ class WorkerExecutor(RememberingExecutor):
         if cancelled is not None:  # the block stopped and the worker answered: it stays, the cancel goes on
             raise cancelled
         try:
-            return self._outcome(header, body, parts, deadline)
+            return (yield from self._outcome(header, body, parts, deadline))
         finally:
             live.raise_failure()  # the callback's failure stopped the block: it is what the caller sees
 
@@ -295,7 +312,7 @@ class WorkerExecutor(RememberingExecutor):
         if header.get("op") != "ready":
             raise self._lost(worker, f"the worker did not start: {header.get('message', header)}")
         worker.ready = True
-        self.missing_layers = [str(layer) for layer in header.get("missing", [])]
+        self.missing_layers = [layer for layer in str(header.get("missing") or "").split(",") if layer]
         if self._variables:
             parts: list[Any] = []
             yield from self._send(worker, "variables", codec.encode_variables(self._variables, parts=parts), parts)
@@ -340,6 +357,8 @@ class WorkerExecutor(RememberingExecutor):
     ) -> Steps[tuple[dict[str, Any], str, list[bytes]]]:
         try:
             message = yield from worker.channel.receiving(deadline)
+            if not _FIELDS.get(str(message[0].get("op")), frozenset()).issuperset(message[0]):
+                raise self._lost(worker, "the worker process sent a message with fields codeward does not know")
             if message[0].get("op") not in ("tool", "output"):  # the block goes on: a tool's reply is not checked
                 worker.answered()
             return message
@@ -369,12 +388,12 @@ class WorkerExecutor(RememberingExecutor):
             self._worker = None
         return SandboxError(f"{what}; what the code defined is lost, and a new worker takes the next block")
 
-    def _outcome(self, header: dict[str, Any], body: str, parts: list[bytes], deadline: float) -> CodeOutput:
+    def _outcome(self, header: dict[str, Any], body: str, parts: list[bytes], deadline: float) -> Steps[CodeOutput]:
         logs = str(header.get("logs", ""))
         if header.get("op") == "done":
             try:
                 with self._decoding(deadline):
-                    value = codec.loads(body, parts=parts)
+                    value = yield from decoding(body, parts=parts)
             except codec.CodecError as error:
                 raise ExecutionError(
                     f"the sandbox sent a value codeward refuses: {error}", logs=logs, error_type="CodecError"

@@ -51,7 +51,7 @@ def main(fd: int) -> None:
     prelude._Sandbox.codec = codec
     codec.restore_loaded_classes()
     prelude._Sandbox.ask = host.ask
-    host.answer({"op": "ready", "missing": missing})
+    host.answer({"op": "ready", "missing": ",".join(missing)})
     while True:
         try:
             request, body, parts = channel.receive()

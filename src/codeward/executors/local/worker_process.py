@@ -178,7 +178,7 @@ class WorkerProcess:
         #: A tag of its own, with its pid once known (`sandbox_id`): a pid is reused once the process is gone.
         self._tag = uuid.uuid4().hex[:8]
         header_limit, limit = frame_limits(settings)
-        self.channel = Channel(host_end, limit=limit, header_limit=header_limit)
+        self.channel = Channel(host_end, limit=limit, header_limit=header_limit, flat_headers=True)
         # what the worker reads first waits in the socket until it starts; a start that failed at
         # once has closed the socket's other end, and its error comes at the first use
         try:

@@ -1,0 +1,155 @@
+"""JSON parsed in pieces, so that a thread decoding a large payload lets other threads run.
+
+CPython's JSON parser is C that holds the interpreter's lock for the whole text: a payload of
+tens of megabytes held an event loop on another thread for seconds, whatever thread decoded it.
+Here each container that may be large (its text does not fit in `PIECE` characters) is walked in
+Python, element by element, and only what fits in a piece goes to the C parser. Between pieces
+the interpreter can switch threads, so no piece holds the others for more than a few milliseconds.
+
+What a container's text takes is only known once it is parsed, so each is first parsed from a
+copy of `FIRST_TRY` and then of `PIECE` characters; a copy that ends inside the container fails,
+and the hook's work for it is undone (`Journal`) before it is walked instead.
+"""
+
+from __future__ import annotations
+
+import json
+import json.decoder
+import json.scanner
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .errors import CodecError
+
+__all__ = ["PIECE", "Journal", "parse"]
+
+#: The most characters the C parser takes at once: about a millisecond of the slowest JSON
+#: (empty lists) on a quiet machine.
+PIECE = 1 << 14
+#: The first copy a container is parsed from: most containers are small, and copying a whole piece
+#: for each of a million small ones would cost more than the parse.
+FIRST_TRY = 1 << 9
+_WHITESPACE: Any = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]
+_SCANSTRING: Any = json.decoder.scanstring  # type: ignore[attr-defined]
+_BLANK = " \t\n\r"
+_OPENINGS = ("[", "{")
+_CLOCK_STRIDE = 0x3FF  # the walk looks at the clock once every this many elements, plus one
+_TOO_SHORT = (StopIteration, ValueError)  # how the C parser says a copy ended inside a value
+
+
+class Journal:
+    """What the hook handed out (a binary part, a blob) since a mark, so that a failed try gives it back."""
+
+    def __init__(self) -> None:
+        self.taken: list[tuple[list[Any], int, Any]] = []
+
+    def take(self, store: list[Any], index: int) -> Any:
+        """`store[index]`, handed out once: later takes find None."""
+        value = store[index]
+        store[index] = None
+        self.taken.append((store, index, value))
+        return value
+
+    def mark(self) -> int:
+        return len(self.taken)
+
+    def undo(self, mark: int) -> None:
+        while len(self.taken) > mark:
+            store, index, value = self.taken.pop()
+            store[index] = value
+
+
+def parse(text: str, decoder: json.JSONDecoder, journal: Journal, deadline: float | None) -> Any:
+    """The value of `text`, as `decoder.decode(text)` gives it. Past `deadline` (a monotonic
+    instant), `CodecError`: the walk looks at the clock between pieces, as the hook does within them."""
+    scan = json.scanner.c_make_scanner(decoder)  # type: ignore[attr-defined]
+    memo: dict[str, str] = {}
+    hook: Callable[[dict[str, Any]], Any] | None = decoder.object_hook
+    end_of_text = len(text)
+
+    def blank(at: int) -> int:
+        return _WHITESPACE(text, at).end()  # type: ignore[no-any-return]
+
+    def value(at: int) -> tuple[Any, int]:
+        opening = text[at : at + 1]
+        if opening not in _OPENINGS or end_of_text - at <= FIRST_TRY:
+            return _scanned(scan, text, at)
+        on_time(0)
+        for size in (FIRST_TRY, PIECE):
+            if end_of_text - at <= size:
+                return _scanned(scan, text, at)
+            mark = journal.mark()
+            piece = text[at : at + size]
+            try:
+                found, end = scan(piece, 0)
+            except _TOO_SHORT:
+                journal.undo(mark)
+                continue
+            return found, at + end  # a container ends with its bracket, inside the piece
+        return walked_list(at + 1) if opening == "[" else walked_dict(at + 1)
+
+    def on_time(count: int) -> None:
+        if not count & _CLOCK_STRIDE and deadline is not None and time.monotonic() > deadline:
+            raise CodecError("decoding the payload ran past the time limit of the code that sent it")
+
+    def walked_list(at: int) -> tuple[Any, int]:
+        items: list[Any] = []
+        at = blank(at)
+        if text[at : at + 1] == "]":
+            return items, at + 1
+        while True:
+            on_time(len(items))
+            if text[at : at + 1] in _OPENINGS:
+                item, at = value(at)
+            else:
+                item, at = _scanned(scan, text, at)  # a scalar: no copy to try
+            items.append(item)
+            delimiter = text[at : at + 1]
+            if delimiter in _BLANK:
+                at = blank(at)
+                delimiter = text[at : at + 1]
+            if delimiter == ",":
+                at += 1
+                if text[at : at + 1] in _BLANK:
+                    at = blank(at)
+            elif delimiter == "]":
+                return items, at + 1
+            else:
+                raise json.JSONDecodeError("Expecting ',' delimiter", text, at)
+
+    def walked_dict(at: int) -> tuple[Any, int]:
+        members: dict[str, Any] = {}
+        at = blank(at)
+        if text[at : at + 1] == "}":
+            return (hook(members) if hook else members), at + 1
+        while True:
+            if text[at : at + 1] != '"':
+                raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, at)
+            on_time(len(members))
+            key, at = _SCANSTRING(text, at + 1, decoder.strict)
+            key = memo.setdefault(key, key)
+            at = blank(at)
+            if text[at : at + 1] != ":":
+                raise json.JSONDecodeError("Expecting ':' delimiter", text, at)
+            members[key], at = value(blank(at + 1))
+            at = blank(at)
+            delimiter = text[at : at + 1]
+            if delimiter == "}":
+                return (hook(members) if hook else members), at + 1
+            if delimiter != ",":
+                raise json.JSONDecodeError("Expecting ',' delimiter", text, at)
+            at = blank(at + 1)
+
+    found, end = value(blank(0))
+    end = blank(end)
+    if end != end_of_text:
+        raise json.JSONDecodeError("Extra data", text, end)
+    return found
+
+
+def _scanned(scan: Any, text: str, at: int) -> tuple[Any, int]:
+    try:
+        return scan(text, at)  # type: ignore[no-any-return]
+    except StopIteration as stop:
+        raise json.JSONDecodeError("Expecting value", text, stop.value) from None
