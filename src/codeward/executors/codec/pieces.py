@@ -90,7 +90,7 @@ def parse(text: str, decoder: json.JSONDecoder, journal: Journal, deadline: floa
         return walked_list(at + 1) if opening == "[" else walked_dict(at + 1)
 
     def on_time(count: int) -> None:
-        if not count & _CLOCK_STRIDE and deadline is not None and time.monotonic() > deadline:
+        if not count & _CLOCK_STRIDE and _past(deadline):
             raise CodecError("decoding the payload ran past the time limit of the code that sent it")
 
     def walked_list(at: int) -> tuple[Any, int]:
@@ -146,6 +146,10 @@ def parse(text: str, decoder: json.JSONDecoder, journal: Journal, deadline: floa
     if end != end_of_text:
         raise json.JSONDecodeError("Extra data", text, end)
     return found
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() > deadline
 
 
 def _scanned(scan: Any, text: str, at: int) -> tuple[Any, int]:
