@@ -97,6 +97,7 @@ GROWTH = {
     "percent-width-on-a-name": "s = '%1000000000000d'\ns %= 5",
     "percent-width-of-a-str-subclass": "class Text(str):\n    pass\ns = Text('%1000000000000d')\ns %= 5",
     "percent-width-on-bytes-in-an-item": "d = {'b': b'%1000000000000d'}\nd['b'] %= 5",
+    "percent-width-of-a-bytearray": "x = bytearray(b'%1000000000000d')\nx %= 5",
     "shift-inside-own-ilshift": (
         "class Big:\n    def __ilshift__(self, n):\n        return 1 << n\nx = Big()\nx <<= 10**12"
     ),

@@ -94,6 +94,8 @@ _SEQUENCES = (str, bytes, bytearray, list, tuple)
 #: Sequences the C code of `*` repeats: the builtins, and the standard containers like them.
 _REPEATABLE = (*_SEQUENCES, collections.deque, collections.UserList, collections.UserString)
 _LENGTHS: tuple[Any, ...] = (*_SEQUENCES, collections.deque)
+#: What ``%`` formats with a template, whose widths build the result: bytearray's too.
+_FORMATTED = (str, bytes, bytearray)
 _mul: Callable[[Any, Any], Any] = operator.mul
 _iadd: Callable[[Any, Any], Any] = operator.iadd
 _imul: Callable[[Any, Any], Any] = operator.imul
@@ -299,7 +301,7 @@ class Limits:
         kind = type(a)
         if kind is int or kind is float:  # most uses, settled before the isinstance
             return a % b
-        if isinstance(a, (str, bytes)):
+        if isinstance(a, _FORMATTED):
             self.check_percent_format(a, b)
         return a % b
 
@@ -340,13 +342,13 @@ class Limits:
         if operator == "<<=":
             return self.lshift(a, b) if type(a) is int and type(b) is int else _ilshift(a, b)
         if operator == "%=":
-            if isinstance(a, (str, bytes)):
+            if isinstance(a, _FORMATTED):
                 self.check_percent_format(a, b)
             return _imod(a, b)
         return _INPLACE[operator](a, b)
 
     # Formatting -----------------------------------------------------------
-    def check_percent_format(self, template: str | bytes, args: Any) -> None:
+    def check_percent_format(self, template: str | bytes | bytearray, args: Any) -> None:
         raw = template.encode("utf-8", "replace") if isinstance(template, str) else template
         for match in _PERCENT_FIELD.finditer(raw):
             for number in match.groups():
