@@ -1301,6 +1301,120 @@ CLASSES = [
         """,
     ),
     _snippet(
+        "inplace-dunders-every-operator",
+        """
+        calls = []
+        class Acc:
+            def __init__(self):
+                self.seen = []
+            def note(self, name, other):
+                calls.append(name)
+                self.seen.append((name, other))
+                return self
+            def __iadd__(self, o): return self.note('iadd', o)
+            def __isub__(self, o): return self.note('isub', o)
+            def __imul__(self, o): return self.note('imul', o)
+            def __imatmul__(self, o): return self.note('imatmul', o)
+            def __itruediv__(self, o): return self.note('itruediv', o)
+            def __ifloordiv__(self, o): return self.note('ifloordiv', o)
+            def __imod__(self, o): return self.note('imod', o)
+            def __ipow__(self, o): return self.note('ipow', o)
+            def __ilshift__(self, o): return self.note('ilshift', o)
+            def __irshift__(self, o): return self.note('irshift', o)
+            def __iand__(self, o): return self.note('iand', o)
+            def __ixor__(self, o): return self.note('ixor', o)
+            def __ior__(self, o): return self.note('ior', o)
+            def __mod__(self, o): return 'plain mod'
+            def __lshift__(self, o): return 'plain lshift'
+        class Box:
+            pass
+        def every(a, v):
+            a += v; a -= v; a *= v; a @= v; a /= v; a //= v; a %= v
+            a **= v; a <<= v; a >>= v; a &= v; a ^= v; a |= v
+            return a
+        x = Acc()
+        x %= 3
+        x <<= 1
+        kept = x
+        b = Box()
+        b.a = Acc()
+        b.a %= 'k'
+        b.a <<= 2
+        d = {'k': Acc()}
+        d['k'] %= 4
+        d['k'] <<= 5
+        d['k'] **= len(calls)
+        f = every(Acc(), 1)
+        (x is kept, x.seen, b.a.seen, d['k'].seen, len(f.seen), calls)
+        """,
+    ),
+    _snippet(
+        "inplace-falls-back-to-plain-and-reflected",
+        """
+        class Plain:
+            def __init__(self, v):
+                self.v = v
+            def __mod__(self, o): return Plain(self.v % o)
+            def __lshift__(self, o): return Plain(self.v << o)
+            def __pow__(self, o): return Plain(self.v ** o)
+            def __repr__(self): return f'Plain({self.v})'
+        class Declines:
+            def __imod__(self, o): return NotImplemented
+            def __mod__(self, o): return NotImplemented
+            def __ilshift__(self, o): return NotImplemented
+            def __repr__(self): return 'Declines()'
+        class Right:
+            def __rmod__(self, o): return ('rmod', o)
+            def __rlshift__(self, o): return ('rlshift', o)
+            def __rpow__(self, o): return ('rpow', o)
+        class Nothing:
+            pass
+        def attempt(target, op, value):
+            holder = {'k': target}
+            class Box:
+                pass
+            box = Box()
+            box.k = target
+            out = []
+            for kind in ('name', 'item', 'attribute'):
+                try:
+                    if kind == 'name':
+                        t = target
+                        if op == '%': t %= value
+                        elif op == '<<': t <<= value
+                        else: t **= value
+                        out.append(t)
+                    elif kind == 'item':
+                        if op == '%': holder['k'] %= value
+                        elif op == '<<': holder['k'] <<= value
+                        else: holder['k'] **= value
+                        out.append(holder['k'])
+                    else:
+                        if op == '%': box.k %= value
+                        elif op == '<<': box.k <<= value
+                        else: box.k **= value
+                        out.append(box.k)
+                except TypeError as e:
+                    out.append(str(e))
+            return out
+        results = []
+        for op in ('%', '<<', '**'):
+            results.append(attempt(Plain(7), op, 2))
+            results.append(attempt(Declines(), op, Right()))
+            results.append(attempt(Declines(), op, 3))
+            results.append(attempt(5, op, Right()))
+            results.append(attempt(5, op, Nothing()))
+            results.append(attempt(Nothing(), op, 1))
+            results.append(attempt(2.5, op, 'x'))
+        s = 'hello %s'
+        s %= ('world',)
+        n = 3
+        n <<= 4
+        n %= 5
+        results
+        """,
+    ),
+    _snippet(
         "attribute-builtins",
         """
         class Config:
@@ -1887,6 +2001,20 @@ NUMPY = [
         """,
         "numpy",
     ),
+    _snippet(
+        "numpy-inplace-mod-and-shift-keep-the-array",
+        """
+        import numpy as np
+        a = np.arange(8)
+        alias = a
+        a %= 5
+        a <<= 1
+        holder = {'a': a}
+        holder['a'] %= 3
+        (alias, a is alias, holder['a'] is alias)
+        """,
+        "numpy",
+    ),
     _snippet("numpy-shape-error", "import numpy as np\nnp.arange(3) + np.arange(4)", "numpy"),
     _snippet(
         "numpy-scalars-text",
@@ -2092,6 +2220,33 @@ METHODS_ON_SELF = [
                 self.items *= 2
                 return self.i, self.f, self.s, self.items, self.bits, before is self.items
         Cell().apply()
+        """,
+    ),
+    _snippet(
+        "self-inplace-dunders",
+        """
+        class Mask:
+            def __init__(self, bits):
+                self.bits = bits
+            def __ilshift__(self, n):
+                self.bits = self.bits + [0] * n
+                return self
+            def __imod__(self, n):
+                self.bits = self.bits[-n:]
+                return self
+            def __rshift__(self, n):
+                return Mask(self.bits[:-n])
+        class Register:
+            def __init__(self):
+                self.mask = Mask([1])
+            def step(self):
+                before = self.mask
+                self.mask <<= 3
+                self.mask %= 2
+                same = self.mask is before
+                self.mask >>= 1
+                return same, self.mask is before, self.mask.bits
+        Register().step()
         """,
     ),
     _snippet(

@@ -681,17 +681,18 @@ def _describe(obj: Any) -> str:
 
 
 _MISSING = object()
-#: Augmented operators that, between ints and floats, cannot build a value larger than their operands.
+#: Augmented operators that, between ints and floats, cannot build a value larger than their operands:
+#: the in-place forms, which name the statement's operator in their errors (``1.5 &= 2``), as CPython's do.
 _NUMERIC_INPLACE: dict[str, Callable[[Any, Any], Any]] = {
-    "+=": operator.add,
-    "-=": operator.sub,
-    "/=": operator.truediv,
-    "//=": operator.floordiv,
-    "%=": operator.mod,
-    "&=": operator.and_,
-    "|=": operator.or_,
-    "^=": operator.xor,
-    ">>=": operator.rshift,
+    "+=": operator.iadd,
+    "-=": operator.isub,
+    "/=": operator.itruediv,
+    "//=": operator.ifloordiv,
+    "%=": operator.imod,
+    "&=": operator.iand,
+    "|=": operator.ior,
+    "^=": operator.ixor,
+    ">>=": operator.irshift,
 }
 #: CPython's flag for the builtins that a one-argument class pattern matches itself (int(x)).
 _MATCH_SELF = 1 << 22

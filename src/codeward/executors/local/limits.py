@@ -94,10 +94,14 @@ _SEQUENCES = (str, bytes, bytearray, list, tuple)
 #: Sequences the C code of `*` repeats: the builtins, and the standard containers like them.
 _REPEATABLE = (*_SEQUENCES, collections.deque, collections.UserList, collections.UserString)
 _LENGTHS: tuple[Any, ...] = (*_SEQUENCES, collections.deque)
+#: What ``%`` formats with a template, whose widths build the result: bytearray's too.
+_FORMATTED = (str, bytes, bytearray)
 _mul: Callable[[Any, Any], Any] = operator.mul
 _iadd: Callable[[Any, Any], Any] = operator.iadd
 _imul: Callable[[Any, Any], Any] = operator.imul
 _ipow: Callable[[Any, Any], Any] = operator.ipow
+_ilshift: Callable[[Any, Any], Any] = operator.ilshift
+_imod: Callable[[Any, Any], Any] = operator.imod
 #: The augmented operators that cannot grow a value past its operands' size.
 _INPLACE: dict[str, Callable[[Any, Any], Any]] = {
     "-=": operator.isub,
@@ -297,21 +301,26 @@ class Limits:
         kind = type(a)
         if kind is int or kind is float:  # most uses, settled before the isinstance
             return a % b
-        if isinstance(a, (str, bytes)):
+        if isinstance(a, _FORMATTED):
             self.check_percent_format(a, b)
         return a % b
 
     def iadd(self, a: Any, b: Any) -> Any:
-        """``a += b``: `inplace` with the sums of numbers settled first, without its dispatch."""
+        """``a += b``: `inplace` with the sums of numbers settled first, without its dispatch; in
+        place even then, as the statement is, so that an error names ``+=`` as CPython's does."""
         kind = type(a)
         if kind is int or kind is float:
-            return a + b
+            return _iadd(a, b)
         return self.inplace("+=", a, b)
 
     def inplace(self, operator: str, a: Any, b: Any) -> Any:
         """``a op= b``, in place where the value can be changed in place (a list, an
         array, an object with ``__iadd__``...), as CPython does; the operators that can
-        grow a value are sized first, as their plain forms are."""
+        grow a value are sized first, as their plain forms are. Each ends in the in-place
+        function (``operator.imod``), never the plain one (``a % b``): only it tries the
+        code's own ``__imod__`` before ``__mod__`` and ``__rmod__``, and names ``%=`` in
+        its error, as CPython's statement does. Between two ints the sized plain form
+        stands in: ints have no in-place methods, so the two cannot differ."""
         if operator == "+=":
             if isinstance(a, _SEQUENCES):
                 if isinstance(a, (list, bytearray)):  # extended in place by any iterable
@@ -329,15 +338,17 @@ class Limits:
                 return self.repeat(a, b, _imul)
             return _imul(a, b)
         if operator == "**=":
-            return self.pow(a, b) if type(a) is int else _ipow(a, b)
+            return self.pow(a, b) if type(a) is int and type(b) is int else _ipow(a, b)
         if operator == "<<=":
-            return self.lshift(a, b)
+            return self.lshift(a, b) if type(a) is int and type(b) is int else _ilshift(a, b)
         if operator == "%=":
-            return self.mod(a, b)
+            if isinstance(a, _FORMATTED):
+                self.check_percent_format(a, b)
+            return _imod(a, b)
         return _INPLACE[operator](a, b)
 
     # Formatting -----------------------------------------------------------
-    def check_percent_format(self, template: str | bytes, args: Any) -> None:
+    def check_percent_format(self, template: str | bytes | bytearray, args: Any) -> None:
         raw = template.encode("utf-8", "replace") if isinstance(template, str) else template
         for match in _PERCENT_FIELD.finditer(raw):
             for number in match.groups():
