@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codeward.executors.settings import checked_names
 from codeward.handed_files import inside
 from codeward.platform.code_agent import CodeAgent
 from codeward.platform.errors import AgentGenerationError
@@ -348,6 +349,9 @@ def replay_run(
     run's folder, and variable files inside that folder. Never an installed module, imports beyond
     the defaults or an unconfined executor: those always take their own flags.
     """
+    imports = [] if authorized_imports is None else checked_names("authorized_imports", authorized_imports, "modules")
+    if tool_specs is not None:
+        tool_specs = checked_names("tool_specs", tool_specs, "tool files or modules", "['tools.py']")
     path = Path(path)
     try:
         model = ReplayModel(path)  # checks that the file is a saved run, with errors that say so
@@ -358,7 +362,6 @@ def replay_run(
     if not tasks:
         raise UsageError(f"{path} is not a saved run: it has no task step")
     record = run_record(data)
-    imports = list(authorized_imports or [])
     tools = tools if tools is not None else load_tool_specs(tool_specs or [])
     given = {**recorded_variables(record), **(variables or {})}
     if as_recorded:
