@@ -293,9 +293,8 @@ class CodeAgent(MultiStepAgent):
             raise AgentExecutionError(f"The sandbox failed: {error.message}.{lost}") from None
         except ExecutionError as error:
             self._record_logs(action_step, error.logs)
-            detail = error.traceback.strip() or error.message
             kind = AgentToolCallError if error.error_type == "ToolCallError" else AgentExecutionError
-            raise kind(f"Code execution failed:\n{detail}") from None
+            raise kind(f"Code execution failed:\n{error.detail}") from None
         self.logger.displays(output.displays)
         action_step.displays = [shown for shown in output.displays if isinstance(shown, Display)]
         observation = logged = f"Execution logs:\n{output.logs}" if output.logs else ""
