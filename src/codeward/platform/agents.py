@@ -38,6 +38,7 @@ from codeward.platform.prompts import render, validate_prompt_templates
 from codeward.platform.run_effects import ModelAnswer, ModelDeltas
 from codeward.platform.run_files import RunSetup, ToolSource, VariableSource
 from codeward.tools import FinalAnswerTool, Tool
+from codeward.wording import counted
 
 __all__ = ["ActionOutput", "ManagedAgentTool", "MultiStepAgent", "RunResult", "ToolOutput", "describe_variables"]
 
@@ -95,7 +96,7 @@ def _preview(value: Any) -> str:
         columns = getattr(value, "columns", None)
         names = f", columns {_PREVIEW.repr(list(columns[:10]))}" if columns is not None else ""
         return f"{kind}, shape {tuple(shape or ())}{names}"
-    size = f", {len(value)} items" if isinstance(value, (list, tuple, dict, set, frozenset)) else ""
+    size = f", {counted(len(value), 'item')}" if isinstance(value, (list, tuple, dict, set, frozenset)) else ""
     if isinstance(value, str) and len(value) > 80:
         size = f", {len(value)} characters"
     text = _PREVIEW.repr(value)

@@ -39,6 +39,7 @@ from codeward.terminal_text import visible
 from codeward.tools import Tool
 from codeward.usage import UsageError
 from codeward.value_files import check_value_file, load_value_file
+from codeward.wording import counted
 
 __all__ = ["Difference", "ReplayNeedsFlags", "ReplayReport", "replay_run"]
 
@@ -108,8 +109,8 @@ class ReplayReport:
         if self.recorded_executor and self.recorded_executor != self.executor:
             where += f" (recorded on {self.recorded_executor})"
         if self.ok:
-            return f"{self.path}: {self.steps_checked} steps and the final answer match {where}"
-        head = f"{self.path}: {len(self.differences)} difference(s) {where}"
+            return f"{self.path}: {counted(self.steps_checked, 'step')} and the final answer match {where}"
+        head = f"{self.path}: {counted(len(self.differences), 'difference')} {where}"
         return "\n\n".join([head, *(d.render() for d in self.differences)])
 
 
