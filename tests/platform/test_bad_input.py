@@ -146,3 +146,16 @@ def test_a_list_of_imports_is_taken():
     ) as agent:
         assert "numpy" in agent.executor.authorized_imports
         assert "n" not in agent.executor.authorized_imports
+
+
+@pytest.mark.parametrize(
+    ("argument", "value", "message"),
+    [
+        ("tools", "lookup", r"tools must be a list of tools, e\.g\. tools=\[my_tool\], not the string 'lookup'"),
+        ("managed_agents", "helper", r"managed_agents must be a list of agents, e\.g\. managed_agents=\[helper\]"),
+    ],
+)
+def test_a_lone_string_for_a_list_of_tools_or_agents_is_refused(argument, value, message):
+    given = {"tools": [], argument: value}
+    with pytest.raises(TypeError, match=message):
+        ToolCallingAgent(model=ScriptedModel([]), **given)

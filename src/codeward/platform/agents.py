@@ -211,6 +211,8 @@ class MultiStepAgent:
     # -- set-up -----------------------------------------------------------------
 
     def _setup_managed_agents(self, agents: Iterable[MultiStepAgent] | None) -> dict[str, ManagedAgentTool]:
+        if isinstance(agents, (MultiStepAgent, str)):
+            raise TypeError(f"managed_agents must be a list of agents, e.g. managed_agents=[helper], got {agents!r}")
         managed: dict[str, ManagedAgentTool] = {}
         for agent in agents or []:
             if not agent.name or not agent.description:
@@ -224,8 +226,9 @@ class MultiStepAgent:
         return []
 
     def _setup_tools(self, tools: Iterable[Tool], add_base_tools: bool) -> dict[str, Tool]:
-        if isinstance(tools, Tool):
-            raise TypeError("tools must be a list of tools, e.g. tools=[my_tool]")
+        if isinstance(tools, (Tool, str)):
+            lone = f", not the string {tools!r}" if isinstance(tools, str) else ""
+            raise TypeError(f"tools must be a list of tools, e.g. tools=[my_tool]{lone}")
         table: dict[str, Tool] = {}
         for given in [*tools, *(self._base_tools() if add_base_tools else [])]:
             tool = _as_tool(given)
