@@ -7,13 +7,17 @@ import shlex
 import subprocess
 import sys
 
+import pytest
+
+from codeward import cli
+from codeward.cli import doctor
 from codeward.executors.base import install_line
 from tests.cli.conftest import SRC
 
 
 def test_doctor_reports_each_component_with_a_fix_for_what_is_missing(codeward):
     done = codeward("doctor", E2B_API_KEY="", DOCKER_HOST="unix:///nonexistent/docker.sock")
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr  # what it printed as ✗ is broken
     out = done.stdout
     assert "✓ codeward:" in out and "✓ executor local: importable" in out
     assert "✗ docker engine: not reachable" in out and "set DOCKER_HOST" in out
@@ -69,3 +73,26 @@ def test_doctor_shows_the_local_workers_confinement_layers(codeward, tmp_path):
     (hidden / "pyseccomp.py").write_text("raise ModuleNotFoundError('hidden for this test', name=__name__)\n")
     done = codeward("doctor", PYTHONPATH=os.pathsep.join([str(hidden), SRC]))
     assert "✗ local seccomp:" in done.stdout and "confinement='strict'" in done.stdout, done.stdout
+
+
+def _passing() -> list[doctor.Check]:
+    return [doctor.Check("sound", True, "works")]
+
+
+def _crashing() -> list[doctor.Check]:
+    raise OSError("the socket vanished")
+
+
+def test_doctor_exits_0_only_when_every_check_passes(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(doctor, "_SECTIONS", [_passing, _passing])
+    assert cli.main(["doctor"]) == 0
+    assert "✗" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("broken", [doctor._docker, _crashing], ids=["docker host pointing nowhere", "a check crashed"])
+def test_doctor_exits_1_when_a_check_it_prints_is_broken(broken, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    monkeypatch.setattr(doctor, "_SECTIONS", [_passing, broken])
+    assert cli.main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "✓ sound: works" in out and "✗" in out, out

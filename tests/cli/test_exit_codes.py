@@ -79,3 +79,16 @@ def test_a_model_that_fails_mid_run_exits_1_saying_so_once(codeward, tmp_path: P
     shown = " ".join((done.stdout + done.stderr).split())
     assert done.returncode == 1, shown
     assert shown.count("the model failed") == 1 and "ScriptedModel has no response left" in shown
+
+
+@pytest.mark.parametrize("command", ["run", "batch"])
+@pytest.mark.parametrize("steps", ["0", "-3"])
+def test_max_steps_below_one_is_a_usage_error_that_names_the_flag(command, steps, capsys, tmp_path: Path) -> None:
+    (tmp_path / "model.yaml").write_text("- '<code>final_answer(1)</code>'\n")
+    (tmp_path / "jobs.jsonl").write_text('{"id": "a", "task": "a task"}\n')
+    given = ["a task"] if command == "run" else [str(tmp_path / "jobs.jsonl"), "--out", str(tmp_path / "out.jsonl")]
+    code = cli.main([command, *given, "--model", f"script:{tmp_path / 'model.yaml'}", "--max-steps", steps])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert code == 2, shown
+    assert f"--max-steps must be at least 1, got {steps}" in shown and "sandbox" not in shown, shown
+    assert not (tmp_path / "out.jsonl").exists()

@@ -111,3 +111,10 @@ def test_a_yaml_fault_names_the_line_its_job_starts_on(tmp_path, model, wrapped)
         load_jobs(tmp_path / "jobs.yaml", JobDefaults(model=model))
     line = 6 if wrapped else 5
     assert f"job 2 at line {line} (id 'b'), field 'max_step': is not a job field" in str(caught.value)
+
+
+@pytest.mark.parametrize("field", ["authorized_imports", "tools"])
+def test_a_lone_string_where_a_job_takes_a_list_says_what_to_write(tmp_path, model, field):
+    (tmp_path / "jobs.yaml").write_text(f"- {{id: a, task: t, {field}: fractions}}\n")
+    with pytest.raises(JobFileError, match=rf"field '{field}': must be a list of .*\['fractions'\]"):
+        load_jobs(tmp_path / "jobs.yaml", JobDefaults(model=model, allow_imports=True))

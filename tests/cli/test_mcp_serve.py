@@ -134,6 +134,16 @@ def test_an_error_returns_what_was_printed_and_the_sandbox_traceback(
     anyio.run(scenario)
 
 
+def test_an_endless_loop_tells_the_client_the_limit_and_why(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with stdio_session(tmp_path) as session:
+            text, failed = await run_python(session, "while True:\n    pass")
+            assert failed
+            assert "more than 10,000,000 operations" in text and "look for an endless loop" in text, text
+
+    anyio.run(scenario)
+
+
 @EXECUTORS
 def test_tools_given_with_tools_are_callable_from_run_python(tmp_path: Path, executor: str, engine: Any) -> None:
     async def scenario() -> None:

@@ -39,7 +39,7 @@ def test_anything_else_is_a_litellm_id():
         ("replay:gone.json", None, "no such file"),
         ("script:bad.yaml", "- [unclosed", "not valid YAML"),
         ("script:bad.yaml", "just: a map", "non-empty list of responses"),
-        ("script:bad.yaml", "- 3", "response 1 is a int"),
+        ("script:bad.yaml", "- 3", "response 1 is an int"),
         ("", None, "non-empty string"),
     ],
 )

@@ -410,3 +410,9 @@ def test_control_adopting_module_names_imports_what_the_file_names(shop_tools, t
     finally:
         sys.modules.pop("evil_installed", None)
     assert (installed / MARKER).exists()
+
+
+@pytest.mark.parametrize("argument", ["authorized_imports", "tool_specs"])
+def test_replay_refuses_a_lone_string_where_it_takes_a_list_of_names(argument, tmp_path):
+    with pytest.raises(TypeError, match=rf"{argument} must be a list.*\['tools\.py'\]"):
+        replay_run(tmp_path / "run.json", **{argument: "tools.py"})

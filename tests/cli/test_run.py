@@ -23,6 +23,13 @@ def test_run_shows_the_steps_and_the_answer(codeward, tmp_path):
     assert "success · 2 steps" in out and "tokens" in out
 
 
+def test_a_one_step_run_says_one_step(codeward, tmp_path):
+    model = write_script(tmp_path / "model.yaml", "final_answer(1)")
+    done = codeward("run", "Answer.", "--model", model)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "success · 1 step ·" in done.stdout, done.stdout
+
+
 def test_run_json_carries_variables_from_every_file_kind(codeward, tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"factor": 3}))
     pd.DataFrame({"city": ["Oslo", "Rome"], "temp": [4.5, 17.0]}).to_csv(tmp_path / "temps.csv", index=False)

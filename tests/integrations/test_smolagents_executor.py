@@ -78,6 +78,17 @@ def test_a_failing_block_is_fed_back_to_the_smolagents_model(sandbox_name: str) 
     assert "ZeroDivisionError" in second_prompt
 
 
+def test_an_endless_loop_tells_the_smolagents_model_the_limit_and_why() -> None:
+    model = ScriptedSmolagentsModel(["<code>\nwhile True:\n    pass\n</code>", "<code>\nfinal_answer('done')\n</code>"])
+    sandbox = executor("local", max_operations=1000)
+    with smolagents.CodeAgent(
+        tools=[], model=model, executor=sandbox, verbosity_level=smolagents.LogLevel.OFF
+    ) as agent:
+        assert agent.run("Loop.") == "done"
+    message = agent.memory.steps[1].error.message
+    assert "more than 1,000 operations" in message and "look for an endless loop" in message, message
+
+
 def test_a_tool_called_wrongly_is_an_error_the_model_sees() -> None:
     replies = ["<code>\nget_weather(city=3)\n</code>", "<code>\nfinal_answer('done')\n</code>"]
     with _agent("local", replies) as agent:

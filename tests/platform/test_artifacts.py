@@ -319,7 +319,7 @@ def test_a_known_file_that_changes_past_the_count_is_noted() -> None:
         assert [a.name for a in collect(agent)[0]] == ["a.txt"]
         (outputs(agent) / "a.txt").write_text("two")
         found, notes = collect(agent)
-    assert found == [] and notes == ["a.txt: changed, but past the run's budget of 1 files"]
+    assert found == [] and notes == ["a.txt: changed, but past the run's budget of 1 file"]
 
 
 def test_an_outputs_folder_that_cannot_be_made_does_not_fail_the_run() -> None:

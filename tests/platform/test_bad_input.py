@@ -131,3 +131,31 @@ def test_a_failed_construction_closes_the_executor():
     with pytest.raises(ValueError):
         CodeAgent(tools=[lookup, lookup], model=ScriptedModel([]), executor=executor)
     assert executor.closed
+
+
+@pytest.mark.parametrize("executor", ["local", ExecDouble])
+def test_a_lone_string_of_imports_is_refused_not_read_letter_by_letter(executor):
+    chosen = executor if isinstance(executor, str) else executor()
+    with pytest.raises(TypeError, match=r"additional_authorized_imports must be a list.*\['numpy'\]"):
+        CodeAgent(tools=[], model=ScriptedModel([]), executor=chosen, additional_authorized_imports="numpy")
+
+
+def test_a_list_of_imports_is_taken():
+    with CodeAgent(
+        tools=[], model=ScriptedModel([]), executor="local", additional_authorized_imports=("numpy",)
+    ) as agent:
+        assert "numpy" in agent.executor.authorized_imports
+        assert "n" not in agent.executor.authorized_imports
+
+
+@pytest.mark.parametrize(
+    ("argument", "value", "message"),
+    [
+        ("tools", "lookup", r"tools must be a list of tools, e\.g\. tools=\[my_tool\], not the string 'lookup'"),
+        ("managed_agents", "helper", r"managed_agents must be a list of agents, e\.g\. managed_agents=\[helper\]"),
+    ],
+)
+def test_a_lone_string_for_a_list_of_tools_or_agents_is_refused(argument, value, message):
+    given = {"tools": [], argument: value}
+    with pytest.raises(TypeError, match=message):
+        ToolCallingAgent(model=ScriptedModel([]), **given)

@@ -290,3 +290,24 @@ def test_max_print_outputs_length_reaches_the_executor_by_name(executor: str) ->
         assert "characters of output cut" in observation and len(observation) < 800
     finally:
         agent.executor.close()
+
+
+def test_an_endless_loop_on_local_tells_the_step_and_the_model_the_limit_and_why():
+    agent, model = make_agent(
+        [code("while True:\n    pass"), code("final_answer(1)")], "local", executor_kwargs={"max_operations": 1000}
+    )
+    with agent:
+        agent.run("Loop.")
+    failed = next(step for step in agent.memory.steps if isinstance(step, ActionStep) and step.error is not None)
+    for text in (failed.error.message, "\n".join(m.text() for m in model.calls[1])):
+        assert "more than 1,000 operations" in text and "look for an endless loop" in text, text
+        assert "Traceback" in text and "while True:" in text, text
+
+
+def test_an_ordinary_error_is_told_by_its_traceback_once():
+    agent, _ = make_agent([code("1 / 0"), code("final_answer(1)")], "local")
+    with agent:
+        agent.run("Divide.")
+    failed = next(step for step in agent.memory.steps if isinstance(step, ActionStep) and step.error is not None)
+    assert failed.error.message.startswith("Code execution failed:\nTraceback"), failed.error.message
+    assert failed.error.message.count("ZeroDivisionError: division by zero") == 1, failed.error.message

@@ -41,7 +41,7 @@ import yaml
 from codeward.executors.base import available_executors, executor_class
 from codeward.executors.docker.gvisor import GVISOR
 from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS
-from codeward.executors.settings import taken_name
+from codeward.executors.settings import checked_names, taken_name
 from codeward.handed_files import inside
 from codeward.platform.model_ids import ModelIdError, check_model_id
 from codeward.platform.tool_specs import load_tool_specs
@@ -263,10 +263,11 @@ class _Checker:
 
     def string_list(self, name: str) -> list[str]:
         value = self.entry.get(name, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            self.fault(name, f"must be a list of strings, got {value!r:.80}")
+        try:
+            return checked_names(name, value, "strings")
+        except TypeError as error:
+            self.fault(name, f"{str(error).removeprefix(name + ' '):.200}")
             return []
-        return value
 
     def variables(self) -> dict[str, Any] | str:
         value = self.entry.get("additional_args", {})

@@ -30,6 +30,8 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
 
     if args.concurrency is not None and args.concurrency < 1:
         raise UsageError(f"--concurrency must be at least 1, got {args.concurrency}")
+    if args.max_steps < 1:
+        raise UsageError(f"--max-steps must be at least 1, got {args.max_steps}")
     if args.env and args.ray is None:
         raise UsageError("--env sends variables to the tasks of a Ray cluster: use it with --ray")
     if (args.job_cpus is not None or args.job_memory is not None) and args.ray is None:

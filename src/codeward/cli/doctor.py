@@ -1,8 +1,9 @@
 """`codeward doctor`: what is installed and reachable, and what to do about what is not.
 
-Every check is quick, offline (the Docker engine is the only thing contacted,
-over its local socket), and never fails the command: a missing sandbox is a
-line saying how to get it, not an error. What a check needs is imported when it
+Every check is quick and offline (the Docker engine is the only thing contacted,
+over its local socket). A check that fails is a ✗ line saying how to fix it, never a
+traceback, and the command then exits 1, so that a script can tell a sound machine
+(exit 0) from one with something to fix. What a check needs is imported when it
 runs, so the command's help loads none of it.
 """
 
@@ -20,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from codeward.executors.base import available_executors, executor_class, install_line
+from codeward.wording import counted
 
 __all__ = ["Check", "add_parser", "run_checks"]
 
@@ -208,12 +210,16 @@ def run_checks() -> list[Check]:
 
 
 def _doctor(args: argparse.Namespace, console: Console) -> int:
-    for check in run_checks():
+    checks = run_checks()
+    for check in checks:
         mark = "[green]✓[/green]" if check.ok else "[yellow]✗[/yellow]"
         console.print(f"{mark} [bold]{escape(check.name)}[/bold]: {escape(check.detail)}", highlight=False)
         if check.fix:  # escaped: "codeward[docker]" is a pip extra, not rich markup
             console.print(f"    [dim]→ {escape(check.fix)}[/dim]", highlight=False)
-    return 0
+    failed = sum(not check.ok for check in checks)
+    if failed:
+        console.print(f"{failed} of {counted(len(checks), 'check')} failed", highlight=False)
+    return 1 if failed else 0
 
 
 def add_parser(commands: Any) -> None:

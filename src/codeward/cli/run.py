@@ -27,6 +27,7 @@ from codeward.cli.options import (
 from codeward.cli.output import literal
 from codeward.terminal_text import visible_text
 from codeward.usage import UsageError
+from codeward.wording import counted
 
 if TYPE_CHECKING:
     from codeward import AgentGenerationError
@@ -41,6 +42,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     from codeward.platform.run_files import save_run
     from codeward.platform.tool_specs import load_tool_specs
 
+    if args.max_steps < 1:
+        raise UsageError(f"--max-steps must be at least 1, got {args.max_steps}")
     model_id = _model_id(args.model)
     if args.outputs_dir is not None:
         from codeward.cli.outputs_dir import prepare_folder
@@ -99,8 +102,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     else:
         usage = result.token_usage
         console.print(
-            f"[dim]{result.state} · {len(agent.memory.action_steps())} steps · "
-            f"{result.timing.duration:.2f} s · {usage.total_tokens} tokens[/dim]"
+            f"[dim]{result.state} · {counted(len(agent.memory.action_steps()), 'step')} · "
+            f"{result.timing.duration:.2f} s · {counted(usage.total_tokens, 'token')}[/dim]"
         )
     return 0 if result.state == "success" else 1
 

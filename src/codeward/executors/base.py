@@ -92,6 +92,18 @@ class ExecutionError(ExecutorError):
         self.traceback = traceback
         self.error_type = error_type
 
+    @property
+    def detail(self) -> str:
+        """The failure as a model reads it: the sandbox's traceback, led by the executor's own sentence
+        where the traceback does not say it (a limit's count and what to look for, an interruption)."""
+        traceback = self.traceback.strip()
+        if not traceback:
+            return self.message
+        lead = self.message.removesuffix(self.traceback).strip()
+        if not lead or lead.rstrip(": ") in traceback:
+            return traceback
+        return f"{lead}\n{traceback}"
+
 
 class ExecutionTimeout(ExecutionError):
     """The code ran past its time limit and was stopped inside the sandbox."""

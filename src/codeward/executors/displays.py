@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from codeward.wording import a
+
 __all__ = ["DEFAULT_MAX_PIXELS", "Display", "DisplayError", "richest_display"]
 
 #: The most pixels `Display.image` decodes by default: a 50-megapixel photo fits, and
@@ -72,7 +74,7 @@ class Display:
         programs (EPS runs Ghostscript), and a sandbox chooses what the bytes hold.
         """
         if not self.is_image or not isinstance(self.data, bytes):
-            raise DisplayError(f"a {self.mime} display is not an image")
+            raise DisplayError(f"{a(self.mime)} display is not an image")
         try:
             from PIL import Image, UnidentifiedImageError
         except ImportError as missing:

@@ -22,6 +22,7 @@ from codeward.executors.kernel.executor import KernelExecutor
 from codeward.executors.kernel.owners import LocalKernel
 from codeward.executors.kernel.session import KernelSession
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, DEFAULT_PRINT_OUTPUTS_LENGTH
+from codeward.wording import a
 
 __all__ = ["JupyterExecutor", "clean_environment"]
 
@@ -41,7 +42,7 @@ def clean_environment(extra: dict[str, str] | None = None, *, python: str | None
     }
     for key, value in (extra or {}).items():
         if not isinstance(key, str) or not isinstance(value, str):
-            raise TypeError(f"env must map str to str; {key!r} maps to a {type(value).__name__}")
+            raise TypeError(f"env must map str to str; {key!r} maps to {a(type(value).__name__)}")
         env[key] = value
     return env
 

@@ -12,6 +12,7 @@ from typing import Any
 
 __all__ = [
     "RESERVED_NAMES",
+    "checked_names",
     "checked_packages",
     "checked_seconds",
     "checked_tool_names",
@@ -98,12 +99,17 @@ def checked_tool_names(tools: Any) -> None:
             raise TypeError(f"tool {name!r} is not callable: {type(tool).__name__}")
 
 
+def checked_names(argument: str, value: Any, what: str = "names", example: str = "['numpy']") -> list[str]:
+    """A list of non-blank strings (modules, requirements, files). A lone string is refused, not
+    read letter by letter: 'numpy' would otherwise mean 'n', 'u', 'm', 'p' and 'y'."""
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{argument} must be a list of {what}, not a lone string: pass [{value!r}], not {value!r}")
+    items = list(value) if isinstance(value, Iterable) and not isinstance(value, Mapping) else None
+    if items is None or not all(isinstance(item, str) and item.strip() for item in items):
+        raise TypeError(f"{argument} must be a list of {what}, e.g. {example}, got {value!r}")
+    return items
+
+
 def checked_packages(packages: Any) -> list[str]:
-    """A list of pip requirement strings (a lone string would be split into letters)."""
-    if (
-        isinstance(packages, str)
-        or not isinstance(packages, (list, tuple))
-        or not all(isinstance(package, str) and package.strip() for package in packages)
-    ):
-        raise TypeError(f"packages must be a list of requirement strings, e.g. ['requests>=2'], got {packages!r}")
-    return list(packages)
+    """A list of pip requirement strings."""
+    return checked_names("packages", packages, "requirement strings", "['requests>=2']")

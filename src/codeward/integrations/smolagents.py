@@ -83,7 +83,7 @@ def _failure_text(error: ExecutorError) -> str:
     if isinstance(error, ExecutionTimeout):
         fault = f"{error.message}\nMake the code faster, or do the work in smaller steps."
     elif isinstance(error, ExecutionError):
-        fault = error.traceback.strip() or error.message
+        fault = error.detail
     elif isinstance(error, SandboxError) and error.state_lost:
         fault = f"The sandbox failed: {error.message}. Variables and functions defined by earlier code are lost."
     else:

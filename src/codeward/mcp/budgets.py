@@ -25,6 +25,8 @@ from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from codeward.wording import counted
+
 __all__ = ["Budgets", "CallQueue"]
 
 _SESSION_HEADER = b"mcp-session-id"
@@ -62,12 +64,12 @@ class Budgets:
         held = self._clients.get(client)
         if held is not None and held.sessions >= self.sessions_per_client:
             return (
-                f"codeward: this client already holds {held.sessions} sessions, the most one client may "
+                f"codeward: this client already holds {counted(held.sessions, 'session')}, the most one client may "
                 "(--sessions-per-client); end one, or wait for an idle one to time out"
             )
         if sum(c.sessions for c in self._clients.values()) >= self.max_sessions:
             return (
-                f"codeward: this server already holds {self.max_sessions} sessions, the most it may "
+                f"codeward: this server already holds {counted(self.max_sessions, 'session')}, the most it may "
                 "(--max-sessions); try again when one has ended"
             )
         return None

@@ -38,6 +38,7 @@ from codeward.platform.prompts import render, validate_prompt_templates
 from codeward.platform.run_effects import ModelAnswer, ModelDeltas
 from codeward.platform.run_files import RunSetup, ToolSource, VariableSource
 from codeward.tools import FinalAnswerTool, Tool
+from codeward.wording import counted
 
 __all__ = ["ActionOutput", "ManagedAgentTool", "MultiStepAgent", "RunResult", "ToolOutput", "describe_variables"]
 
@@ -95,7 +96,7 @@ def _preview(value: Any) -> str:
         columns = getattr(value, "columns", None)
         names = f", columns {_PREVIEW.repr(list(columns[:10]))}" if columns is not None else ""
         return f"{kind}, shape {tuple(shape or ())}{names}"
-    size = f", {len(value)} items" if isinstance(value, (list, tuple, dict, set, frozenset)) else ""
+    size = f", {counted(len(value), 'item')}" if isinstance(value, (list, tuple, dict, set, frozenset)) else ""
     if isinstance(value, str) and len(value) > 80:
         size = f", {len(value)} characters"
     text = _PREVIEW.repr(value)
@@ -210,6 +211,8 @@ class MultiStepAgent:
     # -- set-up -----------------------------------------------------------------
 
     def _setup_managed_agents(self, agents: Iterable[MultiStepAgent] | None) -> dict[str, ManagedAgentTool]:
+        if isinstance(agents, (MultiStepAgent, str)):
+            raise TypeError(f"managed_agents must be a list of agents, e.g. managed_agents=[helper], got {agents!r}")
         managed: dict[str, ManagedAgentTool] = {}
         for agent in agents or []:
             if not agent.name or not agent.description:
@@ -223,8 +226,9 @@ class MultiStepAgent:
         return []
 
     def _setup_tools(self, tools: Iterable[Tool], add_base_tools: bool) -> dict[str, Tool]:
-        if isinstance(tools, Tool):
-            raise TypeError("tools must be a list of tools, e.g. tools=[my_tool]")
+        if isinstance(tools, (Tool, str)):
+            lone = f", not the string {tools!r}" if isinstance(tools, str) else ""
+            raise TypeError(f"tools must be a list of tools, e.g. tools=[my_tool]{lone}")
         table: dict[str, Tool] = {}
         for given in [*tools, *(self._base_tools() if add_base_tools else [])]:
             tool = _as_tool(given)

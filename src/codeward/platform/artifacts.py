@@ -37,6 +37,7 @@ from typing import Any
 
 from codeward.executors.base import Files
 from codeward.executors.files import FileBudgetExceeded
+from codeward.wording import counted
 
 __all__ = [
     "MOST_DEPTH",
@@ -270,7 +271,7 @@ class OutputsCollector:
     def _one(self, files: Files, name: str, found: Collected) -> None:
         known = name in self._seen
         if self.files_left <= 0 and not known:  # a known file is read still: a change past the budget is noted
-            found.note(f"{name}: past the run's budget of {self.budget.most_files} files")
+            found.note(f"{name}: past the run's budget of {counted(self.budget.most_files, 'file')}")
             return
         most = min(self.budget.most_file_bytes, self._step_read_left)
         try:
@@ -293,7 +294,7 @@ class OutputsCollector:
             _refund(files, len(data))
             return
         if self.files_left <= 0:
-            found.note(f"{name}: changed, but past the run's budget of {self.budget.most_files} files")
+            found.note(f"{name}: changed, but past the run's budget of {counted(self.budget.most_files, 'file')}")
         elif len(data) > self.bytes_left:
             found.note(
                 f"{name}: past what is left ({human_size(self.bytes_left)}) of the run's budget of "

@@ -20,6 +20,7 @@ from codeward.executors.base import (
 )
 from codeward.executors.displays import Display
 from codeward.executors.live import heard_by_all
+from codeward.executors.settings import checked_names
 from codeward.platform.agents import ActionOutput, MultiStepAgent
 from codeward.platform.artifacts import OutputsBudget, OutputsCollector
 from codeward.platform.errors import AgentError, AgentExecutionError, AgentParsingError, AgentToolCallError
@@ -107,7 +108,11 @@ class CodeAgent(MultiStepAgent):
         self.collect_outputs = collect_outputs
         self.outputs = OutputsCollector(outputs_budget) if collect_outputs else None
         self.code_block_tags = _code_block_tags(code_block_tags)
-        self.additional_authorized_imports = list(additional_authorized_imports or [])
+        self.additional_authorized_imports = (
+            []
+            if additional_authorized_imports is None
+            else checked_names("additional_authorized_imports", additional_authorized_imports, "module names")
+        )
         self.max_print_outputs_length = max_print_outputs_length
         self.stream_outputs = stream_outputs
         self._sandbox_has_tools = False  # sent by each run, and by the first `run_code` outside a run
@@ -288,9 +293,8 @@ class CodeAgent(MultiStepAgent):
             raise AgentExecutionError(f"The sandbox failed: {error.message}.{lost}") from None
         except ExecutionError as error:
             self._record_logs(action_step, error.logs)
-            detail = error.traceback.strip() or error.message
             kind = AgentToolCallError if error.error_type == "ToolCallError" else AgentExecutionError
-            raise kind(f"Code execution failed:\n{detail}") from None
+            raise kind(f"Code execution failed:\n{error.detail}") from None
         self.logger.displays(output.displays)
         action_step.displays = [shown for shown in output.displays if isinstance(shown, Display)]
         observation = logged = f"Execution logs:\n{output.logs}" if output.logs else ""

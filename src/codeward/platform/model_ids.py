@@ -22,6 +22,7 @@ import yaml
 
 from codeward.platform.models import Model, ReplayModel, ScriptedModel
 from codeward.usage import UsageError
+from codeward.wording import a
 
 __all__ = [
     "MODEL_ENV",
@@ -104,7 +105,7 @@ def load_script(path: Path) -> list[Any]:
     for index, response in enumerate(responses):
         if not isinstance(response, (str, dict)):
             raise ModelIdError(
-                f"script:{path}: response {index + 1} is a {type(response).__name__}; use a string or a map"
+                f"script:{path}: response {index + 1} is {a(type(response).__name__)}; use a string or a map"
             )
     return responses
 

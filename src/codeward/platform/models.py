@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from codeward.effects import offload
 from codeward.handed_files import open_handed
+from codeward.wording import a
 
 if TYPE_CHECKING:
     from codeward.tools import Tool
@@ -231,7 +232,7 @@ class ScriptedModel(Model):
             ]
             return ChatMessage("assistant", response.get("content"), calls or None)
         raise TypeError(
-            f"scripted response {index} is a {type(response).__name__}; use a string, a ChatMessage or a dict"
+            f"scripted response {index} is {a(type(response).__name__)}; use a string, a ChatMessage or a dict"
         )
 
     def generate(

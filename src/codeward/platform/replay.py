@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codeward.executors.settings import checked_names
 from codeward.handed_files import inside
 from codeward.platform.code_agent import CodeAgent
 from codeward.platform.errors import AgentGenerationError
@@ -38,6 +39,7 @@ from codeward.terminal_text import visible
 from codeward.tools import Tool
 from codeward.usage import UsageError
 from codeward.value_files import check_value_file, load_value_file
+from codeward.wording import counted
 
 __all__ = ["Difference", "ReplayNeedsFlags", "ReplayReport", "replay_run"]
 
@@ -107,8 +109,8 @@ class ReplayReport:
         if self.recorded_executor and self.recorded_executor != self.executor:
             where += f" (recorded on {self.recorded_executor})"
         if self.ok:
-            return f"{self.path}: {self.steps_checked} steps and the final answer match {where}"
-        head = f"{self.path}: {len(self.differences)} difference(s) {where}"
+            return f"{self.path}: {counted(self.steps_checked, 'step')} and the final answer match {where}"
+        head = f"{self.path}: {counted(len(self.differences), 'difference')} {where}"
         return "\n\n".join([head, *(d.render() for d in self.differences)])
 
 
@@ -348,6 +350,9 @@ def replay_run(
     run's folder, and variable files inside that folder. Never an installed module, imports beyond
     the defaults or an unconfined executor: those always take their own flags.
     """
+    imports = [] if authorized_imports is None else checked_names("authorized_imports", authorized_imports, "modules")
+    if tool_specs is not None:
+        tool_specs = checked_names("tool_specs", tool_specs, "tool files or modules", "['tools.py']")
     path = Path(path)
     try:
         model = ReplayModel(path)  # checks that the file is a saved run, with errors that say so
@@ -358,7 +363,6 @@ def replay_run(
     if not tasks:
         raise UsageError(f"{path} is not a saved run: it has no task step")
     record = run_record(data)
-    imports = list(authorized_imports or [])
     tools = tools if tools is not None else load_tool_specs(tool_specs or [])
     given = {**recorded_variables(record), **(variables or {})}
     if as_recorded:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from codeward.view.batches import JobRow
+from codeward.wording import counted
 
 __all__ = ["Bar", "DurationChart", "Segment", "duration_chart", "time_segments"]
 
@@ -51,7 +52,9 @@ def duration_chart(jobs: list[JobRow]) -> DurationChart:
     timed = sorted((job for job in jobs if job.duration is not None), key=lambda job: -(job.duration or 0.0))
     shown = timed[:MOST_BARS]
     longest = max((job.duration or 0.0 for job in shown), default=0.0)
-    caption = f"the {len(shown)} slowest of {len(timed)} jobs" if len(timed) > len(shown) else f"{len(shown)} jobs"
+    caption = (
+        f"the {len(shown)} slowest of {len(timed)} jobs" if len(timed) > len(shown) else counted(len(shown), "job")
+    )
     if not shown or longest <= 0:
         return DurationChart([], longest, caption)
     step = WIDTH / len(shown)

@@ -28,6 +28,7 @@ from codeward.platform.artifacts import MOST_FILE_BYTES, Artifact, decoded_size,
 from codeward.platform.run_files import load_run_file, run_record
 from codeward.usage import UsageError
 from codeward.view.values import MOST_NAME_CHARACTERS, mapping, number, text, whole
+from codeward.wording import a
 
 __all__ = [
     "MAX_ARTIFACT_BYTES",
@@ -159,11 +160,11 @@ def _display(record: Any, step: StepView) -> None:
         step.texts.append((shown.mime, shown.data))
     elif not _is_format(shown.mime, shown.data):
         step.refused.append(
-            f"a {shown.mime} display of {len(shown.data):,} bytes: only PNG, JPEG, GIF and WebP images are shown"
+            f"{a(shown.mime)} display of {len(shown.data):,} bytes: only PNG, JPEG, GIF and WebP images are shown"
         )
     elif len(shown.data) > MAX_IMAGE_BYTES:
         step.refused.append(
-            f"a {shown.mime} image of {len(shown.data):,} bytes, over the {MAX_IMAGE_BYTES:,} a page embeds"
+            f"{a(shown.mime)} image of {len(shown.data):,} bytes, over the {MAX_IMAGE_BYTES:,} a page embeds"
         )
     else:
         # a checked MIME type and base64: nothing in it to escape, and megabytes not worth escaping

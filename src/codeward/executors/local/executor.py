@@ -28,6 +28,7 @@ from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS, checked
 from codeward.executors.local.interpreter import Interpreter, ToolHandle
 from codeward.executors.settings import (
     DEFAULT_PRINT_OUTPUTS_LENGTH,
+    checked_names,
     checked_seconds,
     checked_tool_names,
     checked_variable_names,
@@ -103,8 +104,7 @@ class LocalExecutor(Executor):
         confinement: str = "auto",
         env: Mapping[str, str] | None = None,
     ) -> None:
-        if isinstance(authorized_imports, str):
-            raise TypeError("authorized_imports is a list of module names, e.g. ['numpy', 'pandas']")
+        authorized_imports = checked_names("authorized_imports", authorized_imports, "module names")
         if isinstance(max_operations, bool) or not isinstance(max_operations, (int, float)) or max_operations <= 0:
             raise ValueError(f"max_operations must be a positive number, got {max_operations!r}")
         if isolation not in ISOLATIONS:

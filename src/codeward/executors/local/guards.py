@@ -58,6 +58,7 @@ from codeward.executors.local.policy import (
     SIZING_METHODS,
 )
 from codeward.executors.local.receivers import CLASS_IDS, PLAIN_RECEIVER, ClassWriter, plain_class
+from codeward.wording import a
 
 __all__ = ["SANDBOX_MODULE", "Guards"]
 
@@ -299,7 +300,7 @@ class Guards:
                 continue  # the pattern fails, as in Python
             if self.attribute_slow_path(subject, name, value) is not value:
                 raise SandboxViolation(
-                    f"a match pattern cannot read {name!r} of a {type(subject).__name__!r} object in the sandbox; "
+                    f"a match pattern cannot read {name!r} of {a(repr(type(subject).__name__))} object in the sandbox; "
                     f"match {real.__name__}() and read .{name} in the case body"
                 )
         return True
@@ -677,7 +678,7 @@ def _signal_in(group: BaseExceptionGroup[Any]) -> BaseException | None:
 
 def _describe(obj: Any) -> str:
     name = getattr(obj, "__name__", None)
-    return f"{type(obj).__name__} {name!r}" if isinstance(name, str) else f"a {type(obj).__name__} object"
+    return f"{type(obj).__name__} {name!r}" if isinstance(name, str) else f"{a(type(obj).__name__)} object"
 
 
 _MISSING = object()

@@ -38,6 +38,7 @@ from typing import Any, TypeGuard
 from codeward.executors.local.imports import SandboxViolation
 from codeward.executors.local.instrumenter import call_node, located, name_node, number_sum, position
 from codeward.executors.local.name_bindings import BINDERS, CHILD_FIELDS, bound_here, walk
+from codeward.wording import a
 
 __all__ = [
     "CALL_STATEMENTS",
@@ -104,7 +105,7 @@ class ClassWriter:
     def __setattr__(self, name: str, value: Any) -> None:
         if not name.startswith("_") and not plain_class_value(value):
             raise SandboxViolation(
-                f"cannot set {name!r} of class {self._cls.__name__!r} to a {type(value).__name__}: a "
+                f"cannot set {name!r} of class {self._cls.__name__!r} to {a(type(value).__name__)}: a "
                 "descriptor from outside the sandbox binds in ways the sandbox does not check; "
                 "define it in the class body instead"
             )
