@@ -17,13 +17,14 @@ from tests.cli.conftest import SRC
 
 def test_doctor_reports_each_component_with_a_fix_for_what_is_missing(codeward):
     done = codeward("doctor", E2B_API_KEY="", DOCKER_HOST="unix:///nonexistent/docker.sock")
-    assert done.returncode == 1, done.stdout + done.stderr  # what it printed as ✗ is broken
+    assert done.returncode == 1, done.stdout + done.stderr  # the engine DOCKER_HOST names is broken
     out = done.stdout
     assert "✓ codeward:" in out and "✓ executor local: importable" in out
     assert "✗ docker engine: not reachable" in out and "set DOCKER_HOST" in out
     assert "jupyter kernels" in out
-    assert "✗ e2b: E2B_API_KEY is not set" in out
-    assert "✗ provider keys: none set" in out and "codeward demo" in out
+    assert "– e2b: E2B_API_KEY is not set" in out  # not set up: not broken
+    assert "– provider keys: none set" in out and "codeward demo" in out
+    assert "1 of " in out
     assert "Traceback" not in out + done.stderr
 
 
@@ -72,7 +73,7 @@ def test_doctor_shows_the_local_workers_confinement_layers(codeward, tmp_path):
     hidden.mkdir()
     (hidden / "pyseccomp.py").write_text("raise ModuleNotFoundError('hidden for this test', name=__name__)\n")
     done = codeward("doctor", PYTHONPATH=os.pathsep.join([str(hidden), SRC]))
-    assert "✗ local seccomp:" in done.stdout and "confinement='strict'" in done.stdout, done.stdout
+    assert "– local seccomp:" in done.stdout and "confinement='strict'" in done.stdout, done.stdout
 
 
 def _passing() -> list[doctor.Check]:
@@ -83,10 +84,16 @@ def _crashing() -> list[doctor.Check]:
     raise OSError("the socket vanished")
 
 
-def test_doctor_exits_0_only_when_every_check_passes(monkeypatch, capsys) -> None:
-    monkeypatch.setattr(doctor, "_SECTIONS", [_passing, _passing])
+def _not_set_up() -> list[doctor.Check]:
+    return [doctor.Check("extra", False, "not installed", "pip install it", optional=True)]
+
+
+def test_doctor_exits_0_when_nothing_is_broken(monkeypatch, capsys) -> None:
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setattr(doctor, "_SECTIONS", [_passing, _not_set_up])
     assert cli.main(["doctor"]) == 0
-    assert "✗" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "✗" not in out and "– extra: not installed" in out, out
 
 
 @pytest.mark.parametrize("broken", [doctor._docker, _crashing], ids=["docker host pointing nowhere", "a check crashed"])

@@ -1,9 +1,10 @@
 """`codeward doctor`: what is installed and reachable, and what to do about what is not.
 
 Every check is quick and offline (the Docker engine is the only thing contacted,
-over its local socket). A check that fails is a ✗ line saying how to fix it, never a
-traceback, and the command then exits 1, so that a script can tell a sound machine
-(exit 0) from one with something to fix. What a check needs is imported when it
+over its local socket). A part that is not set up (an extra, a key) is a – line saying how
+to get it; a part that is broken (a check that crashed, an engine DOCKER_HOST names that
+does not answer) is a ✗ line, never a traceback, and the command then exits 1, so that a
+script can tell a sound machine from one with something to fix. What a check needs is imported when it
 runs, so the command's help loads none of it.
 """
 
@@ -35,6 +36,9 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
+    #: A part a user may do without (an extra, a key, a layer this kernel lacks): not set up, it is
+    #: shown as "–" and the command still succeeds; anything else that fails is broken (✗, exit 1).
+    optional: bool = False
 
 
 def _python() -> list[Check]:
@@ -49,7 +53,7 @@ def _executors() -> list[Check]:
         try:
             executor_class(name)
         except ImportError as error:
-            checks.append(Check(f"executor {name}", False, "cannot be imported", str(error)))
+            checks.append(Check(f"executor {name}", False, "cannot be imported", str(error), optional=True))
         else:
             checks.append(Check(f"executor {name}", True, "importable"))
     return checks
@@ -64,7 +68,7 @@ def _local_confinement() -> list[Check]:
     for layer in LAYERS:
         if layer in missing:
             fix = "the worker runs without it (confinement='auto'); confinement='strict' refuses to start"
-            checks.append(Check(f"local {layer}", False, missing[layer], fix))
+            checks.append(Check(f"local {layer}", False, missing[layer], fix, optional=True))
         else:
             checks.append(Check(f"local {layer}", True, "confines the local executor's worker"))
     return checks
@@ -74,7 +78,7 @@ def _docker() -> list[Check]:
     try:
         import docker
     except ImportError:
-        return [Check("docker", False, "the docker SDK is not installed", install_line("docker"))]
+        return [Check("docker", False, "the docker SDK is not installed", install_line("docker"), optional=True)]
     try:
         client = docker.from_env(timeout=3)
         version = client.version().get("Version", "?")
@@ -85,6 +89,7 @@ def _docker() -> list[Check]:
                 False,
                 f"not reachable ({type(error).__name__})",
                 "start the engine (Debian: apt-get install -y docker.io && dockerd &), or set DOCKER_HOST",
+                optional=not os.environ.get("DOCKER_HOST"),  # an engine the user pointed at is meant to be there
             )
         ]
     images = client.images.list(filters={"label": IMAGE_LABEL})
@@ -96,6 +101,7 @@ def _docker() -> list[Check]:
             bool(images),
             tags if images else "none built yet",
             "" if images else "build one with: codeward images build",
+            optional=True,
         ),
         _gvisor(client.info().get("Runtimes") or {}),
     ]
@@ -112,7 +118,7 @@ def _gvisor(runtimes: dict[str, Any]) -> Check:
     name = f"docker gVisor ({GVISOR})"
     problem = runtime_problem(runtimes, GVISOR)
     if problem:
-        return Check(name, False, f"{problem.detail}: runtime='runsc' is refused", problem.fix)
+        return Check(name, False, f"{problem.detail}: runtime='runsc' is refused", problem.fix, optional=True)
     flags = " ".join(runtimes[GVISOR].get("runtimeArgs") or [])
     return Check(name, True, f"registered ({flags}): runtime='runsc' starts codeward's kernel")
 
@@ -124,7 +130,7 @@ def _egress() -> list[Check]:
     try:
         found = mitmdump_path()
     except EgressUnavailable as error:
-        return [Check("egress proxy", False, str(error), "codeward egress install")]
+        return [Check("egress proxy", False, str(error), "codeward egress install", optional=True)]
     return [Check("egress proxy", True, f"mitmdump at {found}: docker sandboxes may take --egress")]
 
 
@@ -132,7 +138,9 @@ def _kernels() -> list[Check]:
     try:
         from jupyter_client.kernelspec import KernelSpecManager
     except ImportError:
-        return [Check("jupyter kernels", False, "jupyter_client is not installed", install_line("jupyter"))]
+        return [
+            Check("jupyter kernels", False, "jupyter_client is not installed", install_line("jupyter"), optional=True)
+        ]
     specs = KernelSpecManager().find_kernel_specs()
     if not specs:
         return [
@@ -141,6 +149,7 @@ def _kernels() -> list[Check]:
                 False,
                 "no kernel installed",
                 "pip install ipykernel && python -m ipykernel install --user",
+                optional=True,
             )
         ]
     return [Check("jupyter kernels", True, ", ".join(sorted(specs)))]
@@ -150,9 +159,9 @@ def _e2b() -> list[Check]:
     try:
         import e2b_code_interpreter  # noqa: F401
     except ImportError:
-        return [Check("e2b", False, "e2b-code-interpreter is not installed", install_line("e2b"))]
+        return [Check("e2b", False, "e2b-code-interpreter is not installed", install_line("e2b"), optional=True)]
     if not os.environ.get("E2B_API_KEY"):
-        return [Check("e2b", False, "E2B_API_KEY is not set", "export E2B_API_KEY=... (from e2b.dev)")]
+        return [Check("e2b", False, "E2B_API_KEY is not set", "export E2B_API_KEY=... (from e2b.dev)", optional=True)]
     return [Check("e2b", True, "E2B_API_KEY is set")]
 
 
@@ -167,6 +176,7 @@ def _models() -> list[Check]:
             bool(chosen),
             chosen or "not set",
             "" if chosen else f"export {MODEL_ENV}=openai/gpt-4o-mini, or pass --model",
+            optional=True,
         )
     )
     present = [key for key in PROVIDER_KEYS if os.environ.get(key)]
@@ -179,6 +189,7 @@ def _models() -> list[Check]:
             if present
             else "export OPENAI_API_KEY=... (or another provider's key); offline, use "
             "--model replay:RUN.json or script:RESPONSES.yaml, or try: codeward demo",
+            optional=True,
         )
     )
     return checks
@@ -212,14 +223,14 @@ def run_checks() -> list[Check]:
 def _doctor(args: argparse.Namespace, console: Console) -> int:
     checks = run_checks()
     for check in checks:
-        mark = "[green]✓[/green]" if check.ok else "[yellow]✗[/yellow]"
+        mark = "[green]✓[/green]" if check.ok else "[dim]–[/dim]" if check.optional else "[red]✗[/red]"
         console.print(f"{mark} [bold]{escape(check.name)}[/bold]: {escape(check.detail)}", highlight=False)
         if check.fix:  # escaped: "codeward[docker]" is a pip extra, not rich markup
             console.print(f"    [dim]→ {escape(check.fix)}[/dim]", highlight=False)
-    failed = sum(not check.ok for check in checks)
-    if failed:
-        console.print(f"{failed} of {counted(len(checks), 'check')} failed", highlight=False)
-    return 1 if failed else 0
+    broken = sum(not check.ok and not check.optional for check in checks)
+    if broken:
+        console.print(f"{broken} of {counted(len(checks), 'check')} failed", highlight=False)
+    return 1 if broken else 0
 
 
 def add_parser(commands: Any) -> None:
