@@ -92,7 +92,7 @@ def test_doctor_says_whether_the_egress_proxy_is_available(codeward, tmp_path: P
     empty = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "PATH": "/nonexistent", "CODEWARD_MITMDUMP": ""}
     done = codeward("doctor", **empty)
     out = " ".join(done.stdout.split())
-    assert "✗ egress proxy:" in out and "→ codeward egress install" in out
+    assert "– egress proxy:" in out and "→ codeward egress install" in out
     found = _program(tmp_path / "mitmdump")
     done = codeward("doctor", **{**empty, "CODEWARD_MITMDUMP": str(found)})
     assert f"✓ egress proxy: mitmdump at {found}" in " ".join(done.stdout.split())
