@@ -3,7 +3,8 @@
 CPython's JSON parser is C that holds the interpreter's lock for the whole text: a payload of
 tens of megabytes held an event loop on another thread for seconds, whatever thread decoded it.
 Here each container that may be large (its text does not fit in `PIECE` characters) is walked in
-Python, element by element, and only what fits in a piece goes to the C parser. Between pieces
+Python, and only what fits in a piece goes to the C parser: a list's items a piece at a time, up
+to the last comma in the piece when that comma parts two items, else one by one. Between pieces
 the interpreter can switch threads, so no piece holds the others for more than a few milliseconds.
 
 What a container's text takes is only known once it is parsed, so each is first parsed from a
@@ -98,8 +99,16 @@ def parse(text: str, decoder: json.JSONDecoder, journal: Journal, deadline: floa
         at = blank(at)
         if text[at : at + 1] == "]":
             return items, at + 1
+        run_from = at  # where a run of items may be tried again
         while True:
             on_time(len(items))
+            if at >= run_from:
+                run = items_in_a_piece(at)
+                if run is not None:
+                    items += run[0]
+                    at = blank(run[1])
+                    continue
+                run_from = at + PIECE  # a run failed here: the next is tried a piece further on
             if text[at : at + 1] in _OPENINGS:
                 item, at = value(at)
             else:
@@ -117,6 +126,28 @@ def parse(text: str, decoder: json.JSONDecoder, journal: Journal, deadline: floa
                 return items, at + 1
             else:
                 raise json.JSONDecodeError("Expecting ',' delimiter", text, at)
+
+    def items_in_a_piece(at: int) -> tuple[list[Any], int] | None:
+        """The items of a list from `at` to a comma within a piece, and where the next item begins;
+        None when no comma tried parts two items (one in a string or a container leaves a piece
+        that does not parse as items alone). The commas tried: the last, and the last after a
+        closing bracket (where a list of containers parts its items)."""
+        piece = text[at : at + PIECE]
+        last = piece.rfind(",")
+        closed = max(piece.rfind("},"), piece.rfind("],")) + 1
+        for cut in (last, closed) if closed != last else (last,):
+            if cut <= 0:
+                continue
+            wrapped = "[" + piece[:cut] + "]"
+            mark = journal.mark()
+            try:
+                found, end = scan(wrapped, 0)
+            except _TOO_SHORT:
+                found, end = None, 0
+            if end == len(wrapped):
+                return found, at + cut + 1
+            journal.undo(mark)
+        return None
 
     def walked_dict(at: int) -> tuple[Any, int]:
         members: dict[str, Any] = {}
