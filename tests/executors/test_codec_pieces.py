@@ -84,3 +84,13 @@ def test_the_walk_keeps_the_decoding_deadline(monkeypatch):
             codec.loads(text, in_pieces=True)
         monkeypatch.setattr(pieces, "_past", lambda deadline: False)  # control: the walk never looks
         assert len(codec.loads(text, in_pieces=True)) == 400_000
+
+
+def test_the_walk_looks_at_the_clock_while_it_goes(monkeypatch):
+    """A deadline that passes midway ends the walk, however the items come (a piece at a time)."""
+    text = codec.dumps([i * 0.5 for i in range(200_000)])
+    looks = iter(range(10**9))
+    monkeypatch.setattr(pieces, "_past", lambda deadline: next(looks) >= 5)  # the deadline passes at the 5th look
+    with codec.decoding_deadline(time.monotonic() + 3600), pytest.raises(codec.CodecError, match="ran past the"):
+        codec.loads(text, in_pieces=True)
+    assert next(looks) < 20, "the walk went on looking after its time had passed"

@@ -152,8 +152,9 @@ JUNK = (
 
 def test_a_message_with_fields_of_no_use_ends_the_worker_at_the_first(monkeypatch):
     heard: list[str] = []
-    with monkeypatch.context() as control:  # control: any fields taken
+    with monkeypatch.context() as control:  # control: any fields taken (and any size, which would see them too)
         control.setattr(process, "_FIELDS", {op: _Anything() for op in process._FIELDS})
+        control.setattr(process, "OUTPUT_HEADER_ROOM", 2**40)
         with _executor(authorized_imports=["*"]) as executor:
             assert executor.run(JUNK, on_output=lambda stream, text: heard.append(text)).output == "end"
         assert len(heard) == 20, "control: the junk did not reach the host"
@@ -168,3 +169,29 @@ def test_a_message_with_fields_of_no_use_ends_the_worker_at_the_first(monkeypatc
 class _Anything:
     def issuperset(self, other: Any) -> bool:
         return True
+
+
+#: The same flood with its junk as blanks between the fields JSON allows, which the fields' check
+#: cannot see: two megabytes of header for each character of output.
+PADDED = (
+    CHANNEL + "for _ in range(20):\n"
+    "    head = b'{\"op\":\"output\",' + b' ' * 2_000_000 + "
+    "json.dumps({'seq': request_number(), 'stream': 'stdout', 'text': 'x'}).encode()[1:]\n"
+    "    write_all(struct.pack('!IQ', len(head), 0) + head)\n"
+    "import time\ntime.sleep(1)\n'end'"
+)
+
+
+def test_output_padded_past_what_its_text_takes_ends_the_worker(monkeypatch):
+    heard: list[str] = []
+    with monkeypatch.context() as control:  # control: no bound on an output header's size
+        control.setattr(process, "OUTPUT_HEADER_ROOM", 2**40)
+        with _executor(authorized_imports=["*"]) as executor:
+            assert executor.run(PADDED, on_output=lambda stream, text: heard.append(text)).output == "end"
+        assert len(heard) == 20, "control: the padding did not reach the host"
+    heard.clear()
+    with _executor(authorized_imports=["*"]) as executor:
+        with pytest.raises(SandboxError, match="padded past what its text takes"):
+            executor.run(PADDED, on_output=lambda stream, text: heard.append(text))
+        assert heard == []
+        assert executor.run("1 + 1").output == 2

@@ -103,6 +103,7 @@ def parse(text: str, decoder: json.JSONDecoder, journal: Journal, deadline: floa
         while True:
             on_time(len(items))
             if at >= run_from:
+                on_time(0)  # a run takes a piece's time: the clock is looked at before each
                 run = items_in_a_piece(at)
                 if run is not None:
                     items += run[0]

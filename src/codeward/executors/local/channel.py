@@ -74,6 +74,8 @@ class Channel:
         self._pending = bytearray()  # bytes read ahead of the message being taken
         #: Whether a message was stopped after part of it was sent (the other side's next read is garbled).
         self.cut = False
+        #: The bytes of the last header received: what its fields took, escapes and blanks included.
+        self.header_size = 0
 
     def send(
         self, header: dict[str, Any], body: str = "", parts: Sequence[Any] = (), deadline: float | None = None
@@ -140,6 +142,7 @@ class Channel:
             yield from self._read_ahead(deadline)
         head_size, body_size = _LENGTHS.unpack_from(self._pending)
         self._check_sizes(head_size, body_size)
+        self.header_size = head_size
         size = _LENGTHS.size + head_size + body_size
         if size - len(self._pending) > _CHUNK:
             frame = yield from self._read_exactly(size, deadline)

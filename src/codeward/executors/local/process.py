@@ -71,6 +71,10 @@ LOADING_BYTES_PER_SECOND = 50 * 2**20
 IDLE_CPU_SECONDS = 0.5
 
 
+#: The bytes an output message's header may take besides its text's (12 a character at most, as JSON's
+#: escapes): its other fields. Blanks past them would be parsed without drawing on the output budget.
+OUTPUT_HEADER_ROOM = 200
+
 #: The fields of each message a worker sends: one with others (junk that the host would parse and
 #: ignore, such as megabytes beside one character of output) stops it.
 _FIELDS = {
@@ -229,6 +233,8 @@ class WorkerExecutor(RememberingExecutor):
         stream, text = header.get("stream"), header.get("text")
         if stream not in STREAMS or not isinstance(text, str) or not text:
             raise self._lost(worker, "the worker process sent output codeward cannot read, and was stopped")
+        if worker.channel.header_size > OUTPUT_HEADER_ROOM + 12 * len(text):
+            raise self._lost(worker, "the worker process sent output padded past what its text takes, and was stopped")
         if heard + len(text) > self._settings["max_print_outputs_length"]:
             raise self._lost(worker, "the worker process sent more output than its logs may hold, and was stopped")
         failed = live.failure is not None
