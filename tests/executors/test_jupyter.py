@@ -56,7 +56,7 @@ def test_the_hosts_environment_stays_out_of_the_kernel(monkeypatch: pytest.Monke
 def test_clean_environment_has_only_the_basics_and_what_is_given() -> None:
     env = clean_environment({"A": "1"})
     assert set(env) == {"PATH", "HOME", "LANG", "A"}
-    with pytest.raises(TypeError, match="'B' maps to a int"):
+    with pytest.raises(TypeError, match="'B' maps to an int"):
         clean_environment({"B": 2})  # type: ignore[dict-item]
 
 

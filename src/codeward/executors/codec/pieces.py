@@ -61,23 +61,38 @@ class Journal:
             store[index] = value
 
 
-def parse(text: str, decoder: json.JSONDecoder, journal: Journal, deadline: float | None) -> Any:
+def parse(
+    text: str, decoder: json.JSONDecoder, journal: Journal, deadline: float | None, containers: int | None = None
+) -> Any:
     """The value of `text`, as `decoder.decode(text)` gives it. Past `deadline` (a monotonic
-    instant), `CodecError`: the walk looks at the clock between pieces, as the hook does within them."""
+    instant), `CodecError`: the walk looks at the clock between pieces, as the hook does within them.
+
+    With `containers`, every list and dict is walked and counted, and a text of more is refused:
+    for texts whose size is in their strings (a kernel's messages), where a megabyte of ``[],``
+    would make 25 MB of lists."""
     scan = json.scanner.c_make_scanner(decoder)  # type: ignore[attr-defined]
     memo: dict[str, str] = {}
     hook: Callable[[dict[str, Any]], Any] | None = decoder.object_hook
     end_of_text = len(text)
+    counted = [0]
+    tries = (FIRST_TRY, PIECE) if containers is None else ()
+
+    def walked(opening: str, at: int) -> tuple[Any, int]:
+        if containers is not None:
+            counted[0] += 1
+            if counted[0] > containers:
+                raise CodecError(f"refused a text of more than {containers:,} lists and dicts")
+        return walked_list(at + 1) if opening == "[" else walked_dict(at + 1)
 
     def blank(at: int) -> int:
         return _WHITESPACE(text, at).end()  # type: ignore[no-any-return]
 
     def value(at: int) -> tuple[Any, int]:
         opening = text[at : at + 1]
-        if opening not in _OPENINGS or end_of_text - at <= FIRST_TRY:
+        if opening not in _OPENINGS or (end_of_text - at <= FIRST_TRY and containers is None):
             return _scanned(scan, text, at)
         on_time(0)
-        for size in (FIRST_TRY, PIECE):
+        for size in tries:
             if end_of_text - at <= size:
                 return _scanned(scan, text, at)
             mark = journal.mark()
@@ -88,7 +103,7 @@ def parse(text: str, decoder: json.JSONDecoder, journal: Journal, deadline: floa
                 journal.undo(mark)
                 continue
             return found, at + end  # a container ends with its bracket, inside the piece
-        return walked_list(at + 1) if opening == "[" else walked_dict(at + 1)
+        return walked(opening, at)
 
     def on_time(count: int) -> None:
         if not count & _CLOCK_STRIDE and _past(deadline):
@@ -99,7 +114,7 @@ def parse(text: str, decoder: json.JSONDecoder, journal: Journal, deadline: floa
         at = blank(at)
         if text[at : at + 1] == "]":
             return items, at + 1
-        run_from = at  # where a run of items may be tried again
+        run_from = at if containers is None else end_of_text  # where a run of items may be tried again
         while True:
             on_time(len(items))
             if at >= run_from:
@@ -173,11 +188,20 @@ def parse(text: str, decoder: json.JSONDecoder, journal: Journal, deadline: floa
                 raise json.JSONDecodeError("Expecting ',' delimiter", text, at)
             at = blank(at + 1)
 
-    found, end = value(blank(0))
-    end = blank(end)
-    if end != end_of_text:
-        raise json.JSONDecodeError("Extra data", text, end)
-    return found
+    try:
+        found, end = value(blank(0))
+        end = blank(end)
+        if end != end_of_text:
+            raise json.JSONDecodeError("Extra data", text, end)
+        return found
+    finally:
+        # The walk's functions call one another through their closures, a cycle that would hold the
+        # text until the collector ran (a flood of large messages held a hundred megabytes): cut it.
+        value = walked = walked_list = walked_dict = items_in_a_piece = _cut  # type: ignore[assignment]
+
+
+def _cut(*args: Any) -> Any:
+    raise AssertionError("a walk's function called after the walk")
 
 
 def _past(deadline: float | None) -> bool:

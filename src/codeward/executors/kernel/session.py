@@ -15,8 +15,6 @@ import asyncio
 import math
 import threading
 import time
-from collections.abc import Iterator
-from queue import Empty
 from typing import Any, Protocol, TypedDict, Unpack
 
 import zmq
@@ -24,7 +22,9 @@ from jupyter_client.blocking.client import BlockingKernelClient
 
 from codeward.effects import Offloaded, Steps, blocking
 from codeward.executors.base import ExecutionError, ExecutionTimeout, SandboxError
+from codeward.executors.codec.pieces import PIECE
 from codeward.executors.kernel.cells import CellCollector, CellResult, InputHandler, InputSteps
+from codeward.executors.kernel.messages import bound, reading, unpacking
 from codeward.executors.kernel.waiting import SocketsReady
 from codeward.executors.live import LiveOutput, OutputCallback
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET
@@ -43,6 +43,9 @@ _STDIN_RETRY = 1.0
 _LAST_WORDS_WAIT = 0.05
 _IOPUB_QUEUE = 4
 _READ_BATCH = 64  # messages read from one socket before the deadline is looked at again
+#: The bytes a kernel's message may take besides twice the cell's output budget (its largest value
+#: or display, escaped in a JSON string): its header, metadata and the rest of its content.
+MESSAGE_ROOM = 1 << 20
 #: After the reply, how long iopub may stay silent before the cell's idle status is taken as dropped.
 _QUIET_AFTER_REPLY = 0.5
 
@@ -126,6 +129,8 @@ class KernelSession:
         self._disconnect()
         client = BlockingKernelClient(context=zmq.Context())
         client.load_connection_info(self.process.connection_info())  # type: ignore[arg-type]
+        unpacking(client.session)
+        bound(client.context, MESSAGE_ROOM + 2 * self.max_output_bytes)  # a value's text, escaped in a string
         _queue_little_output(client)
         client.start_channels(hb=False)
         self._client = client
@@ -343,32 +348,40 @@ class KernelSession:
             error_type="KeyboardInterrupt",
         )
 
-    def _polling(self, seconds: float) -> Steps[Iterator[tuple[str, dict[str, Any]]]]:
-        """Wait up to `seconds` for any message; return the ready ones by channel, read one at a time."""
+    def _polling(self, seconds: float) -> Steps[list[tuple[str, dict[str, Any]]]]:
+        """Wait up to `seconds` for any message; return the ready ones by channel."""
         ready = yield SocketsReady(self._poller, seconds)
-        return self._reading(ready)
+        return (yield from self._reading(ready))
 
-    def _reading(self, ready: list[zmq.Socket[Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Yield the messages of the `ready` sockets by channel, one read at a time.
-
-        Each message is handled before the next is read, so a flood holds one message on the host,
-        and a socket gives at most `_READ_BATCH` per call, so the caller's deadline is checked between.
-        """
+    def _reading(self, ready: list[zmq.Socket[Any]]) -> Steps[list[tuple[str, dict[str, Any]]]]:
+        """The messages of the `ready` sockets by channel: at most `_READ_BATCH` a socket, so the
+        caller's deadline is checked between, and none after a large one, so a flood of large ones
+        holds one on the host at a time. One that does not parse ends the session."""
         client = self._require_client()
         channels = {
-            client.shell_channel.socket: ("shell", client.shell_channel),
-            client.iopub_channel.socket: ("iopub", client.iopub_channel),
-            client.stdin_channel.socket: ("stdin", client.stdin_channel),
+            client.shell_channel.socket: "shell",
+            client.iopub_channel.socket: "iopub",
+            client.stdin_channel.socket: "stdin",
         }
+        messages = []
         # iopub first: output sent before a reply must be gathered before the reply ends the cell.
-        for socket in sorted(ready, key=lambda s: channels[s][0] != "iopub"):
-            name, channel = channels[socket]
+        for socket in sorted(ready, key=lambda s: channels[s] != "iopub"):
             for _ in range(_READ_BATCH):
                 try:
-                    message = channel.get_msg(timeout=0)
-                except Empty:
+                    read = yield from reading(client.session, socket)
+                except (ValueError, TypeError, KeyError, IndexError) as error:  # CodecError is a TypeError
+                    self._disconnect()
+                    raise SandboxError(
+                        f"the sandbox sent a message codeward refuses ({type(error).__name__}: {error}); what "
+                        "the code defined is lost, and a fresh kernel takes the next block"
+                    ) from None
+                if read is None:
                     break
-                yield name, message
+                message, size = read
+                messages.append((channels[socket], message))
+                if size > PIECE:
+                    return messages
+        return messages
 
     def _checking_alive(self, cell: CellCollector, msg_id: str) -> Steps[None]:
         if (yield Offloaded(self.process.is_alive)):  # an engine's container is asked over HTTP
