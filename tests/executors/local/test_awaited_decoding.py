@@ -148,29 +148,6 @@ JUNK = (
     CHANNEL + "for _ in range(20):\n    write_all(frame({'op': 'output', 'seq': request_number(), "
     "'stream': 'stdout', 'text': 'x', 'junk': 'y' * 2_000_000}))\nimport time\ntime.sleep(1)\n'end'"
 )
-
-
-def test_a_message_with_fields_of_no_use_ends_the_worker_at_the_first(monkeypatch):
-    heard: list[str] = []
-    with monkeypatch.context() as control:  # control: any fields taken (and any size, which would see them too)
-        control.setattr(process, "_FIELDS", {op: _Anything() for op in process._FIELDS})
-        control.setattr(process, "OUTPUT_HEADER_ROOM", 2**40)
-        with _executor(authorized_imports=["*"]) as executor:
-            assert executor.run(JUNK, on_output=lambda stream, text: heard.append(text)).output == "end"
-        assert len(heard) == 20, "control: the junk did not reach the host"
-    heard.clear()
-    with _executor(authorized_imports=["*"]) as executor:
-        with pytest.raises(SandboxError, match="fields codeward does not know"):
-            executor.run(JUNK, on_output=lambda stream, text: heard.append(text))
-        assert heard == []
-        assert executor.run("1 + 1").output == 2
-
-
-class _Anything:
-    def issuperset(self, other: Any) -> bool:
-        return True
-
-
 #: The same flood with its junk as blanks between the fields JSON allows, which the fields' check
 #: cannot see: two megabytes of header for each character of output.
 PADDED = (
@@ -182,16 +159,31 @@ PADDED = (
 )
 
 
-def test_output_padded_past_what_its_text_takes_ends_the_worker(monkeypatch):
+class _Anything:
+    def issuperset(self, other: Any) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    ("flood", "lifted", "refusal"),
+    [
+        # the size's bound would see these fields too: the control lifts both
+        (JUNK, {"_FIELDS": {op: _Anything() for op in process._FIELDS}, "OUTPUT_HEADER_ROOM": 2**40}, "fields"),
+        (PADDED, {"OUTPUT_HEADER_ROOM": 2**40}, "padded past what its text takes"),
+    ],
+    ids=["fields of no use", "blanks"],
+)
+def test_output_with_more_than_its_text_ends_the_worker_at_the_first(flood, lifted, refusal, monkeypatch):
     heard: list[str] = []
-    with monkeypatch.context() as control:  # control: no bound on an output header's size
-        control.setattr(process, "OUTPUT_HEADER_ROOM", 2**40)
+    with monkeypatch.context() as control:  # control: the rules lifted
+        for name, value in lifted.items():
+            control.setattr(process, name, value)
         with _executor(authorized_imports=["*"]) as executor:
-            assert executor.run(PADDED, on_output=lambda stream, text: heard.append(text)).output == "end"
-        assert len(heard) == 20, "control: the padding did not reach the host"
+            assert executor.run(flood, on_output=lambda stream, text: heard.append(text)).output == "end"
+        assert len(heard) == 20, "control: the junk did not reach the host"
     heard.clear()
     with _executor(authorized_imports=["*"]) as executor:
-        with pytest.raises(SandboxError, match="padded past what its text takes"):
-            executor.run(PADDED, on_output=lambda stream, text: heard.append(text))
+        with pytest.raises(SandboxError, match=refusal):
+            executor.run(flood, on_output=lambda stream, text: heard.append(text))
         assert heard == []
         assert executor.run("1 + 1").output == 2
