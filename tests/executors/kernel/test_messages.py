@@ -94,3 +94,10 @@ def test_a_large_message_is_parsed_off_the_loop(monkeypatch):
         late, output = asyncio.run(held(executor))
     assert output == "shown"
     assert late < 0.1, f"the loop was held {late:.3f} s"
+
+
+@pytest.mark.parametrize("depth", [2_000, 200_000], ids=["small", "large"])
+def test_a_message_nested_too_deeply_is_refused_as_one_that_does_not_parse(depth):
+    """The session ends a kernel whose message raises ValueError; a RecursionError would escape it."""
+    with pytest.raises(ValueError, match="nested too deeply"):
+        messages._unpack(b"[" * depth + b"]" * depth)

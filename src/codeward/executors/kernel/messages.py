@@ -62,6 +62,9 @@ def _deserialized(session: Session, frames: list[bytes]) -> dict[str, Any]:
 def _unpack(data: str | bytes) -> Any:
     """jupyter_client's JSON unpacker, with a large text walked and its containers counted."""
     text = data.decode("utf8", "replace") if isinstance(data, bytes) else data
-    if len(text) > pieces.PIECE:
-        return pieces.parse(text, json.JSONDecoder(), pieces.Journal(), None, containers=MAX_CONTAINERS)
-    return json.loads(text)
+    try:
+        if len(text) > pieces.PIECE:
+            return pieces.parse(text, json.JSONDecoder(), pieces.Journal(), None, containers=MAX_CONTAINERS)
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("a message nested too deeply to parse") from None
