@@ -96,8 +96,7 @@ def test_a_large_message_is_parsed_off_the_loop(monkeypatch):
     assert late < 0.1, f"the loop was held {late:.3f} s"
 
 
-@pytest.mark.parametrize("depth", [2_000, 200_000], ids=["small", "large"])
-def test_a_message_nested_too_deeply_is_refused_as_one_that_does_not_parse(depth):
+def test_a_large_message_nested_too_deeply_is_refused_as_one_that_does_not_parse():
     """The session ends a kernel whose message raises ValueError; a RecursionError would escape it."""
     with pytest.raises(ValueError, match="nested too deeply"):
-        messages._unpack(b"[" * depth + b"]" * depth)
+        messages._unpack(b"[" * 100_000 + b"]" * 100_000)
