@@ -92,7 +92,7 @@ def test_a_large_message_is_parsed_off_the_loop(monkeypatch):
     with JupyterExecutor(timeout_seconds=60) as executor:
         late, output = asyncio.run(held(executor))
     assert output == "shown"
-    assert late < 0.1, f"the loop was held {late:.3f} s"
+    assert late < 0.2, f"the loop was held {late:.3f} s"  # the bound agents on one loop are held to
 
 
 def test_a_large_message_nested_too_deeply_is_refused_as_one_that_does_not_parse():
