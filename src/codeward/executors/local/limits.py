@@ -250,9 +250,9 @@ class Limits:
         ``__index__`` answers at most the room left while the ``*`` runs (`index_room`,
         which the code's own ``__index__`` methods obey)."""
         if isinstance(a, int) and _has_len(b):
-            self.check_repeat(b, _exact(a))
+            self.check_repeat(b, a if type(a) is int else int.__index__(a))  # `_exact`, inline
         elif isinstance(b, int) and _has_len(a):
-            self.check_repeat(a, _exact(b))
+            self.check_repeat(a, b if type(b) is int else int.__index__(b))  # `_exact`, inline
         elif isinstance(a, _REPEATABLE) and _countable(b):
             return self.repeat_by_object(a, b, lambda count: multiply(a, count), lambda: multiply(a, b))
         elif isinstance(b, _REPEATABLE) and _countable(a):
@@ -442,13 +442,13 @@ class Limits:
                 return self.repeat(a, b, _imul)
             return _imul(a, b)
         if operator == "**=":
-            if isinstance(a, int) and isinstance(b, int):
-                return self.pow(a, b) if type(a) is int and type(b) is int else self.int_inplace(a, b, "pow")
-            return _ipow(a, b)
+            if type(a) is int and type(b) is int:
+                return self.pow(a, b)
+            return self.int_inplace(a, b, "pow") if isinstance(a, int) and isinstance(b, int) else _ipow(a, b)
         if operator == "<<=":
-            if isinstance(a, int) and isinstance(b, int):
-                return self.lshift(a, b) if type(a) is int and type(b) is int else self.int_inplace(a, b, "lshift")
-            return _ilshift(a, b)
+            if type(a) is int and type(b) is int:
+                return self.lshift(a, b)
+            return self.int_inplace(a, b, "lshift") if isinstance(a, int) and isinstance(b, int) else _ilshift(a, b)
         if operator == "%=":
             if isinstance(a, _FORMATTED):
                 self.check_percent_format(a, b)
