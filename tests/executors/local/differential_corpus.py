@@ -99,6 +99,90 @@ ARITHMETIC = [
         "(pow(3, 200, 1000), pow(2, -1, 7), pow(7, 0, 1), pow(2.0, 0.5), pow(-8, 1 / 3), pow(10, 20, 10 ** 9 + 7))",
     ),
     _snippet(
+        "int-subclass-operators",
+        """
+        class Meters(int):
+            pass
+        class Mask(int):
+            def __lshift__(self, n):
+                return Mask((int(self) << n) & 0xFF)
+            def __rlshift__(self, n):
+                return Mask((n << int(self)) & 0xFF)
+        class Declines(int):
+            def __lshift__(self, n):
+                return NotImplemented
+            def __pow__(self, n):
+                return NotImplemented
+            def __mul__(self, n):
+                return NotImplemented
+        class Reflects(int):
+            def __rlshift__(self, n):
+                return 'reflected'
+            def __rpow__(self, n):
+                return 'rpow'
+        m = Meters(3)
+        (m << 2, m ** 2, 2 ** m, m * m, m * 'ab', pow(m, 2), pow(m, 2, 5), True << 3, True ** 5, False * 7, 3 * True,
+         'ab' * True, pow(True, 3), Mask(1) << 20, 3 << Mask(2), 1 << Mask(20), Declines(5) << 2, Declines(2) ** 3,
+         Declines(4) * 5, 1 << Reflects(3), 2 ** Reflects(3), Reflects(1) << 3, Meters(1) << Reflects(3),
+         Reflects(3) ** Reflects(2), type(m << 2).__name__, type(Mask(1) << 3).__name__, -m ** 2, m ** -1)
+        """,
+    ),
+    _snippet(
+        "int-subclass-inplace",
+        """
+        class Meters(int):
+            pass
+        class Acc(int):
+            def __ilshift__(self, n):
+                return 'own-ilshift'
+        class Skip(int):
+            def __imul__(self, n):
+                return NotImplemented
+        x = True
+        x <<= 3
+        y = Meters(2)
+        y **= 3
+        a = Acc(1)
+        a <<= 2
+        s = Skip(3)
+        s *= 4
+        d = {'k': True}
+        d['k'] *= Meters(6)
+        (x, y, a, s, d, type(y).__name__)
+        """,
+    ),
+    _snippet(
+        "int-subclass-declines-both",
+        """
+        class Declines(int):
+            def __lshift__(self, n):
+                return NotImplemented
+        Declines(1) << Declines(2)
+        """,
+    ),
+    _snippet(
+        "operator-functions",
+        """
+        import functools
+        import math
+        import operator
+        class Meters(int):
+            pass
+        items = [1]
+        (operator.lshift(True, 2), operator.pow(Meters(2), 3), operator.mul('ab', True), operator.imul([1], 2),
+         operator.concat('a', 'b'), operator.iconcat(items, (2,)), items, operator.mod('%d', 5), operator.imod(7, 3),
+         operator.ipow(2, 5), operator.ilshift(1, 3), operator.iadd([1], [2]), operator.add(1, 2),
+         functools.reduce(operator.mul, range(1, 8)), math.prod([1, 2, 3]), math.prod([]), math.prod([2.5, 2]),
+         math.prod([2], start='ab'), math.prod(range(1, 10)), math.prod(x for x in (Meters(2), 3)),
+         math.lcm(), math.lcm(-6), math.lcm(4, 6, 10), math.lcm(0, 5), math.lcm(True, Meters(3)))
+        """,
+        "functools",
+        "math",
+        "operator",
+    ),
+    _snippet("operator-pow-of-text", "import operator\noperator.pow('a', 2)", "operator"),
+    _snippet("operator-concat-of-numbers", "import operator\noperator.concat(1, 2)", "operator"),
+    _snippet(
         "int-conversions",
         """
         (int('ff', 16), int('0b101', 0), int(' 42 '), hex(255), oct(8), bin(10), int(3.99), int(-3.99),

@@ -638,12 +638,16 @@ class Guards:
                 "clock_settime_ns": REFUSED,
                 "tzset": REFUSED,  # changes the host process's time zone
             },
-            "operator": {"attrgetter": attrgetter, "methodcaller": methodcaller},
+            "operator": {"attrgetter": attrgetter, "methodcaller": methodcaller, **limits.operator_functions()},
             "string": {"Formatter": Formatter},
             "itertools": ticking_itertools(lambda: self.globals["_tick_"]),
             "math": {
-                name: limits.math_function(name, getattr(__import__("math"), name))
-                for name in ("factorial", "comb", "perm")
+                **{
+                    name: limits.math_function(name, getattr(__import__("math"), name))
+                    for name in ("factorial", "comb", "perm")
+                },
+                "prod": limits.prod,
+                "lcm": limits.lcm,
             },
             "typing": {"get_type_hints": get_type_hints},  # typing's evaluates strings as code
             "functools": {

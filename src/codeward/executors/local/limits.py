@@ -102,6 +102,7 @@ _imul: Callable[[Any, Any], Any] = operator.imul
 _ipow: Callable[[Any, Any], Any] = operator.ipow
 _ilshift: Callable[[Any, Any], Any] = operator.ilshift
 _imod: Callable[[Any, Any], Any] = operator.imod
+_iconcat: Callable[[Any, Any], Any] = operator.iconcat
 #: The augmented operators that cannot grow a value past its operands' size.
 _INPLACE: dict[str, Callable[[Any, Any], Any]] = {
     "-=": operator.isub,
@@ -141,6 +142,33 @@ def _bound_call(method: Any) -> Callable[[Any], Any]:
 def _countable(value: Any) -> bool:
     """Not an int, but what C code can read a count from."""
     return not isinstance(value, int) and hasattr(type(value), "__index__")
+
+
+def _exact(value: int) -> int:
+    """The value of an int (a bool, an instance of a subclass) as int's own operators read it:
+    through int's own method, never the object's ``__index__``, ``__int__`` or comparisons."""
+    return value if type(value) is int else int.__index__(value)
+
+
+_ABSENT = object()
+#: int's own methods that can build a large int, by id: the operation each computes, and
+#: whether it takes its operands reflected (``int.__rlshift__(b, a)`` is ``a << b``).
+_INT_GROWING: dict[int, tuple[str, bool]] = {
+    id(int.__dict__[f"__{reflected}{name}__"]): (name, reflected == "r")
+    for name in ("mul", "pow", "lshift")
+    for reflected in ("", "r")
+}
+_SYMBOLS = {"mul": "*", "pow": "** or pow()", "lshift": "<<"}
+
+
+def _lookup(kind: type, name: str) -> Any:
+    """What CPython finds for the special method `name` of `kind`: the first class of its
+    MRO that holds it, read from the class dicts (no descriptor, no ``__getattr__`` runs)."""
+    for klass in kind.__mro__:
+        found = klass.__dict__.get(name, _ABSENT)
+        if found is not _ABSENT:
+            return found
+    return _ABSENT
 
 
 def _size(value: Any) -> int:
@@ -210,6 +238,8 @@ class Limits:
             if bits > self.max_int_bits:
                 raise self.too_many_bits("this multiplication", bits)
             return a * b
+        if isinstance(a, int) and isinstance(b, int):  # a bool, a subclass: int's own product, or the code's
+            return self.int_operation(a, b, "mul")
         return self.repeat(a, b, _mul)
 
     def repeat(self, a: Any, b: Any, multiply: Callable[[Any, Any], Any]) -> Any:
@@ -220,9 +250,9 @@ class Limits:
         ``__index__`` answers at most the room left while the ``*`` runs (`index_room`,
         which the code's own ``__index__`` methods obey)."""
         if isinstance(a, int) and _has_len(b):
-            self.check_repeat(b, a)
+            self.check_repeat(b, a if type(a) is int else int.__index__(a))  # `_exact`, inline
         elif isinstance(b, int) and _has_len(a):
-            self.check_repeat(a, b)
+            self.check_repeat(a, b if type(b) is int else int.__index__(b))  # `_exact`, inline
         elif isinstance(a, _REPEATABLE) and _countable(b):
             return self.repeat_by_object(a, b, lambda count: multiply(a, count), lambda: multiply(a, b))
         elif isinstance(b, _REPEATABLE) and _countable(a):
@@ -258,8 +288,8 @@ class Limits:
             def __index__(self: Any) -> Any:
                 value = call(self)
                 room = limits.index_room
-                if room is not None and type(value) is int and value > room:
-                    raise limits.too_big("this repetition", value * (limits.max_size / room))
+                if room is not None and isinstance(value, int) and _exact(value) > room:
+                    raise limits.too_big("this repetition", _exact(value) * (limits.max_size / room))
                 return value
 
             checked: Callable[[Any], Any] = __index__
@@ -267,8 +297,10 @@ class Limits:
 
             def __len__(self: Any) -> Any:
                 length = call(self)
-                if type(length) is int and length > limits.max_size:
-                    raise limits.too_big(f"{name} of {type(self).__name__!r}, which C code allocates by,", length)
+                if isinstance(length, int) and _exact(length) > limits.max_size:
+                    raise limits.too_big(
+                        f"{name} of {type(self).__name__!r}, which C code allocates by,", _exact(length)
+                    )
                 return length
 
             checked = __len__
@@ -286,16 +318,91 @@ class Limits:
     def pow(self, a: Any, b: Any, modulo: Any = None) -> Any:
         if modulo is not None:
             return pow(a, b, modulo)
-        if type(a) is int and type(b) is int and b > 0 and abs(a) > 1:
-            bits = a.bit_length() * b
-            if bits > self.max_int_bits:
-                raise self.too_many_bits(f"{a} ** {b}", bits)
+        if type(a) is int and type(b) is int:
+            if b > 0 and abs(a) > 1:
+                bits = a.bit_length() * b
+                if bits > self.max_int_bits:
+                    raise self.too_many_bits(f"{a} ** {b}", bits)
+            return a**b
+        if isinstance(a, int) and isinstance(b, int):
+            return self.int_operation(a, b, "pow")
         return a**b
 
     def lshift(self, a: Any, b: Any) -> Any:
-        if type(a) is int and type(b) is int and a and a.bit_length() + b > self.max_int_bits:
-            raise self.too_many_bits("this shift", a.bit_length() + b)
+        if type(a) is int and type(b) is int:
+            if a and a.bit_length() + b > self.max_int_bits:
+                raise self.too_many_bits("this shift", a.bit_length() + b)
+            return a << b
+        if isinstance(a, int) and isinstance(b, int):
+            return self.int_operation(a, b, "lshift")
         return a << b
+
+    # Ints that are not exactly int ---------------------------------------
+    def check_int(self, operation: str, a: int, b: int) -> None:
+        """Refuse what int's own `operation` ("mul", "pow", "lshift") would build from the
+        exact ints `a` and `b` past `max_int_bits`."""
+        if operation == "mul":
+            bits = a.bit_length() + b.bit_length()
+            if bits > self.max_int_bits:
+                raise self.too_many_bits("this multiplication", bits)
+        elif operation == "pow":
+            if b > 0 and abs(a) > 1 and a.bit_length() * b > self.max_int_bits:
+                raise self.too_many_bits(f"{a} ** {b}", a.bit_length() * b)
+        elif a and a.bit_length() + b > self.max_int_bits:
+            raise self.too_many_bits("this shift", a.bit_length() + b)
+
+    def call_special(self, method: Any, obj: Any, other: Any) -> Any:
+        """``method`` (found in the class of `obj`) called on `obj` and `other` as CPython's
+        operators call it; int's own growing methods with their size checked first."""
+        known = _INT_GROWING.get(id(method))  # int's methods live as long as int: an id is theirs
+        if known is not None:
+            operation, reflected = known
+            left, right = (other, obj) if reflected else (obj, other)
+            if isinstance(left, int) and isinstance(right, int):
+                self.check_int(operation, _exact(left), _exact(right))
+            return method(obj, other)
+        if isinstance(method, FunctionType):
+            return method(obj, other)
+        get = getattr(type(method), "__get__", None)
+        return (get(method, obj, type(obj)) if get is not None else method)(other)
+
+    def int_operation(self, a: int, b: int, operation: str) -> Any:
+        """``a * b``, ``a ** b`` or ``a << b`` between two ints of which one is a bool or an
+        instance of a subclass: CPython's dispatch (the right operand's reflected method first
+        when its class is a subclass of the left's that overrides it, then the left's method,
+        then the right's), with every call of int's own method sized first on the two ints'
+        exact values. A method of the code's runs as it is, guarded code itself."""
+        kind, other = type(a), type(b)
+        forward, reflected = f"__{operation}__", f"__r{operation}__"
+        mine, theirs = _lookup(kind, forward), _lookup(other, reflected)
+        if other is kind:
+            theirs = _ABSENT
+        elif theirs is not _ABSENT and issubclass(other, kind) and theirs is not _lookup(kind, reflected):
+            result = self.call_special(theirs, b, a)
+            if result is not NotImplemented:
+                return result
+            theirs = _ABSENT
+        if mine is not _ABSENT:
+            result = self.call_special(mine, a, b)
+            if result is not NotImplemented:
+                return result
+        if theirs is not _ABSENT:
+            result = self.call_special(theirs, b, a)
+            if result is not NotImplemented:
+                return result
+        raise TypeError(
+            f"unsupported operand type(s) for {_SYMBOLS[operation]}: {kind.__name__!r} and {other.__name__!r}"
+        )
+
+    def int_inplace(self, a: int, b: int, operation: str) -> Any:
+        """``a op= b`` between two ints of which one is not exactly int: the left one's own
+        in-place method if its class has one (int has none), then `int_operation`."""
+        method = _lookup(type(a), f"__i{operation}__")
+        if method is not _ABSENT:
+            result = self.call_special(method, a, b)
+            if result is not NotImplemented:
+                return result
+        return self.int_operation(a, b, operation)
 
     def mod(self, a: Any, b: Any) -> Any:
         kind = type(a)
@@ -322,30 +429,104 @@ class Limits:
         its error, as CPython's statement does. Between two ints the sized plain form
         stands in: ints have no in-place methods, so the two cannot differ."""
         if operator == "+=":
-            if isinstance(a, _SEQUENCES):
-                if isinstance(a, (list, bytearray)):  # extended in place by any iterable
-                    if _has_len(b) and _size(a) + _size(b) > self.max_size:
-                        raise self.too_big("this concatenation", _size(a) + _size(b))
-                elif isinstance(b, _SEQUENCES) and _size(a) + _size(b) > self.max_size:
-                    raise self.too_big("this concatenation", _size(a) + _size(b))
+            self.check_concat_inplace(a, b)
             return _iadd(a, b)
         if operator == "*=":
             ta, tb = type(a), type(b)
             if ta is int and tb is int:
                 if a.bit_length() + b.bit_length() > self.max_int_bits:
                     raise self.too_many_bits("this multiplication", a.bit_length() + b.bit_length())
+            elif isinstance(a, int) and isinstance(b, int):
+                return self.int_inplace(a, b, "mul")
             elif ta is not float and tb is not float:
                 return self.repeat(a, b, _imul)
             return _imul(a, b)
         if operator == "**=":
-            return self.pow(a, b) if type(a) is int and type(b) is int else _ipow(a, b)
+            if type(a) is int and type(b) is int:
+                return self.pow(a, b)
+            return self.int_inplace(a, b, "pow") if isinstance(a, int) and isinstance(b, int) else _ipow(a, b)
         if operator == "<<=":
-            return self.lshift(a, b) if type(a) is int and type(b) is int else _ilshift(a, b)
+            if type(a) is int and type(b) is int:
+                return self.lshift(a, b)
+            return self.int_inplace(a, b, "lshift") if isinstance(a, int) and isinstance(b, int) else _ilshift(a, b)
         if operator == "%=":
             if isinstance(a, _FORMATTED):
                 self.check_percent_format(a, b)
             return _imod(a, b)
         return _INPLACE[operator](a, b)
+
+    def check_concat_inplace(self, a: Any, b: Any) -> None:
+        if isinstance(a, _SEQUENCES):
+            if isinstance(a, (list, bytearray)):  # extended in place by any iterable
+                if _has_len(b) and _size(a) + _size(b) > self.max_size:
+                    raise self.too_big("this concatenation", _size(a) + _size(b))
+            elif isinstance(b, _SEQUENCES) and _size(a) + _size(b) > self.max_size:
+                raise self.too_big("this concatenation", _size(a) + _size(b))
+
+    def operator_functions(self) -> dict[str, Callable[..., Any]]:
+        """The functions of the `operator` module that apply an operator the sandbox sizes
+        (``operator.lshift``, ``operator.imul``, ``operator.concat``...), sized as it is."""
+        limits = self
+
+        def pow(a: Any, b: Any) -> Any:
+            return limits.pow(a, b)
+
+        def concat(a: Any, b: Any) -> Any:
+            if isinstance(a, _SEQUENCES) and isinstance(b, _SEQUENCES) and _size(a) + _size(b) > limits.max_size:
+                raise limits.too_big("this concatenation", _size(a) + _size(b))
+            return operator.concat(a, b)
+
+        def iconcat(a: Any, b: Any) -> Any:
+            limits.check_concat_inplace(a, b)
+            return _iconcat(a, b)
+
+        def inplace(name: str, symbol: str) -> Callable[[Any, Any], Any]:
+            def apply(a: Any, b: Any) -> Any:
+                return limits.inplace(symbol, a, b)
+
+            apply.__name__ = apply.__qualname__ = name
+            return apply
+
+        functions: dict[str, Callable[..., Any]] = {
+            "add": self.add,
+            "mul": self.mul,
+            "pow": pow,
+            "lshift": self.lshift,
+            "mod": self.mod,
+            "concat": concat,
+            "iconcat": iconcat,
+            "iadd": inplace("iadd", "+="),
+            "imul": inplace("imul", "*="),
+            "ipow": inplace("ipow", "**="),
+            "ilshift": inplace("ilshift", "<<="),
+            "imod": inplace("imod", "%="),
+        }
+        for name, function in functions.items():
+            if isinstance(function, FunctionType):
+                function.__doc__ = getattr(operator, name).__doc__
+        return functions
+
+    def prod(self, iterable: Any, /, *, start: Any = 1) -> Any:
+        """`math.prod`, each product sized as ``*`` sizes it."""
+        result = start
+        for item in iterable:
+            result = self.mul(result, item)
+        return result
+
+    def lcm(self, *integers: Any) -> int:
+        """`math.lcm`, one pair at a time, each within `max_int_bits` (a common multiple
+        of two ints is at most their product): one C call of ``math.lcm(*range(1, 10**6))``
+        runs for minutes, where no timer can stop it."""
+        if len(integers) < 2:
+            return math.lcm(*integers)
+        result = math.lcm(integers[0])
+        for number in integers[1:]:
+            number = operator.index(number)  # what C code reads, read once
+            bits = result.bit_length() + int.bit_length(number)
+            if bits > self.max_int_bits:
+                raise self.too_many_bits("math.lcm(...)", bits)
+            result = math.lcm(result, number)
+        return result
 
     # Formatting -----------------------------------------------------------
     def check_percent_format(self, template: str | bytes | bytearray, args: Any) -> None:
@@ -386,9 +567,9 @@ class Limits:
         if _countable(ndigits):
             ndigits = operator.index(ndigits)
         if isinstance(ndigits, int) and not isinstance(number, float):
-            bits = abs(ndigits) * 3.33
+            bits = abs(_exact(ndigits)) * 3.33
             if bits > self.max_int_bits:
-                raise self.too_many_bits(f"round(..., {ndigits})", bits)
+                raise self.too_many_bits(f"round(..., {_exact(ndigits)})", bits)
         return round(number, ndigits)
 
     def sized(self, kind: type) -> Callable[..., Any]:
@@ -398,8 +579,8 @@ class Limits:
         def build(*args: Any, **kwargs: Any) -> Any:
             if args and _countable(args[0]) and not hasattr(type(args[0]), "__bytes__") and not _is_buffer(args[0]):
                 return self.with_count(f"{kind.__name__}()", args[0], 1, lambda n: kind(n, *args[1:], **kwargs))
-            if args and isinstance(args[0], int) and args[0] > self.max_size:
-                raise self.too_big(f"{kind.__name__}({args[0]})", args[0])
+            if args and isinstance(args[0], int) and _exact(args[0]) > self.max_size:
+                raise self.too_big(f"{kind.__name__}({_exact(args[0])})", _exact(args[0]))
             return kind(*args, **kwargs)
 
         build.__name__ = kind.__name__
@@ -433,6 +614,8 @@ class Limits:
                 if _countable(kwargs.get(key)):
                     kwargs[key] = operator.index(kwargs[key])
             width = args[0] if args else kwargs.get("width", kwargs.get("tabsize", 0))
+            if isinstance(width, int):
+                width = _exact(width)
             if name == "expandtabs":
                 width = (width if args or kwargs else 8) * base.count(owner, "\t" if base is str else b"\t")
             if isinstance(width, int) and width > self.max_size:
@@ -443,8 +626,8 @@ class Limits:
             if _countable(count):
                 count = operator.index(count)
             hits = _size(owner) + 1 if not old else base.count(owner, old)
-            if isinstance(count, int) and count >= 0:
-                hits = min(hits, count)
+            if isinstance(count, int) and _exact(count) >= 0:
+                hits = min(hits, _exact(count))
             size = _size(owner) + hits * max(0, _size(new) - _size(old))
             if size > self.max_size:
                 raise self.too_big("this replace", size)
@@ -459,7 +642,8 @@ class Limits:
             if args and _countable(args[0]):
                 args = (operator.index(args[0]), *args[1:])
             n = args[0] if args else 0
-            if isinstance(n, int) and n > 0:
+            if isinstance(n, int) and _exact(n) > 0:
+                n = _exact(n)
                 bits = n * math.log2(max(n, 2))
                 if bits > self.max_int_bits * 4:
                     raise self.too_many_bits(f"math.{name}({n})", bits)
