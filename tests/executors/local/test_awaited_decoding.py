@@ -117,28 +117,31 @@ def test_a_large_payload_decodes_in_place_when_nothing_awaits_it(monkeypatch):
     assert walked == []
 
 
-#: A forged answer whose header holds 700,000 empty lists (2.1 MB, within the header limit): parsed,
-#: it holds the loop a quarter of a second; then the worker sleeps, as if it had more to say.
+#: A forged answer whose header holds a million and a half empty lists (6 MB, within the header
+#: limit of logs of 400,000 characters): parsed, it holds the loop about half a second; then the
+#: worker sleeps, as if it had more to say.
 NESTED = (
     CHANNEL + "write_all(frame({'op': 'done', 'seq': request_number(), 'final': False, 'logs': '', "
-    "'x': [[] for _ in range(700_000)]}))\nimport time\ntime.sleep(20)"
+    "'x': [[] for _ in range(1_500_000)]}))\nimport time\ntime.sleep(20)"
 )
+#: Logs long enough that the header limit holds the forgery.
+LONG_LOGS = {"authorized_imports": ["*"], "max_print_outputs_length": 400_000, "max_value_size": 10_000_000}
 
 
 def test_a_header_of_containers_is_refused_before_it_is_parsed(monkeypatch):
     flat = channel._parse
     with monkeypatch.context() as control:  # control: the header parsed before it is looked at
         control.setattr(channel, "_parse", lambda frame, head_size, flat_headers: flat(frame, head_size, False))
-        with _executor(authorized_imports=["*"]) as executor:
+        with _executor(**LONG_LOGS) as executor:
             held, outcome = asyncio.run(_held(NESTED, executor))
         assert isinstance(outcome, SandboxError), outcome
-        assert held > 0.1, f"control: parsing the header held the loop only {held:.3f} s"
-    with _executor(authorized_imports=["*"]) as executor:
+        assert held > 0.3, f"control: parsing the header held the loop only {held:.3f} s"
+    with _executor(**LONG_LOGS) as executor:
         started = time.monotonic()
         held, outcome = asyncio.run(_held(NESTED, executor))
         assert isinstance(outcome, SandboxError) and "more than plain fields" in outcome.message, outcome
         assert time.monotonic() - started < busy_seconds(2), "the worker was not stopped at once"
-        assert held < 0.1, f"the loop was held {held:.3f} s"
+        assert held < LATENESS, f"the loop was held {held:.3f} s"
         assert executor.run("1 + 1").output == 2
 
 
