@@ -18,6 +18,7 @@ from codeward.executors.base import SandboxError
 from codeward.executors.kernel import messages, session
 from tests.executors.awaiting import Heartbeat
 from tests.executors.kernel.test_output_budget import BUDGET, peak_growth
+from tests.timing import busy_seconds
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.skipif(sys.platform != "linux", reason="a local kernel")]
 
@@ -86,13 +87,14 @@ def test_a_large_message_is_parsed_off_the_loop(monkeypatch):
     with monkeypatch.context() as control:  # control: every message parsed where it is read
         control.setattr(messages.pieces, "PIECE", 2**40)
         with JupyterExecutor(timeout_seconds=60) as executor:
-            late, output = asyncio.run(held(executor))
+            on_the_loop, output = asyncio.run(held(executor))
         assert output == "shown"
-        assert late > 0.25, f"control: parsing on the loop held it only {late:.3f} s"
+        assert on_the_loop > 0.25, f"control: parsing on the loop held it only {on_the_loop:.3f} s"
     with JupyterExecutor(timeout_seconds=60) as executor:
         late, output = asyncio.run(held(executor))
     assert output == "shown"
-    assert late < 0.2, f"the loop was held {late:.3f} s"  # the bound agents on one loop are held to
+    # the bound agents on one loop are held to, as a busy machine stretches it; and well under the control's
+    assert late < min(busy_seconds(0.2), on_the_loop / 2), f"the loop was held {late:.3f} s ({on_the_loop:.3f} s)"
 
 
 def test_a_large_message_nested_too_deeply_is_refused_as_one_that_does_not_parse():
