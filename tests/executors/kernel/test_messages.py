@@ -69,11 +69,11 @@ def test_a_message_past_the_bound_is_refused_before_it_is_held(monkeypatch):
         assert executor.run("1 + 1").output == 2
 
 
-#: A display of JSON (a plot's spec) holding three million floats, which the C parser reads through
-#: without letting go, and nothing the garbage collector tracks: 30 MB, parsed while the loop waits.
+#: A display of JSON (a plot's spec) holding five million floats, which the C parser reads through
+#: without letting go, and nothing the garbage collector tracks: 50 MB, parsed while the loop waits.
 DISPLAYS = (
     "from IPython.display import publish_display_data\n"
-    "publish_display_data({'application/json': {'x': [i * 0.5 for i in range(3_000_000)]}})\n'shown'"
+    "publish_display_data({'application/json': {'x': [i * 0.5 for i in range(5_000_000)]}})\n'shown'"
 )
 
 
@@ -89,7 +89,8 @@ def test_a_large_message_is_parsed_off_the_loop(monkeypatch):
         with JupyterExecutor(timeout_seconds=60) as executor:
             on_the_loop, output = asyncio.run(held(executor))
         assert output == "shown"
-        assert on_the_loop > 0.25, f"control: parsing on the loop held it only {on_the_loop:.3f} s"
+        # harm: the loop held past the 200 ms that agents on one loop are held to
+        assert on_the_loop > 0.2, f"control: parsing on the loop held it only {on_the_loop:.3f} s"
     with JupyterExecutor(timeout_seconds=60) as executor:
         late, output = asyncio.run(held(executor))
     assert output == "shown"
