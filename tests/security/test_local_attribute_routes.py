@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 
 from codeward.executors import LocalExecutor
+from codeward.executors.local import guards
+from tests.security.conftest import SANDBOX_OFF
 
 SHELL = "getattr(__import__('os'), 'system')('touch CANARY')"
 #: typing.get_type_hints evaluates a string annotation with no policy: the real one runs a shell.
@@ -212,3 +214,16 @@ def test_update_wrapper_cannot_write_host_objects(writes, attack, json_dumps):
         "(add(1, 2), add.__name__, add.__doc__, g.__name__, h2(plain).label)"
     )
     assert run(code) == (3, "add", "Adds.", "dumps", "L")
+
+
+@pytest.mark.parametrize("isolation", ["off"] if SANDBOX_OFF else ["in_process"])
+def test_getattr_refuses_a_forbidden_name_no_value_check_covers(attack, monkeypatch, isolation):
+    """``type.mro`` is neither a frame nor code, so the list of forbidden names alone refuses it."""
+    code = "order = getattr(int, 'mro')()\nopen('CANARY', 'w').close() if len(order) == 2 else None"
+    error = attack(code, isolation=isolation)
+    assert "'mro'" in error.message
+    if SANDBOX_OFF:
+        return
+    monkeypatch.setattr(guards, "FORBIDDEN_ATTRIBUTES", frozenset())  # control: the list alone taken away
+    with LocalExecutor(isolation="in_process") as executor:
+        assert executor.run("str(getattr(int, 'mro')())").output == "[<class 'int'>, <class 'object'>]"
