@@ -262,7 +262,7 @@ def test_inline_mode_refuses_tools_it_cannot_ship() -> None:
         ToolBridge({"counter": Counter()}, mode="inline")
     with pytest.raises(ToolDefinitionError, match="enclosing function \\(factor\\)"):
         ToolBridge({"triple": make_closure()}, mode="inline")
-    with pytest.raises(ToolDefinitionError, match="registered under their function's name"):
+    with pytest.raises(ToolDefinitionError, match="register it under its function's name"):
         ToolBridge({"renamed": sandbox_pid}, mode="inline")
     with pytest.raises(ValueError, match="tools_mode must be one of"):
         ToolBridge({}, mode="remote")
