@@ -48,6 +48,8 @@ def owned_folder(prefix: str) -> str:
 def reap_dead_owners(root: str | None = None) -> list[str]:
     """Remove the kernel and working folders under `root` (the temporary root) whose owner
     process is gone; return their paths. Safe to run from many processes at once."""
+    if os.name != "posix":
+        return []  # no owner by uid to check, and os.kill(pid, 0) would end the process there
     folder = root or tempfile.gettempdir()
     uid = os.getuid()
     removed = []
