@@ -100,7 +100,7 @@ def test_debug_mode_from_the_environment_needs_no_key(server: E2BServer, monkeyp
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"tools_mode": "remote"}, "tools_mode must be one of 'host', 'inline'"),
+        ({"tools_mode": "remote"}, "tools_mode must be one of 'auto', 'host', 'inline'"),
         ({"timeout_seconds": 0}, "timeout_seconds must be a positive number"),
         ({"timeout_seconds": 60, "sandbox_timeout": 30}, "sandbox_timeout must be"),
         ({"envs": {"KEY": 1}}, "envs must be a dict of str to str"),

@@ -127,7 +127,7 @@ def test_the_kernel_runs_in_the_given_folder(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"tools_mode": "remote"}, "tools_mode must be one of 'host', 'inline'"),
+        ({"tools_mode": "remote"}, "tools_mode must be one of 'auto', 'host', 'inline'"),
         ({"timeout_seconds": 0}, "timeout_seconds must be a positive number"),
         ({"python": "/no/such/python"}, "not an executable interpreter"),
         ({"cwd": "/no/such/folder"}, "is not a directory"),

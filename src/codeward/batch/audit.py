@@ -5,8 +5,9 @@
 block before running it, so that if the worker process dies mid-block the
 parent writes the record instead (outcome ``worker_lost``). It wraps each
 tool so that calls made from inside the block are recorded where they run, on
-the host. Tools a sandbox runs inside itself (shipped as source with tools_mode="inline") are not
-seen by the host, and their calls are not in the record.
+the host. A wrapped tool is an object, not a function, so with tools_mode="auto" (e2b's default)
+it runs on the host and is recorded too; with tools_mode="inline" it is refused, since a tool the
+sandbox ran inside itself would not be seen by the host.
 
 A block run in a sandbox with an egress list records what it asked of the proxy (`egress_summary`):
 how many requests were allowed, refused and failed, the hosts reached, and the refused and failed

@@ -53,7 +53,6 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     variables = read_variables(args.var)
     handed = read_handed_files(args.files)
     executor_kwargs = {
-        **(_host_tools_on_e2b(args) or {}),
         **egress_settings(args.executor, args.egress, args.egress_header),
         **mount_settings(args.executor, args.mounts),
     }
@@ -115,12 +114,6 @@ def _model_id(given: str | None) -> str:
     if model_id is None:
         raise UsageError(no_model_message())
     return check_model_id(model_id)
-
-
-def _host_tools_on_e2b(args: argparse.Namespace) -> dict[str, Any] | None:
-    """`--mcp` servers run on the host, so on e2b (whose default ships tools into the sandbox) their
-    tools are called there: the one setting under which they can work at all."""
-    return {"tools_mode": "host"} if args.mcp and args.executor == "e2b" else None
 
 
 def _model_failed(error: AgentGenerationError, console: Console) -> int:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import tempfile
 import weakref
 
 from codeward.effects import Steps
 from codeward.executors.base import SandboxError
 from codeward.executors.kernel.executor import KernelExecutor
+from codeward.executors.kernel.folders import WORKING_PREFIX, owned_folder, reap_dead_owners
 from codeward.executors.kernel.owners import LocalKernel
 from codeward.executors.kernel.session import KernelSession
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, DEFAULT_PRINT_OUTPUTS_LENGTH
@@ -84,7 +84,8 @@ class JupyterExecutor(KernelExecutor):
         self.kernel_name = kernel_name
         self.python = _find_python(python) if python is not None else None
         #: The kernel's working folder (what `files` shows): `cwd`, or a fresh owner-only one of its own.
-        self._own_folder = tempfile.mkdtemp(prefix="codeward-jupyter-") if cwd is None else None
+        reap_dead_owners()  # the kernel and working folders that killed hosts left behind
+        self._own_folder = owned_folder(WORKING_PREFIX) if cwd is None else None
         self.cwd = cwd or self._own_folder
         # removed by close(), or, for an executor its caller forgot, when it is collected or the program ends
         self._remove_folder = (

@@ -243,6 +243,17 @@ def test_inline_tools_run_inside_the_sandbox() -> None:
         assert result.is_final_answer and result.output == kernel_pid
 
 
+def test_auto_mode_on_jupyter_runs_each_tool_where_it_can() -> None:
+    """A choice on jupyter (whose default stays "host"): the plain tool inline, the stateful one here."""
+    counter = Counter()
+    with JupyterExecutor(tools_mode="auto") as executor:
+        executor.send_tools({"sandbox_pid": sandbox_pid, "counter": counter})
+        assert executor._bridge.placement == {"sandbox_pid": "inline", "counter": "host"}
+        ran_at, total, kernel_pid = executor.run("import os\nsandbox_pid(), counter(2), os.getpid()").output
+        assert ran_at == kernel_pid != os.getpid()
+        assert total == 2 == counter.total
+
+
 def test_inline_mode_refuses_tools_it_cannot_ship() -> None:
     def make_closure() -> Any:
         factor = 3
@@ -262,7 +273,7 @@ def test_inline_mode_refuses_tools_it_cannot_ship() -> None:
         ToolBridge({"counter": Counter()}, mode="inline")
     with pytest.raises(ToolDefinitionError, match="enclosing function \\(factor\\)"):
         ToolBridge({"triple": make_closure()}, mode="inline")
-    with pytest.raises(ToolDefinitionError, match="registered under their function's name"):
+    with pytest.raises(ToolDefinitionError, match="register it under its function's name"):
         ToolBridge({"renamed": sandbox_pid}, mode="inline")
     with pytest.raises(ValueError, match="tools_mode must be one of"):
         ToolBridge({}, mode="remote")

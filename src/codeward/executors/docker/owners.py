@@ -22,6 +22,8 @@ import docker
 import docker.errors
 from docker.models.containers import Container
 
+from codeward.executors.kernel.processes import process_started, started_at
+
 __all__ = [
     "IPC_DIR_LABEL",
     "IPC_DIR_PREFIX",
@@ -52,21 +54,6 @@ def ipc_dir_path(session: str) -> Path:
     return Path(tempfile.gettempdir()) / f"{IPC_DIR_PREFIX}{session}"
 
 
-def process_started(pid: int) -> str | None:
-    """When process `pid` started, as ``"<boot id>:<clock ticks>"``; None if it does not exist.
-
-    A pid alone can be reused by an unrelated process; its start time cannot.
-    """
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after its last ")".
-    fields = stat.rsplit(")", 1)[1].split()
-    return f"{boot}:{fields[19]}"  # field 22 of proc(5), counted from field 3
-
-
 def owner_labels(session: str, ipc_dir: Path) -> dict[str, str]:
     pid = os.getpid()
     return {
@@ -86,22 +73,7 @@ def owner_alive(labels: dict[str, str]) -> bool:
         pid = int(labels[OWNER_PID_LABEL])
     except (KeyError, ValueError):
         return True
-    started = process_started(pid)
-    if started is not None:
-        return started == labels.get(OWNER_STARTED_LABEL)
-    if Path("/proc").is_dir():
-        return False  # Linux, and no such process
-    return _pid_exists(pid)  # no /proc to read start times from: the pid alone must do
-
-
-def _pid_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return started_at(pid, labels.get(OWNER_STARTED_LABEL))
 
 
 def list_sandboxes(client: docker.DockerClient) -> list[Container]:

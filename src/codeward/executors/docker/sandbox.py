@@ -75,6 +75,7 @@ from codeward.executors.docker.images import ENGINE_ERRORS, engine_client, requi
 from codeward.executors.docker.mounts import Mount, MountSpec, checked_mounts
 from codeward.executors.docker.owners import ipc_dir_path, owner_labels, reap_orphans
 from codeward.executors.docker.watchdog import Watchdog, watch
+from codeward.executors.kernel.folders import reap_dead_owners
 
 if TYPE_CHECKING:
     from codeward.egress.policy import EgressPolicy
@@ -149,6 +150,7 @@ def sandbox_spec(
     reaped = reap_orphans(client)
     if reaped:
         log.info("removed %d sandbox(es) whose owner process is gone: %s", len(reaped), ", ".join(reaped))
+    reap_dead_owners()  # and the kernel folders of jupyter executors whose host was killed
     return SandboxSpec(client, image or str(require_image(client).id), hardening, extra, egress, egress_budget, binds)
 
 

@@ -5,15 +5,19 @@ SDK. The sandbox runs an IPython kernel behind E2B's HTTP server, so codeward's
 sandbox side is the same prelude and value codec as in the kernel sandboxes,
 with three differences forced by a server that only relays outputs:
 
-- the kernel cannot ask the host through its stdin channel, so with
-  ``tools_mode="host"`` a tool call is a marked line the code prints and an
-  answer the host writes into the sandbox through envd's file API (see
-  `output`): the tool runs on the host, its secrets, state and MCP servers
-  with it, and its arguments are checked there by the same `ToolBridge` as on
-  the other sandboxes. With ``tools_mode="inline"`` tools are shipped as source,
-  with the imports and plain constants they use from their module, and run
-  *inside* the sandbox; variables and tool descriptions travel inside the cells
-  that define them;
+- tools go where they can run (``tools_mode="auto"``, the default): a `@tool`
+  function that can be shipped goes as source, with the imports and plain
+  constants it uses from its module, and runs *inside* the sandbox; one that
+  must run on the host (an MCP tool, an object with state, an async function,
+  one that uses the host's secrets or has no source) is called there. The
+  kernel cannot ask the host through its stdin channel, so a host call is a
+  marked line the code prints and an answer the host writes into the sandbox
+  through envd's file API (see `output`): the tool runs on the host, its
+  secrets, state and MCP servers with it, and its arguments are checked there
+  by the same `ToolBridge` as on the other sandboxes. ``tools_mode="host"``
+  calls every tool on the host, ``"inline"`` ships every one and refuses one
+  that cannot be shipped; variables and tool descriptions travel inside the
+  cells that define them;
 - reply payloads do not reach the host, so final answers and last values come
   back as displays of codeward's own type, decoded here without pickle;
 - the SDK's own deadline fires at twice the timeout asked (its HTTP transport
@@ -155,7 +159,7 @@ class E2BExecutor(RememberingExecutor):
         sandbox_id: str | None = None,
         envs: dict[str, str] | None = None,
         allow_internet_access: bool = False,
-        tools_mode: str = "inline",
+        tools_mode: str = "auto",
         *,
         allow_pickle: bool = False,
         connection: dict[str, Any] | None = None,
@@ -310,7 +314,7 @@ class E2BExecutor(RememberingExecutor):
             cell_calling("report_by_display"),
             cell_calling("limit_time", self.timeout_seconds),
         ]
-        if self.tools_mode == "host":
+        if self.tools_mode != "inline":  # the channel back, for tools sent now or later that run on the host
             self._folder = posixpath.join(self._live()[1].cwd or _ANSWERS_HOME, ".codeward", uuid.uuid4().hex)
             cells.append(cell_calling("ask_by_output", self._folder))
         if self._envs:

@@ -2,7 +2,8 @@
 
 E2B's code interpreter relays only a cell's outputs, and envd lets the host
 write files into the sandbox; that is the whole channel for host tools
-(``tools_mode="host"``). The prelude's tool stub (`ask_by_output`) prints its
+(a tool placed on the host: all with ``tools_mode="host"``, those that must run there with
+``"auto"``). The prelude's tool stub (`ask_by_output`) prints its
 request as one marked line and waits for a file; the host finds the request in
 the printed text here, hands it to the `ToolBridge` (which checks the arguments
 against the tool's inputs and runs the tool on the host, where its secrets and

@@ -2,10 +2,11 @@
 
 `bootstrap_code()` is a cell that turns the codec's and the prelude's *source*
 into a package and a module inside the kernel, so any kernel with IPython can be a sandbox.
-`ToolBridge` answers the sandbox's tool requests: it decodes them without ever
-unpickling, checks the arguments against the tool's `inputs`, runs the real tool
-here on the host (where its secrets, network and state stay) and replies with
-the value or the error. A request for anything but a registered tool is refused.
+`ToolBridge` places each tool (`TOOL_MODES`) and answers the sandbox's tool requests: it
+decodes them without ever unpickling, checks the arguments against the tool's `inputs`, runs
+the real tool here on the host (where its secrets, network and state stay) and replies with
+the value or the error. A request for anything but a tool placed on the host is refused: a tool
+placed in the sandbox is never run here for it, where it would act on the host instead.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from codeward.executors.codec import source as codec_source
 from codeward.executors.files import beneath
 from codeward.executors.kernel import prelude
 from codeward.executors.kernel.cells import decoding, request_error
-from codeward.executors.kernel.inline_tools import inline_spec
+from codeward.executors.kernel.inline_tools import InlineToolRefused, inline_spec
 from codeward.tools import FinalAnswerTool, Tool, ToolCalled, ToolCallError
 
 __all__ = [
@@ -35,7 +36,10 @@ __all__ = [
     "request_kind",
 ]
 
-TOOL_MODES = ("host", "inline")
+#: Where tools run: "auto" puts each inline where it can be shipped and on the host where it must
+#: run (MCP tools, objects with state, async functions, what uses secrets or cannot be shipped);
+#: "host" puts all on the host; "inline" ships all, refusing one that cannot be shipped.
+TOOL_MODES = ("auto", "host", "inline")
 
 logger = logging.getLogger(__name__)
 
@@ -98,8 +102,10 @@ class ToolBridge:
         specs = [_tool_spec(name, tool, mode, self.tools) for name, tool in self.tools.items()]
         #: The encoded descriptions, checked now so that a tool that cannot be sent fails before anything is.
         self.specs_text = codec.dumps(specs, allow_pickle=allow_pickle)
-        #: Whether the sandbox calls any of them on the host (the identity final_answer runs in there).
-        self.runs_on_host = any(spec["run"] == "host" for spec in specs)
+        #: Where each tool runs: "host", "inline" (in the sandbox), or "identity" (the plain final_answer).
+        self.placement = {spec["name"]: spec["run"] for spec in specs}
+        #: Whether the sandbox calls any of them on the host.
+        self.runs_on_host = "host" in self.placement.values()
 
     def answer(self, prompt: str) -> str:
         """The reply to one request from the sandbox's code."""
@@ -132,8 +138,8 @@ class ToolBridge:
 
     def _running(self, name: str, arguments: dict[Any, Any]) -> Steps[str]:
         tool = self.tools.get(name)
-        if tool is None or self.mode != "host":
-            known = ", ".join(self.tools) or "none"
+        if tool is None or self.placement.get(name) != "host":
+            known = ", ".join(tool for tool, run in self.placement.items() if run == "host") or "none"
             return request_error(
                 "call", "ToolCallError", f"there is no host tool named {name!r}; the tools are: {known}"
             )
@@ -157,11 +163,18 @@ class ToolBridge:
 
 def _tool_spec(name: str, tool: Tool, mode: str, tools: dict[str, Tool]) -> dict[str, Any]:
     """What the sandbox needs to define a tool: signature, docstring, where it runs, and for an inline
-    tool its source and what that uses from its module."""
+    tool its source and what that uses from its module. In "auto" a tool that cannot be shipped
+    (`InlineToolRefused`, which says why) runs on the host instead."""
     final = name == FINAL_ANSWER_TOOL
     run = "identity" if final and type(tool) is FinalAnswerTool else mode
     spec = {"name": name, "final": final, "run": run, "source": None, "context": None, **_describe(tool)}
-    if run == "inline":
+    if run == "auto":
+        try:
+            spec.update(inline_spec(name, tool, tools), run="inline")
+        except InlineToolRefused as refused:
+            logger.info("tool %s runs on the host: %s", name, refused.reason)
+            spec["run"] = "host"
+    elif run == "inline":
         spec.update(inline_spec(name, tool, tools))
     return spec
 

@@ -62,7 +62,8 @@ class KernelExecutor(RememberingExecutor):
     """An executor whose sandbox is a Jupyter kernel; subclasses say how the kernel starts.
 
     `timeout_seconds` bounds each `run`; `tools_mode` is "host" (tools run here,
-    called from the sandbox) or "inline" (their source runs in the sandbox);
+    called from the sandbox), "inline" (their source runs in the sandbox) or
+    "auto" (each inline where it can be shipped, here where it must run);
     `allow_pickle` lets variables that the codec cannot carry go in by pickle,
     for trusted setups only (nothing is ever unpickled coming out). Subclasses
     call `_start()` at the end of their `__init__` to start the kernel.

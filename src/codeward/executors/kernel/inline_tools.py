@@ -1,7 +1,7 @@
 """What an inline tool carries into the sandbox: its source, and what that source uses from its module.
 
-With ``tools_mode="inline"`` a `@tool` function's source runs
-inside the sandbox, in a namespace of its own. Source alone is not enough when
+With ``tools_mode="inline"`` (and for each tool that can go there under ``"auto"``) a
+`@tool` function's source runs inside the sandbox, in a namespace of its own. Source alone is not enough when
 the function uses a constant from the top of its file or a module the file
 imports: it would be accepted here and fail there with a `NameError` the model
 cannot fix. So the names the source reads from its globals are found (in its
@@ -11,7 +11,8 @@ as what it is:
 - a module, as an import of the module by its name;
 - a function or class that its module makes importable, as an import of it;
 - a plain value the codec carries (never pickled), as that value;
-- another tool being sent, as that tool.
+- another tool being sent, as that tool: only where the module's name is that very tool, so a
+  tool of a stranger's (an MCP server's) never takes the place of what the module means.
 
 Anything else (a helper defined beside the tool, an object the codec cannot
 carry, a name the module does not define) is refused when the tools are sent,
@@ -31,7 +32,7 @@ import inspect
 import os
 import sys
 import types
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from codeward.executors import codec
@@ -40,7 +41,7 @@ from codeward.tools import FunctionTool, Tool, ToolDefinitionError
 __all__ = ["InlineToolRefused", "inline_spec"]
 
 #: The way out every sandbox offers: it calls the tool on the host.
-HOST_WAY_OUT = "use tools_mode='host' to run it on the host"
+HOST_WAY_OUT = "use tools_mode='auto' (runs it on the host, the others inline) or tools_mode='host'"
 #: How a tool stops needing a name from its module.
 NAME_WAYS_OUT = (
     "define it inside the tool",
@@ -60,20 +61,22 @@ class InlineToolRefused(ToolDefinitionError):
 
     def __init__(self, tool: str, reason: str, ways_out: Sequence[str]) -> None:
         super().__init__(f"tool {tool!r} {reason}; {_either([*ways_out, HOST_WAY_OUT])}")
+        #: Why it cannot go inline, without the ways out: what "auto" logs as it places the tool on the host.
+        self.reason = reason
 
 
 def _either(ways: Sequence[str]) -> str:
     return f"{', '.join(ways[:-1])}, or {ways[-1]}" if len(ways) > 1 else ways[0]
 
 
-def inline_spec(name: str, tool: Tool, tool_names: Collection[str]) -> dict[str, Any]:
+def inline_spec(name: str, tool: Tool, tools: Mapping[str, Tool]) -> dict[str, Any]:
     """The source that defines the tool in the sandbox, and the `context` it needs there.
 
-    `tool_names` are the tools sent with it: the sandbox defines those itself.
+    `tools` are the tools sent with it: the sandbox defines those itself.
     """
     shippable = _shippable(name, tool)
-    source = _source(shippable)
-    return {"source": source, "context": _context(name, shippable.function, source, tool_names)}
+    source = _source(name, shippable)
+    return {"source": source, "context": _context(name, shippable.function, source, tools)}
 
 
 def _shippable(name: str, tool: Tool) -> FunctionTool:
@@ -101,28 +104,38 @@ def _shippable(name: str, tool: Tool) -> FunctionTool:
             ["define it at module level, self-contained"],
         )
     if tool.function.__name__ != name:
-        raise ToolDefinitionError(
-            f"tool {name!r} is the function {tool.function.__name__!r}; inline tools must be registered "
-            "under their function's name"
+        raise InlineToolRefused(
+            name,
+            f"is the function {tool.function.__name__!r}, and the sandbox defines a tool by its function's name",
+            ["register it under its function's name"],
         )
     return tool
 
 
-def _source(tool: FunctionTool) -> str:
+def _source(name: str, tool: FunctionTool) -> str:
     """The function's source, compiled in the sandbox as in its module: annotations stay unevaluated there too."""
-    source = tool.source()
+    try:
+        source = tool.source()
+    except ToolDefinitionError as error:
+        raise InlineToolRefused(
+            name, f"has no source to ship ({error.__cause__})", ["define it in a .py file"]
+        ) from error
     if tool.function.__code__.co_flags & __future__.annotations.compiler_flag:
         return f"from __future__ import annotations\n{source}"
     return source
 
 
-def _context(name: str, function: Any, source: str, tool_names: Collection[str]) -> dict[str, Any]:
-    """What the source reads from its module, as imports, encoded constants and other tools."""
+def _context(name: str, function: Any, source: str, tools: Mapping[str, Tool]) -> dict[str, Any]:
+    """What the source reads from its module, as imports, encoded constants and other tools.
+
+    A name is another tool only where the module binds it to that tool itself, as a call on the host
+    would find it: a tool sent under a name the module uses for something else (an MCP server's
+    ``fetch`` beside ``from urllib.request import urlopen as fetch``) never takes its place."""
     read, bound = _global_names(compile(source, f"<tool {name}>", "exec"))
     namespace: dict[str, Any] = function.__globals__
     context: dict[str, Any] = {"imports": [], "constants": {}, "tools": []}
     for used in sorted(read - _GIVEN):
-        if used in tool_names:
+        if used in tools and namespace.get(used) is tools[used]:
             context["tools"].append(used)
         elif used in namespace:
             kind, carried = _carried(name, used, namespace[used], function.__module__)

@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import signal
-import tempfile
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -20,6 +19,7 @@ from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 
 from codeward.executors.base import SandboxError
+from codeward.executors.kernel.folders import KERNEL_PREFIX, owned_folder
 
 __all__ = ["ConnectedKernel", "LocalKernel"]
 
@@ -42,7 +42,8 @@ class LocalKernel:
     """A kernel subprocess on this machine, in its own process group.
 
     Its connection file, ipc sockets and stderr log live in a private 0700
-    folder that is removed at shutdown. The environment is exactly `env`: the
+    folder that is removed at shutdown (or, if this process is killed, by the
+    next executor start: see `folders`). The environment is exactly `env`: the
     caller decides what the kernel may see.
     """
 
@@ -58,8 +59,7 @@ class LocalKernel:
     ) -> None:
         if transport not in ("tcp", "ipc"):
             raise ValueError(f"transport must be 'tcp' or 'ipc', got {transport!r}")
-        self._folder = tempfile.mkdtemp(prefix="codeward-kernel-")
-        os.chmod(self._folder, 0o700)
+        self._folder = owned_folder(KERNEL_PREFIX)  # 0700, and reaped if this process is killed
         specs = {} if argv is None else {"kernel_spec_manager": _spec_manager(self._folder, argv)}
         self._manager = KernelManager(
             kernel_name=kernel_name if argv is None else "codeward",
