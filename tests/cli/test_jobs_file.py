@@ -118,3 +118,14 @@ def test_a_lone_string_where_a_job_takes_a_list_says_what_to_write(tmp_path, mod
     (tmp_path / "jobs.yaml").write_text(f"- {{id: a, task: t, {field}: fractions}}\n")
     with pytest.raises(JobFileError, match=rf"field '{field}': must be a list of .*\['fractions'\]"):
         load_jobs(tmp_path / "jobs.yaml", JobDefaults(model=model, allow_imports=True))
+
+
+@pytest.mark.parametrize("allowed", [False, True], ids=["without-consent", "with-consent"])
+def test_a_limit_written_as_a_string_is_a_typo_not_a_setting_to_consent_to(tmp_path, model, allowed):
+    (tmp_path / "jobs.yaml").write_text("- {id: a, task: t, executor_kwargs: {timeout_seconds: '5'}}\n")
+    with pytest.raises(JobFileError) as caught:
+        load_jobs(tmp_path / "jobs.yaml", JobDefaults(model=model, allow_executors=allowed))
+    message = str(caught.value)
+    assert "1 problem, nothing was run" in message
+    assert "sets 'timeout_seconds' to '5', a string: a limit is a number, written without quotes" in message
+    assert "--allow-job-executors" not in message

@@ -46,6 +46,7 @@ from codeward.handed_files import inside
 from codeward.platform.model_ids import ModelIdError, check_model_id
 from codeward.platform.tool_specs import load_tool_specs
 from codeward.usage import UsageError
+from codeward.wording import counted
 from codeward.value_files import ValueFileError, check_value_file, mark_private_file
 
 __all__ = [
@@ -102,6 +103,8 @@ _LIMITS = (
     "pids_limit",
     "sandbox_timeout",
 )
+#: What a limit looks like, for a message about one written as anything but a number.
+_EXAMPLE_LIMITS = {"timeout_seconds": 5, "max_memory_bytes": 268435456, "cpus": 1.5}
 
 
 class JobFileError(UsageError):
@@ -391,6 +394,13 @@ class _Checker:
                 f"under the command line's --egress and {ALLOW_EGRESS_FLAG}",
             )
             kwargs = {name: value for name, value in kwargs.items() if name not in _EGRESS_SETTINGS}
+        quoted = [name for name in _LIMITS if isinstance(kwargs.get(name), str)]
+        for name in quoted:  # a limit in quotes is a typo to fix, not a setting to consent to
+            self.fault(
+                "executor_kwargs",
+                f"sets {name!r} to {kwargs.pop(name)!r:.40}, a string: a limit is a number, written without "
+                f"quotes ({name}: {_EXAMPLE_LIMITS.get(name, 5)})",
+            )
         loosened = [] if allowed or not kwargs else _loosened_settings(executor, kwargs)
         if loosened:
             self.fault(
@@ -612,7 +622,7 @@ def _refuse(path: Path, faults: list[str]) -> None:
     if faults:
         shown = faults[:_MAX_REPORTED]
         more = f"\n  ... and {len(faults) - len(shown)} more" if len(faults) > len(shown) else ""
-        raise JobFileError(f"{path}: {len(faults)} problem(s), nothing was run:\n  " + "\n  ".join(shown) + more)
+        raise JobFileError(f"{path}: {counted(len(faults), 'problem')}, nothing was run:\n  " + "\n  ".join(shown) + more)
 
 
 def _unknown_tools(jobs: list[Job], defaults: JobDefaults) -> list[str]:
