@@ -46,8 +46,8 @@ from codeward.handed_files import inside
 from codeward.platform.model_ids import ModelIdError, check_model_id
 from codeward.platform.tool_specs import load_tool_specs
 from codeward.usage import UsageError
-from codeward.wording import counted
 from codeward.value_files import ValueFileError, check_value_file, mark_private_file
+from codeward.wording import counted
 
 __all__ = [
     "ALLOW_EGRESS_FLAG",
@@ -622,7 +622,9 @@ def _refuse(path: Path, faults: list[str]) -> None:
     if faults:
         shown = faults[:_MAX_REPORTED]
         more = f"\n  ... and {len(faults) - len(shown)} more" if len(faults) > len(shown) else ""
-        raise JobFileError(f"{path}: {counted(len(faults), 'problem')}, nothing was run:\n  " + "\n  ".join(shown) + more)
+        raise JobFileError(
+            f"{path}: {counted(len(faults), 'problem')}, nothing was run:\n  " + "\n  ".join(shown) + more
+        )
 
 
 def _unknown_tools(jobs: list[Job], defaults: JobDefaults) -> list[str]:
