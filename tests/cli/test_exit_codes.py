@@ -25,7 +25,9 @@ def test_a_fault_exits_1_and_keeps_its_traceback(fault, monkeypatch, capsys, tmp
 
     monkeypatch.setattr(run_command, "_run", failing_run)
     assert cli.main(["run", "a task", "--model", "script:model.yaml"]) == 1
-    shown = " ".join(capsys.readouterr().err.split())
+    said = capsys.readouterr()
+    assert said.out == "" and len(said.err.splitlines()) == 1, said  # one line on stderr, at any width
+    shown = said.err
     assert "codeward failed" in shown and str(fault) in shown and "error:" not in shown
     [log] = tmp_path.glob("codeward-failure-*.log")
     assert log.name in shown.replace(" ", "")
