@@ -106,7 +106,7 @@ def test_fifty_jobs_with_mixed_outcomes_all_recorded_and_audited(codeward, tmp_p
     assert replayed.returncode == 0, replayed.stdout
 
     again = codeward("batch", "jobs.jsonl", "--tools", SAMPLE_TOOLS, "--runs", "runs")
-    assert again.returncode == 1 and "50 job(s) already in the results file" in again.stdout
+    assert again.returncode == 1 and "50 job(s) already in the results file" in again.stderr
     assert len(read_lines(tmp_path / "runs" / "results.jsonl")) == 50
 
 
@@ -133,7 +133,7 @@ def test_sigkill_halfway_then_rerun_ends_with_exactly_fifty_results(spawn, codew
         handle.write('{"id": "job-49", "status": "succ')
     done = codeward("batch", "jobs.jsonl")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "torn last line" in done.stdout
+    assert "torn last line" in done.stderr
     final = read_lines(results)
     ids = [r["id"] for r in final]
     assert len(ids) == 50 and len(set(ids)) == 50
@@ -157,7 +157,7 @@ def test_ctrl_c_cancels_running_jobs_and_leaves_no_process(spawn, tmp_path):
     batch.send_signal(signal.SIGINT)
     out, err = batch.communicate(timeout=30)
     assert batch.returncode == 130, out + err
-    assert "interrupted" in out and "cancelled" in out and "not started" in out
+    assert "interrupted" in err and "cancelled" in out and "not started" in out
     assert not [pid for pid in workers if alive(pid)]
     assert (tmp_path / "results.jsonl").read_text() == ""  # cancelled jobs are not finished: a rerun does them
     audit = read_lines(tmp_path / "audit.jsonl")
@@ -199,7 +199,7 @@ def test_with_runs_the_results_and_audit_files_land_in_that_folder(codeward, tmp
     assert not (tmp_path / "results.jsonl").exists() and not (tmp_path / "audit.jsonl").exists()
     assert "results: out/results.jsonl · audit: out/audit.jsonl" in done.stdout
     again = codeward(*args)  # the same command finds its results again, and resumes
-    assert "2 job(s) already in the results file" in again.stdout, again.stdout
+    assert "2 job(s) already in the results file" in again.stderr, again.stderr
     elsewhere = codeward(*args, "--out", "mine.jsonl", "--no-audit")  # a file named on the command line wins
     assert len(read_lines(tmp_path / "mine.jsonl")) == 2 and len(read_lines(tmp_path / "out" / "results.jsonl")) == 2
     assert elsewhere.returncode == 0

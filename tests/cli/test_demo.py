@@ -14,7 +14,7 @@ def test_demo_runs_the_recorded_task_in_the_local_sandbox(codeward):
 def test_demo_with_an_unknown_executor_says_which_exist(codeward):
     done = codeward("demo", "--executor", "nope")
     assert done.returncode == 2
-    assert "unknown executor 'nope'" in done.stdout and "'local'" in done.stdout
+    assert "unknown executor 'nope'" in done.stderr and "'local'" in done.stderr
     assert "Traceback" not in done.stdout + done.stderr
 
 

@@ -62,7 +62,7 @@ def test_the_docker_commands_name_the_extra_they_need(codeward, tmp_path):
     (hidden / "docker.py").write_text("raise ModuleNotFoundError('hidden for this test', name=__name__)\n")
     for args in (("images", "build"), ("sandboxes", "ls")):
         done = codeward(*args, PYTHONPATH=os.pathsep.join([str(hidden), SRC]))
-        assert done.returncode == 2 and install_line("docker") in done.stdout, done.stdout
+        assert done.returncode == 2 and install_line("docker") in done.stderr, done.stderr
 
 
 def test_doctor_shows_the_local_workers_confinement_layers(codeward, tmp_path):

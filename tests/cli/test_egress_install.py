@@ -66,9 +66,9 @@ def test_egress_install_calls_install_proxy_and_says_where_mitmdump_is(tmp_path:
 
     monkeypatch.setattr(proxy, "install_proxy", install)
     assert main(["egress", "install", "--home", str(tmp_path / "env")]) == 0
-    out = " ".join(capsys.readouterr().out.split())
+    shown = capsys.readouterr()
     assert homes == [tmp_path / "env"]
-    assert f"mitmdump: {tmp_path / 'env' / 'bin' / 'mitmdump'}" in out and "CODEWARD_MITMDUMP=" in out
+    assert f"mitmdump: {tmp_path / 'env' / 'bin' / 'mitmdump'}" in shown.out and "CODEWARD_MITMDUMP=" in shown.err
 
 
 def test_egress_install_reports_a_failed_install_as_a_setup_step(tmp_path: Path, monkeypatch, capsys) -> None:
@@ -77,12 +77,12 @@ def test_egress_install_reports_a_failed_install_as_a_setup_step(tmp_path: Path,
 
     monkeypatch.setattr(proxy, "install_proxy", fail)
     assert main(["egress", "install", "--home", str(tmp_path)]) == 2
-    assert "no space left on device" in " ".join(capsys.readouterr().out.split())
+    assert "no space left on device" in capsys.readouterr().err
 
 
 def test_egress_where_prints_the_mitmdump_or_what_to_do(nowhere: Path, capsys) -> None:
     assert main(["egress", "where"]) == 2
-    assert "codeward egress install" in capsys.readouterr().out
+    assert "codeward egress install" in capsys.readouterr().err
     found = _program(nowhere / "bin" / "mitmdump")
     assert main(["egress", "where"]) == 0
     assert capsys.readouterr().out.strip() == str(found)

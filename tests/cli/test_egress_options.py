@@ -75,14 +75,14 @@ def test_a_missing_proxy_is_told_before_anything_runs(tmp_path: Path, monkeypatc
 def test_run_refuses_egress_on_the_local_sandbox(codeward, tmp_path: Path) -> None:
     model = write_script(tmp_path / "model.yaml", "final_answer(1)")
     done = codeward("run", "T", "--model", model, "--egress", "pypi.org")
-    assert done.returncode == 2 and "use --executor docker" in " ".join(done.stdout.split())
+    assert done.returncode == 2 and "use --executor docker" in " ".join(done.stderr.split())
 
 
 def test_batch_refuses_egress_unless_jobs_run_in_docker(codeward, tmp_path: Path) -> None:
     model = write_script(tmp_path / "model.yaml", "final_answer(1)")
     (tmp_path / "jobs.yaml").write_text("- {id: a, task: T}\n")
     done = codeward("batch", "jobs.yaml", "--model", model, "--egress", "pypi.org")
-    assert done.returncode == 2 and "--egress is for docker jobs" in " ".join(done.stdout.split())
+    assert done.returncode == 2 and "--egress is for docker jobs" in " ".join(done.stderr.split())
 
 
 # -- jobs files ---------------------------------------------------------------------

@@ -25,7 +25,9 @@ def test_a_fault_exits_1_and_keeps_its_traceback(fault, monkeypatch, capsys, tmp
 
     monkeypatch.setattr(run_command, "_run", failing_run)
     assert cli.main(["run", "a task", "--model", "script:model.yaml"]) == 1
-    shown = " ".join(capsys.readouterr().out.split())
+    said = capsys.readouterr()
+    assert said.out == "" and len(said.err.splitlines()) == 1, said  # one line on stderr, at any width
+    shown = said.err
     assert "codeward failed" in shown and str(fault) in shown and "error:" not in shown
     [log] = tmp_path.glob("codeward-failure-*.log")
     assert log.name in shown.replace(" ", "")
@@ -34,14 +36,14 @@ def test_a_fault_exits_1_and_keeps_its_traceback(fault, monkeypatch, capsys, tmp
 
 def test_bad_input_exits_2_with_one_line_and_no_traceback(capsys, tmp_path: Path) -> None:
     assert cli.main(["run", "a task", "--model", f"script:{tmp_path / 'missing.yaml'}"]) == 2
-    shown = capsys.readouterr().out
+    shown = capsys.readouterr().err
     assert shown.startswith("error:") and "Traceback" not in shown
 
 
 def test_a_sandbox_that_cannot_start_is_a_setup_step_exit_2(capsys, tmp_path: Path) -> None:
     (tmp_path / "model.yaml").write_text("- '<code>final_answer(1)</code>'\n")
     code = cli.main(["run", "a task", "--model", f"script:{tmp_path / 'model.yaml'}", "--executor", "no-such-sandbox"])
-    shown = " ".join(capsys.readouterr().out.split())
+    shown = " ".join(capsys.readouterr().err.split())
     assert code == 2 and "unknown executor 'no-such-sandbox'" in shown and "Traceback" not in shown
 
 
@@ -88,7 +90,7 @@ def test_max_steps_below_one_is_a_usage_error_that_names_the_flag(command, steps
     (tmp_path / "jobs.jsonl").write_text('{"id": "a", "task": "a task"}\n')
     given = ["a task"] if command == "run" else [str(tmp_path / "jobs.jsonl"), "--out", str(tmp_path / "out.jsonl")]
     code = cli.main([command, *given, "--model", f"script:{tmp_path / 'model.yaml'}", "--max-steps", steps])
-    shown = " ".join(capsys.readouterr().out.split())
+    shown = " ".join(capsys.readouterr().err.split())
     assert code == 2, shown
     assert f"--max-steps must be at least 1, got {steps}" in shown and "sandbox" not in shown, shown
     assert not (tmp_path / "out.jsonl").exists()

@@ -39,8 +39,8 @@ def model(tmp_path: Path) -> str:
 
 
 def _said(done: subprocess.CompletedProcess[str]) -> str:
-    """What the command printed, unwrapped: the terminal breaks long lines."""
-    return " ".join(done.stdout.split())
+    """What the command said was wrong: one line on stderr, whatever the width."""
+    return done.stderr
 
 
 def _refusal(tmp_path: Path, job: dict, **defaults) -> str:

@@ -97,7 +97,7 @@ def test_the_command_refuses_a_bad_file_before_running_anything(codeward, tmp_pa
     )
     done = codeward("batch", "jobs.jsonl", "--model", model)
     assert done.returncode == 2
-    assert "line 2 (id 'b'), field 'max_steps'" in done.stdout and "Traceback" not in done.stdout + done.stderr
+    assert "line 2 (id 'b'), field 'max_steps'" in done.stderr and "Traceback" not in done.stderr + done.stderr
     assert not (tmp_path / "results.jsonl").exists() and not (tmp_path / "audit.jsonl").exists()
 
 

@@ -68,9 +68,9 @@ def recorded(codeward, tmp_path):
 
 def test_a_cli_run_names_its_tools_flag_then_replays_with_its_saved_variables(codeward, recorded):
     refused = codeward("replay", "run.json")
-    assert refused.returncode == 2, refused.stdout
-    assert "nothing was run" in refused.stdout and "--tools rates.py: for the tool(s) rate" in refused.stdout
-    assert "--var" not in refused.stdout  # the values were saved with the run
+    assert refused.returncode == 2, refused.stderr
+    assert "nothing was run" in refused.stderr and "--tools rates.py: for the tool(s) rate" in refused.stderr
+    assert "--var" not in refused.stderr  # the values were saved with the run
 
     done = codeward("replay", "run.json", "--tools", "rates.py")
     assert done.returncode == 0, done.stdout
@@ -83,7 +83,7 @@ def test_a_cli_run_records_the_file_of_each_variable_and_names_it_when_its_value
     del data["codeward_run"]["variables"]  # as when a value cannot be saved
     recorded.write_text(json.dumps(data))
     refused = codeward("replay", "run.json", "--tools", "rates.py")
-    assert refused.returncode == 2 and "--var amounts=@amounts.json: the run read amounts" in refused.stdout
+    assert refused.returncode == 2 and "--var amounts=@amounts.json: the run read amounts" in refused.stderr
     done = codeward("replay", "run.json", "--tools", "rates.py", "--var", "amounts=@amounts.json")
     assert done.returncode == 0, done.stdout
 
@@ -139,7 +139,7 @@ def test_a_plain_saved_memory_replays_with_tools_and_variables_given(codeward, t
 def test_replay_of_a_file_that_is_not_a_run_says_so(codeward, tmp_path):
     (tmp_path / "nope.json").write_text("[1, 2]")
     done = codeward("replay", "nope.json")
-    assert done.returncode == 2 and "is not a saved run" in done.stdout
+    assert done.returncode == 2 and "is not a saved run" in done.stderr
 
 
 def test_a_saved_run_is_also_a_model_id(codeward, recorded):
@@ -208,8 +208,8 @@ def test_a_run_saved_from_python_names_its_flags_then_replays_with_no_difference
     _save_from_python(shop_tools, executor, tmp_path / "run.json")
 
     refused = codeward("replay", "run.json")
-    assert refused.returncode == 2, refused.stdout
-    out = refused.stdout
+    assert refused.returncode == 2, refused.stderr
+    out = refused.stderr
     assert "nothing was run" in out and "--tools shop_tools:shop_rate: for the tool(s) shop_rate" in out
     assert "--var amounts=@FILE: amounts came from Python" in out
     assert ("--executor jupyter: the run was recorded on that executor (timeout_seconds=" in out) == (
@@ -252,13 +252,13 @@ def test_a_hostile_run_file_imports_nothing_and_grants_nothing(codeward, shop_to
     )
     refused = codeward("replay", "run.json")
     assert refused.returncode == 2
-    out = refused.stdout
+    out = refused.stderr
     assert "--executor jupyter" in out and "--import '*'" in out
     assert "--tools evil.py:rate: for the tool(s) rate" in out and "--tools evil_module: for the tool(s) other" in out
     assert "--var amounts=@/etc/passwd" in out and "check each before you pass it" in out
 
     given = codeward("replay", "run.json", "--executor", "local", "--tools", "shop_tools:shop_rate")
-    assert given.returncode == 2 and "--executor" not in given.stdout and "--tools evil.py:rate" in given.stdout
+    assert given.returncode == 2 and "--executor" not in given.stderr and "--tools evil.py:rate" in given.stderr
     assert not (tmp_path / MARKER).exists()
 
 
@@ -271,8 +271,8 @@ def test_an_old_style_record_naming_tools_to_load_loads_none(codeward, shop_tool
 
     refused = codeward("replay", "run.json")
     assert refused.returncode == 2
-    assert "--tools evil.py: the run was recorded with it" in refused.stdout
-    assert "--tools evil_module:rate" in refused.stdout
+    assert "--tools evil.py: the run was recorded with it" in refused.stderr
+    assert "--tools evil_module:rate" in refused.stderr
     assert not (tmp_path / MARKER).exists()
 
 
@@ -287,7 +287,7 @@ def test_values_from_a_run_file_cannot_drive_the_terminal(codeward, shop_tools, 
     )
     refused = codeward("replay", "run.json")
     assert refused.returncode == 2
-    out = refused.stdout
+    out = refused.stderr
     assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
     assert "--executor '\\x1b[2J[bold red]docker\\u202e'" in out  # markup shown as text, quoted for the shell
     assert "--tools 'x.py; rm -rf ~': for the tool(s) rate\\x1b]0;pwned\\x07" in out
@@ -296,7 +296,7 @@ def test_values_from_a_run_file_cannot_drive_the_terminal(codeward, shop_tools, 
 def test_the_demo_recording_an_old_run_file_replays_with_the_flag_it_names(codeward, tmp_path):
     shutil.copy(recording_path(), tmp_path / "demo.json")  # saved before tool and variable sources
     refused = codeward("replay", "demo.json")
-    assert refused.returncode == 2 and "--tools codeward.demo:forecast" in refused.stdout
+    assert refused.returncode == 2 and "--tools codeward.demo:forecast" in refused.stderr
     done = codeward("replay", "demo.json", "--tools", "codeward.demo:forecast")
     assert done.returncode == 0, done.stdout  # its saved variables still reach the sandbox
 
@@ -347,8 +347,8 @@ def test_as_recorded_never_climbs_out_of_the_runs_folder_nor_grants_imports_or_a
     (run_folder / "run.json").write_text(json.dumps(data))
 
     refused = codeward("replay", "runs/run.json", "--as-recorded")
-    assert refused.returncode == 2, refused.stdout
-    out = refused.stdout
+    assert refused.returncode == 2, refused.stderr
+    out = refused.stderr
     assert "--executor jupyter" in out and "--import os" in out
     assert "evil.py:rate: for the tool(s) shop_rate" in out and "amounts" in out
     assert not (outside / MARKER).exists()

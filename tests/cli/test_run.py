@@ -99,7 +99,7 @@ def test_run_out_of_steps_exits_1(codeward, tmp_path):
 def test_run_without_a_model_or_key_points_to_the_demo(codeward):
     done = codeward("run", "Anything.")
     assert done.returncode == 2
-    assert "no model to call" in done.stdout and "CODEWARD_MODEL" in done.stdout and "codeward demo" in done.stdout
+    assert "no model to call" in done.stderr and "CODEWARD_MODEL" in done.stderr and "codeward demo" in done.stderr
     assert "Traceback" not in done.stdout + done.stderr
 
 
@@ -124,8 +124,8 @@ def test_run_refuses_bad_inputs_with_the_fix(codeward, tmp_path):
     write_script(tmp_path / "model.yaml", "final_answer(1)")
     for args, message in cases:
         done = codeward("run", "Anything.", *args)
-        assert done.returncode == 2, (args, done.stdout)
-        assert message in done.stdout, (args, done.stdout)
+        assert done.returncode == 2, (args, done.stderr)
+        assert message in done.stderr and not done.stdout, (args, done.stderr)
         assert "Traceback" not in done.stdout + done.stderr
 
 

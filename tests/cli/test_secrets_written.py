@@ -36,7 +36,7 @@ def test_a_private_value_stays_out_of_the_run_file(codeward, tmp_path: Path, mod
         assert REDACTED in saved  # what the code printed, with the secret replaced
         (tmp_path / "token.json").unlink()
         replayed = codeward("replay", "run.json")
-        assert replayed.returncode == 2 and "--var token=@" in replayed.stdout, replayed.stdout
+        assert replayed.returncode == 2 and "--var token=@" in replayed.stderr, replayed.stderr
 
 
 @pytest.mark.parametrize("mode, kept", [(0o600, False), (0o644, True)], ids=["private", "control-world-readable"])

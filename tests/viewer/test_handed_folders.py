@@ -71,7 +71,7 @@ def test_a_results_file_that_is_a_link_is_refused_by_name(copy, home):
     (copy / "results.jsonl").unlink()
     (copy / "results.jsonl").symlink_to(home / "secrets.env")
     done = _codeward(copy, "view", "--runs", str(copy))
-    assert done.returncode == 2 and "results.jsonl is a symbolic link" in " ".join(done.stdout.split()), done.stdout
+    assert done.returncode == 2 and "results.jsonl is a symbolic link" in " ".join(done.stderr.split()), done.stderr
     assert SECRET not in done.stdout + done.stderr and not (copy / "index.html").exists()
 
 
@@ -106,7 +106,7 @@ def test_control_following_a_runs_link_shows_the_outside_run(copy, home, monkeyp
 def test_a_saved_run_named_through_a_link_is_refused(saved_run, home, tmp_path):
     (tmp_path / "run.json").symlink_to(home / "other_run.json")
     done = _codeward(tmp_path, "view", "run.json")
-    assert done.returncode == 2 and "run.json is a symbolic link" in " ".join(done.stdout.split()), done.stdout
+    assert done.returncode == 2 and "run.json is a symbolic link" in " ".join(done.stderr.split()), done.stderr
 
 
 def test_what_the_commands_write_is_the_owners_only(saved_run, batch_folder):

@@ -178,7 +178,7 @@ def test_the_command_writes_each_page_where_asked_and_says_what_it_expected(save
         (["view"], "takes a saved run (codeward view RUN.json) or a batch's folder"),
     ]:
         done = _codeward(tmp_path, *args)
-        assert done.returncode == 2 and expected in " ".join(done.stdout.split()), (args, done.stdout)
+        assert done.returncode == 2 and expected in " ".join(done.stderr.split()), (args, done.stderr)
 
 
 def test_open_hands_the_written_page_to_the_users_browser(saved_run, tmp_path):

@@ -43,7 +43,7 @@ def _nodes_text(nodes: dict[str, str], shown: int = 3) -> str:
 
 
 class BatchProgress:
-    """The live bar; the runner calls `start` once and `advance` per finished job."""
+    """The live bar (on a terminal; none on a pipe); the runner calls `start` once and `advance` per finished job."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
@@ -59,6 +59,7 @@ class BatchProgress:
             TextColumn("{task.fields[nodes]}"),
             console=console,
             transient=False,
+            disable=not console.is_terminal,  # a bar on a pipe is lines of noise: the summary says it all
         )
         self._task: Any = None
 

@@ -631,9 +631,10 @@ def _unknown_tools(jobs: list[Job], defaults: JobDefaults) -> list[str]:
     """Tool names jobs select that the command line's tools lack. Run once the file passed its checks:
     it imports the ``--tools`` modules and starts the ``--mcp`` servers, which only the command line names."""
     served = _served_tool_names(defaults.mcp)  # started even when no job selects: a server that fails is told now
+    tools = load_tool_specs(defaults.tools)  # and a --tools file that fails to load, before any job runs
     if not any(job.tool_names for job in jobs):
         return []
-    loaded = {tool.name for tool in load_tool_specs(defaults.tools)} | served
+    loaded = {tool.name for tool in tools} | served
     return [
         f"job {job.id!r}, field 'tools': no tool named {name!r} among those --tools loads or --mcp serves"
         f" ({', '.join(sorted(loaded)) or 'none'})"

@@ -16,6 +16,7 @@ from codeward.cli.options import (
     egress_settings,
     mount_settings,
 )
+from codeward.cli.output import notes_console, print_table
 from codeward.terminal_text import visible_text
 from codeward.usage import UsageError
 
@@ -76,16 +77,17 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
         runs,
         not args.no_warm_pool,
     )
-    with BatchProgress(console) as progress:
+    notes = notes_console()
+    with BatchProgress(notes) as progress:
         outcome = run_batch(jobs, options, progress, backend=_batch_backend(args))
     if outcome.dropped_bytes:
-        console.print(f"[yellow]cut a torn last line ({outcome.dropped_bytes} bytes) left by an earlier crash[/yellow]")
+        notes.print(f"[yellow]cut a torn last line ({outcome.dropped_bytes} bytes) left by an earlier crash[/yellow]")
     for renderable in summary_table(outcome):
-        console.print(renderable)
+        print_table(console, renderable)
     where = f"results: {options.results}" + (f" · audit: {options.audit}" if options.audit else "")
-    console.print(visible_text(where, style="dim"), highlight=False)
+    console.print(visible_text(where, style="dim"), highlight=False, soft_wrap=True)
     if outcome.interrupted:
-        console.print("[yellow]interrupted: run the same command again to finish the remaining jobs[/yellow]")
+        notes.print("[yellow]interrupted: run the same command again to finish the remaining jobs[/yellow]")
         return 130
     return 1 if outcome.failed else 0
 

@@ -10,6 +10,7 @@ from rich.panel import Panel
 
 from codeward.cli.options import make_agent
 from codeward.cli.output import literal
+from codeward.cli.run import steps_taken
 from codeward.wording import counted
 
 __all__ = ["add_parser"]
@@ -34,7 +35,7 @@ def _demo(args: argparse.Namespace, console: Console) -> int:
     usage = result.token_usage
     console.print(
         f"\n[bold]Answer:[/bold] {literal(str(result.output))}\n"
-        f"[dim]{result.state} · {counted(len(agent.memory.action_steps()), 'step')} · "
+        f"[dim]{result.state} · {counted(steps_taken(agent.memory), 'step')} · "
         f"{result.timing.duration:.2f} s · {counted(usage.total_tokens, 'token')} (estimated by the recording)[/dim]"
     )
     return 0 if result.state == "success" else 1

@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-from codeward.cli.output import literal
+from codeward.cli.output import literal, notes_console
 from codeward.usage import UsageError
 
 __all__ = ["add_parser"]
@@ -19,14 +19,14 @@ def _install(args: argparse.Namespace, console: Console) -> int:
     from codeward.egress.proxy import MITMPROXY_REQUIREMENT, default_proxy_home, install_proxy
 
     home = Path(args.home) if args.home else default_proxy_home()
-    console.print(f"installing {MITMPROXY_REQUIREMENT} into {literal(str(home))} ...", highlight=False)
+    notes_console().print(f"installing {MITMPROXY_REQUIREMENT} into {literal(str(home))} ...")
     try:
         mitmdump = install_proxy(home)
     except (OSError, subprocess.CalledProcessError) as error:
         raise UsageError(f"mitmproxy could not be installed into {home}: {error}") from error
-    console.print(f"mitmdump: {literal(str(mitmdump))}", highlight=False)
+    console.print(f"mitmdump: {literal(str(mitmdump))}", highlight=False, soft_wrap=True)
     if args.home:
-        console.print(
+        notes_console().print(
             f"[dim]not codeward's usual place: export CODEWARD_MITMDUMP={literal(str(mitmdump))}[/dim]", highlight=False
         )
     return 0
@@ -36,7 +36,7 @@ def _where(args: argparse.Namespace, console: Console) -> int:
     from codeward.egress.proxy import EgressUnavailable, mitmdump_path
 
     try:
-        console.print(literal(mitmdump_path()), highlight=False)
+        console.print(literal(mitmdump_path()), highlight=False, soft_wrap=True)
     except EgressUnavailable as error:
         raise UsageError(str(error)) from error
     return 0

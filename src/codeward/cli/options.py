@@ -29,6 +29,7 @@ __all__ = [
     "add_mcp_env",
     "add_model_options",
     "add_mount_option",
+    "check_variable_names",
     "egress_executors",
     "egress_settings",
     "hand_files",
@@ -99,6 +100,18 @@ def read_variables(options: list[str]) -> dict[str, Any]:
 
     parsed = [parse_var_option(option) for option in options]
     return {name: load_value_file(path) for name, path in parsed}
+
+
+def check_variable_names(options: list[str], tools: list[Any]) -> None:
+    """Refuse a `--var NAME=@FILE` whose NAME is a tool's: in the sandbox the variable would hide the tool."""
+    names = {getattr(tool, "name", None) for tool in tools}
+    for option in options:
+        name = option.partition("=")[0]
+        if name in names:
+            raise UsageError(
+                f"--var {option!r}: {name!r} is also the name of a tool the agent is given, and the variable "
+                f"would hide it; give the variable another name, such as --var {name}_data={option.partition('=')[2]}"
+            )
 
 
 def mcp_tools(commands: list[str], servers: contextlib.ExitStack, env_names: list[str]) -> list[Any]:

@@ -8,7 +8,14 @@ from typing import Any
 
 from rich.console import Console
 
-from codeward.cli.options import add_egress_options, add_mcp_env, egress_settings, mcp_tools, read_variables
+from codeward.cli.options import (
+    add_egress_options,
+    add_mcp_env,
+    check_variable_names,
+    egress_settings,
+    mcp_tools,
+    read_variables,
+)
 from codeward.cli.output import literal
 
 __all__ = ["add_parser"]
@@ -20,11 +27,13 @@ def _replay(args: argparse.Namespace, console: Console) -> int:
 
     egress = egress_settings(args.executor or "local", args.egress, args.egress_header)
     with contextlib.ExitStack() as servers:
+        tools = load_tool_specs(args.tools) + mcp_tools(args.mcp, servers, args.mcp_env)
+        check_variable_names(args.var, tools)
         report = replay_run(
             args.run,
             executor=args.executor,
             executor_kwargs=egress or None,
-            tools=load_tool_specs(args.tools) + mcp_tools(args.mcp, servers, args.mcp_env),
+            tools=tools,
             variables=read_variables(args.var),
             authorized_imports=args.imports,
             as_recorded=args.as_recorded,

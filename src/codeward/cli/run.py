@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -16,6 +15,7 @@ from codeward.cli.options import (
     add_mcp_env,
     add_model_options,
     add_mount_option,
+    check_variable_names,
     egress_settings,
     hand_files,
     make_agent,
@@ -24,20 +24,20 @@ from codeward.cli.options import (
     read_handed_files,
     read_variables,
 )
-from codeward.cli.output import literal
-from codeward.terminal_text import visible_text
+from codeward.cli.output import literal, notes_console, print_json
 from codeward.usage import UsageError
 from codeward.wording import counted
 
 if TYPE_CHECKING:
     from codeward import AgentGenerationError
+    from codeward.platform.memory import AgentMemory, Timing
 
-__all__ = ["add_parser"]
+__all__ = ["add_parser", "steps_taken"]
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
     from codeward import AgentGenerationError, AgentLogger, LogLevel
-    from codeward.json_values import plain
+    from codeward.platform.memory import Timing
     from codeward.platform.model_ids import resolve_model
     from codeward.platform.run_files import save_run
     from codeward.platform.tool_specs import load_tool_specs
@@ -50,6 +50,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
 
         prepare_folder(args.outputs_dir)
     tools = load_tool_specs(args.tools)
+    check_variable_names(args.var, tools)
     variables = read_variables(args.var)
     handed = read_handed_files(args.files)
     executor_kwargs = {
@@ -57,10 +58,13 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         **mount_settings(args.executor, args.mounts),
     }
     logger = AgentLogger(LogLevel.OFF if args.json else LogLevel.INFO, console)
-    with (
-        contextlib.ExitStack() as servers,
-        make_agent(
-            tools=tools + mcp_tools(args.mcp, servers, args.mcp_env),
+    notes = notes_console()
+    started = Timing()
+    with contextlib.ExitStack() as servers:
+        served = mcp_tools(args.mcp, servers, args.mcp_env)
+        check_variable_names(args.var, served)
+        with make_agent(
+            tools=tools + served,
             model=resolve_model(model_id),
             executor=args.executor,
             executor_kwargs=executor_kwargs or None,
@@ -68,21 +72,17 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             max_steps=args.max_steps,
             logger=logger,
             collect_outputs=args.collect_outputs or args.outputs_dir is not None,
-        ) as agent,
-    ):
-        hand_files(agent, handed)
-        try:
-            result = agent.run(args.task, additional_args=variables or None, return_full_result=True)
-        except AgentGenerationError as error:
-            return _model_failed(error, console)
+        ) as agent:
+            hand_files(agent, handed)
+            try:
+                result = agent.run(args.task, additional_args=variables or None, return_full_result=True)
+            except AgentGenerationError as error:
+                return _model_failed(error, agent.memory, started, args.json)
     if args.outputs_dir is not None:
         from codeward.cli.outputs_dir import write_artifacts
 
         written = write_artifacts(agent.memory.action_steps(), args.outputs_dir)
-        if not args.json:
-            console.print(
-                f"[dim]{len(written)} file(s) from outputs/ written to {literal(str(args.outputs_dir))}[/dim]"
-            )
+        notes.print(f"[dim]{len(written)} file(s) from outputs/ written to {literal(str(args.outputs_dir))}[/dim]")
     if args.save:
         warning = save_run(
             agent.memory,
@@ -94,17 +94,67 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             variable_files=args.var,
         )
         if warning:
-            console.print(f"[yellow]warning:[/yellow] {literal(warning)}", highlight=False)
+            notes.print(f"[yellow]warning:[/yellow] {literal(warning, one_line=True)}")
+    steps = steps_taken(agent.memory)
+    stopped = None if result.state == "success" else _out_of_steps(steps, args.max_steps)
     if args.json:
-        payload = result.to_dict() | {"output": plain(result.output)}
-        sys.stdout.write(json.dumps(payload, default=str) + "\n")
+        print_json(_payload(result.to_dict(), None if stopped else result.output, stopped, steps))
     else:
+        if stopped:
+            notes.print(f"[bold yellow]stopped:[/bold yellow] {stopped}")
         usage = result.token_usage
         console.print(
-            f"[dim]{result.state} · {counted(len(agent.memory.action_steps()), 'step')} · "
+            f"[dim]{result.state} · {counted(steps, 'step')} · "
             f"{result.timing.duration:.2f} s · {counted(usage.total_tokens, 'token')}[/dim]"
         )
-    return 0 if result.state == "success" else 1
+    return 0 if stopped is None else 1
+
+
+def steps_taken(memory: AgentMemory) -> int:
+    """The steps the agent ran: its action steps the model answered, less the closing call that asks an
+    agent out of steps for its last word (that step runs no code and counts toward no limit)."""
+    from codeward import AgentMaxStepsError
+
+    return sum(
+        step.model_output_message is not None and not isinstance(step.error, AgentMaxStepsError)
+        for step in memory.action_steps()
+    )
+
+
+def _out_of_steps(steps: int, max_steps: int) -> str:
+    return (
+        f"out of steps: no final answer after {counted(steps, 'step')} (--max-steps {max_steps}); "
+        "raise --max-steps, or make the task smaller"
+    )
+
+
+def _payload(run: dict[str, Any], output: Any, error: str | None, steps: int) -> dict[str, Any]:
+    """`--json`'s object: the run as `RunResult.to_dict` gives it, its output as plain JSON (null when the run
+    gave no final answer), the `error` that ended it (null on success), and the number of steps it ran."""
+    from codeward.json_values import plain
+
+    return run | {"output": plain(output), "error": error, "step_count": steps}
+
+
+def _model_failed(error: AgentGenerationError, memory: AgentMemory, started: Timing, as_json: bool) -> int:
+    """A model that cannot be called as set up (no key, unknown model) is a setup step, exit 2;
+    one that failed on the way (rate limits, outages past their retries) is a failed run, exit 1,
+    and under --json the run so far, with the error, is still the one JSON object on stdout."""
+    from codeward.platform.models import ModelSetupError
+
+    if isinstance(error.__cause__, ModelSetupError):
+        raise UsageError(f"the model cannot be called: {error.__cause__}") from error
+    notes_console().print(f"[bold red]error:[/bold red] {literal(error.message, one_line=True)}")
+    if as_json:
+        started.end_time = time.time()
+        run = {
+            "state": "error",
+            "steps": [step.to_dict() for step in memory.steps],
+            "token_usage": memory.token_usage().to_dict(),
+            "timing": started.to_dict(),
+        }
+        print_json(_payload(run, None, error.message, steps_taken(memory)))
+    return 1
 
 
 def _model_id(given: str | None) -> str:
@@ -114,17 +164,6 @@ def _model_id(given: str | None) -> str:
     if model_id is None:
         raise UsageError(no_model_message())
     return check_model_id(model_id)
-
-
-def _model_failed(error: AgentGenerationError, console: Console) -> int:
-    """A model that cannot be called as set up (no key, unknown model) is a setup step, exit 2;
-    one that failed on the way (rate limits, outages past their retries) is a failed run, exit 1."""
-    from codeward.platform.models import ModelSetupError
-
-    if isinstance(error.__cause__, ModelSetupError):
-        raise UsageError(f"the model cannot be called: {error.__cause__}") from error
-    console.print(visible_text(error.message, style="bold red"), highlight=False)
-    return 1
 
 
 def add_parser(commands: Any) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from rich.console import Console
 
+from codeward.cli.output import print_table
 from codeward.terminal_text import visible_text
 
 __all__ = ["add_parser"]
@@ -75,7 +76,10 @@ def _sandboxes(args: argparse.Namespace, console: Console) -> int:
             "running" if owner_alive(labels) else "gone (prune removes it)",
             visible_text(container.attrs.get("Created", "")[:19]),
         )
-    console.print(table if table.row_count else "no codeward sandboxes on this engine")
+    if table.row_count:
+        print_table(console, table)
+    else:
+        console.print("no codeward sandboxes on this engine")
     return 0
 
 

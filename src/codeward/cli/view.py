@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
+from codeward.cli.output import notes_console
 from codeward.terminal_text import visible_text
 from codeward.usage import UsageError
 
@@ -22,9 +23,11 @@ def _view(args: argparse.Namespace, console: Console) -> int:
             "(codeward view --runs DIR), one of the two"
         )
     page = write_view(args.run or args.runs, args.out, batch=args.runs is not None)
-    console.print(visible_text(f"wrote {page}"), highlight=False)
+    console.print(visible_text(f"wrote {page}"), highlight=False, soft_wrap=True)
     if args.open and not open_view(page):
-        console.print(visible_text(f"no browser could be started here; open {page.resolve().as_uri()} yourself"))
+        notes_console().print(
+            visible_text(f"no browser could be started here; open {page.resolve().as_uri()} yourself")
+        )
     return 0
 
 

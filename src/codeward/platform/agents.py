@@ -467,11 +467,13 @@ class MultiStepAgent:
                 final_output, returned_final_answer = action_step.action_output, True
             yield action_step
             self.step_number += 1
-        if not returned_final_answer:
+        if returned_final_answer:
+            self.logger.final_answer(final_output)
+        else:
             final_output = yield from self._answer_after_max_steps(task, images)
             yield self.memory.steps[-1]
+            self.logger.out_of_steps(max_steps, final_output)
         final_step = FinalAnswerStep(final_output)
-        self.logger.final_answer(final_output)
         self._fire_callbacks(final_step)
         yield final_step
         return final_step

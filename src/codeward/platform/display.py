@@ -17,6 +17,7 @@ from rich.text import Text
 
 from codeward.executors.displays import Display
 from codeward.terminal_text import visible, visible_text
+from codeward.wording import counted
 
 if TYPE_CHECKING:
     from codeward.platform.memory import ActionStep, AgentMemory, PlanningStep
@@ -102,8 +103,21 @@ class AgentLogger:
     def final_answer(self, output: Any) -> None:
         self._show(LogLevel.INFO, visible_text(f"Final answer: {output}", style="bold green"))
 
+    def out_of_steps(self, max_steps: int, reply: Any) -> None:
+        """The steps ran out before a final answer: said so, never shown as an answer; the model's
+        closing reply (the run's output, which may be code it had no step left to run) in debug."""
+        self._show(
+            LogLevel.INFO,
+            visible_text(f"Out of steps: no final answer after {counted(max_steps, 'step')}", "bold yellow"),
+        )
+        self._show(
+            LogLevel.DEBUG,
+            Panel(visible_text(str(reply)), title="Closing reply (not a final answer)", border_style="dim"),
+        )
+
     def replay(self, memory: AgentMemory) -> None:
         """Show a whole run again, whatever the log level."""
+        from codeward.platform.errors import AgentMaxStepsError
         from codeward.platform.memory import ActionStep, FinalAnswerStep, PlanningStep, TaskStep
 
         for step in memory.steps:
@@ -119,7 +133,10 @@ class AgentLogger:
                     self.console.print(visible_text(step.observations))
                 if step.error:
                     self.console.print(visible_text(step.error.message, style="bold red"))
-                if step.is_final_answer or (step.action_output is not None and step.code_action is None):
+                out_of_steps = isinstance(step.error, AgentMaxStepsError)
+                if step.is_final_answer or (
+                    step.action_output is not None and step.code_action is None and not out_of_steps
+                ):
                     self.console.print(visible_text(f"Final answer: {step.action_output}", style="bold green"))
             elif isinstance(step, FinalAnswerStep):
                 self.console.print(visible_text(f"Final answer: {step.output}", style="bold green"))

@@ -258,6 +258,15 @@ def _artifacts(records: Any) -> list[Artifact]:
     return [artifact for artifact in read if isinstance(artifact, Artifact)]
 
 
+def _error(record: dict[str, Any]) -> AgentError:
+    """A saved step's error as the kind it was (out of steps, a parsing error...), else a plain AgentError."""
+    from codeward.platform import errors
+
+    kind = getattr(errors, str(record.get("type")), None)
+    made: type[AgentError] = kind if isinstance(kind, type) and issubclass(kind, AgentError) else AgentError
+    return made(str(record.get("message", "")))
+
+
 def _step_from_dict(data: dict[str, Any]) -> MemoryStep:
     kind = data.get("type")
     if kind == "task":
@@ -291,7 +300,7 @@ def _step_from_dict(data: dict[str, Any]) -> MemoryStep:
             artifacts=_artifacts(data.get("artifacts")),
             artifact_notes=[note for note in data.get("artifact_notes") or [] if isinstance(note, str)],
             action_output=data.get("action_output"),
-            error=AgentError(error["message"]) if error else None,
+            error=_error(error) if error else None,
             token_usage=_usage(data.get("token_usage")),
             is_final_answer=data.get("is_final_answer", False),
         )

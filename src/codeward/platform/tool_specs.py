@@ -11,11 +11,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+import traceback
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from codeward.tools import Tool
+from codeward.tools import Tool, ToolDefinitionError
 from codeward.usage import UsageError
 
 __all__ = ["ToolSpecError", "load_tool_specs", "load_tools", "spec_under"]
@@ -37,7 +38,11 @@ def _module_from_file(path: Path) -> ModuleType:
         raise ToolSpecError(f"--tools {path}: Python cannot load this file as a module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:  # the file's own code failed: the user's to fix, said with its file and line
+        del sys.modules[name]
+        raise _import_failed(str(path), error, path) from error
     return module
 
 
@@ -47,9 +52,33 @@ def _import(target: str, spec: str) -> ModuleType:
     try:
         return importlib.import_module(target)
     except ModuleNotFoundError as error:
-        raise ToolSpecError(
-            f"--tools {spec}: cannot import {error.name!r}; is it installed or on PYTHONPATH?"
-        ) from None
+        if error.name is not None and (target == error.name or target.startswith(f"{error.name}.")):  # it is missing
+            raise ToolSpecError(
+                f"--tools {spec}: cannot import {error.name!r}; is it installed or on PYTHONPATH?"
+            ) from None
+        raise _import_failed(spec, error, None) from error
+    except Exception as error:
+        raise _import_failed(spec, error, None) from error
+
+
+def _import_failed(spec: str, error: Exception, path: Path | None) -> ToolSpecError:
+    """A tools module that raised while imported: which spec, where in its code, what went wrong, what to do."""
+    frames: list[traceback.FrameSummary] = list(traceback.extract_tb(error.__traceback__))
+    if path is not None:
+        frames = [frame for frame in frames if Path(frame.filename) == path] or frames
+    else:  # the last frame outside the import machinery: the module's own line
+        frames = [frame for frame in frames if "importlib" not in frame.filename] or frames
+    where = f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
+    if isinstance(error, ModuleNotFoundError) and error.name:
+        return ToolSpecError(
+            f"--tools {spec}: it imports {error.name!r}, which is not installed{where}; "
+            "install the package that provides it, or remove the import"
+        )
+    if isinstance(error, ToolDefinitionError):
+        return ToolSpecError(f"--tools {spec}: a tool is defined wrongly{where}: {error}")
+    return ToolSpecError(
+        f"--tools {spec}: the module raised {type(error).__name__} while imported{where}: {error}; fix the module"
+    )
 
 
 def load_tools(spec: str) -> list[Tool]:

@@ -63,6 +63,6 @@ def test_sandboxes_ls_shows_an_orphan_and_prune_removes_it(
 def test_sandboxes_without_an_engine_say_how_to_start_one() -> None:
     done = codeward_command("sandboxes", "ls", DOCKER_HOST="unix:///nonexistent/docker.sock")
     assert done.returncode == 2
-    assert "the Docker engine at unix:///nonexistent/docker.sock (DOCKER_HOST) does not answer" in done.stdout
-    assert "dockerd" in done.stdout
+    assert "the Docker engine at unix:///nonexistent/docker.sock (DOCKER_HOST) does not answer" in done.stderr
+    assert "dockerd" in done.stderr
     assert "Traceback" not in done.stdout + done.stderr

@@ -102,7 +102,7 @@ def test_a_jobs_file_cannot_widen_the_list_but_the_command_line_can_consent(tmp_
     (tmp_path / "jobs.jsonl").write_text(json.dumps({"id": "a", "task": "Fetch.", "egress": [server.entry]}) + "\n")
     args = ("batch", "jobs.jsonl", "--model", model, "--executor", "docker")
     refused = _codeward(tmp_path, *args)
-    assert refused.returncode == 2 and "--allow-job-egress" in " ".join(refused.stdout.split())
+    assert refused.returncode == 2 and "--allow-job-egress" in " ".join(refused.stderr.split())
     assert not (tmp_path / "results.jsonl").exists()
     done = _codeward(tmp_path, *args, "--allow-job-egress")
     assert done.returncode == 0, done.stdout + done.stderr
