@@ -5,10 +5,11 @@ OpenTelemetry traces of agent runs: ``codeward.telemetry.instrument()``, or ``CO
 A run gives one ``invoke_agent`` span, one ``step`` span per step, a ``chat``
 span per model call, an ``execute_code`` span per code block and an
 ``execute_tool`` span per tool call on the host, named as OpenTelemetry's GenAI
-semantic conventions name them. The standard ``OTEL_EXPORTER_OTLP_*``
-variables say where the OTLP/HTTP exporter sends them. codeward's own provider
-never holds the process's exit past `EXIT_WAIT`, and a collector it cannot reach
-is told once, in one line, not once per retry.
+semantic conventions name them. An application's global tracer provider gets
+them when it has set one; otherwise codeward makes a provider of its own, whose
+OTLP/HTTP exporter sends them where the standard ``OTEL_EXPORTER_OTLP_*``
+variables say. That provider never holds the process's exit past `EXIT_WAIT`,
+and a collector it cannot reach is told once, in one line, not once per retry.
 
 Values of the user's (the task, tool arguments and results, answers, and the
 messages of exceptions, which carry values: ``int(token)``) stay out of the
@@ -67,12 +68,15 @@ def instrument(
 ) -> trace.TracerProvider:
     """Send codeward's spans through OpenTelemetry from now on, and return the provider that sends them.
 
-    By default a new provider exports over OTLP/HTTP to where ``OTEL_EXPORTER_OTLP_*`` say;
-    `exporter` replaces that exporter, and `tracer_provider` (your application's, say
-    ``opentelemetry.trace.get_tracer_provider()``) replaces the whole provider. An OTLP
+    The provider is `tracer_provider` if given; else a new one of codeward's exporting through
+    `exporter` if given; else the application's global provider
+    (``opentelemetry.trace.set_tracer_provider``) if it has set one; else a new one of
+    codeward's, exporting over OTLP/HTTP to where ``OTEL_EXPORTER_OTLP_*`` say. An OTLP
     endpoint without ``http://`` or ``https://`` raises `UsageError` saying what to write.
     """
-    provider = tracer_provider or _provider(exporter or _otlp_exporter())
+    provider = tracer_provider or (_provider(exporter) if exporter else _global_provider())
+    if provider is None:
+        provider = _provider(_otlp_exporter())
     tracing.install(_Tracer(provider, capture_values))
     return provider
 
@@ -80,6 +84,14 @@ def instrument(
 def uninstrument() -> None:
     """Make codeward's hooks do nothing again (the provider is the caller's to shut down)."""
     tracing.install(None)
+
+
+def _global_provider() -> trace.TracerProvider | None:
+    """The application's global provider, or None while it is OpenTelemetry's stand-in that records nothing."""
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+        return None
+    return provider
 
 
 _TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
