@@ -120,7 +120,6 @@ def _otlp_exporter() -> SpanExporter:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     endpoint = _otlp_endpoint()
-    _HELD.install()
     return _Exporter(OTLPSpanExporter(endpoint=endpoint), endpoint)
 
 
@@ -129,7 +128,10 @@ def _provider(exporter: SpanExporter) -> TracerProvider:
 
     Its spans still held at exit get `EXIT_WAIT` seconds to leave, not the exporter's retries.
     """
-    exporter = exporter if isinstance(exporter, _Exporter) else _Exporter(exporter, None)
+    if not isinstance(exporter, _Exporter):  # one given: an OTLP exporter names its endpoint
+        endpoint = getattr(exporter, "_endpoint", None)
+        exporter = _Exporter(exporter, endpoint if isinstance(endpoint, str) else None)
+    _HELD.install()
     provider = TracerProvider(resource=Resource.create({"service.name": "codeward"}), shutdown_on_exit=False)
     provider.add_span_processor(BatchSpanProcessor(exporter))
     atexit.register(_close_within, provider, exporter, EXIT_WAIT)
@@ -215,7 +217,7 @@ class _Exporter(SpanExporter):
 
 def _export_failure(held: list[logging.LogRecord], endpoint: str | None) -> str:
     """Why an export failed, from what the exporter logged while it tried, in one clause."""
-    where = endpoint or "the exporter's collector"
+    where = endpoint or "the exporter's endpoint"
     errors = [arg for record in held for arg in record.args or () if isinstance(arg, BaseException)]
     # the exporter names no error when its deadline left no time to retry: a connection of our own says why
     for error in [*errors, _connect_error(endpoint)]:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
 from codeward import CodeAgent, ScriptedModel, telemetry, tracing
 from codeward.usage import UsageError
@@ -78,12 +79,14 @@ def test_an_endpoint_without_its_scheme_is_refused_by_instrument_itself(monkeypa
         telemetry.instrument()
 
 
-def test_failed_exports_are_told_once_not_per_retry_nor_per_batch(monkeypatch, caplog):
+@pytest.mark.parametrize("exporter", ["codeward's", "given"])
+def test_failed_exports_are_told_once_not_per_retry_nor_per_batch(monkeypatch, caplog, exporter):
     caplog.set_level(logging.DEBUG)
     endpoint = f"http://127.0.0.1:{closed_port()}"
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "0.5")  # a try per export: this test's waits are short
-    provider = telemetry.instrument()
+    given = OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces") if exporter == "given" else None
+    provider = telemetry.instrument(exporter=given)
     try:
         for _ in range(2):
             with CodeAgent(tools=[], model=ScriptedModel([code("final_answer(1)")])) as agent:
