@@ -149,8 +149,8 @@ def _close_within(provider: TracerProvider, exporter: _Exporter, seconds: float)
 
 
 class _Held(logging.Filter):
-    """Holds back what the OTLP exporter logs while one of codeward's exports in this thread:
-    a line per retry and per failed batch, which `_Exporter` sums up once, in one line."""
+    """Holds back what the OTLP exporter logs while one of codeward's exports in this thread (a
+    line per retry and per failed batch), and hands it to that exporter to sum up once, in one line."""
 
     LOGGERS = ("opentelemetry.exporter.otlp.proto.http.trace_exporter", "opentelemetry.exporter.otlp.common.http")
 
@@ -166,10 +166,10 @@ class _Held(logging.Filter):
                 logging.getLogger(name).addFilter(self)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        held: list[logging.LogRecord] | None = getattr(self.local, "records", None)
-        if held is None:
+        exporter: _Exporter | None = getattr(self.local, "exporter", None)
+        if exporter is None:
             return True
-        held.append(record)
+        exporter.held(record)
         return False
 
 
@@ -184,21 +184,36 @@ class _Exporter(SpanExporter):
         self.endpoint = endpoint
         self._told = False
         self._stopped = False
+        self._held: list[logging.LogRecord] = []  # what the inner exporter logged during this export
         self._lock = threading.Lock()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._stopped:
             return SpanExportResult.FAILURE
-        held: list[logging.LogRecord] = []
-        _HELD.local.records = held
+        self._held = []
+        _HELD.local.exporter = self
         try:
             result = self.inner.export(spans)
         finally:
-            _HELD.local.records = None
-        if result is not SpanExportResult.SUCCESS and not self._told:
-            self._told = True
-            log.warning("codeward's traces are not being sent: %s", _export_failure(held, self.endpoint))
+            _HELD.local.exporter = None
+        if result is not SpanExportResult.SUCCESS:
+            self._tell(_export_failure(self._held, self.endpoint))
         return result
+
+    def held(self, record: logging.LogRecord) -> None:
+        """A line the inner exporter logged: a collector that cannot be reached is told at its first
+        retry, not after them (a batch worker's parent may have stopped listening by then)."""
+        self._held.append(record)
+        errors = [arg for arg in record.args or () if isinstance(arg, BaseException)]
+        if any(_network_cause(error) is not None for error in errors):
+            self._tell(_export_failure([record], self.endpoint))
+
+    def _tell(self, why: str) -> None:
+        with self._lock:
+            if self._told:
+                return
+            self._told = True
+        log.warning("codeward's traces are not being sent: %s", why)
 
     def stop(self) -> None:
         """Stop the inner exporter (once): a wait between its retries ends, and later batches are dropped."""

@@ -117,3 +117,17 @@ def test_a_flush_between_batch_jobs_waits_about_a_second_for_a_collector_that_is
     finally:
         telemetry.uninstrument()  # the provider is left to its exit hook, which stops its retries within a second
     assert took <= busy_allowance(telemetry.EXIT_WAIT, 0.1), took
+
+
+def test_a_batch_worker_tells_the_batch_once_that_the_collector_is_down(codeward, tmp_path: Path):
+    model = write_script(tmp_path / "model.yaml", "final_answer(7)")
+    (tmp_path / "jobs.yaml").write_text("- {id: one, task: Seven.}\n- {id: two, task: Seven.}\n")
+    endpoint = f"http://127.0.0.1:{closed_port()}"
+    done = codeward(
+        "batch", "jobs.yaml", "--model", f"{model}", "--concurrency", "1",
+        CODEWARD_OTEL="1", OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
+    )  # fmt: skip
+    shown = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 0, shown
+    assert shown.count("codeward's traces are not being sent") == 1, shown
+    assert f"job one: {unreachable(endpoint)}" in shown
