@@ -9,6 +9,7 @@ cancels the running ones. A second Ctrl-C kills the workers at once.
 
 from __future__ import annotations
 
+import logging
 import selectors
 import time
 from collections import deque
@@ -19,6 +20,8 @@ from codeward.batch.pool import Worker
 from codeward.batch.recording import BatchOptions, BatchOutcome, Interrupts, Recorder, timeout_error
 
 __all__ = ["ProcessPool"]
+
+log = logging.getLogger(__name__)
 
 
 class _Batch:
@@ -94,12 +97,22 @@ class _Batch:
                 worker.block = event["record"]
             elif event["event"] == "done" and worker.job is not None:
                 self._record(worker, event["result"])
+            elif event["event"] == "log":
+                self._tell(f"job {event['id']}: {event['message']}" if event.get("id") else str(event["message"]))
         if closed:
             self._retire(worker)
             worker.process.wait()
             if worker.job is not None:
                 self._lost(worker, worker.exit_description())
             worker.release()
+
+    def _tell(self, line: str) -> None:
+        """A worker's warning, above the progress bar (or on the log where no progress is shown)."""
+        note = getattr(self.recorder.progress, "note", None)
+        if note is not None:
+            note(line)
+        else:
+            log.warning("%s", line)
 
     def _check_clocks(self) -> None:
         now = time.monotonic()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import queue
 import signal
@@ -343,9 +344,28 @@ def unrecordable(result: dict[str, Any], error: Exception) -> dict[str, Any]:
     }
 
 
+_SENDING = threading.Lock()  # the job's thread and the exporter's both send (a log line from either)
+
+
 def _send(channel: TextIO, event: dict[str, Any]) -> None:
-    channel.write(json.dumps(event, default=str) + "\n")
-    channel.flush()
+    with _SENDING:
+        channel.write(json.dumps(event, default=str) + "\n")
+        channel.flush()
+
+
+class _Relay(logging.Handler):
+    """codeward's warnings in this worker (a model call's retries, traces not sent), sent to the
+    parent to show, since this process's stderr is kept only to explain its death."""
+
+    def __init__(self, channel: TextIO) -> None:
+        super().__init__(logging.WARNING)
+        self.channel = channel
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            _send(self.channel, {"event": "log", "id": cancellation.current, "message": record.getMessage()})
+        except (OSError, ValueError):  # the parent is gone, or the channel closed at exit: nobody to tell
+            pass
 
 
 def _send_result(channel: TextIO, job_id: str, result: dict[str, Any]) -> None:
@@ -370,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGUSR1, cancellation.on_signal)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to decide on
     channel = os.fdopen(args.channel, "w", encoding="utf-8")
+    logging.getLogger("codeward").addHandler(_Relay(channel))
     audit = None
     if args.audit is not None:
         from codeward.batch.jsonl import JsonlAppender

@@ -33,7 +33,7 @@ from codeward.platform.memory import (
     TaskStep,
     Timing,
 )
-from codeward.platform.models import ChatMessage, Model, TokenUsage, ToolCall
+from codeward.platform.models import ChatMessage, Model, ModelError, TokenUsage, ToolCall
 from codeward.platform.prompts import render, validate_prompt_templates
 from codeward.platform.run_effects import ModelAnswer, ModelDeltas
 from codeward.platform.run_files import RunSetup, ToolSource, VariableSource
@@ -115,8 +115,9 @@ def _model_failures() -> Iterator[None]:
         yield
     except AgentError:
         raise
-    except Exception as error:
-        raise AgentGenerationError(f"the model failed to answer: {type(error).__name__}: {error}") from error
+    except Exception as error:  # a ModelError's message says it all; another's type is part of what it says
+        said = str(error) if isinstance(error, ModelError) else f"{type(error).__name__}: {error}"
+        raise AgentGenerationError(f"the model failed to answer: {said}") from error
 
 
 def _describe_answer(span: tracing.Span, message: ChatMessage) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from codeward.platform.model_retries import MAX_WAIT
 from codeward.platform.models import Model, ReplayModel, ScriptedModel
 from codeward.usage import UsageError
 from codeward.wording import a
@@ -27,16 +28,25 @@ from codeward.wording import a
 __all__ = [
     "MODEL_ENV",
     "PROVIDER_KEYS",
+    "RETRIES_ENV",
+    "RETRY_WAIT_ENV",
     "ModelIdError",
     "check_model_id",
     "default_model_id",
     "load_script",
     "no_model_message",
     "resolve_model",
+    "retry_settings",
 ]
 
 #: The environment variable that names the model when ``--model`` is not given.
 MODEL_ENV = "CODEWARD_MODEL"
+
+#: How many times a failed call to a litellm model is retried (`LiteLLMModel`'s ``max_retries``, 5 by default).
+RETRIES_ENV = "CODEWARD_MODEL_RETRIES"
+
+#: The seconds the first retry may wait; each next one's bound doubles (``retry_wait``, 1 by default).
+RETRY_WAIT_ENV = "CODEWARD_MODEL_RETRY_WAIT"
 
 #: Provider key -> the model used when that key is the only hint of what to call.
 PROVIDER_KEYS: dict[str, str] = {
@@ -113,7 +123,8 @@ def load_script(path: Path) -> list[Any]:
 def check_model_id(model_id: Any, base_dir: Path | None = None) -> str:
     """Refuse an id that cannot work before anything runs; return it with file paths made absolute."""
     kind, path = _split(model_id, base_dir)
-    if path is None:  # a litellm id: no file to check
+    if path is None:  # a litellm id: no file to check, but its retry settings
+        retry_settings()
         return str(model_id).strip()
     if kind == "script":
         load_script(path)
@@ -134,4 +145,25 @@ def resolve_model(model_id: str, base_dir: Path | None = None) -> Model:
             raise ModelIdError(f"replay:{path}: {error}") from None
     from codeward.platform.models import LiteLLMModel
 
-    return LiteLLMModel(model_id.strip())
+    return LiteLLMModel(model_id.strip(), **retry_settings())
+
+
+def retry_settings(environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """`LiteLLMModel`'s retry settings that `RETRIES_ENV` and `RETRY_WAIT_ENV` give, checked."""
+    environ = dict(os.environ) if environ is None else environ
+    settings: dict[str, Any] = {}
+    if raw := environ.get(RETRIES_ENV, "").strip():
+        if not raw.isdigit():
+            raise UsageError(f"{RETRIES_ENV}={raw!r}: write how many times to retry a failed model call, 0 or more")
+        settings["max_retries"] = int(raw)
+    if raw := environ.get(RETRY_WAIT_ENV, "").strip():
+        try:
+            wait = float(raw)
+        except ValueError:
+            wait = -1.0
+        if not 0 <= wait <= MAX_WAIT:
+            raise UsageError(
+                f"{RETRY_WAIT_ENV}={raw!r}: write the seconds the first retry may wait, from 0 to {MAX_WAIT:g}"
+            )
+        settings["retry_wait"] = wait
+    return settings

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from codeward.effects import offload
 from codeward.handed_files import open_handed
+from codeward.platform.model_retries import MAX_WAIT, provider_says, retrying
 from codeward.wording import a
 
 if TYPE_CHECKING:
@@ -313,20 +314,13 @@ class ReplayModel(ScriptedModel):
         self.path = path
 
 
-_TRANSIENT_ERRORS = (
-    "RateLimitError",
-    "Timeout",
-    "APIConnectionError",
-    "ServiceUnavailableError",
-    "InternalServerError",
-)
-
-
 class LiteLLMModel(Model):
     """Any provider litellm knows (`"openai/gpt-4o-mini"`, `"anthropic/..."`, `"ollama/..."`).
 
-    Rate limits and transient failures are retried with exponential backoff and
-    jitter; `requests_per_minute` spaces calls out for providers with a quota.
+    Rate limits and transient failures are retried `max_retries` times with exponential backoff
+    and jitter (the first wait below `retry_wait` seconds, each next one's bound doubled), each
+    retry logged as a warning that says what failed and the wait; past the last try the call
+    raises `ModelError` with the cause. `requests_per_minute` spaces calls out for providers with a quota.
     """
 
     supports_streaming = True
@@ -338,15 +332,21 @@ class LiteLLMModel(Model):
         api_key: str | None = None,
         *,
         max_retries: int = 5,
+        retry_wait: float = 1.0,
         requests_per_minute: float | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(model_id, str) or not model_id.strip():
             raise ValueError("LiteLLMModel needs a model id such as 'openai/gpt-4o-mini'")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries must be a whole number, 0 or more, got {max_retries!r}")
+        if isinstance(retry_wait, bool) or not isinstance(retry_wait, (int, float)) or not 0 <= retry_wait <= MAX_WAIT:
+            raise ValueError(f"retry_wait must be a number of seconds from 0 to {MAX_WAIT:g}, got {retry_wait!r}")
         self.model_id = model_id
         self.api_base = api_base
         self.api_key = api_key
         self.max_retries = max_retries
+        self.retry_wait = float(retry_wait)
         self.kwargs = kwargs
         self._interval = 60.0 / requests_per_minute if requests_per_minute else 0.0
         self._next_call = 0.0
@@ -356,6 +356,7 @@ class LiteLLMModel(Model):
         self, messages: Sequence[ChatMessage], stop_sequences: list[str] | None, tools: list[Tool] | None
     ) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
+            "max_retries": 0,  # the HTTP client's retries would be silent: every try is one of `_retrying`'s
             "model": self.model_id,
             "messages": [{"role": m.role, "content": m.content} for m in messages],
             **self.kwargs,
@@ -382,15 +383,8 @@ class LiteLLMModel(Model):
         return max(0.0, delay)
 
     def _retrying(self) -> dict[str, Any]:
-        """tenacity's settings, the same for a call and an awaited one: transient failures only."""
-        from tenacity import retry_if_exception, stop_after_attempt, wait_random_exponential
-
-        return {
-            "retry": retry_if_exception(lambda error: type(error).__name__ in _TRANSIENT_ERRORS),
-            "wait": wait_random_exponential(multiplier=1, max=60),
-            "stop": stop_after_attempt(self.max_retries + 1),
-            "reraise": True,
-        }
+        """tenacity's settings, the same for a call and an awaited one: transient failures only, each retry told."""
+        return retrying(self.model_id, self.api_base, self.max_retries, self.retry_wait, ModelError)
 
     def _call(self, **kwargs: Any) -> Any:
         from tenacity import Retrying
@@ -403,7 +397,9 @@ class LiteLLMModel(Model):
                 try:
                     return litellm.completion(**kwargs)
                 except Exception as error:
-                    raise self._failure(litellm, error, kwargs) from error
+                    if (setup := self._setup_failure(litellm, error, kwargs)) is None:
+                        raise  # retried if it may pass
+                    raise setup from error
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _acall(self, **kwargs: Any) -> Any:
@@ -417,14 +413,14 @@ class LiteLLMModel(Model):
                 try:
                     return await litellm.acompletion(**kwargs)
                 except Exception as error:
-                    raise self._failure(litellm, error, kwargs) from error
+                    if (setup := self._setup_failure(litellm, error, kwargs)) is None:
+                        raise  # retried if it may pass
+                    raise setup from error
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _failure(self, litellm: Any, error: Exception, kwargs: dict[str, Any]) -> Exception:
-        """What a failed request raises: a `ModelSetupError` saying what to change where retrying
-        cannot fix it, else the error itself (retried if it is transient)."""
-        setup = _setup_error(litellm, error, self.model_id, key_given=bool(self.api_key or kwargs.get("api_key")))
-        return error if setup is None else setup
+    def _setup_failure(self, litellm: Any, error: Exception, kwargs: dict[str, Any]) -> ModelSetupError | None:
+        """A `ModelSetupError` saying what to change, for a failed request that retrying cannot fix."""
+        return _setup_error(litellm, error, self.model_id, key_given=bool(self.api_key or kwargs.get("api_key")))
 
     def generate(
         self,
@@ -516,7 +512,7 @@ def _setup_error(litellm: Any, error: Exception, model_id: str, *, key_given: bo
     A missing key is told by its message: litellm reports it as a 500 for OpenAI and as a connection
     error for Gemini, which would otherwise be retried.
     """
-    said = _provider_says(error)
+    said = provider_says(error)
     status = getattr(error, "status_code", None)
     if _MISSING_KEY.search(str(error)) and not key_given:
         return ModelSetupError(f"no API key for {model_id!r}: set {_key_names(litellm, model_id)}")
@@ -545,12 +541,6 @@ def _key_names(litellm: Any, model_id: str) -> str:
     if missing:
         return " or ".join(missing)
     return f"{provider.upper()}_API_KEY" if provider else "the provider's API key"
-
-
-def _provider_says(error: Exception) -> str:
-    """The first line of a litellm error, without the class names litellm repeats in front of it."""
-    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    return re.sub(r"^(?:litellm\.\w+: |\w+(?:Error|Exception)(?: -|:) )+", "", first).strip()
 
 
 def _parse_arguments(arguments: Any) -> Any:
