@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 
 def test_demo_runs_the_recorded_task_in_the_local_sandbox(codeward):
     done = codeward("demo")
@@ -14,8 +16,24 @@ def test_demo_runs_the_recorded_task_in_the_local_sandbox(codeward):
 def test_demo_with_an_unknown_executor_says_which_exist(codeward):
     done = codeward("demo", "--executor", "nope")
     assert done.returncode == 2
-    assert "unknown executor 'nope'" in done.stderr and "'local'" in done.stderr
+    assert "unknown executor 'nope'; choose one of docker, e2b, jupyter, local" in done.stderr
+    assert "did you mean" not in done.stderr  # nothing is close to 'nope'
     assert "Traceback" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("command", ["demo", "run", "batch", "replay", "mcp serve"])
+def test_a_mistyped_executor_stops_before_anything_is_shown_with_the_name_meant(codeward, command):
+    more = {"run": ["task"], "batch": ["jobs.jsonl"], "replay": ["run.json"]}.get(command, [])
+    done = codeward(*command.split(), *more, "--executor", "dokcer")
+    assert done.returncode == 2, done.stderr
+    assert "unknown executor 'dokcer'; did you mean 'docker'?" in done.stderr
+    assert done.stdout == ""  # no banner, no step before the refusal
+
+
+@pytest.mark.parametrize("command", ["demo", "run", "batch", "replay", "mcp serve"])
+def test_the_executor_help_names_the_choices(codeward, command):
+    done = codeward(*command.split(), "--help")
+    assert "one of docker, e2b, jupyter, local" in " ".join(done.stdout.split())
 
 
 def test_the_demo_recording_still_replays_on_the_local_executor(codeward):

@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.panel import Panel
 
-from codeward.cli.options import make_agent
+from codeward.cli.options import add_executor_option, make_agent
 from codeward.cli.output import literal
 from codeward.cli.run import steps_taken
 from codeward.wording import counted
@@ -43,5 +43,5 @@ def _demo(args: argparse.Namespace, console: Console) -> int:
 
 def add_parser(commands: Any) -> None:
     demo = commands.add_parser("demo", help="run a built-in multi-step task with a recorded model")
-    demo.add_argument("--executor", default="local", help="the sandbox to run the code in (default: local)")
+    add_executor_option(demo, "the sandbox to run the code in (default: local)")
     demo.set_defaults(handler=_demo)

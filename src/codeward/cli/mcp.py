@@ -9,6 +9,7 @@ from rich.console import Console
 
 from codeward.cli.options import (
     add_egress_options,
+    add_executor_option,
     add_import_option,
     add_mount_option,
     egress_settings,
@@ -90,7 +91,7 @@ def add_parser(commands: Any) -> None:
         description="Serves MCP on stdin and stdout, or over streamable HTTP with --http. Each client "
         "session gets its own sandbox, started on its first run_python and closed when the session ends.",
     )
-    serve.add_argument("--executor", default="local", metavar="NAME", help="the sandbox (default: local)")
+    add_executor_option(serve, "the sandbox (default: local)")
     serve.add_argument(
         "--tools",
         action="append",

@@ -146,6 +146,30 @@ def _mcp_env(names: list[str]) -> dict[str, str]:
     return values
 
 
+def executor_name(name: str) -> str:
+    """`--executor`'s value, checked as it is parsed, so that a typo stops before anything is shown or started."""
+    import difflib
+
+    from codeward.executors.base import available_executors
+
+    known = available_executors()
+    if name in known:
+        return name
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise argparse.ArgumentTypeError(f"unknown executor {name!r}; {hint}choose one of {', '.join(known)}")
+
+
+def add_executor_option(parser: argparse.ArgumentParser, help_text: str, default: str | None = "local") -> None:
+    """`--executor`, its choices named in the help and checked when parsed."""
+    from codeward.executors.base import available_executors
+
+    choices = ", ".join(available_executors())
+    parser.add_argument(
+        "--executor", default=default, metavar="NAME", type=executor_name, help=f"{help_text}; one of {choices}"
+    )
+
+
 def add_model_options(parser: argparse.ArgumentParser, executor_help: str) -> None:
     """`--model`, `--executor` and `--tools`, as `run` and `batch` take them; `executor_help` says what the default is for."""
     parser.add_argument(
@@ -153,7 +177,7 @@ def add_model_options(parser: argparse.ArgumentParser, executor_help: str) -> No
         metavar="ID",
         help="a litellm model id, replay:RUN.json or script:RESPONSES.yaml (default: $CODEWARD_MODEL)",
     )
-    parser.add_argument("--executor", default="local", metavar="NAME", help=executor_help)
+    add_executor_option(parser, executor_help)
     parser.add_argument(
         "--tools",
         action="append",

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from codeward.cli.options import (
     add_egress_options,
+    add_executor_option,
     add_mcp_env,
     check_variable_names,
     egress_settings,
@@ -54,7 +55,7 @@ def add_parser(commands: Any) -> None:
         "the replay uses only what these flags give, and names the flags a run needs before running it.",
     )
     replay.add_argument("run", metavar="RUN.json", help="a run saved with codeward run --save or agent.memory.save")
-    replay.add_argument("--executor", metavar="NAME", help="the sandbox (default: local)")
+    add_executor_option(replay, "the sandbox (default: local)", default=None)
     replay.add_argument(
         "--tools",
         action="append",
