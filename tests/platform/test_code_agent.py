@@ -311,3 +311,17 @@ def test_an_ordinary_error_is_told_by_its_traceback_once():
     failed = next(step for step in agent.memory.steps if isinstance(step, ActionStep) and step.error is not None)
     assert failed.error.message.startswith("Code execution failed:\nTraceback"), failed.error.message
     assert failed.error.message.count("ZeroDivisionError: division by zero") == 1, failed.error.message
+
+
+def test_a_block_stopped_at_its_time_limit_tells_the_model_what_to_do_once(executor):
+    agent, model = make_agent(
+        [code("import time\ntime.sleep(30)"), code("final_answer(1)")], executor, executor_kwargs={"timeout_seconds": 1}
+    )
+    with agent:
+        assert agent.run("Sleep.") == 1
+    failed = next(step for step in agent.memory.steps if isinstance(step, ActionStep) and step.error is not None)
+    told = failed.error.message
+    assert "limit" in told, told
+    advice = ("per step", "Make the code faster")
+    assert sum(told.count(words) for words in advice) == 1, told
+    assert told in "\n".join(message.text() for message in model.calls[1])

@@ -108,6 +108,14 @@ class ExecutionError(ExecutorError):
 class ExecutionTimeout(ExecutionError):
     """The code ran past its time limit and was stopped inside the sandbox."""
 
+    #: What to do about it, for a message that does not say (the local executor's does).
+    ADVICE = "Make the code faster, or do the work in smaller steps."
+
+    @property
+    def advised(self) -> str:
+        """The message as a model reads it: with what to do about it, said once."""
+        return self.message if "per step" in self.message else f"{self.message}\n{self.ADVICE}"
+
 
 class SandboxError(ExecutorError):
     """The sandbox itself failed (killed, out of memory, daemon gone).

@@ -81,7 +81,7 @@ def _failure_text(error: ExecutorError) -> str:
     """What the model is shown: what the code printed, then the fault, laid out as smolagents'
     own remote executors do, since its CodeAgent records only the exception's text."""
     if isinstance(error, ExecutionTimeout):
-        fault = f"{error.message}\nMake the code faster, or do the work in smaller steps."
+        fault = error.advised
     elif isinstance(error, ExecutionError):
         fault = error.detail
     elif isinstance(error, SandboxError) and error.state_lost:

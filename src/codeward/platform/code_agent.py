@@ -280,9 +280,7 @@ class CodeAgent(MultiStepAgent):
             output = yield from self._run_in_sandbox(code, self._output_shown(on_output), live)
         except ExecutionTimeout as error:
             self._record_logs(action_step, error.logs)
-            raise AgentExecutionError(
-                f"{error.message}\nMake the code faster, or do the work in smaller steps."
-            ) from None
+            raise AgentExecutionError(error.advised) from None
         except SandboxError as error:
             self._record_logs(action_step, error.logs)
             lost = (
