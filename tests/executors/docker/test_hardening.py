@@ -329,3 +329,22 @@ def test_a_fork_bomb_stops_at_the_pids_limit(docker_client, sandbox_image: str) 
     finally:
         bombed.remove()
     assert gone(docker_client, bombed.container.id), "removing the bombed sandbox must take its processes with it"
+
+
+@pytest.mark.parametrize(
+    ("settings", "looser"),
+    [
+        ({"runtime": "runsc"}, {}),
+        ({"mem_limit": "512m", "cpus": 0.5, "pids_limit": 64, "tmpfs_size": "64m"}, {}),
+        ({"mem_limit": "2048m", "tmpfs_size": "1g"}, {"mem_limit": "2048m", "tmpfs_size": "1g"}),
+        (
+            {"network": "bridge", "cpus": 2.0, "pids_limit": 1024},
+            {"network": "bridge", "cpus": 2.0, "pids_limit": 1024},
+        ),
+        ({"runtime": "kata"}, {"runtime": "kata"}),
+    ],
+    ids=["gvisor", "lower-limits", "more-memory", "network-cpus-processes", "another-runtime"],
+)
+def test_only_settings_that_confine_less_are_warned_of(settings, looser) -> None:
+    assert Hardening(**settings).loosened() == looser
+    assert Hardening(**settings).changes() == settings  # control: every one of them differs from the default

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any
 
+from codeward.executors.docker.gvisor import GVISOR
+
 __all__ = [
     "CONTAINER_HOME",
     "EXTRA_RUN_KWARGS",
@@ -32,6 +34,15 @@ LOG_MAX_SIZE = "256k"
 # project-allocated ids, below systemd's dynamic users, normally free.
 _UNUSED_UID_START = 61000
 _SIZE = re.compile(r"^[1-9][0-9]*[bkmgBKMG]?$")
+_UNITS = {"b": 1, "k": 2**10, "m": 2**20, "g": 2**30}
+
+
+def _bytes(size: str) -> int:
+    """A Docker size ('512m', '1g', '4096') in bytes."""
+    text = str(size).lower()
+    return int(text[:-1]) * _UNITS[text[-1]] if text[-1] in _UNITS else int(text)
+
+
 #: The keys `extra_run_kwargs` may carry: none of them weakens the sandbox.
 EXTRA_RUN_KWARGS = frozenset(
     {"environment", "hostname", "domainname", "shm_size", "cpuset_cpus", "cpu_shares", "mem_reservation", "log_config"}
@@ -82,6 +93,21 @@ class Hardening:
     def changes(self) -> dict[str, Any]:
         """The settings that differ from the strict defaults (for the log: loosening is never silent)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default}
+
+    def loosened(self) -> dict[str, Any]:
+        """The settings that confine less than the strict defaults: a network, more memory, CPUs,
+        processes or scratch space, a runtime other than Docker's or gVisor. Lower limits and
+        gVisor confine more, and are not worth a warning."""
+        strict = Hardening()
+        looser = {
+            "network": self.network != strict.network,
+            "mem_limit": _bytes(self.mem_limit) > _bytes(strict.mem_limit),
+            "cpus": self.cpus > strict.cpus,
+            "pids_limit": self.pids_limit > strict.pids_limit,
+            "tmpfs_size": _bytes(self.tmpfs_size) > _bytes(strict.tmpfs_size),
+            "runtime": self.runtime not in (strict.runtime, GVISOR),
+        }
+        return {name: getattr(self, name) for name, loose in looser.items() if loose}
 
     def run_options(self, uid: int, gid: int, packages: bool = False) -> dict[str, Any]:
         """The Docker SDK arguments that enforce these limits for a kernel run as `uid:gid`.

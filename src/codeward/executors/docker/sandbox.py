@@ -133,8 +133,8 @@ def sandbox_spec(
     binds = checked_mounts(mounts, sandbox_ids())
     if binds:
         log.info("docker sandboxes get host mounts: %s", {target: m.mode for target, m in binds.items()})
-    if hardening.changes():
-        log.warning("docker sandbox settings changed from the strict defaults: %s", hardening.changes())
+    if loosened := hardening.loosened():
+        log.warning("docker sandbox settings looser than the strict defaults: %s", loosened)
     if egress is not None and hardening.network != "none":
         raise ValueError(
             f"an egress list gives the sandbox one way out, through codeward's proxy; network={hardening.network!r} "
