@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import time
 
@@ -164,3 +165,27 @@ def test_run_prints_block_output_as_it_comes(spawn, tmp_path):
     assert time.monotonic() - started < 20 and run.poll() is None, "the line came while the block slept"
     run.send_signal(signal.SIGINT)
     run.communicate(timeout=30)
+
+
+def test_the_summary_time_counts_the_sandbox_start(codeward, tmp_path):
+    """A jupyter kernel takes a while to start; the time the summary gives is what the user waited."""
+    model = write_script(tmp_path / "model.yaml", "final_answer(2)")
+    done = codeward("run", "Two.", "--model", model, "--executor", "jupyter", "--save", "run.json")
+    assert done.returncode == 0, done.stderr
+    summary = re.search(r"success · 1 step · ([0-9.]+) s ·", done.stdout)
+    assert summary, done.stdout
+    saved = json.loads((tmp_path / "run.json").read_text())
+    in_steps = sum(_durations(saved))  # control: the steps alone, which leave the kernel's start out
+    assert float(summary.group(1)) > in_steps + 0.3, (summary.group(0), in_steps)
+
+
+def _durations(value):
+    if isinstance(value, dict):
+        if isinstance(value.get("duration"), (int, float)):
+            yield value["duration"]
+        else:
+            for inner in value.values():
+                yield from _durations(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _durations(inner)

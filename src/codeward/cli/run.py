@@ -78,6 +78,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                 result = agent.run(args.task, additional_args=variables or None, return_full_result=True)
             except AgentGenerationError as error:
                 return _model_failed(error, agent.memory, started, args.json)
+    waited = time.time() - started.start_time  # the sandbox's start and close included: what the user waited
     if args.outputs_dir is not None:
         from codeward.cli.outputs_dir import write_artifacts
 
@@ -105,7 +106,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         usage = result.token_usage
         console.print(
             f"[dim]{result.state} · {counted(steps, 'step')} · "
-            f"{result.timing.duration:.2f} s · {counted(usage.total_tokens, 'token')}[/dim]"
+            f"{waited:.2f} s · {counted(usage.total_tokens, 'token')}[/dim]"
         )
     return 0 if stopped is None else 1
 
