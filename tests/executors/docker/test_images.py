@@ -8,7 +8,9 @@ from pathlib import Path
 
 import docker
 import pytest
+from docker.models.images import ImageCollection
 
+from codeward.executors.docker.executor import DockerExecutor
 from codeward.executors.docker.images import (
     BUILD_COMMAND,
     CONTENT_LABEL,
@@ -106,3 +108,15 @@ def test_a_variant_builds_offline_from_host_wheels(
         assert len(wheels) == 1
     finally:
         docker_client.images.remove(image.id, force=True)
+
+
+def test_a_named_image_missing_from_the_engine_is_never_pulled(
+    docker_client: docker.DockerClient, sandbox_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pulled: list[str] = []
+    monkeypatch.setattr(ImageCollection, "pull", lambda self, name, *args, **kwargs: pulled.append(name))
+    with pytest.raises(SandboxImageError, match=r"'codeward-absent:1' is not on this Docker engine.*docker pull"):
+        DockerExecutor(image="codeward-absent:1", docker_client=docker_client)
+    assert pulled == []
+    with DockerExecutor(image=sandbox_image, docker_client=docker_client) as executor:  # one it has starts
+        assert executor.run("1 + 1").output == 2

@@ -71,7 +71,7 @@ from codeward.executors.docker.hardening import (
     container_log_config,
     sandbox_ids,
 )
-from codeward.executors.docker.images import ENGINE_ERRORS, engine_client, require_image
+from codeward.executors.docker.images import ENGINE_ERRORS, SandboxImageError, engine_client, require_image
 from codeward.executors.docker.mounts import Mount, MountSpec, checked_mounts
 from codeward.executors.docker.owners import ipc_dir_path, owner_labels, reap_orphans
 from codeward.executors.docker.watchdog import Watchdog, watch
@@ -151,7 +151,23 @@ def sandbox_spec(
     if reaped:
         log.info("removed %d sandbox(es) whose owner process is gone: %s", len(reaped), ", ".join(reaped))
     reap_dead_owners()  # and the kernel folders of jupyter executors whose host was killed
-    return SandboxSpec(client, image or str(require_image(client).id), hardening, extra, egress, egress_budget, binds)
+    chosen = _image_here(client, image) if image else str(require_image(client).id)
+    return SandboxSpec(client, chosen, hardening, extra, egress, egress_budget, binds)
+
+
+def _image_here(client: docker.DockerClient, image: str) -> str:
+    """The image the user named, which must be on this engine: a sandbox never pulls from a registry as
+    it starts (an image fetched unasked is code no one chose to trust, and a wait no one expected)."""
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        raise SandboxImageError(
+            f"the image {image!r} is not on this Docker engine, and sandboxes never pull one: "
+            f"`docker pull {image}` (or build it) first, or leave image= unset to use codeward's sandbox image"
+        ) from None
+    except ENGINE_ERRORS as error:
+        raise SandboxError(f"could not look up the image {image!r}: {error}", state_lost=False) from error
+    return image
 
 
 def _engine_runtimes(client: docker.DockerClient) -> dict[str, Any]:
