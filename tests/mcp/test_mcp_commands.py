@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.cli.conftest import children, command, command_env, write_script
 
@@ -123,3 +126,28 @@ def test_batch_runs_record_the_server_of_each_mcp_tool(tmp_path: Path) -> None:
     done = codeward(tmp_path, "replay", "runs/a.json", "--mcp", SERVER)
     assert done.returncode == 0 and "replay passed" in said(done), said(done)
     assert server_processes() == []
+
+
+def test_the_readmes_mcp_example_runs_from_the_checkout_and_leaves_nothing_in_it() -> None:
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("On the command line, `--mcp` starts a server") :]
+    script = re.findall(r"```bash\n(.*?)```", section, re.S)[0]
+    script = re.sub(r"(?m)^pip install .*\n", "", script)  # installed already
+    script = "set -e\n" + re.sub(r"(?m)^codeward ", f"{sys.executable} -m codeward.cli ", script)
+    before = _untracked(root)
+    env = command_env()
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])  # as an active venv
+    done = subprocess.run(["bash", "-c", script], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Final answer: 5" in done.stdout, done.stdout
+    assert _untracked(root) == before
+
+
+def _untracked(root: Path) -> set[str]:
+    listed = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=root, capture_output=True, text=True
+    )
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout: nothing to compare the folder with")
+    return {line for line in listed.stdout.splitlines() if line.startswith("??")}
