@@ -325,3 +325,11 @@ def test_a_block_stopped_at_its_time_limit_tells_the_model_what_to_do_once(execu
     advice = ("per step", "Make the code faster")
     assert sum(told.count(words) for words in advice) == 1, told
     assert told in "\n".join(message.text() for message in model.calls[1])
+
+
+def test_a_given_dict_is_previewed_in_the_users_order():
+    agent, model = make_agent([code("final_answer(len(settings))")], "local")
+    settings = {"zeta": 1, "alpha": {"b": 2, "a": 1}, "mid": 3}
+    with agent:
+        assert agent.run("Count.", additional_args={"settings": settings}) == 3
+    assert "{'zeta': 1, 'alpha': {'b': 2, 'a': 1}, 'mid': 3}" in model.calls[0][1].text()

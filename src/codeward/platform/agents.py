@@ -10,6 +10,7 @@ import asyncio
 import collections
 import contextlib
 import inspect
+import itertools
 import reprlib
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
@@ -82,7 +83,22 @@ class RunResult(StepsArtifacts):
         }
 
 
-_PREVIEW = reprlib.Repr()
+class _InOrder(reprlib.Repr):
+    """reprlib's short forms, with a dict's keys in the order the user gave them (reprlib sorts them)."""
+
+    def repr_dict(self, x: dict[Any, Any], level: int) -> str:
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{...}"
+        items = [
+            f"{self.repr1(key, level - 1)}: {self.repr1(x[key], level - 1)}"
+            for key in itertools.islice(x, self.maxdict)
+        ]
+        return "{" + ", ".join(items) + (", ..." if len(x) > self.maxdict else "") + "}"
+
+
+_PREVIEW = _InOrder()
 _PREVIEW.maxstring = 80
 _PREVIEW.maxother = 80
 _PREVIEW.maxlist = _PREVIEW.maxtuple = _PREVIEW.maxset = _PREVIEW.maxdict = 5
