@@ -106,7 +106,7 @@ def test_fifty_jobs_with_mixed_outcomes_all_recorded_and_audited(codeward, tmp_p
     assert replayed.returncode == 0, replayed.stdout
 
     again = codeward("batch", "jobs.jsonl", "--tools", SAMPLE_TOOLS, "--runs", "runs")
-    assert again.returncode == 1 and "50 job(s) already in the results file" in again.stderr
+    assert again.returncode == 1 and "50 jobs already in the results file" in again.stderr
     assert len(read_lines(tmp_path / "runs" / "results.jsonl")) == 50
 
 
@@ -199,7 +199,7 @@ def test_with_runs_the_results_and_audit_files_land_in_that_folder(codeward, tmp
     assert not (tmp_path / "results.jsonl").exists() and not (tmp_path / "audit.jsonl").exists()
     assert "results: out/results.jsonl · audit: out/audit.jsonl" in done.stdout
     again = codeward(*args)  # the same command finds its results again, and resumes
-    assert "2 job(s) already in the results file" in again.stderr, again.stderr
+    assert "2 jobs already in the results file" in again.stderr, again.stderr
     elsewhere = codeward(*args, "--out", "mine.jsonl", "--no-audit")  # a file named on the command line wins
     assert len(read_lines(tmp_path / "mine.jsonl")) == 2 and len(read_lines(tmp_path / "out" / "results.jsonl")) == 2
     assert elsewhere.returncode == 0

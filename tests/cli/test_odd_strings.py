@@ -51,7 +51,7 @@ def test_a_batch_where_one_job_answers_a_lone_surrogate_succeeds_and_keeps_it_ex
     audit = repair_and_read(tmp_path / "runs" / "audit.jsonl")[0]
     assert any("chr(0xD800)" in block["code"] for block in audit)
     again = codeward("batch", "jobs.jsonl", "--model", plain, "--runs", "runs")
-    assert again.returncode == 0 and "2 job(s) already in the results file" in again.stderr
+    assert again.returncode == 0 and "2 jobs already in the results file" in again.stderr
 
 
 def test_run_save_keeps_a_lone_surrogate_and_the_run_replays(codeward, tmp_path):

@@ -56,7 +56,7 @@ def test_a_batch_prints_its_summary_on_stdout_at_its_own_width_and_no_bar_on_a_p
     assert len(rows) == 1 and rows[0].rstrip().endswith("add responses or lower max_steps"), done.stdout
     assert "ETA" not in done.stdout + done.stderr  # the live bar is for a terminal
     again = codeward("batch", "jobs.jsonl", "--max-steps", "1", **PIPED)
-    assert "1 job(s) already in the results file: skipped" in again.stderr
+    assert "1 job already in the results file, skipped: nothing left to run" in again.stderr
     assert "already in the results file" not in again.stdout and "codeward batch" in again.stdout
 
 

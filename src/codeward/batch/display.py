@@ -19,6 +19,7 @@ from rich.table import Table
 
 from codeward.batch.recording import STATUSES, BatchOutcome
 from codeward.terminal_text import visible, visible_text
+from codeward.wording import counted
 
 __all__ = ["BatchProgress", "summary_table"]
 
@@ -65,9 +66,11 @@ class BatchProgress:
 
     def start(self, total: int, skipped: int = 0) -> None:
         if skipped:
-            self.console.print(f"{skipped} job(s) already in the results file: skipped")
+            left = "nothing left to run" if not total else f"{counted(total, 'job')} to run"
+            self.console.print(f"{counted(skipped, 'job')} already in the results file, skipped: {left}")
         self._task = self._progress.add_task("jobs", total=total, counts=_counts_text(self.counts), nodes="")
-        self._progress.start()
+        if total:  # a bar of 0/0 says nothing the line above does not
+            self._progress.start()
 
     def advance(self, status: str) -> None:
         self.counts[status] += 1

@@ -195,7 +195,7 @@ def test_an_unset_env_name_is_refused_before_anything_runs(cluster: Cluster, tmp
     write_jobs(tmp_path, local=1)
     done = run_batch_command(cluster, tmp_path, "--env", "CODEWARD_NO_SUCH_KEY")
     assert done.returncode == 2, done.stdout + done.stderr
-    assert "CODEWARD_NO_SUCH_KEY" in done.stdout and "which this shell does not set" in done.stdout
+    assert "CODEWARD_NO_SUCH_KEY" in done.stderr and "which this shell does not set" in done.stderr
     assert not (tmp_path / "results.jsonl").exists()
 
 
@@ -305,7 +305,7 @@ def test_driver_sigkilled_midway_then_resumed_each_job_once(cluster: Cluster, tm
 
     done = run_batch_command(cluster, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"{len(first)} job(s) already in the results file" in done.stdout
+    assert f"{len(first)} jobs already in the results file" in done.stderr
     final = read_lines(results)
     assert Counter(r["id"] for r in final) == dict.fromkeys(ids, 1)
     assert final[: len(first)] == first  # nothing finished was lost or rewritten
@@ -320,7 +320,7 @@ def test_ctrl_c_cancels_the_running_jobs_and_the_rerun_finishes(cluster: Cluster
     batch.send_signal(signal.SIGINT)
     out, err = batch.communicate(timeout=60)
     assert batch.returncode == 130, out + err
-    assert "run the same command again" in out
+    assert "run the same command again" in err
     assert not _running_jobs(), "a cancelled job still runs on its node"
     first = read_lines(results)
     assert all(r["status"] == "success" for r in first) and len(first) < 12  # cancelled jobs are not written
@@ -345,7 +345,7 @@ def test_a_docker_node_without_an_engine_is_skipped_with_a_line_and_its_jobs_run
     finally:
         cluster.remove_node(broken)
     assert done.returncode == 0, done.stdout + done.stderr
-    said = " ".join(done.stdout.split())  # the terminal's width may have wrapped the line
+    said = " ".join(done.stderr.split())  # the terminal's width may have wrapped the line
     assert f"node {broken.node_id[:8]} skipped for docker jobs" in said
     assert "engine at unix:///nonexistent/docker.sock (DOCKER_HOST) does not answer" in said  # and why
     results = read_lines(tmp_path / "results.jsonl")
@@ -378,7 +378,7 @@ def test_a_job_asking_more_than_any_node_has_is_refused_before_anything_runs(clu
     write_jobs(tmp_path, local=2)
     done = run_batch_command(cluster, tmp_path, "--job-cpus", "4")
     assert done.returncode == 2, done.stdout + done.stderr
-    said = " ".join(done.stdout.split())
+    said = " ".join(done.stderr.split())
     assert "each job asks Ray for 4 CPUs, but the largest node of the cluster has 1" in said
     assert read_lines(tmp_path / "results.jsonl") == []
 
