@@ -24,6 +24,11 @@ def test_scripted_model_plays_in_order_cuts_at_stop_sequences_and_counts_tokens(
     assert model.calls == [USER, USER]
 
 
+def test_a_lone_stop_string_is_one_sequence_as_providers_take_it():
+    model = ScriptedModel(["one <code>x</code> tail"])
+    assert model.generate(USER, stop_sequences="</code>").content == "one <code>x"  # not cut at its "<"
+
+
 def test_scripted_model_says_when_it_runs_out():
     model = ScriptedModel(["only"])
     model.generate(USER)

@@ -185,9 +185,10 @@ class Model:
         return self.generate(messages, **kwargs)
 
 
-def apply_stop_sequences(text: str, stop_sequences: list[str] | None) -> str:
-    """Cut the text at the first stop sequence, as a provider's API does."""
-    for stop in stop_sequences or ():
+def apply_stop_sequences(text: str, stop_sequences: list[str] | str | None) -> str:
+    """Cut the text at the first stop sequence, as a provider's API does (a lone string is one
+    sequence there, as OpenAI's `stop` takes it, never its letters)."""
+    for stop in [stop_sequences] if isinstance(stop_sequences, str) else stop_sequences or ():
         index = text.find(stop)
         if index != -1:
             text = text[:index]
