@@ -37,7 +37,9 @@ if {confined}:
         strict={strict},
     )
     print("FAILED", failed)
-
+"""
+#: Runs the attack's `{body}` and prints its outcome: "OUTCOME ok", or the error it raised.
+ATTACK = """
 def attack():
 {body}
 
@@ -56,7 +58,7 @@ def run(tmp_path: Path, body: str, *, confined: bool = True, setup: str = "", st
     for folder in (writable, outside):
         folder.mkdir(exist_ok=True)
     (outside / "secret.txt").write_text("secret")
-    code = SCRIPT.format(setup=setup, confined=confined, strict=strict, body=textwrap.indent(body, "    "))
+    code = (SCRIPT + ATTACK).format(setup=setup, confined=confined, strict=strict, body=textwrap.indent(body, "    "))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
         [sys.executable, "-c", code, str(writable), str(outside)],

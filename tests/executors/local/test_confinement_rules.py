@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from codeward.executors.local import confinement, seccomp_filter
+from tests.executors.local.test_confinement import ATTACK
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the layers are Linux's")
 
@@ -62,16 +63,6 @@ if "landlock" in LAYERS:
     confinement._apply_landlock(confinement.interpreter_read_paths(), [WRITABLE])
 if "seccomp" in LAYERS:
     seccomp_filter.build_filter(os.getpid()).load()
-
-def attack():
-{body}
-
-try:
-    attack()
-except BaseException as exc:
-    print("OUTCOME", type(exc).__name__, exc)
-else:
-    print("OUTCOME ok")
 """
 
 #: Changes one seccomp rule: the calls in OPEN are allowed whatever their arguments, the commands
@@ -485,7 +476,7 @@ def run(tmp_path: Path, victim: int, attack: Attack, *, layers: tuple[str, ...],
         folder.mkdir(exist_ok=True)
     (outside / "secret.txt").write_text("secret")
     setup = f"LAYERS = {layers!r}\n{attack.setup}"
-    code = SCRIPT.format(
+    code = (SCRIPT + ATTACK).format(
         setup=setup,
         weaken=_weaken(attack) if weakened else "",
         file_bytes=FILE_BYTES,
