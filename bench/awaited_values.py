@@ -37,7 +37,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from codeward.executors import LocalExecutor
 from codeward.executors.codec import pieces
-from codeward.executors.kernel import cells
 
 VALUES = {
     "3M floats": "[i * 0.5 for i in range(3_000_000)]",
@@ -49,15 +48,15 @@ VALUES = {
 @contextlib.contextmanager
 def _mode(name: str) -> Iterator[None]:
     """Decoding as `name` says, for the rounds within."""
-    parse, piece = pieces.parse, cells.PIECE
+    parse, piece = pieces.parse, pieces.PIECE
     if name == "on the loop":
-        cells.PIECE = 2**62  # every text counts as small: decoded in place
+        pieces.PIECE = 2**62  # every text counts as small: decoded in place
     elif name == "whole, threaded":
         pieces.parse = lambda text, decoder, journal, deadline: decoder.decode(text)
     try:
         yield
     finally:
-        pieces.parse, cells.PIECE = parse, piece
+        pieces.parse, pieces.PIECE = parse, piece
 
 
 @contextlib.contextmanager

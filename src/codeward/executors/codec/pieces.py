@@ -25,11 +25,19 @@ from typing import Any
 
 from .errors import CodecError
 
-__all__ = ["PIECE", "Journal", "parse"]
+__all__ = ["PIECE", "Journal", "fits_one_piece", "parse"]
 
 #: The most characters the C parser takes at once: about a millisecond of the slowest JSON
 #: (empty lists) on a quiet machine.
 PIECE = 1 << 14
+
+
+def fits_one_piece(size: int) -> bool:
+    """Whether a text of `size` characters (or bytes) is parsed whole where it is: it holds the
+    loop no longer than one piece of a walk would, so walking it or sending it to a thread gains nothing."""
+    return size <= PIECE
+
+
 #: The first copy a container is parsed from: most containers are small, and copying a whole piece
 #: for each of a million small ones would cost more than the parse.
 FIRST_TRY = 1 << 9
@@ -72,63 +80,86 @@ def parse(
     With `containers`, every list and dict is walked and counted, and a text of more is refused:
     for texts whose size is in their strings (a kernel's messages), where a megabyte of ``[],``
     would make 25 MB of lists."""
-    scan = json.scanner.c_make_scanner(decoder)  # type: ignore[attr-defined]
-    memo: dict[str, str] = {}
-    hook: Callable[[dict[str, Any]], Any] | None = decoder.object_hook
-    end_of_text = len(text)
-    counted = [0]
-    tries = (FIRST_TRY, PIECE) if containers is None else ()
+    return _Walk(text, decoder, journal, deadline, containers).whole()
 
-    def walked(opening: str, at: int) -> tuple[Any, int]:
-        if containers is not None:
-            counted[0] += 1
-            if counted[0] > containers:
-                raise CodecError(f"refused a text of more than {containers:,} lists and dicts")
-        return walked_list(at + 1) if opening == "[" else walked_dict(at + 1)
 
-    def blank(at: int) -> int:
-        return _WHITESPACE(text, at).end()  # type: ignore[no-any-return]
+class _Walk:
+    """One walk of one text. A class rather than closures that call one another, whose cycle would
+    hold the text until the collector ran (a flood of large messages held a hundred megabytes)."""
 
-    def value(at: int) -> tuple[Any, int]:
-        opening = text[at : at + 1]
-        if opening not in _OPENINGS or (end_of_text - at <= FIRST_TRY and containers is None):
-            return _scanned(scan, text, at)
-        on_time(0)
-        for size in tries:
-            if end_of_text - at <= size:
-                return _scanned(scan, text, at)
-            mark = journal.mark()
-            piece = text[at : at + size]
-            try:
-                found, end = scan(piece, 0)
-            except _TOO_SHORT:
-                journal.undo(mark)
-                continue
-            return found, at + end  # a container ends with its bracket, inside the piece
-        return walked(opening, at)
+    def __init__(
+        self, text: str, decoder: json.JSONDecoder, journal: Journal, deadline: float | None, containers: int | None
+    ) -> None:
+        self.text = text
+        self.scan = json.scanner.c_make_scanner(decoder)  # type: ignore[attr-defined]
+        self.strict = decoder.strict
+        self.hook: Callable[[dict[str, Any]], Any] | None = decoder.object_hook
+        self.journal = journal
+        self.deadline = deadline
+        self.containers = containers
+        self.counted = 0
+        self.memo: dict[str, str] = {}
+        self.end_of_text = len(text)
+        self.tries = (FIRST_TRY, PIECE) if containers is None else ()
 
-    def on_time(count: int) -> None:
-        if not count & _CLOCK_STRIDE and _past(deadline):
+    def whole(self) -> Any:
+        found, end = self.value(self.blank(0))
+        end = self.blank(end)
+        if end != self.end_of_text:
+            raise json.JSONDecodeError("Extra data", self.text, end)
+        return found
+
+    def blank(self, at: int) -> int:
+        return _WHITESPACE(self.text, at).end()  # type: ignore[no-any-return]
+
+    def on_time(self, count: int) -> None:
+        if not count & _CLOCK_STRIDE and _past(self.deadline):
             raise CodecError("decoding the payload ran past the time limit of the code that sent it")
 
-    def walked_list(at: int) -> tuple[Any, int]:
+    def value(self, at: int) -> tuple[Any, int]:
+        text, end_of_text = self.text, self.end_of_text
+        opening = text[at : at + 1]
+        if opening not in _OPENINGS or (end_of_text - at <= FIRST_TRY and self.containers is None):
+            return _scanned(self.scan, text, at)
+        self.on_time(0)
+        for size in self.tries:
+            if end_of_text - at <= size:
+                return _scanned(self.scan, text, at)
+            mark = self.journal.mark()
+            try:
+                found, end = self.scan(text[at : at + size], 0)
+            except _TOO_SHORT:
+                self.journal.undo(mark)
+                continue
+            return found, at + end  # a container ends with its bracket, inside the piece
+        return self.walked(opening, at)
+
+    def walked(self, opening: str, at: int) -> tuple[Any, int]:
+        if self.containers is not None:
+            self.counted += 1
+            if self.counted > self.containers:
+                raise CodecError(f"refused a text of more than {self.containers:,} lists and dicts")
+        return self.walked_list(at + 1) if opening == "[" else self.walked_dict(at + 1)
+
+    def walked_list(self, at: int) -> tuple[Any, int]:
+        text, scan, blank, on_time = self.text, self.scan, self.blank, self.on_time
         items: list[Any] = []
         at = blank(at)
         if text[at : at + 1] == "]":
             return items, at + 1
-        run_from = at if containers is None else end_of_text  # where a run of items may be tried again
+        run_from = at if self.containers is None else self.end_of_text  # where a run of items may be tried again
         while True:
             on_time(len(items))
             if at >= run_from:
                 on_time(0)  # a run takes a piece's time: the clock is looked at before each
-                run = items_in_a_piece(at)
+                run = self.items_in_a_piece(at)
                 if run is not None:
                     items += run[0]
                     at = blank(run[1])
                     continue
                 run_from = at + PIECE  # a run failed here: the next is tried a piece further on
             if text[at : at + 1] in _OPENINGS:
-                item, at = value(at)
+                item, at = self.value(at)
             else:
                 item, at = _scanned(scan, text, at)  # a scalar: no copy to try
             items.append(item)
@@ -145,29 +176,30 @@ def parse(
             else:
                 raise json.JSONDecodeError("Expecting ',' delimiter", text, at)
 
-    def items_in_a_piece(at: int) -> tuple[list[Any], int] | None:
+    def items_in_a_piece(self, at: int) -> tuple[list[Any], int] | None:
         """The items of a list from `at` to a comma within a piece, and where the next item begins;
         None when no comma tried parts two items (one in a string or a container leaves a piece
         that does not parse as items alone). The commas tried: the last, and the last after a
         closing bracket (where a list of containers parts its items)."""
-        piece = text[at : at + PIECE]
+        piece = self.text[at : at + PIECE]
         last = piece.rfind(",")
         closed = max(piece.rfind("},"), piece.rfind("],")) + 1
         for cut in (last, closed) if closed != last else (last,):
             if cut <= 0:
                 continue
             wrapped = "[" + piece[:cut] + "]"
-            mark = journal.mark()
+            mark = self.journal.mark()
             try:
-                found, end = scan(wrapped, 0)
+                found, end = self.scan(wrapped, 0)
             except _TOO_SHORT:
                 found, end = None, 0
             if end == len(wrapped):
                 return found, at + cut + 1
-            journal.undo(mark)
+            self.journal.undo(mark)
         return None
 
-    def walked_dict(at: int) -> tuple[Any, int]:
+    def walked_dict(self, at: int) -> tuple[Any, int]:
+        text, blank, hook = self.text, self.blank, self.hook
         members: dict[str, Any] = {}
         at = blank(at)
         if text[at : at + 1] == "}":
@@ -175,13 +207,13 @@ def parse(
         while True:
             if text[at : at + 1] != '"':
                 raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, at)
-            on_time(len(members))
-            key, at = _SCANSTRING(text, at + 1, decoder.strict)
-            key = memo.setdefault(key, key)
+            self.on_time(len(members))
+            key, at = _SCANSTRING(text, at + 1, self.strict)
+            key = self.memo.setdefault(key, key)
             at = blank(at)
             if text[at : at + 1] != ":":
                 raise json.JSONDecodeError("Expecting ':' delimiter", text, at)
-            members[key], at = value(blank(at + 1))
+            members[key], at = self.value(blank(at + 1))
             at = blank(at)
             delimiter = text[at : at + 1]
             if delimiter == "}":
@@ -189,21 +221,6 @@ def parse(
             if delimiter != ",":
                 raise json.JSONDecodeError("Expecting ',' delimiter", text, at)
             at = blank(at + 1)
-
-    try:
-        found, end = value(blank(0))
-        end = blank(end)
-        if end != end_of_text:
-            raise json.JSONDecodeError("Extra data", text, end)
-        return found
-    finally:
-        # The walk's functions call one another through their closures, a cycle that would hold the
-        # text until the collector ran (a flood of large messages held a hundred megabytes): cut it.
-        value = walked = walked_list = walked_dict = items_in_a_piece = _cut  # type: ignore[assignment]
-
-
-def _cut(*args: Any) -> Any:
-    raise AssertionError("a walk's function called after the walk")
 
 
 def _past(deadline: float | None) -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 from codeward.effects import Offloaded, Steps, blocking
 from codeward.executors import codec
 from codeward.executors.base import CodeOutput, ExecutionError, SandboxError
-from codeward.executors.codec.pieces import PIECE
+from codeward.executors.codec.pieces import fits_one_piece
 from codeward.executors.displays import richest_display
 from codeward.executors.kernel.prelude import PAYLOAD_SOURCE, REPORT_MIME
 from codeward.executors.live import LiveOutput, display_text
@@ -241,7 +241,7 @@ def decoding(text: str, *, parts: Sequence[Any] | None = None) -> Steps[Any]:
     """`codec.loads(text, parts=parts)`, as steps. Awaited, a large payload is decoded in pieces on
     a thread of the offload pool, so the loop's own thread keeps its turns (`codec.pieces`); blocking,
     in place, at the C parser's full speed. A small one in place either way: it takes less than a piece."""
-    if len(text) <= PIECE:
+    if fits_one_piece(len(text)):
         return codec.loads(text, parts=parts)
     whole = functools.partial(codec.loads, text, parts=parts)
     in_pieces = functools.partial(codec.loads, text, parts=parts, in_pieces=True)

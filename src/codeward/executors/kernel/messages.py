@@ -49,7 +49,7 @@ def reading(session: Session, socket: zmq.Socket[Any]) -> Steps[tuple[dict[str, 
     except zmq.Again:
         return None
     size = sum(map(len, frames))
-    if size <= pieces.PIECE:
+    if pieces.fits_one_piece(size):
         return _deserialized(session, frames), size
     return (yield Offloaded(_deserialized, session, frames)), size
 
@@ -63,7 +63,7 @@ def _unpack(data: str | bytes) -> Any:
     """jupyter_client's JSON unpacker, with a large text walked and its containers counted."""
     text = data.decode("utf8", "replace") if isinstance(data, bytes) else data
     try:
-        if len(text) > pieces.PIECE:
+        if not pieces.fits_one_piece(len(text)):
             return pieces.parse(text, json.JSONDecoder(), pieces.Journal(), None, containers=MAX_CONTAINERS)
         return json.loads(text)
     except RecursionError:
