@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import builtins
 import dis
+import functools
 import importlib
 import sys
 from collections.abc import Callable, Iterable
@@ -363,7 +364,9 @@ def checked_import_entries(authorized_imports: Iterable[str]) -> list[str]:
     return entries
 
 
+@functools.lru_cache(maxsize=4096)
 def _valid_entry(entry: str) -> bool:
+    """Cached: every executor checks the same few hundred default entries as it starts."""
     if entry == "*":
         return True
     name = entry.removesuffix(".*")
