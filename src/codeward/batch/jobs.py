@@ -162,6 +162,8 @@ class Job:
     tool_names: list[str] = field(default_factory=list)
     #: The command line's ``--collect-outputs``: the job's run keeps the files its code writes under ``outputs/``.
     collect_outputs: bool = False
+    #: Which time the job is run: 1, then one more each time ``--retry`` runs it again (`codeward.batch.results`).
+    attempt: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

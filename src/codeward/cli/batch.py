@@ -76,6 +76,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
         args.cancel_grace,
         runs,
         not args.no_warm_pool,
+        args.retry,
     )
     notes = notes_console()
     with BatchProgress(notes) as progress:
@@ -172,6 +173,13 @@ def add_parser(commands: Any) -> None:
     )
     batch.add_argument("--audit", help="one JSON line per code block run (default audit.jsonl, in --runs DIR if given)")
     batch.add_argument("--no-audit", action="store_true", help="write no audit file")
+    batch.add_argument(
+        "--retry",
+        choices=("failed", "error", "all"),
+        help="run again the jobs already in the results file whose latest attempt did not succeed, as their next "
+        "attempt (the earlier line is kept): failed = max_steps_error, timeout or error; error = error only; "
+        "all = any status but success. A job that succeeded is never run again",
+    )
     batch.add_argument(
         "--runs",
         metavar="DIR",
