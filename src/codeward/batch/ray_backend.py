@@ -319,7 +319,8 @@ class _Driver:
         runs = str(self.options.runs.resolve()) if self.options.runs is not None else None
         run = self.docker_nodes.run if self.docker_nodes is not None else ""
         warm = self.options.warm_pool
-        ref = _run_task.options(**settings).remote(job.to_dict(), number, self.tracker, runs, run, warm)
+        sent = {**job.to_dict(), "attempt": number}  # this attempt's number, in its audit lines from the start
+        ref = _run_task.options(**settings).remote(sent, number, self.tracker, runs, run, warm)
         self.running[ref] = _Attempt(job, number, ref)
 
     def _hand_out(self) -> None:
