@@ -143,7 +143,7 @@ def test_malformed_results_lines_and_missing_runs_are_shown_as_such(batch_folder
     view = read_batch(folder)
     assert [line.number for line in view.bad_lines] == [JOBS + 1, JOBS + 2, JOBS + 3]
     assert view.bad_lines[0].reason.startswith("not JSON") and view.bad_lines[1].reason == "not a record with 'id'"
-    assert "1 line(s) of audit.jsonl could not be read" in view.audit_note
+    assert "1 line of audit.jsonl could not be read" in view.audit_note
     assert "the run ended during it, as when the model's call fails" in render_run(folder / "job-03.json")
     by_id = {job.id: job for job in view.jobs}
     assert "no run was saved for this job (job-00.json)" in by_id["job-00"].run_problem

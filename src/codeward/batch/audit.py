@@ -160,7 +160,7 @@ def egress_summary(requests: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 class AuditingExecutor(Executor):
-    """Runs code in `inner` and writes one audit record per block through `write`."""
+    """Runs code in `inner` and writes one audit record per block through `write`, marked with the job's `attempt`."""
 
     def __init__(
         self,
@@ -169,8 +169,10 @@ class AuditingExecutor(Executor):
         step: Callable[[], int],
         write: Callable[[dict[str, Any]], None],
         announce: Callable[[dict[str, Any] | None], None] | None = None,
+        attempt: int = 1,
     ) -> None:
         self.inner = inner
+        self.attempt = attempt
         self.name = inner.name or type(inner).__name__  # type: ignore[misc]
         self.sandbox_id = getattr(inner, "sandbox_id", None) or f"{self.name}-{uuid.uuid4().hex[:12]}"
         self.job_id = job_id
@@ -196,6 +198,7 @@ class AuditingExecutor(Executor):
             self._calls.clear()
         record: dict[str, Any] = {
             "job_id": self.job_id,
+            "attempt": self.attempt,
             "step": self._step(),
             "code": code,
             "sha256": code_digest(code),

@@ -64,10 +64,13 @@ class BatchProgress:
         )
         self._task: Any = None
 
-    def start(self, total: int, skipped: int = 0) -> None:
+    def start(self, total: int, skipped: int = 0, retried: int = 0) -> None:
+        left = "nothing left to run" if not total else f"{counted(total, 'job')} to run"
+        left += f" ({retried} retried)" if retried else ""
         if skipped:
-            left = "nothing left to run" if not total else f"{counted(total, 'job')} to run"
             self.console.print(f"{counted(skipped, 'job')} already in the results file, skipped: {left}")
+        elif retried:
+            self.console.print(left)
         self._task = self._progress.add_task("jobs", total=total, counts=_counts_text(self.counts), nodes="")
         if total:  # a bar of 0/0 says nothing the line above does not
             self._progress.start()
@@ -111,7 +114,8 @@ def summary_table(outcome: BatchOutcome, shown_failures: int = 20) -> list[Any]:
         counts.add_row("[dim]not started[/]", str(outcome.not_started), "")
     ran = sum(outcome.counts.values())
     rate = ran / outcome.duration_seconds if outcome.duration_seconds else 0.0
-    counts.caption = f"{ran} job(s) in {outcome.duration_seconds:.1f} s ({rate:.2f} jobs/s)"
+    retried = f" ({outcome.retried} retried)" if outcome.retried else ""
+    counts.caption = f"{counted(ran, 'job')}{retried} in {outcome.duration_seconds:.1f} s ({rate:.2f} jobs/s)"
     shown: list[Any] = [counts]
     if outcome.failures:
         failures = Table(title="jobs that did not succeed", show_edge=False)

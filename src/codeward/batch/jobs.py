@@ -58,8 +58,11 @@ __all__ = [
     "Job",
     "JobDefaults",
     "JobFileError",
+    "JobPlace",
     "file_reference",
     "load_jobs",
+    "load_placed_jobs",
+    "refuse",
 ]
 
 _FIELDS = (
@@ -162,9 +165,19 @@ class Job:
     tool_names: list[str] = field(default_factory=list)
     #: The command line's ``--collect-outputs``: the job's run keeps the files its code writes under ``outputs/``.
     collect_outputs: bool = False
+    #: Which time the job is run: 1, then one more each time ``--retry`` runs it again (`codeward.batch.results`).
+    attempt: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class JobPlace:
+    """Where a job is in its file (``line 3``, ``job 2 at line 5``), and whether it names its model itself."""
+
+    where: str
+    own_model: bool
 
 
 def file_reference(value: Any) -> str | None:
@@ -596,6 +609,11 @@ def _check_entry(where: str, entry: Any, base_dir: Path, defaults: JobDefaults) 
 
 def load_jobs(path: str | Path, defaults: JobDefaults | None = None) -> list[Job]:
     """Every job of the file, checked; raise `JobFileError` listing every fault found."""
+    return load_placed_jobs(path, defaults)[0]
+
+
+def load_placed_jobs(path: str | Path, defaults: JobDefaults | None = None) -> tuple[list[Job], dict[str, JobPlace]]:
+    """`load_jobs`, and where each job is in the file (by id), for faults found in the jobs later."""
     path = Path(path)
     defaults = defaults or JobDefaults()
     entries = _read_entries(path)
@@ -603,22 +621,25 @@ def load_jobs(path: str | Path, defaults: JobDefaults | None = None) -> list[Job
         raise JobFileError(f"{path}: holds no jobs")
     jobs: list[Job] = []
     faults: list[str] = []
-    seen: dict[str, str] = {}
+    places: dict[str, JobPlace] = {}
     for where, entry in entries:
         job, problems = _check_entry(where, entry, path.parent, defaults)
         faults.extend(problems)
         if job is None:
             continue
-        if job.id in seen:
-            faults.append(f"{where}, field 'id': {job.id!r} is also the id of {seen[job.id]}; ids must be unique")
-        seen[job.id] = where
+        if job.id in places:
+            faults.append(
+                f"{where}, field 'id': {job.id!r} is also the id of {places[job.id].where}; ids must be unique"
+            )
+        places[job.id] = JobPlace(where, "model" in entry)
         jobs.append(job)
-    _refuse(path, faults)
-    _refuse(path, _unknown_tools(jobs, defaults))
-    return jobs
+    refuse(path, faults)
+    refuse(path, _unknown_tools(jobs, defaults))
+    return jobs, places
 
 
-def _refuse(path: Path, faults: list[str]) -> None:
+def refuse(path: Path, faults: list[str]) -> None:
+    """Raise `JobFileError` listing `faults` (the first `_MAX_REPORTED`), if there are any."""
     if faults:
         shown = faults[:_MAX_REPORTED]
         more = f"\n  ... and {len(faults) - len(shown)} more" if len(faults) > len(shown) else ""

@@ -81,6 +81,7 @@ class _Batch:
                 "output": None,
                 "error": error,
                 "model": job.model,
+                "attempt": job.attempt,
                 "sandbox": {"executor": job.executor, "id": None, "worker_pid": worker.pid},
                 "duration_seconds": round(time.monotonic() - started, 4) if started else 0.0,
             },

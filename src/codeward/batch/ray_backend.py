@@ -44,6 +44,7 @@ from codeward.batch.recording import BatchOptions, Interrupts, Recorder, timeout
 from codeward.batch.worker import MAX_WARM_SETTINGS, pool_settings, uses_egress
 from codeward.redaction import mark_secret
 from codeward.usage import UsageError
+from codeward.wording import counted
 
 __all__ = ["DOCKER_RESOURCE", "RayBackend"]
 
@@ -275,7 +276,7 @@ def _check_docker_nodes(jobs: list[Job]) -> None:
     docker_jobs = sum(job.executor == "docker" for job in jobs)
     if docker_jobs and not _cluster_resources().get(DOCKER_RESOURCE):
         raise UsageError(
-            f"{docker_jobs} docker job(s), but no node of the Ray cluster advertises the {DOCKER_RESOURCE!r} "
+            f"{counted(docker_jobs, 'docker job')}, but no node of the Ray cluster advertises the {DOCKER_RESOURCE!r} "
             "resource: on each node with a Docker engine, run `codeward images build`, then start Ray there with "
             f"--resources='{{\"{DOCKER_RESOURCE}\": N}}' (N docker jobs at once)"
         )
@@ -285,7 +286,8 @@ class _Driver:
     """The state of one run: jobs waiting, attempts on the cluster, their events and clocks."""
 
     def __init__(self, jobs: list[Job], options: BatchOptions, recorder: Recorder, backend: RayBackend) -> None:
-        self.pending: deque[tuple[Job, int]] = deque((job, 1) for job in jobs)
+        # a job --retry runs again starts at its next attempt; one lost with its node is tried again, numbered on
+        self.pending: deque[tuple[Job, int]] = deque((job, job.attempt) for job in jobs)
         self.options = options
         self.recorder = recorder
         self.backend = backend
@@ -317,7 +319,8 @@ class _Driver:
         runs = str(self.options.runs.resolve()) if self.options.runs is not None else None
         run = self.docker_nodes.run if self.docker_nodes is not None else ""
         warm = self.options.warm_pool
-        ref = _run_task.options(**settings).remote(job.to_dict(), number, self.tracker, runs, run, warm)
+        sent = {**job.to_dict(), "attempt": number}  # this attempt's number, in its audit lines from the start
+        ref = _run_task.options(**settings).remote(sent, number, self.tracker, runs, run, warm)
         self.running[ref] = _Attempt(job, number, ref)
 
     def _hand_out(self) -> None:
@@ -415,10 +418,11 @@ class _Driver:
             return
         if attempt.block is not None:
             self.recorder.lost_block(attempt.block, f"attempt {attempt.number} was lost{where}: {description}")
-        if attempt.number < self.backend.max_attempts and not self.recorder.outcome.interrupted:
+        lost = attempt.number - attempt.job.attempt + 1  # in this run
+        if lost < self.backend.max_attempts and not self.recorder.outcome.interrupted:
             self.pending.appendleft((attempt.job, attempt.number + 1))
             return
-        error = f"the job was lost {attempt.number} time(s), the last{where}: {description}"
+        error = f"the job was lost {counted(lost, 'time')}, the last{where}: {description}"
         self.recorder.record(self._failure(attempt, "error", error))
 
     def _failure(self, attempt: _Attempt, status: str, error: str) -> dict[str, Any]:

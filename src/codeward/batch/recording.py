@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from codeward.batch.jobs import Job
 from codeward.batch.jsonl import JsonlAppender, repair_and_read
+from codeward.batch.results import FAILED_STATUSES, STATUSES, latest_results
 from codeward.batch.worker import unrecordable
 
 __all__ = [
@@ -29,10 +30,6 @@ __all__ = [
     "timeout_error",
 ]
 
-STATUSES = ("success", "max_steps_error", "error", "timeout", "cancelled")
-#: Statuses that make the command's exit code non-zero.
-FAILED_STATUSES = frozenset(STATUSES) - {"success"}
-
 
 @dataclass
 class BatchOptions:
@@ -43,6 +40,8 @@ class BatchOptions:
     runs: Path | None = None
     #: Docker jobs: each worker starts its next job's container while a job runs.
     warm_pool: bool = True
+    #: Run again the recorded jobs whose latest attempt this word selects (`results.retried`); None: none.
+    retry: str | None = None
 
 
 @dataclass
@@ -56,6 +55,8 @@ class BatchOutcome:
     not_started: int = 0
     duration_seconds: float = 0.0
     dropped_bytes: int = 0
+    #: Jobs already recorded that this run tried again (``--retry``).
+    retried: int = 0
 
     @property
     def failed(self) -> bool:
@@ -92,10 +93,10 @@ def _epoch(iso: str) -> float:
     return datetime.fromisoformat(iso).timestamp()
 
 
-def finished_ids(results: Path) -> tuple[dict[str, str], int]:
-    """Ids already in the results file (id -> status), after cutting a torn last line."""
+def finished_ids(results: Path) -> tuple[dict[str, dict[str, Any]], int]:
+    """Jobs already in the results file (id -> the record of its latest attempt), after cutting a torn last line."""
     records, dropped = repair_and_read(results)
-    return {str(r["id"]): str(r.get("status")) for r in records if "id" in r}, dropped
+    return latest_results(records), dropped
 
 
 class Recorder:

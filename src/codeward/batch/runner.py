@@ -1,15 +1,17 @@
 """Running a batch: the jobs not yet done handed to a backend, with the results file held for one writer.
 
 `run_batch` owns what every backend shares: the results file held for one
-writer, the jobs already finished skipped (resume), and each result and audit
-line written by this process alone (`Recorder`). Where the jobs run is the
-backend's, found by name in `BACKENDS` and imported only when asked for: worker
+writer, the jobs already finished skipped (resume) or, with `BatchOptions.retry`,
+the failed ones among them run again as their next attempt (`results`), and
+each result and audit line written by this process alone (`Recorder`). Where
+the jobs run is the backend's, found by name in `BACKENDS` and imported only when asked for: worker
 processes on this machine (``"processes"``, the default) or tasks on a Ray
 cluster (``"ray"``); adding one is a module and a line.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import time
 from collections import Counter
@@ -27,6 +29,7 @@ from codeward.batch.recording import (
     Recorder,
     finished_ids,
 )
+from codeward.batch.results import RETRY_CHOICES, attempt_of, retried
 
 __all__ = [
     "BACKENDS",
@@ -51,7 +54,7 @@ BACKENDS: dict[str, tuple[str, str]] = {
 class _Silent:
     """Progress for callers that show none."""
 
-    def start(self, total: int, skipped: int = 0) -> None:
+    def start(self, total: int, skipped: int = 0, retried: int = 0) -> None:
         pass
 
     def advance(self, status: str) -> None:
@@ -80,8 +83,12 @@ def run_batch(
     `backend` is where they run: ``"processes"`` (worker processes here) or ``"ray"``
     (tasks on the Ray cluster at `address`: ``"auto"``, ``"ray://host:10001"``, or
     None for a local cluster started for this run), or a `Backend` of your own.
+    With `options.retry`, recorded jobs whose latest attempt that word selects run again
+    (`codeward.batch.results`); a job that succeeded never does.
     """
     runner = backend_named(backend, address) if isinstance(backend, str) else backend
+    if options.retry is not None and options.retry not in RETRY_CHOICES:  # before the results file is touched
+        raise ValueError(f"retry takes {', '.join(map(repr, RETRY_CHOICES))} or None, not {options.retry!r}")
     progress = progress if progress is not None else _Silent()
     if options.runs is not None:
         options.runs.mkdir(parents=True, exist_ok=True)
@@ -90,10 +97,9 @@ def run_batch(
         if options.audit is not None:
             _, audit_dropped = repair_and_read(options.audit)
             dropped += audit_dropped
-        todo = [job for job in jobs if job.id not in done]
-        ids = {job.id for job in jobs}
-        earlier = Counter(status for job_id, status in done.items() if job_id in ids)
-        progress.start(len(todo), skipped=len(jobs) - len(todo))
+        todo, again, earlier = _todo(jobs, done, options.retry)
+        told = {"retried": again} if again else {}  # a progress of the caller's from before --retry takes none
+        progress.start(len(todo), skipped=len(jobs) - len(todo), **told)
         started = time.monotonic()
         recorder = Recorder(options, progress)
         try:
@@ -105,4 +111,23 @@ def run_batch(
     outcome.duration_seconds = time.monotonic() - started
     outcome.earlier = earlier
     outcome.dropped_bytes = dropped
+    outcome.retried = again
     return outcome
+
+
+def _todo(jobs: list[Job], done: dict[str, dict[str, Any]], retry: str | None) -> tuple[list[Job], int, Counter[str]]:
+    """The jobs to run, in the file's order (those not recorded, and the recorded ones `retry` selects as their
+    next attempt), how many of them are retried, and the statuses of the recorded jobs left as they are."""
+    todo: list[Job] = []
+    again = 0
+    earlier: Counter[str] = Counter()
+    for job in jobs:
+        record = done.get(job.id)
+        if record is None:
+            todo.append(job)
+        elif retried(record.get("status"), retry):
+            todo.append(dataclasses.replace(job, attempt=attempt_of(record) + 1))
+            again += 1
+        else:
+            earlier[str(record.get("status"))] += 1
+    return todo, again, earlier

@@ -276,6 +276,7 @@ def run_job(
                 lambda: agent.step_number,
                 times.record,
                 announce if audit is not None else None,
+                job.get("attempt", 1),
             )
             with cancellation.interruptible():
                 variables = _variables(job)
@@ -312,6 +313,7 @@ def run_job(
                 for a in step.artifacts
             ]
     result["model"] = job["model"]
+    result["attempt"] = job.get("attempt", 1)
     result["started_at"] = iso_time(started)
     result["duration_seconds"] = round(time.time() - started, 4)
     return result
@@ -341,6 +343,7 @@ def unrecordable(result: dict[str, Any], error: Exception) -> dict[str, Any]:
         "output": None,
         "error": f"the job's result could not be recorded: {type(error).__name__}: {error}",
         "model": str(result.get("model")),
+        "attempt": result.get("attempt") if isinstance(result.get("attempt"), int) else 1,
     }
 
 

@@ -25,7 +25,8 @@ __all__ = ["add_parser"]
 
 def _batch(args: argparse.Namespace, console: Console) -> int:
     from codeward.batch.display import BatchProgress, summary_table
-    from codeward.batch.jobs import JobDefaults, load_jobs
+    from codeward.batch.jobs import JobDefaults
+    from codeward.batch.preflight import settled_jobs
     from codeward.batch.runner import BatchOptions, run_batch
     from codeward.platform.model_ids import default_model_id
 
@@ -49,6 +50,8 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
             "use --executor docker"
         )
     mounts = mount_settings("docker", args.mounts).get("mounts", {})
+    if args.runtime is not None and args.executor != "docker":
+        raise UsageError(_runtime_without_docker(args.runtime, args.executor))
     defaults = JobDefaults(
         model=args.model or default_model_id(),
         executor=args.executor,
@@ -65,7 +68,9 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
         allow_mounts=args.allow_job_mounts,
         collect_outputs=args.collect_outputs,
     )
-    jobs = load_jobs(args.jobs, defaults)
+    # on this machine, or a Ray cluster started for the run, the jobs' model keys are this environment's
+    keys = args.ray in (None, _LOCAL_RAY)
+    jobs = settled_jobs(args.jobs, defaults, _model_option(args.model), keys)
     if args.cancel_grace <= 0:
         raise UsageError(f"--cancel-grace must be a positive number of seconds, got {args.cancel_grace}")
     runs = Path(args.runs) if args.runs else None
@@ -76,6 +81,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
         args.cancel_grace,
         runs,
         not args.no_warm_pool,
+        args.retry,
     )
     notes = notes_console()
     with BatchProgress(notes) as progress:
@@ -90,6 +96,33 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
         notes.print("[yellow]interrupted: run the same command again to finish the remaining jobs[/yellow]")
         return 130
     return 1 if outcome.failed else 0
+
+
+def _runtime_without_docker(runtime: str, executor: str) -> str:
+    """Why --runtime is refused without --executor docker, and what to pass instead."""
+    from codeward.executors.docker.gvisor import GVISOR
+
+    said = (
+        f"--runtime applies only to docker sandboxes, and jobs here run in the {executor!r} sandbox unless they say: "
+        f"pass --executor docker to run them in docker under {runtime} (a job that chooses another sandbox "
+        "runs without it)"
+    )
+    if runtime == GVISOR:
+        said += (
+            f"; or, to put only the jobs that choose docker under gVisor, give each runtime: {GVISOR} in the jobs file"
+        )
+    return said
+
+
+def _model_option(given: str | None) -> str:
+    """Where the model of jobs that name none came from, as a fault names it."""
+    import os
+
+    from codeward.platform.model_ids import MODEL_ENV
+
+    if given:
+        return "--model"
+    return MODEL_ENV if os.environ.get(MODEL_ENV, "").strip() else "the default model (from the provider key set)"
 
 
 def _batch_backend(args: argparse.Namespace) -> Any:
@@ -172,6 +205,13 @@ def add_parser(commands: Any) -> None:
     )
     batch.add_argument("--audit", help="one JSON line per code block run (default audit.jsonl, in --runs DIR if given)")
     batch.add_argument("--no-audit", action="store_true", help="write no audit file")
+    batch.add_argument(
+        "--retry",
+        choices=("failed", "error", "all"),
+        help="run again the jobs already in the results file whose latest attempt did not succeed, as their next "
+        "attempt (the earlier line is kept): failed = max_steps_error, timeout or error; error = error only; "
+        "all = any status but success. A job that succeeded is never run again",
+    )
     batch.add_argument(
         "--runs",
         metavar="DIR",

@@ -38,6 +38,7 @@ __all__ = [
     "ScriptedModel",
     "TokenUsage",
     "ToolCall",
+    "setup_problem",
 ]
 
 ROLES = ("system", "user", "assistant")
@@ -516,20 +517,51 @@ def _setup_error(litellm: Any, error: Exception, model_id: str, *, key_given: bo
     said = provider_says(error)
     status = getattr(error, "status_code", None)
     if _MISSING_KEY.search(str(error)) and not key_given:
-        return ModelSetupError(f"no API key for {model_id!r}: set {_key_names(litellm, model_id)}")
+        return ModelSetupError(_no_key(litellm, model_id))
     if isinstance(error, (litellm.AuthenticationError, litellm.PermissionDeniedError)):
         where = "the api_key given" if key_given else _key_names(litellm, model_id)
         return ModelSetupError(f"the provider refused the key for {model_id!r} ({status}: {said}); check {where}")
     if isinstance(error, litellm.BadRequestError) and not getattr(error, "llm_provider", None):
-        return ModelSetupError(
-            f"litellm knows no provider for the model id {model_id!r}: write PROVIDER/MODEL, such as "
-            "openai/gpt-4o-mini or anthropic/claude-3-5-haiku-latest (see https://docs.litellm.ai/docs/providers)"
-        )
+        return ModelSetupError(_no_provider(model_id))
     if isinstance(error, litellm.NotFoundError):
         return ModelSetupError(f"the provider has no model {model_id!r} ({status}: {said}); check the model's name")
     if isinstance(error, (litellm.BadRequestError, litellm.UnprocessableEntityError)):
         return ModelSetupError(f"the provider refused the request for {model_id!r} ({status}: {said})")
     return None
+
+
+def setup_problem(model_id: str, *, keys: bool = True) -> ModelSetupError | None:
+    """What stops a litellm `model_id` from being called as this environment is set up, found without
+    calling it (as a batch settles before its first job): a provider litellm does not know, or, with `keys`,
+    no API key in the environment for a provider that takes one. The error is the one the first call would
+    raise; None when neither is so. Credentials other than an API key (AWS, Google, a local server's
+    address) are left to the call: they have other homes than the environment.
+    """
+    litellm = _litellm()
+    try:
+        litellm.get_llm_provider(model_id)
+    except Exception:  # litellm's BadRequestError, or a ValueError for an id it cannot read
+        return ModelSetupError(_no_provider(model_id))
+    if not keys:
+        return None
+    try:
+        missing = litellm.validate_environment(model_id).get("missing_keys") or []
+    except Exception:  # an id litellm cannot check: the call will say
+        return None
+    if any(str(name).endswith("API_KEY") for name in missing):
+        return ModelSetupError(_no_key(litellm, model_id))
+    return None
+
+
+def _no_key(litellm: Any, model_id: str) -> str:
+    return f"no API key for {model_id!r}: set {_key_names(litellm, model_id)}"
+
+
+def _no_provider(model_id: str) -> str:
+    return (
+        f"litellm knows no provider for the model id {model_id!r}: write PROVIDER/MODEL, such as "
+        "openai/gpt-4o-mini or anthropic/claude-3-5-haiku-latest (see https://docs.litellm.ai/docs/providers)"
+    )
 
 
 def _key_names(litellm: Any, model_id: str) -> str:

@@ -2,7 +2,9 @@
 
 The folder is what ``codeward batch --runs DIR`` writes: ``results.jsonl`` (a line per finished
 job), ``audit.jsonl`` (a line per code block, unless ``--no-audit``) and ``ID.json``, each job's
-run. A results line that is not a JSON object is kept and shown as such; a job whose run is
+run. A job run again (``codeward batch --retry``) has a line per attempt: the page shows each job's
+latest (`codeward.batch.results`), its blocks from that attempt's audit lines, and counts the
+earlier ones. A results line that is not a JSON object is kept and shown as such; a job whose run is
 missing or unreadable shows why in place of its run. Nothing in the folder is trusted beyond
 being text to show, and no file in it is read through a link (`codeward.handed_files`): a link
 planted there could show a file from outside it on the page.
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codeward.batch.results import attempt_of
 from codeward.handed_files import open_handed
 from codeward.platform.run_files import run_file
 from codeward.usage import UsageError
@@ -70,6 +73,8 @@ class JobRow:
     anchor: str
     id: str
     state: str
+    #: The attempt the row shows: the job's latest (1 unless ``--retry`` ran it again).
+    attempt: int = 1
     duration: float | None = None
     steps: int | None = None
     tokens: int | None = None
@@ -95,6 +100,8 @@ class BatchView:
     #: Jobs and malformed lines past `MOST_JOBS` and `MOST_BAD_LINES`, counted, not shown.
     jobs_left_off: int = 0
     bad_lines_left_off: int = 0
+    #: Results lines of shown jobs' earlier attempts, superseded by a later one (``--retry``).
+    earlier_attempts: int = 0
 
     @property
     def steps_shown(self) -> int:
@@ -113,9 +120,9 @@ def _bad(number: int, line: str, reason: str) -> BadLine:
     return BadLine(number, text(line.rstrip("\n"), _BAD_LINE_CHARACTERS), reason)
 
 
-def _lines(path: Path, key: str) -> Iterator[dict[str, Any] | BadLine]:
-    """Each non-empty line of a JSON-lines file, read one at a time (never through a link): a record with
-    `key`, or a `BadLine` saying what is wrong."""
+def _lines(path: Path, key: str) -> Iterator[tuple[int, dict[str, Any] | BadLine]]:
+    """Each non-empty line of a JSON-lines file, read one at a time (never through a link), with its number:
+    a record with `key`, or a `BadLine` saying what is wrong."""
     with open_handed(path) as stream, io.TextIOWrapper(stream, encoding="utf-8", errors="replace") as handle:
         for line_number, line in enumerate(handle, 1):
             if not line.strip():
@@ -123,12 +130,12 @@ def _lines(path: Path, key: str) -> Iterator[dict[str, Any] | BadLine]:
             try:
                 record = json.loads(line)
             except (json.JSONDecodeError, RecursionError) as error:
-                yield _bad(line_number, line, f"not JSON: {error}")
+                yield line_number, _bad(line_number, line, f"not JSON: {error}")
                 continue
             if isinstance(record, dict) and key in record:
-                yield record
+                yield line_number, record
             else:
-                yield _bad(line_number, line, f"not a record with {key!r}")
+                yield line_number, _bad(line_number, line, f"not a record with {key!r}")
 
 
 def _time(record: dict[str, Any], duration: float | None) -> dict[str, float]:
@@ -144,7 +151,7 @@ def _time(record: dict[str, Any], duration: float | None) -> dict[str, float]:
 def _row(index: int, record: dict[str, Any]) -> JobRow:
     duration = number(record.get("duration_seconds"))
     job_id, state = text(record.get("id"), MOST_NAME_CHARACTERS), text(record.get("status"), MOST_NAME_CHARACTERS)
-    row = JobRow(f"job-{index}", job_id, state or "unknown", duration)
+    row = JobRow(f"job-{index}", job_id, state or "unknown", attempt_of(record), duration)
     row.steps = whole(record.get("steps"))
     row.tokens = whole(mapping(record.get("token_usage")).get("total_tokens"))
     row.time = _time(record, duration)
@@ -174,10 +181,10 @@ def _count_audit(folder: Path, view: BatchView, rows: dict[str, JobRow]) -> None
         return
     unreadable = 0
     try:
-        for record in _lines(path, "job_id"):
+        for _, record in _lines(path, "job_id"):
             if isinstance(record, BadLine):
                 unreadable += 1
-            elif (row := rows.get(text(record["job_id"]))) is not None:
+            elif (row := rows.get(text(record["job_id"]))) is not None and attempt_of(record) == row.attempt:
                 row.blocks += 1
                 row.tool_calls += len(record["tool_calls"]) if isinstance(record.get("tool_calls"), list) else 0
                 _count_egress(row, record.get("egress"))
@@ -185,7 +192,8 @@ def _count_audit(folder: Path, view: BatchView, rows: dict[str, JobRow]) -> None
         view.audit_note = f"{error}; blocks are not counted"
         return
     if unreadable:
-        view.audit_note = f"{unreadable} line(s) of {AUDIT_FILE} could not be read and are not counted"
+        lines = "line" if unreadable == 1 else "lines"
+        view.audit_note = f"{unreadable} {lines} of {AUDIT_FILE} could not be read and are not counted"
 
 
 def _count_egress(row: JobRow, summary: object) -> None:
@@ -225,7 +233,28 @@ def read_batch(folder: str | Path) -> BatchView:
         )
     view = BatchView(text(folder.resolve().name or str(folder), MOST_NAME_CHARACTERS))
     rows: dict[str, JobRow] = {}
-    for record in _lines(results, "id"):
+    latest = _latest_lines(results)
+    for line, record in _lines(results, "id"):
+        if isinstance(record, dict) and latest.get(_key(record), line) != line:
+            view.earlier_attempts += 1
+            continue
         _add(view, record, folder, rows)
     _count_audit(folder, view, rows)
     return view
+
+
+def _key(record: dict[str, Any]) -> str:
+    return json.dumps(record["id"], default=str)
+
+
+def _latest_lines(results: Path) -> dict[str, int]:
+    """The line of each job's latest attempt, for the first `MOST_JOBS` jobs (the page shows no more): the
+    highest attempt, and of equal ones the later line, as `codeward.batch.results.latest_results` takes it."""
+    latest: dict[str, tuple[int, int]] = {}
+    for line, record in _lines(results, "id"):
+        if isinstance(record, BadLine):
+            continue
+        key = _key(record)
+        if (key not in latest and len(latest) < MOST_JOBS) or (key in latest and attempt_of(record) >= latest[key][0]):
+            latest[key] = (attempt_of(record), line)
+    return {key: line for key, (_, line) in latest.items()}
