@@ -156,6 +156,8 @@ def open_folder(path: str | Path) -> int:
     try:
         return os.open(path, os.O_RDONLY | os.O_DIRECTORY | _NO_FOLLOW | os.O_CLOEXEC)
     except OSError as error:
+        if error.errno == errno.ENOTDIR and path.is_symlink():  # what O_DIRECTORY says of a link, before ELOOP
+            raise _refused(path, OSError(errno.ELOOP, "a link")) from None
         if error.errno == errno.ENOTDIR:
             raise HandedFileError(f"{path} is not a folder; move it away, or pick another place with -o") from None
         raise _refused(path, error) from None
