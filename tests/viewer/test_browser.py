@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from codeward.view import read_batch, write_view
 from tests.viewer.conftest import HOSTILE_IMAGE, HOSTILE_PRINT, JOBS, LONG_LINES, SCALE_JOBS, screenshot_path
@@ -45,8 +46,8 @@ def _shown_rows(browser: Any) -> list[str]:
 
 def _search(browser: Any, words: str) -> None:
     search = browser.find_element(By.ID, "job-search")
-    search.clear()
-    search.send_keys(words)
+    search.send_keys(Keys.CONTROL, "a")
+    search.send_keys(Keys.BACKSPACE, words)  # typed, as a user does: clear() would fire no input event
 
 
 def test_a_saved_run_in_the_browser(browser, saved_run, tmp_path):
