@@ -16,7 +16,10 @@ in one place.
   a changed id gains a hash of the whole, so two ids never share a file (`file_name`).
 - Writing: an output is written whole to a temporary file created fresh beside it, then put in
   place with ``os.replace``, which replaces a link at that name rather than writing through it
-  (`write_fresh`); an appended file is opened without following a link (`open_append`).
+  (`write_fresh`); an appended file is opened without following a link (`open_append`). A folder
+  codeward writes many files into (a batch page's job pages) is opened without following a link at
+  its name, and its files are written relative to it (`open_folder`), so a link planted there, or
+  swapped in while the files are written, never sends them elsewhere.
 - Modes: what codeward writes may hold a secret value (a tool's output, a variable, a final
   answer), so it is created readable by its owner only (0600). A user who shares a runs folder
   with a group sets ``CODEWARD_SHARED_FILES=1`` to create them 0644 (`file_mode`).
@@ -30,6 +33,7 @@ import os
 import re
 import secrets
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -43,6 +47,7 @@ __all__ = [
     "file_name",
     "inside",
     "open_append",
+    "open_folder",
     "open_handed",
     "write_fresh",
 ]
@@ -138,17 +143,45 @@ def open_append(path: str | Path, *, read_only: bool = False) -> int:
         raise
 
 
-def write_fresh(path: str | Path, data: bytes) -> Path:
-    """Write `data` to `path` whole or not at all, with `file_mode`: into a temporary file created fresh
-    beside it, then renamed over the name, so a link there is replaced, never written through."""
+def open_folder(path: str | Path) -> int:
+    """A descriptor of the folder at `path` to write files in (`write_fresh`'s `folder`): created, its
+    owner's only unless files are shared, if missing; never through a link at its name, and only a folder."""
+    path = Path(path)
+    try:
+        path.mkdir(mode=0o755 if file_mode() == 0o644 else 0o700)
+    except FileExistsError:
+        pass
+    except OSError as error:
+        raise HandedFileError(f"cannot make the folder {path}: {error.strerror}; pick another place with -o") from None
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | _NO_FOLLOW | os.O_CLOEXEC)
+    except OSError as error:
+        if error.errno == errno.ENOTDIR and path.is_symlink():  # what O_DIRECTORY says of a link, before ELOOP
+            raise _refused(path, OSError(errno.ELOOP, "a link")) from None
+        if error.errno == errno.ENOTDIR:
+            raise HandedFileError(f"{path} is not a folder; move it away, or pick another place with -o") from None
+        raise _refused(path, error) from None
+
+
+def write_fresh(path: str | Path, data: bytes | Iterable[bytes], *, folder: int | None = None) -> Path:
+    """Write `data` (bytes, or chunks of them) to `path` whole or not at all, with `file_mode`: into a
+    temporary file created fresh beside it, then renamed over the name, so a link there is replaced,
+    never written through. With `folder` (from `open_folder`), `path` is a name in that folder."""
     path = Path(path)
     temporary = path.with_name(f".{path.name[:MOST_NAME_CHARACTERS]}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, file_mode())
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temporary, flags, file_mode(), dir_fd=folder)
     try:
         with os.fdopen(fd, "wb") as stream:
-            stream.write(data)
-        os.replace(temporary, path)
+            if isinstance(data, bytes):
+                stream.write(data)
+            else:
+                stream.writelines(data)
+        os.replace(temporary, path, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
-        temporary.unlink(missing_ok=True)
+        try:
+            os.unlink(temporary, dir_fd=folder)
+        except FileNotFoundError:
+            pass
         raise
     return path

@@ -7,6 +7,7 @@ the test rewrites its script between the runs, as a user fixes what made a job f
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -88,6 +89,8 @@ def test_the_page_of_a_retried_batch_shows_each_jobs_latest_attempt(codeward, tm
     assert page.returncode == 0, page.stderr
     html = (tmp_path / "page.html").read_text()
     assert html.count('<tr data-state="') == 3 and html.count('<tr data-state="error"') == 0
-    assert "1 earlier attempt superseded by a retry, not shown" in html and "attempt 2" in html
+    assert "1 earlier attempt superseded by a retry, not shown" in html
+    assert re.search(r'<a href="page_files/flaky.html">flaky</a>.*?<td class="num attempt">2</td>', html)
+    assert "attempt 2" in (tmp_path / "page_files" / "flaky.html").read_text()
     flaky = next(job for job in read_batch(tmp_path / "runs").jobs if job.id == "flaky")
     assert (flaky.state, flaky.attempt, flaky.blocks) == ("success", 2, 2)  # not attempt 1's block too

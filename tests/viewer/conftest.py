@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -127,3 +128,58 @@ def screenshot_path(tmp_path: Path, name: str) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         return folder / name
     return tmp_path / name
+
+
+#: How many jobs the viewer's scale tests write pages for: the issue's batch of ten thousand.
+SCALE_JOBS = 10_000
+_MEASURE = """
+import resource, subprocess, sys, time
+started = time.monotonic()
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+seconds = time.monotonic() - started
+sys.stderr.write(done.stdout + done.stderr)
+print(done.returncode, seconds, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
+"""
+
+
+def scale_folder(batch_folder: Path, folder: Path, jobs: int) -> Path:
+    """A runs folder of `jobs` jobs in the files ``codeward batch --runs`` writes, made quickly from the real
+    batch's: each job is one of its `JOBS` (its results line, audit lines and run file) under a new id."""
+    results = [json.loads(line) for line in (batch_folder / "results.jsonl").read_text().splitlines()]
+    blocks: dict[str, list[dict[str, Any]]] = {}
+    for line in (batch_folder / "audit.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        blocks.setdefault(record["job_id"], []).append(record)
+    runs = {record["id"]: (batch_folder / f"{record['id']}.json").read_bytes() for record in results}
+    folder.mkdir()
+    with open(folder / "results.jsonl", "w") as out, open(folder / "audit.jsonl", "w") as audit:
+        for index in range(jobs):
+            model = results[index % len(results)]
+            job_id = f"job-{index:05d}"
+            out.write(json.dumps({**model, "id": job_id}) + "\n")
+            audit.writelines(json.dumps({**block, "job_id": job_id}) + "\n" for block in blocks.get(model["id"], []))
+            (folder / f"{job_id}.json").write_bytes(runs[model["id"]])
+    return folder
+
+
+def measured(*args: str) -> tuple[subprocess.CompletedProcess[str], float, int]:
+    """`codeward ARGS` run in a process of its own, with its wall time (s) and peak resident memory (bytes)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURE, *command(*args)],
+        capture_output=True,
+        text=True,
+        env=command_env(),
+        timeout=600,
+    )
+    code, seconds, peak = done.stdout.split()
+    return done, float(seconds), int(peak) if code == "0" else -1
+
+
+@pytest.fixture(scope="session")
+def many_jobs(batch_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float, int]:
+    """`SCALE_JOBS` jobs' folder after a real ``codeward view --runs`` of it: the folder, the seconds the command
+    took and its peak resident memory (ru_maxrss, in bytes)."""
+    folder = scale_folder(batch_folder, tmp_path_factory.mktemp("scale") / "runs", SCALE_JOBS)
+    done, seconds, peak = measured("view", "--runs", str(folder))
+    assert peak > 0, done.stderr
+    return folder, seconds, peak

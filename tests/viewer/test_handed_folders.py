@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import shutil
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 import yaml
 
 from codeward import handed_files
-from codeward.view import pages, read_batch, render_batch, write_view
+from codeward.view import pages, read_batch, read_jobs, render_batch, render_job, write_view
 from tests.cli.conftest import SAMPLE_TOOLS, code
 from tests.viewer.conftest import JOBS, _codeward
 
@@ -60,9 +61,46 @@ def test_the_page_replaces_a_planted_link_instead_of_writing_through_it(copy, ho
     assert (home / "authorized_keys").read_text() == KEY + "\n" and _mode(run.parent / "run.html") == 0o600
 
 
-def test_control_a_plain_write_puts_the_runs_output_into_the_users_file(copy, home, monkeypatch):
-    monkeypatch.setattr(pages, "write_fresh", lambda path, data: path.write_bytes(data))
+def _plain_write(path: Path, data: bytes | Iterable[bytes], folder: int | None = None) -> None:
+    """A write that follows a link at its name, as ``open(path, "w")`` does."""
+    target = Path(path) if folder is None else Path(f"/proc/self/fd/{folder}") / path
+    target.write_bytes(data if isinstance(data, bytes) else b"".join(data))
+
+
+def test_control_a_plain_write_puts_the_page_into_the_users_file(copy, home, monkeypatch):
+    monkeypatch.setattr(pages, "write_fresh", _plain_write)
     (copy / "index.html").symlink_to(home / "authorized_keys")
+    write_view(copy, batch=True)
+    assert "<table" in (home / "authorized_keys").read_text()
+
+
+def test_a_job_page_planted_as_a_link_is_replaced_and_the_folder_of_pages_must_be_a_folder(copy, home):
+    (copy / "index_files").mkdir()
+    (copy / "index_files" / "job-04.html").symlink_to(home / "authorized_keys")
+    done = _codeward(copy, "view", "--runs", str(copy))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (home / "authorized_keys").read_text() == KEY + "\n"
+    page = copy / "index_files" / "job-04.html"
+    assert not page.is_symlink() and "&lt;script&gt;window.__pwned=1" in page.read_text() and _mode(page) == 0o600
+    shutil.rmtree(copy / "index_files")
+    (copy / "index_files").symlink_to(home)
+    done = _codeward(copy, "view", "--runs", str(copy))
+    assert done.returncode == 2 and "index_files is a symbolic link" in " ".join(done.stderr.split()), done.stderr
+    assert sorted(path.name for path in home.iterdir()) == ["authorized_keys", "other_run.json", "secrets.env"]
+
+
+def test_control_following_a_link_at_the_folder_of_pages_writes_them_outside(copy, home, monkeypatch):
+    monkeypatch.setattr(handed_files, "_NO_FOLLOW", 0)
+    (copy / "index_files").symlink_to(home)
+    write_view(copy, batch=True)
+    assert (home / "job-04.html").is_file()
+
+
+def test_a_job_page_left_as_a_link_is_written_through_by_a_plain_write(copy, home, monkeypatch):
+    """The control of the job page's link: a plain write follows it into the user's file."""
+    monkeypatch.setattr(pages, "write_fresh", _plain_write)
+    (copy / "index_files").mkdir()
+    (copy / "index_files" / "job-04.html").symlink_to(home / "authorized_keys")
     write_view(copy, batch=True)
     assert "&lt;script&gt;window.__pwned=1" in (home / "authorized_keys").read_text()
 
@@ -90,17 +128,19 @@ def test_a_jobs_run_that_is_a_link_shows_as_refused_and_the_page_goes_on(copy, h
     done = _codeward(copy, "view", "--runs", str(copy))
     assert done.returncode == 0, done.stdout + done.stderr
     page = (copy / "index.html").read_text()
-    assert SECRET not in page and "job-00.json is a symbolic link" in page
-    assert "audit.jsonl is a symbolic link" in page and page.count('class="run-page"') == JOBS
-    view = read_batch(copy)
-    assert sum(job.run is not None for job in view.jobs) == JOBS - 1
+    assert "audit.jsonl is a symbolic link" in page and page.count('<tr data-state="') == JOBS
+    job_pages = sorted((copy / "index_files").iterdir())
+    assert len(job_pages) == JOBS and not any(SECRET in path.read_text() for path in [copy / "index.html", *job_pages])
+    assert "job-00.json is a symbolic link" in (copy / "index_files" / "job-00.html").read_text()
+    assert sum(page.run is not None for page in read_jobs(copy, read_batch(copy))) == JOBS - 1
 
 
 def test_control_following_a_runs_link_shows_the_outside_run(copy, home, monkeypatch):
     monkeypatch.setattr(handed_files, "_NO_FOLLOW", 0)
     (copy / "job-00.json").unlink()
     (copy / "job-00.json").symlink_to(home / "other_run.json")
-    assert SECRET in render_batch(copy)
+    (job,) = [page for page in read_jobs(copy, read_batch(copy)) if page.row.id == "job-00"]
+    assert SECRET in render_job(job)
 
 
 def test_a_saved_run_named_through_a_link_is_refused(saved_run, home, tmp_path):
@@ -136,7 +176,8 @@ def test_long_and_odd_job_ids_get_their_runs_saved_and_shown(tmp_path):
     done = _codeward(tmp_path, "view", "--runs", "runs")
     assert done.returncode == 0, done.stdout + done.stderr
     view = read_batch(tmp_path / "runs")
-    assert [job.run is not None for job in view.jobs] == [True] * len(ids), [job.run_problem for job in view.jobs]
+    shown = list(read_jobs(tmp_path / "runs", view))
+    assert [page.run is not None for page in shown] == [True] * len(ids), [page.run_problem for page in shown]
     (long,) = [job.id for job in view.jobs if job.id.startswith("x")]
     assert long.startswith("x" * 200) and "100 more characters" in long and len(long) < 300  # shown cut
 
@@ -146,5 +187,5 @@ def test_control_without_the_length_rule_a_long_ids_run_is_lost(tmp_path, monkey
     runs.mkdir()
     (runs / "results.jsonl").write_text(json.dumps({"id": "x" * 300, "status": "success"}) + "\n")
     monkeypatch.setattr(handed_files, "MOST_NAME_CHARACTERS", 10**6)
-    (job,) = read_batch(runs).jobs
+    (job,) = read_jobs(runs, read_batch(runs))
     assert job.run is None and "no run was saved" in job.run_problem

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from codeward.view import batches as batch_pages
-from codeward.view import read_batch, render_batch, render_run
+from codeward.view import read_batch, read_jobs, render_batch, render_job, render_run
+from codeward.view import runs as run_pages
 from tests.cli.conftest import command_env
 
 #: The documented bound (README, "Viewing runs"): the page holds at most about 30 times the size of the
@@ -29,9 +30,12 @@ for override in sys.argv[3:]:
     name, value = override.split("=")
     module, attribute = name.rsplit(".", 1)
     setattr(importlib.import_module(module), attribute, int(value))
-from codeward.view import write_view
+from codeward.view import render_batch, write_view
 tracemalloc.start()
-write_view(path, path.parent / "page.html" if kind == "run" else path / "page.html", batch=kind == "batch")
+if kind == "index":  # the batch's index alone, held whole
+    render_batch(path)
+else:
+    write_view(path, path.parent / "page.html" if kind == "run" else path / "page.html", batch=kind == "batch")
 print(tracemalloc.get_traced_memory()[1])
 """
 
@@ -104,27 +108,29 @@ def test_a_results_file_of_tiny_lines_is_read_a_line_at_a_time_into_one_pages_wo
     peak = _peak("batch", folder)
     assert peak < MULTIPLE * size + OWN, (peak, size)
     page = (folder / "page.html").read_text()
-    assert page.count('<tr data-state="') == 1000 and "99,000 more are in the file, not on this page" in page
+    assert page.count('<tr data-state="') == 10_000 and "90,000 more are in the file, not on this page" in page
+    assert len(list((folder / "page_files").iterdir())) == 10_000  # a page for each job the index shows
 
 
 def test_control_without_the_job_budget_every_line_becomes_a_row(tmp_path):
     folder = _tiny_results(tmp_path / "runs", 20_000)
     size = _size(folder)
-    peak = _peak("batch", folder, "codeward.view.batches.MOST_JOBS=1000000000")
+    peak = _peak("index", folder, "codeward.view.batches.MOST_JOBS=1000000000")
     assert peak > MULTIPLE * size + OWN, (peak, size)
 
 
-def test_a_batch_page_shows_a_bounded_number_of_steps_over_all_its_runs(tmp_path, monkeypatch):
-    monkeypatch.setattr(batch_pages, "MOST_PAGE_STEPS", 700)
+def test_each_jobs_page_shows_a_bounded_number_of_its_runs_steps(tmp_path, monkeypatch):
+    monkeypatch.setattr(run_pages, "MOST_STEPS", 300)
     folder = _tiny_results(tmp_path / "runs", 3)
-    for index in range(3):
-        _steps(folder / f"j{index}.json", {"type": "action"}, 400)
+    for index, steps in enumerate((200, 400, 1000)):
+        _steps(folder / f"j{index}.json", {"type": "action"}, steps)
     view = read_batch(folder)
-    assert [len(job.run.steps) for job in view.jobs if job.run] == [400, 300, 0]
-    assert [job.run.steps_left_off for job in view.jobs if job.run] == [0, 100, 400]
-    assert "400 more step(s) are in the run's file" in render_batch(
-        view
-    ) and "a batch's page 700 steps" in render_batch(view)
+    pages = list(read_jobs(folder, view))
+    assert [len(page.run.steps) for page in pages if page.run] == [200, 300, 300]
+    assert [page.run.steps_left_off for page in pages if page.run] == [0, 100, 700]
+    shown = render_job(pages[2])
+    assert shown.count("<article") == 300 and "700 more step(s) are in the run's file" in shown
+    assert "<article" not in render_batch(view)  # the index holds no run
 
 
 def test_odd_lines_and_names_show_as_such_and_never_stop_the_page(tmp_path):
@@ -145,7 +151,7 @@ def test_odd_lines_and_names_show_as_such_and_never_stop_the_page(tmp_path):
     assert len(view.jobs) == 4 and len(view.bad_lines) == batch_pages.MOST_BAD_LINES
     assert view.bad_lines_left_off == 102 - batch_pages.MOST_BAD_LINES
     assert view.jobs[0].blocks == 1  # the long id's block is counted by its whole id
-    assert "the job's id is not a string" in view.jobs[2].run_problem
+    assert "the job's id is not a string" in list(read_jobs(folder, view))[2].run_problem
     page = render_batch(view)
     assert "52 more malformed line(s) are not shown" in page and "nul\\x00and/slash" in page
     assert len(page) < 400_000

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from codeward.executors.displays import Display
 from codeward.platform.memory import AgentMemory
-from codeward.view import SHOWN_CHARACTERS, SHOWN_LINES, read_batch, render_batch, render_run
+from codeward.view import SHOWN_CHARACTERS, SHOWN_LINES, read_batch, read_jobs, render_batch, render_job, render_run
 from codeward.view.pages import cut
 from tests.cli.conftest import command, command_env
 from tests.viewer.conftest import HOSTILE_IMAGE, HOSTILE_PRINT, JOBS, LONG_LINES, _codeward, expected_state
@@ -115,7 +115,10 @@ def test_the_batch_folder_table_counts_and_time_split(batch_folder):
     assert len(view.jobs) == JOBS and not view.bad_lines and not view.audit_note
     for job in view.jobs:
         assert job.state == expected_state(job.id), job
-        assert job.run is not None and job.run.steps, job.run_problem
+    pages = list(read_jobs(batch_folder, view))
+    assert [page.row for page in pages] == view.jobs
+    for page in pages:
+        assert page.run is not None and page.run.steps, page.run_problem
     waited = [job for job in view.jobs if job.tool_calls == 2]  # stubborn_wait and double
     assert len(waited) == JOBS // 5
     for job in waited:
@@ -124,11 +127,17 @@ def test_the_batch_folder_table_counts_and_time_split(batch_folder):
     totals = view.time_totals
     assert set(totals) == {"model", "sandbox", "tools", "setup"} and totals["tools"] >= 0.1 * len(waited)
     page = render_batch(view)
-    assert page.count('<tr data-state="') == JOBS and page.count('class="run-page"') == JOBS
-    assert HOSTILE_PRINT not in page and "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in page
+    assert page.count('<tr data-state="') == JOBS and "<article" not in page  # the runs are on their own pages
+    links = [attrs["href"] for attrs in _Tags(page).all("a")]
+    assert {f"index_files/{job.id}.html" for job in view.jobs} <= set(links), links
     scripts = _Tags(page).all("script")
     nonce = re.search(r"script-src 'nonce-([^']+)'", page)
     assert nonce and scripts == [{"nonce": nonce.group(1)}]
+    hostile = render_job(next(page for page in pages if page.row.id == "job-04"))
+    assert HOSTILE_PRINT not in hostile and "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in hostile
+    assert (
+        _Tags(hostile).all("script") == [] and ("a", {"id": "all-jobs", "href": "../index.html"}) in _Tags(hostile).tags
+    )
 
 
 def test_malformed_results_lines_and_missing_runs_are_shown_as_such(batch_folder, tmp_path):
@@ -145,7 +154,7 @@ def test_malformed_results_lines_and_missing_runs_are_shown_as_such(batch_folder
     assert view.bad_lines[0].reason.startswith("not JSON") and view.bad_lines[1].reason == "not a record with 'id'"
     assert "1 line of audit.jsonl could not be read" in view.audit_note
     assert "the run ended during it, as when the model's call fails" in render_run(folder / "job-03.json")
-    by_id = {job.id: job for job in view.jobs}
+    by_id = {page.row.id: page for page in read_jobs(folder, view)}
     assert "no run was saved for this job (job-00.json)" in by_id["job-00"].run_problem
     assert "job-01.json is not JSON" in by_id["job-01"].run_problem
     page = render_batch(view)
@@ -169,6 +178,8 @@ def test_the_command_writes_each_page_where_asked_and_says_what_it_expected(save
     assert done.returncode == 0 and (folder / "run.html").is_file(), done.stdout + done.stderr
     done = _codeward(folder, "view", "--runs", str(batch_folder), "-o", str(tmp_path / "batch.html"))
     assert done.returncode == 0 and "<table" in (tmp_path / "batch.html").read_text(), done.stdout + done.stderr
+    assert 'href="batch_files/job-00.html"' in (tmp_path / "batch.html").read_text()
+    assert len(list((tmp_path / "batch_files").glob("job-*.html"))) == JOBS
     (tmp_path / "memo.json").write_text('{"not": "a run"}', encoding="utf-8")
     for args, expected in [
         (["view", "missing.json"], "missing.json is not a file: expected a run saved by codeward run --save"),
@@ -206,6 +217,8 @@ def test_a_jobs_egress_counts_are_shown_and_odd_ones_not_counted(batch_folder, t
             ["allowed", 5],
         ):
             audit.write(json.dumps({"job_id": "job-02", "tool_calls": [], "egress": summary}) + "\n")
-    job = {job.id: job for job in read_batch(folder).jobs}["job-02"]
+    view = read_batch(folder)
+    job = {job.id: job for job in view.jobs}["job-02"]
     assert dict(job.egress) == {"allowed": 5, "refused": 1, "failed": 0}
-    assert "egress: 5 allowed, 1 refused, 0 failed" in render_batch(read_batch(folder))
+    (page,) = [page for page in read_jobs(folder, view) if page.row is job]
+    assert "egress: 5 allowed, 1 refused, 0 failed" in render_job(page)

@@ -1,4 +1,4 @@
-"""A batch folder read for its page: a row per result line, the audit's blocks per job, each job's run.
+"""A batch folder read for its pages: an index row per job, the audit's blocks per job, then each job's page.
 
 The folder is what ``codeward batch --runs DIR`` writes: ``results.jsonl`` (a line per finished
 job), ``audit.jsonl`` (a line per code block, unless ``--no-audit``) and ``ID.json``, each job's
@@ -9,9 +9,14 @@ missing or unreadable shows why in place of its run. Nothing in the folder is tr
 being text to show, and no file in it is read through a link (`codeward.handed_files`): a link
 planted there could show a file from outside it on the page.
 
-The files are read a line at a time, and a page shows at most `MOST_JOBS` jobs and
+The index keeps a small row per job (`JobRow`: no run, an error's first line), so thousands of
+jobs make a small page; each job's run is read for its own page one job at a time (`read_jobs`), so
+writing them holds one run at once. A job's page is named from its id (`codeward.handed_files.file_name`:
+safe characters, no leading dot, short) and made unique among the batch's pages, ignoring case.
+
+The files are read a line at a time, and the index shows at most `MOST_JOBS` jobs and
 `MOST_BAD_LINES` malformed lines, counting the rest, so a results file of a million tiny lines
-costs the page no more than one of a thousand.
+costs the pages no more than one of `MOST_JOBS`.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from codeward.batch.results import attempt_of
-from codeward.handed_files import open_handed
+from codeward.handed_files import file_name, open_handed
 from codeward.platform.run_files import run_file
 from codeward.usage import UsageError
 from codeward.view.runs import RunView, read_run
@@ -34,25 +39,28 @@ from codeward.view.values import MOST_NAME_CHARACTERS, mapping, number, text, wh
 
 __all__ = [
     "AUDIT_FILE",
+    "ERROR_LINE_CHARACTERS",
     "MOST_BAD_LINES",
     "MOST_JOBS",
-    "MOST_PAGE_STEPS",
     "RESULTS_FILE",
     "TIME_PARTS",
     "BadLine",
     "BatchView",
+    "JobPage",
     "JobRow",
     "read_batch",
+    "read_jobs",
 ]
 
 RESULTS_FILE = "results.jsonl"
 AUDIT_FILE = "audit.jsonl"
 #: The parts of a job's time the results record, as the page names them.
 TIME_PARTS = (("model", "model_seconds"), ("sandbox", "sandbox_seconds"), ("tools", "tools_seconds"))
-#: The most jobs a batch's page shows (the first in the results file); the rest are counted.
-MOST_JOBS = 1000
-#: The most steps a batch's page shows, over all its jobs' runs; later runs show only how many they hold.
-MOST_PAGE_STEPS = 5000
+#: The most jobs a batch's index shows, each with a page of its own (the first in the results file); the rest
+#: are counted.
+MOST_JOBS = 10_000
+#: The most characters of a job's error the index shows (its first line); the job's page shows the whole.
+ERROR_LINE_CHARACTERS = 200
 #: The most malformed results lines a page shows; the rest are counted.
 MOST_BAD_LINES = 50
 #: The most characters of a malformed line a page shows.
@@ -68,11 +76,16 @@ class BadLine:
     reason: str
 
 
-@dataclass
+@dataclass(slots=True)
 class JobRow:
-    anchor: str
+    """A job as the index shows it: small, so that thousands fit."""
+
+    #: The file name of the job's page, in the index's folder of job pages.
+    page: str
     id: str
     state: str
+    #: The results line the row was read from, where its page finds the rest.
+    line: int = 0
     #: The attempt the row shows: the job's latest (1 unless ``--retry`` ran it again).
     attempt: int = 1
     duration: float | None = None
@@ -80,12 +93,21 @@ class JobRow:
     tokens: int | None = None
     #: Seconds in the model, the sandbox and tools, and the rest of the job's time (setup), where recorded.
     time: dict[str, float] = field(default_factory=dict)
-    error: str = ""
-    output: str = ""
+    #: The first line of the job's error, at most `ERROR_LINE_CHARACTERS`.
+    error_line: str = ""
     blocks: int = 0
     tool_calls: int = 0
     #: Requests the job's sandbox made through its egress proxy, by verdict (none without a list).
     egress: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
+class JobPage:
+    """A job as its own page shows it: its row, its whole error and output, and its run or why there is none."""
+
+    row: JobRow
+    error: str = ""
+    output: str = ""
     run: RunView | None = None
     run_problem: str = ""
 
@@ -102,10 +124,6 @@ class BatchView:
     bad_lines_left_off: int = 0
     #: Results lines of shown jobs' earlier attempts, superseded by a later one (``--retry``).
     earlier_attempts: int = 0
-
-    @property
-    def steps_shown(self) -> int:
-        return sum(len(job.run.steps) for job in self.jobs if job.run is not None)
 
     @property
     def time_totals(self) -> dict[str, float]:
@@ -148,29 +166,66 @@ def _time(record: dict[str, Any], duration: float | None) -> dict[str, float]:
     return parts
 
 
-def _row(index: int, record: dict[str, Any]) -> JobRow:
+def _first_line(value: Any) -> str:
+    shown = text(value, ERROR_LINE_CHARACTERS)
+    line, newline, _ = shown.partition("\n")
+    return f"{line} …" if newline else line
+
+
+def _page_name(job_id: Any, used: set[str]) -> str:
+    """The file name of a job's page: its id made safe (`file_name`), with a number added where another
+    job's page has the name already (ids that differ in case only, or a list and its JSON text)."""
+    base = file_name(job_id if isinstance(job_id, str) else json.dumps(job_id, default=str), "")
+    name, number = base, 1
+    while name.lower() in used:
+        number += 1
+        name = f"{base}-{number}"
+    used.add(name.lower())
+    return f"{name}.html"
+
+
+def _row(record: dict[str, Any], line: int, used: set[str]) -> JobRow:
     duration = number(record.get("duration_seconds"))
     job_id, state = text(record.get("id"), MOST_NAME_CHARACTERS), text(record.get("status"), MOST_NAME_CHARACTERS)
-    row = JobRow(f"job-{index}", job_id, state or "unknown", attempt_of(record), duration)
+    row = JobRow(_page_name(record.get("id"), used), job_id, state or "unknown", line, attempt_of(record), duration)
     row.steps = whole(record.get("steps"))
     row.tokens = whole(mapping(record.get("token_usage")).get("total_tokens"))
     row.time = _time(record, duration)
-    row.error = text(record.get("error"))
-    row.output = text(record.get("output_description") or record.get("output"))
+    row.error_line = _first_line(record.get("error"))
     return row
 
 
-def _attach_run(row: JobRow, folder: Path, job_id: Any, most_steps: int) -> None:
+def _job_page(row: JobRow, record: dict[str, Any], folder: Path) -> JobPage:
+    """The job's page: its whole error and output, and its run (read now, never through a link)."""
+    page = JobPage(row, text(record.get("error")), text(record.get("output_description") or record.get("output")))
+    job_id = record.get("id")
     if not isinstance(job_id, str):
-        row.run_problem = "the job's id is not a string, so its run file cannot be named"
-        return
+        page.run_problem = "the job's id is not a string, so its run file cannot be named"
+        return page
     path = run_file(folder, job_id)
     try:
-        row.run = read_run(path, most_steps)
+        page.run = read_run(path)
     except UsageError as error:
-        row.run_problem = str(error)
+        page.run_problem = str(error)
         if not os.path.lexists(path):
-            row.run_problem = f"no run was saved for this job ({path.name}): its worker may have died mid-job"
+            page.run_problem = f"no run was saved for this job ({path.name}): its worker may have died mid-job"
+    return page
+
+
+def read_jobs(folder: str | Path, view: BatchView) -> Iterator[JobPage]:
+    """Each shown job's page, in the index's order, one at a time: the results file is read again for the
+    jobs' whole texts, and each run only as its page is made, so only one run is held at once."""
+    folder = Path(folder)
+    rows = {row.line: row for row in view.jobs}
+    for line, record in _lines(folder / RESULTS_FILE, "id"):
+        row = rows.get(line)
+        if row is not None and isinstance(record, dict) and text(record.get("id"), MOST_NAME_CHARACTERS) == row.id:
+            del rows[line]
+            yield _job_page(row, record, folder)
+            if not rows:
+                return
+    for row in rows.values():  # the file changed since the index was read
+        yield JobPage(row, run_problem=f"{RESULTS_FILE} changed while the pages were written: view the folder again")
 
 
 def _count_audit(folder: Path, view: BatchView, rows: dict[str, JobRow]) -> None:
@@ -205,7 +260,7 @@ def _count_egress(row: JobRow, summary: object) -> None:
                 row.egress[verdict] += count
 
 
-def _add(view: BatchView, record: dict[str, Any] | BadLine, folder: Path, rows: dict[str, JobRow]) -> None:
+def _add(view: BatchView, line: int, record: dict[str, Any] | BadLine, rows: dict[str, JobRow], used: set[str]) -> None:
     """One line of the results file on the page, or counted as left off once the page is full."""
     if isinstance(record, BadLine):
         if len(view.bad_lines) < MOST_BAD_LINES:
@@ -213,8 +268,7 @@ def _add(view: BatchView, record: dict[str, Any] | BadLine, folder: Path, rows: 
         else:
             view.bad_lines_left_off += 1
     elif len(view.jobs) < MOST_JOBS:
-        row = _row(len(view.jobs) + 1, record)
-        _attach_run(row, folder, record.get("id"), MOST_PAGE_STEPS - view.steps_shown)
+        row = _row(record, line, used)
         view.jobs.append(row)
         view.states[row.state] += 1
         rows.setdefault(text(record.get("id")), row)
@@ -223,7 +277,8 @@ def _add(view: BatchView, record: dict[str, Any] | BadLine, folder: Path, rows: 
 
 
 def read_batch(folder: str | Path) -> BatchView:
-    """Read a batch folder; one without a results file is a `UsageError` that says what was expected."""
+    """Read a batch folder for its index (each job's run is read by `read_jobs`); one without a results file
+    is a `UsageError` that says what was expected."""
     folder = Path(folder)
     results = folder / RESULTS_FILE
     if not os.path.lexists(results):
@@ -233,12 +288,13 @@ def read_batch(folder: str | Path) -> BatchView:
         )
     view = BatchView(text(folder.resolve().name or str(folder), MOST_NAME_CHARACTERS))
     rows: dict[str, JobRow] = {}
+    used: set[str] = set()
     latest = _latest_lines(results)
     for line, record in _lines(results, "id"):
         if isinstance(record, dict) and latest.get(_key(record), line) != line:
             view.earlier_attempts += 1
             continue
-        _add(view, record, folder, rows)
+        _add(view, line, record, rows, used)
     _count_audit(folder, view, rows)
     return view
 
@@ -248,7 +304,7 @@ def _key(record: dict[str, Any]) -> str:
 
 
 def _latest_lines(results: Path) -> dict[str, int]:
-    """The line of each job's latest attempt, for the first `MOST_JOBS` jobs (the page shows no more): the
+    """The line of each job's latest attempt, for the first `MOST_JOBS` jobs (the index shows no more): the
     highest attempt, and of equal ones the later line, as `codeward.batch.results.latest_results` takes it."""
     latest: dict[str, tuple[int, int]] = {}
     for line, record in _lines(results, "id"):

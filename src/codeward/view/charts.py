@@ -29,7 +29,8 @@ class Bar:
     height: float
     state: str
     label: str
-    anchor: str
+    #: The file name of the job's page.
+    page: str
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def duration_chart(jobs: list[JobRow]) -> DurationChart:
     for index, job in enumerate(shown):
         height = max(1.0, (job.duration or 0.0) / longest * HEIGHT)
         label = f"{job.id}: {job.duration:.2f} s, {job.state}"
-        bars.append(Bar(index * step, HEIGHT - height, max(1.0, step * 0.8), height, job.state, label, job.anchor))
+        bars.append(Bar(index * step, HEIGHT - height, max(1.0, step * 0.8), height, job.state, label, job.page))
     return DurationChart(bars, longest, caption)
 
 
