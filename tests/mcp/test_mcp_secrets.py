@@ -58,7 +58,9 @@ def _run_with_unreachable_server(password: str, folder: Path, capsys: pytest.Cap
     model = write_script(folder / "model.yaml", "final_answer(1)")
     url = f"http://ann:{password}@127.0.0.1:{_closed_port()}/mcp"
     assert main(["run", "Add.", "--model", model, "--mcp", url]) == 2
-    return capsys.readouterr().out
+    said = capsys.readouterr()
+    assert said.out == ""  # an error is told on stderr, leaving stdout to results
+    return said.err
 
 
 def test_the_commands_error_names_the_server_without_its_password(
