@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 from typing import Any
 
@@ -146,13 +145,11 @@ def _batch_backend(args: argparse.Namespace) -> Any:
 _LOCAL_RAY = "local"
 
 
-_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
 def _size_in_bytes(text: str, option: str) -> int:
     """``2g``, ``512m``, ``1.5GiB`` or a number of bytes, as Docker's limits are written."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", text, re.IGNORECASE)
-    size = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]) if match else 0
+    from codeward.executors.docker.hardening import size_in_bytes
+
+    size = size_in_bytes(text) or 0
     if size <= 0:
         raise UsageError(f"{option} must be a size such as 2g or 512m, got {text!r}")
     return size

@@ -34,13 +34,21 @@ LOG_MAX_SIZE = "256k"
 # project-allocated ids, below systemd's dynamic users, normally free.
 _UNUSED_UID_START = 61000
 _SIZE = re.compile(r"^[1-9][0-9]*[bkmgBKMG]?$")
-_UNITS = {"b": 1, "k": 2**10, "m": 2**20, "g": 2**30}
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
-def _bytes(size: str) -> int:
-    """A Docker size ('512m', '1g', '4096') in bytes."""
-    text = str(size).lower()
-    return int(text[:-1]) * _UNITS[text[-1]] if text[-1] in _UNITS else int(text)
+def size_in_bytes(size: str) -> int | None:
+    """A size as Docker's limits are written (``2g``, ``512m``, ``1.5GiB``, a number of bytes) in
+    bytes; None for text that is no such size."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", str(size), re.IGNORECASE)
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()]) if match else None
+
+
+def _checked_bytes(size: str) -> int:
+    """A size `Hardening` has checked already (`_SIZE`), in bytes."""
+    found = size_in_bytes(size)
+    assert found is not None, size
+    return found
 
 
 #: The keys `extra_run_kwargs` may carry: none of them weakens the sandbox.
@@ -101,10 +109,10 @@ class Hardening:
         strict = Hardening()
         looser = {
             "network": self.network != strict.network,
-            "mem_limit": _bytes(self.mem_limit) > _bytes(strict.mem_limit),
+            "mem_limit": _checked_bytes(self.mem_limit) > _checked_bytes(strict.mem_limit),
             "cpus": self.cpus > strict.cpus,
             "pids_limit": self.pids_limit > strict.pids_limit,
-            "tmpfs_size": _bytes(self.tmpfs_size) > _bytes(strict.tmpfs_size),
+            "tmpfs_size": _checked_bytes(self.tmpfs_size) > _checked_bytes(strict.tmpfs_size),
             "runtime": self.runtime not in (strict.runtime, GVISOR),
         }
         return {name: getattr(self, name) for name, loose in looser.items() if loose}
