@@ -32,8 +32,9 @@ SEND = (
 )
 #: Five million empty lists in 15 MB, under the socket's bound: 350 MB of lists once parsed.
 NESTED = SEND.format(junk="[[]] * 5_000_000")
-#: A 60 MB string: past the socket's bound, which is twice the 8 MiB budget and a megabyte.
-HUGE = SEND.format(junk="'y' * (60 * 2**20)")
+#: A 120 MB string: far past the socket's bound, which is twice the 8 MiB budget and a megabyte; held
+#: unbounded, even one copy of it is more than twice what the bounded host may grow.
+HUGE = SEND.format(junk="'y' * (120 * 2**20)")
 
 
 def _jupyter() -> JupyterExecutor:
