@@ -16,7 +16,7 @@ import json
 import shlex
 import urllib.parse
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FINAL_ANSWER_TOOL",
+    "BlockEvent",
+    "BlockUsage",
     "CodeOutput",
     "ExecutionError",
     "ExecutionTimeout",
@@ -71,6 +73,9 @@ class ExecutorError(Exception):
         super().__init__(message)
         self.message = message
         self.logs = logs
+        #: What the block cost and what the walls refused before it failed, where the sandbox knows.
+        self.usage: BlockUsage | None = None
+        self.events: list[BlockEvent] = []
 
 
 class ExecutionError(ExecutorError):
@@ -129,19 +134,97 @@ class SandboxError(ExecutorError):
         self.state_lost = state_lost
 
 
+@dataclass(frozen=True)
+class BlockUsage:
+    """What one block consumed in its sandbox.
+
+    `peak_memory_bytes` is the block's own high-water mark unless `peak_memory_scope` is
+    ``"sandbox"``: then it is the sandbox's since it started, where the platform gives only that.
+    """
+
+    wall_seconds: float
+    cpu_seconds: float | None = None
+    peak_memory_bytes: int | None = None
+    output_bytes: int = 0
+    tool_calls: int = 0
+    egress_bytes: int | None = None
+    peak_memory_scope: str = "block"
+    #: Why a figure is None, by its name: e.g. ``{"cpu_seconds": "E2B does not report it"}``.
+    unmeasured: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {item.name: getattr(self, item.name) for item in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BlockUsage:
+        """A usage read back from a saved run or a batch record: unknown keys are left out."""
+        known = {item.name for item in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known})
+
+    def __add__(self, other: BlockUsage) -> BlockUsage:
+        """Totals over blocks: times, bytes and calls add; a peak is the higher one; None stays None
+        only when neither side measured it."""
+        return BlockUsage(
+            wall_seconds=self.wall_seconds + other.wall_seconds,
+            cpu_seconds=_sum(self.cpu_seconds, other.cpu_seconds),
+            peak_memory_bytes=_max(self.peak_memory_bytes, other.peak_memory_bytes),
+            output_bytes=self.output_bytes + other.output_bytes,
+            tool_calls=self.tool_calls + other.tool_calls,
+            egress_bytes=_sum(self.egress_bytes, other.egress_bytes),
+            peak_memory_scope="sandbox" if "sandbox" in (self.peak_memory_scope, other.peak_memory_scope) else "block",
+            unmeasured={**other.unmeasured, **self.unmeasured},
+        )
+
+
+@dataclass(frozen=True)
+class BlockEvent:
+    """One thing a wall refused while a block ran.
+
+    `wall` names the wall (``"policy"``, ``"seccomp"``, ``"landlock"``, ``"memory"``, ``"pids"``,
+    ``"egress"``); `detail` what was refused, in the wall's own terms (a system call's name, an
+    import, a host); `count` how many times in the block.
+    """
+
+    wall: str
+    detail: str
+    count: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"wall": self.wall, "detail": self.detail, "count": self.count}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BlockEvent:
+        return cls(str(data["wall"]), str(data["detail"]), int(data.get("count", 1)))
+
+
+def _sum(first: float | None, second: float | None) -> Any:
+    if first is None or second is None:
+        return second if first is None else first
+    return first + second
+
+
+def _max(first: int | None, second: int | None) -> int | None:
+    if first is None or second is None:
+        return second if first is None else first
+    return max(first, second)
+
+
 @dataclass
 class CodeOutput:
     """What one code block produced.
 
     `output` is the final answer when `is_final_answer` is true, otherwise the
     value of the block's last expression (or None). `displays` holds rich outputs
-    the code showed (PIL images, HTML text), in sandboxes that have them.
+    the code showed (PIL images, HTML text), in sandboxes that have them. `usage` is what the
+    block consumed, and `events` what the sandbox's walls refused while it ran.
     """
 
     output: Any
     logs: str
     is_final_answer: bool
     displays: list[Any] = field(default_factory=list)
+    usage: BlockUsage | None = None
+    events: list[BlockEvent] = field(default_factory=list)
 
 
 class Files(Protocol):
