@@ -21,6 +21,7 @@ from codeward.executors.kernel.executor import KernelExecutor
 from codeward.executors.kernel.folders import WORKING_PREFIX, owned_folder, reap_dead_owners
 from codeward.executors.kernel.owners import LocalKernel
 from codeward.executors.kernel.session import KernelSession
+from codeward.executors.metering import Meter, ProcessMeter
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, DEFAULT_PRINT_OUTPUTS_LENGTH
 from codeward.wording import a
 
@@ -101,6 +102,16 @@ class JupyterExecutor(KernelExecutor):
             self._remove_folder()
 
     # -- the kernel --------------------------------------------------------------
+
+    def _egress_reason(self) -> str:
+        return "the jupyter executor does not watch the kernel's network"
+
+    def _meter(self, session: KernelSession) -> Meter:
+        """The kernel's process and those it started, read from /proc by the host."""
+        pid = getattr(session.process, "pid", None)
+        if pid is None:
+            return Meter("the kernel's process is not known to the host")
+        return ProcessMeter(pid)
 
     def _start_process(self) -> LocalKernel:
         argv = None

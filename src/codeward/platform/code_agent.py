@@ -14,6 +14,7 @@ from codeward.executors.base import (
     ExecutionError,
     ExecutionTimeout,
     Executor,
+    ExecutorError,
     OutputCallback,
     SandboxError,
     create_executor,
@@ -278,21 +279,12 @@ class CodeAgent(MultiStepAgent):
     ) -> Steps[ActionOutput]:
         try:
             output = yield from self._run_in_sandbox(code, self._output_shown(on_output), live)
-        except ExecutionTimeout as error:
-            self._record_logs(action_step, error.logs)
-            raise AgentExecutionError(error.advised) from None
-        except SandboxError as error:
-            self._record_logs(action_step, error.logs)
-            lost = (
-                " Variables and functions defined by earlier code are lost; tools and given variables were sent again."
-                if error.state_lost
-                else ""
-            )
-            raise AgentExecutionError(f"The sandbox failed: {error.message}.{lost}") from None
-        except ExecutionError as error:
-            self._record_logs(action_step, error.logs)
-            kind = AgentToolCallError if error.error_type == "ToolCallError" else AgentExecutionError
-            raise kind(f"Code execution failed:\n{error.detail}") from None
+        except ExecutorError as error:
+            action_step.usage = error.usage
+            if not isinstance(error, (ExecutionError, SandboxError)):
+                raise
+            raise self._agent_error(error, action_step) from None
+        action_step.usage = output.usage
         self.logger.displays(output.displays)
         action_step.displays = [shown for shown in output.displays if isinstance(shown, Display)]
         observation = logged = f"Execution logs:\n{output.logs}" if output.logs else ""
@@ -313,6 +305,21 @@ class CodeAgent(MultiStepAgent):
         if logged:
             self.logger.observation(logged)
         return ActionOutput(output.output, output.is_final_answer)
+
+    def _agent_error(self, error: ExecutionError | SandboxError, action_step: ActionStep) -> AgentError:
+        """The agent's error for a block that failed in its sandbox; what it printed goes on the step."""
+        self._record_logs(action_step, error.logs)
+        if isinstance(error, ExecutionTimeout):
+            return AgentExecutionError(error.advised)
+        if isinstance(error, SandboxError):
+            lost = (
+                " Variables and functions defined by earlier code are lost; tools and given variables were sent again."
+                if error.state_lost
+                else ""
+            )
+            return AgentExecutionError(f"The sandbox failed: {error.message}.{lost}")
+        kind = AgentToolCallError if error.error_type == "ToolCallError" else AgentExecutionError
+        return kind(f"Code execution failed:\n{error.detail}")
 
     def _output_shown(self, on_output: OutputCallback | None) -> OutputCallback | None:
         """What the block's output goes to as it comes: the logger, which shows it on the screen,

@@ -39,7 +39,14 @@ from typing import TYPE_CHECKING, Any
 
 from codeward.effects import Steps, awaited, blocking, is_cancellation
 from codeward.executors import codec
-from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, SandboxError
+from codeward.executors.base import (
+    BlockUsage,
+    CodeOutput,
+    ExecutionError,
+    ExecutionTimeout,
+    ExecutorError,
+    SandboxError,
+)
 from codeward.executors.kernel.bridge import ToolBridge
 from codeward.executors.kernel.cells import decoding, request_error
 from codeward.executors.kernel.remembering import RememberingExecutor
@@ -47,6 +54,7 @@ from codeward.executors.live import STREAMS, BlockStops, LiveOutput, OutputCallb
 from codeward.executors.local.channel import ChannelClosed, ChannelError, ChannelTimeout
 from codeward.executors.local.interpreter import interrupted
 from codeward.executors.local.worker_process import WorkerProcess, worker_environment
+from codeward.executors.metering import Measured, ProcessMeter, block_usage
 from codeward.executors.settings import checked_tool_names, checked_variable_names
 
 if TYPE_CHECKING:
@@ -129,10 +137,12 @@ class WorkerExecutor(RememberingExecutor):
         self._check_open()
         worker = yield from self._live_worker()
         live = LiveOutput(on_output, self._settings["max_print_outputs_length"])
+        tally = _Tally(worker)
         try:
             with self._stops.running(worker.interrupt):
-                header, body, parts, deadline, cancelled = yield from self._converse(worker, code, live)
-        except SandboxError:
+                header, body, parts, deadline, cancelled = yield from self._converse(worker, code, live, tally)
+        except SandboxError as error:
+            error.usage = tally.usage()
             raise
         except KeyboardInterrupt as interrupt:  # Ctrl-C: the run ends, and what the block printed goes with it
             printed = yield from self._interrupted(worker)
@@ -142,10 +152,16 @@ class WorkerExecutor(RememberingExecutor):
             raise
         if cancelled is not None:  # the block stopped and the worker answered: it stays, the cancel goes on
             raise cancelled
+        usage = tally.usage(header, body, parts)
         try:
-            return (yield from self._outcome(header, body, parts, deadline))
+            output = yield from self._outcome(header, body, parts, deadline)
+        except ExecutorError as error:
+            error.usage = usage
+            raise
         finally:
             live.raise_failure()  # the callback's failure stopped the block: it is what the caller sees
+        output.usage = usage
+        return output
 
     def interrupt(self) -> None:
         """Stop the running block as Ctrl-C does (SIGINT): it answers with what it printed, and the
@@ -193,7 +209,7 @@ class WorkerExecutor(RememberingExecutor):
         yield from self._loading("variables", text, parts)
 
     def _converse(
-        self, worker: WorkerProcess, code: str, live: LiveOutput
+        self, worker: WorkerProcess, code: str, live: LiveOutput, tally: _Tally
     ) -> Steps[tuple[dict[str, Any], str, list[bytes], float, BaseException | None]]:
         """Send the block, hand its output to `live` and answer its tool calls until it ends, all
         before one deadline (which is returned, for decoding the answer within it too), with the
@@ -203,6 +219,7 @@ class WorkerExecutor(RememberingExecutor):
         as `interrupt()` stops it and its answer awaited for `INTERRUPT_GRACE_SECONDS`: the worker
         that answers stays, with what the code defined; then the cancellation goes on up."""
         deadline = time.monotonic() + self.timeout_seconds + GRACE_SECONDS
+        tally.begin()
         seq = yield from self._transmit(worker, {"op": "run", "live": live.wanted}, code, deadline=deadline)
         heard = 0
         cancelled: BaseException | None = None
@@ -213,7 +230,9 @@ class WorkerExecutor(RememberingExecutor):
                     heard += self._deliver(worker, header, live, heard)
                     continue
                 if header.get("op") != "tool":
+                    tally.end()
                     return header, body, parts, deadline, cancelled
+                tally.tool_calls += 1
                 # no tool runs for a cancelled block, however it asks: the caller has gone
                 reply = _CANCELLED_CALL if cancelled else (yield from self._answer_tool(worker, body, deadline))
                 yield from self._transmit(worker, {"op": "reply", "call": header.get("call")}, reply, deadline=deadline)
@@ -416,3 +435,38 @@ class WorkerExecutor(RememberingExecutor):
                 error_type=str(header.get("error_type") or "") or None,
             )
         raise SandboxError(f"the worker answered a block with {header.get('op')!r}", state_lost=False)
+
+
+class _Tally:
+    """What one block cost, as the host sees it: the worker's CPU time and memory peak read from
+    /proc (never from the worker's own word), its wall time, the tool calls it asked the host for
+    and the bytes it sent back (its logs and its value)."""
+
+    def __init__(self, worker: WorkerProcess) -> None:
+        self.meter = ProcessMeter(worker.process.pid, children=False)  # its seccomp filter refuses fork
+        self.tool_calls = 0
+        self.started = time.monotonic()
+        self.ended: float | None = None
+        self.measured: Measured | None = None
+
+    def begin(self) -> None:
+        self.meter.begin()
+        self.started = time.monotonic()
+
+    def end(self) -> None:
+        self.ended = time.monotonic()
+        self.measured = self.meter.end()
+
+    def usage(self, header: dict[str, Any] | None = None, body: str = "", parts: Sequence[bytes] = ()) -> BlockUsage:
+        if self.measured is None:  # the block did not end with an answer: what /proc still shows
+            self.end()
+        assert self.measured is not None and self.ended is not None
+        logs = str((header or {}).get("logs", ""))
+        sent = len(logs.encode("utf-8", "surrogatepass")) + len(body.encode("utf-8", "surrogatepass"))
+        return block_usage(
+            self.ended - self.started,
+            self.measured,
+            output_bytes=sent + sum(map(len, parts)),
+            tool_calls=self.tool_calls,
+            egress_reason="the local worker has no network",
+        )
