@@ -8,7 +8,6 @@ import re
 from tests.cli.conftest import SAMPLE_TOOLS, write_script
 
 
-
 def test_run_prints_what_the_blocks_cost_beside_the_steps_and_tokens(codeward, tmp_path):
     model = write_script(tmp_path / "model.yaml", "print(double(21))", "final_answer(double(21) + 1)")
     done = codeward("run", "Double 21, then add one.", "--model", model, "--tools", SAMPLE_TOOLS)
