@@ -94,10 +94,12 @@ class JupyterExecutor(KernelExecutor):
         )
         self.transport = transport or ("tcp" if sys.platform == "win32" else "ipc")
         self._env = clean_environment(env, python=self.python)
+        self._process_meter: ProcessMeter | None = None
         self._start()
 
     def close(self) -> None:
         super().close()
+        self._close_meter()
         if self._remove_folder is not None:
             self._remove_folder()
 
@@ -111,7 +113,15 @@ class JupyterExecutor(KernelExecutor):
         pid = getattr(session.process, "pid", None)
         if pid is None:
             return Meter("the kernel's process is not known to the host")
-        return ProcessMeter(pid)
+        if self._process_meter is None or self._process_meter.pid != pid:  # kept open while the kernel lives
+            self._close_meter()
+            self._process_meter = ProcessMeter(pid)
+        return self._process_meter
+
+    def _close_meter(self) -> None:
+        if self._process_meter is not None:
+            self._process_meter.close()
+            self._process_meter = None
 
     def _start_process(self) -> LocalKernel:
         argv = None

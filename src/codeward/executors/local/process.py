@@ -54,7 +54,7 @@ from codeward.executors.live import STREAMS, BlockStops, LiveOutput, OutputCallb
 from codeward.executors.local.channel import ChannelClosed, ChannelError, ChannelTimeout
 from codeward.executors.local.interpreter import interrupted
 from codeward.executors.local.worker_process import WorkerProcess, worker_environment
-from codeward.executors.metering import Measured, ProcessMeter, block_usage
+from codeward.executors.metering import Measured, block_usage
 from codeward.executors.settings import checked_tool_names, checked_variable_names
 
 if TYPE_CHECKING:
@@ -219,8 +219,10 @@ class WorkerExecutor(RememberingExecutor):
         as `interrupt()` stops it and its answer awaited for `INTERRUPT_GRACE_SECONDS`: the worker
         that answers stays, with what the code defined; then the cancellation goes on up."""
         deadline = time.monotonic() + self.timeout_seconds + GRACE_SECONDS
-        tally.begin()
-        seq = yield from self._transmit(worker, {"op": "run", "live": live.wanted}, code, deadline=deadline)
+        tally.begin(self._check_idle(worker))  # one reading of its CPU time for both
+        seq = yield from self._transmit(
+            worker, {"op": "run", "live": live.wanted}, code, deadline=deadline, checked=True
+        )
         heard = 0
         cancelled: BaseException | None = None
         while True:
@@ -230,7 +232,7 @@ class WorkerExecutor(RememberingExecutor):
                     heard += self._deliver(worker, header, live, heard)
                     continue
                 if header.get("op") != "tool":
-                    tally.end()
+                    tally.end(worker.cpu_at_answer)  # read as the answer came
                     return header, body, parts, deadline, cancelled
                 tally.tool_calls += 1
                 # no tool runs for a cancelled block, however it asks: the caller has gone
@@ -346,24 +348,37 @@ class WorkerExecutor(RememberingExecutor):
         return worker
 
     def _transmit(
-        self, worker: WorkerProcess, header: dict[str, Any], body: str, parts: Sequence[Any] = (), *, deadline: float
+        self,
+        worker: WorkerProcess,
+        header: dict[str, Any],
+        body: str,
+        parts: Sequence[Any] = (),
+        *,
+        deadline: float,
+        checked: bool = False,
     ) -> Steps[int]:
         """Send a request by `deadline` (a worker that stops reading cannot hold the host); return
         its number, which the worker's answer must carry. A worker that ran code since its last
-        answer (a thread the code left behind) is stopped first; a tool's reply is part of its
-        block, whose deadline bounds whatever runs meanwhile."""
-        if header["op"] != "reply" and worker.busy_while_idle() > IDLE_CPU_SECONDS:
-            raise self._lost(
-                worker,
-                f"the worker process kept running code between blocks (more than {IDLE_CPU_SECONDS:g} CPU seconds "
-                "while no block ran: a thread the code started and left running), and was stopped",
-            )
+        answer (a thread the code left behind) is stopped first, unless the caller `checked`; a
+        tool's reply is part of its block, whose deadline bounds whatever runs meanwhile."""
+        if header["op"] != "reply" and not checked:
+            self._check_idle(worker)
         try:
             return (yield from worker.sending(header, body, parts, deadline))
         except (OSError, ChannelClosed):  # a worker that died while idle (killed from outside) shows it here first
             raise self._lost(worker, (yield from worker.dying())) from None
         except ChannelTimeout:
             raise self._lost(worker, "the worker process stopped taking what the host sent, and was stopped") from None
+
+    def _check_idle(self, worker: WorkerProcess) -> float | None:
+        """Stop a worker that ran code since its last answer; return its CPU seconds so far, as read."""
+        if worker.busy_while_idle() > IDLE_CPU_SECONDS:
+            raise self._lost(
+                worker,
+                f"the worker process kept running code between blocks (more than {IDLE_CPU_SECONDS:g} CPU seconds "
+                "while no block ran: a thread the code started and left running), and was stopped",
+            )
+        return worker.cpu_read
 
     def _receive(
         self, worker: WorkerProcess, seq: int, deadline: float, *, code_running: bool
@@ -443,19 +458,19 @@ class _Tally:
     and the bytes it sent back (its logs and its value)."""
 
     def __init__(self, worker: WorkerProcess) -> None:
-        self.meter = ProcessMeter(worker.process.pid, children=False)  # its seccomp filter refuses fork
+        self.meter = worker.meter
         self.tool_calls = 0
         self.started = time.monotonic()
         self.ended: float | None = None
         self.measured: Measured | None = None
 
-    def begin(self) -> None:
-        self.meter.begin()
+    def begin(self, cpu: float | None = None) -> None:
+        self.meter.begin(cpu)
         self.started = time.monotonic()
 
-    def end(self) -> None:
+    def end(self, cpu: float | None = None) -> None:
         self.ended = time.monotonic()
-        self.measured = self.meter.end()
+        self.measured = self.meter.end(cpu)
 
     def usage(self, header: dict[str, Any] | None = None, body: str = "", parts: Sequence[bytes] = ()) -> BlockUsage:
         if self.measured is None:  # the block did not end with an answer: what /proc still shows

@@ -51,12 +51,16 @@ class Meter:
     def __init__(self, reason: str = "this sandbox does not report it") -> None:
         self.reason = reason
 
-    def begin(self) -> None:
-        """Mark the block's start (and reset the memory peak where that can be done)."""
+    def begin(self, cpu: float | None = None) -> None:
+        """Mark the block's start (and reset the memory peak where that can be done); `cpu`, the CPU
+        seconds the caller has just read by the same means, saves a reading."""
 
-    def end(self) -> Measured:
+    def end(self, cpu: float | None = None) -> Measured:
         """What the block cost since `begin()`."""
         return Measured(unmeasured={"cpu_seconds": self.reason, "peak_memory_bytes": self.reason})
+
+    def close(self) -> None:
+        """Let go of what the meter holds open."""
 
 
 def block_usage(
@@ -85,7 +89,12 @@ def block_usage(
 
 
 class ProcessMeter(Meter):
-    """A process on this machine and the children it runs, read from /proc by the host."""
+    """A process on this machine and the children it runs, read from /proc by the host.
+
+    The process's own files stay open between blocks (a read is then a few microseconds, not the
+    tens an open takes), and they name that process for good: once it has ended they read nothing,
+    even if its pid is given to another. `close()` lets them go.
+    """
 
     def __init__(self, pid: int, *, children: bool = True) -> None:
         super().__init__("there is no /proc to read it from on this machine")
@@ -93,34 +102,109 @@ class ProcessMeter(Meter):
         self.children = children
         self._cpu: float | None = None
         self._reset = False
+        self._files: dict[str, int] = {}
 
-    def begin(self) -> None:
-        pids = self._tree()
-        self._cpu = _tree_cpu(pids)
-        self._reset = bool(pids) and all(_clear_peak(pid) for pid in pids)
+    def begin(self, cpu: float | None = None) -> None:
+        self._cpu = self.cpu_seconds() if cpu is None else cpu
+        self._reset = self._clear_peaks()
 
-    def end(self) -> Measured:
-        pids = self._tree()
-        cpu = _tree_cpu(pids)
-        peaks = [peak for peak in map(_peak_resident, pids) if peak is not None]
+    def end(self, cpu: float | None = None) -> Measured:
+        cpu, peak = self.cpu_seconds() if cpu is None else cpu, self._peak()
+        gone = "the process ended before it was read"
         measured = Measured()
         if cpu is None or self._cpu is None:
-            measured.unmeasured["cpu_seconds"] = self.reason if not pids else "the process ended before it was read"
+            measured.unmeasured["cpu_seconds"] = gone if self._opened("stat") is None else self.reason
         else:
             measured.cpu_seconds = round(max(0.0, cpu - self._cpu), 3)
-        if peaks:
-            measured.peak_memory_bytes = sum(peaks)
-            measured.peak_memory_scope = "block" if self._reset else "sandbox"
+        if peak is None:
+            measured.unmeasured["peak_memory_bytes"] = gone
         else:
-            measured.unmeasured["peak_memory_bytes"] = (
-                self.reason if not pids else "the process ended before it was read"
-            )
+            measured.peak_memory_bytes = peak
+            measured.peak_memory_scope = "block" if self._reset else "sandbox"
         return measured
 
-    def _tree(self) -> list[int]:
-        if not os.path.exists(f"/proc/{self.pid}/stat"):
-            return []
-        return _descendants(self.pid) if self.children else [self.pid]
+    def cpu_seconds(self) -> float | None:
+        """User and system time of the process and its children so far (those reaped included)."""
+        fields = _stat_fields(self._read("stat"))
+        if fields is None:
+            return None
+        ticks = sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime: fields 14 to 17
+        for child in self._children():
+            child_fields = _stat_fields(_read_path(f"/proc/{child}/stat"))
+            ticks += sum(int(value) for value in child_fields[11:15]) if child_fields else 0
+        return ticks / _CLOCK_TICKS
+
+    def close(self) -> None:
+        for descriptor in self._files.values():
+            with contextlib.suppress(OSError):
+                os.close(descriptor)
+        self._files.clear()
+
+    def _clear_peaks(self) -> bool:
+        """Reset the resident high-water marks (VmHWM); False where that is not allowed."""
+        descriptor = self._opened("clear_refs", os.O_WRONLY)
+        try:
+            if descriptor is None:
+                return False
+            os.write(descriptor, b"5")
+            for child in self._children():
+                with open(f"/proc/{child}/clear_refs", "wb", buffering=0) as refs:
+                    refs.write(b"5")
+        except OSError:
+            return False
+        return True
+
+    def _peak(self) -> int | None:
+        """The high-water marks of the process and its children, added (each reached its own at its time)."""
+        peak = _resident_peak(self._read("status", 4096))
+        if peak is None:
+            return None
+        for child in self._children():
+            peak += _resident_peak(_read_path(f"/proc/{child}/status")) or 0
+        return peak
+
+    def _children(self) -> list[int]:
+        return _descendants(self.pid)[1:] if self.children else []
+
+    def _opened(self, name: str, flags: int = os.O_RDONLY) -> int | None:
+        descriptor = self._files.get(name)
+        if descriptor is None:
+            try:
+                descriptor = self._files[name] = os.open(f"/proc/{self.pid}/{name}", flags | os.O_CLOEXEC)
+            except OSError:
+                return None
+        return descriptor
+
+    def _read(self, name: str, size: int = 1024) -> bytes:
+        descriptor = self._opened(name)
+        try:
+            return b"" if descriptor is None else os.pread(descriptor, size, 0)
+        except OSError:  # the process has ended
+            return b""
+
+
+def _read_path(path: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
+
+
+def _stat_fields(stat: bytes) -> list[bytes] | None:
+    """A /proc stat line's fields from the third on (the command, field 2, may hold spaces and parentheses)."""
+    fields = stat.rpartition(b")")[2].split()
+    return fields if len(fields) > 14 else None
+
+
+def _resident_peak(status: bytes) -> int | None:
+    at = status.find(b"VmHWM:")
+    if at < 0:
+        return None
+    try:
+        return int(status[at + 6 : status.index(b"kB", at)]) * 1024
+    except ValueError:
+        return None
 
 
 def _descendants(root: int) -> list[int]:
@@ -129,51 +213,12 @@ def _descendants(root: int) -> list[int]:
     for _ in range(_TREE_DEPTH):
         following: list[int] = []
         for pid in layer:
-            try:
-                text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-            except OSError:
-                continue
-            following.extend(int(child) for child in text.split())
+            following.extend(int(child) for child in _read_path(f"/proc/{pid}/task/{pid}/children").split())
         if not following:
             break
         found.extend(following)
         layer = following
     return found
-
-
-def _tree_cpu(pids: list[int]) -> float | None:
-    """User and system time of `pids`, with that of their children reaped so far; None if none is readable."""
-    total, read = 0, False
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        total += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime: fields 14 to 17
-        read = True
-    return total / _CLOCK_TICKS if read else None
-
-
-def _clear_peak(pid: int) -> bool:
-    """Reset the process's resident high-water mark (VmHWM); False where that is not allowed."""
-    try:
-        with open(f"/proc/{pid}/clear_refs", "w") as refs:
-            refs.write("5")
-    except OSError:
-        return False
-    return True
-
-
-def _peak_resident(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status", "rb") as status:
-            for line in status:
-                if line.startswith(b"VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 def cgroup_folders(container_id: str) -> list[Path]:
@@ -211,7 +256,7 @@ class CgroupMeter(Meter):
                 cpu = folder
         return v2, memory, cpu
 
-    def begin(self) -> None:
+    def begin(self, cpu: float | None = None) -> None:
         if self._v2 is None and self._memory_v1 is None and self._cpu_v1 is None:
             self._v2, self._memory_v1, self._cpu_v1 = self._find()  # a container started since
         self._cpu = self._cpu_seconds()
@@ -228,7 +273,7 @@ class CgroupMeter(Meter):
                 (self._memory_v1 / "memory.max_usage_in_bytes").write_text("0")
                 self._reset = True
 
-    def end(self) -> Measured:
+    def end(self, cpu: float | None = None) -> Measured:
         measured = Measured()
         cpu = self._cpu_seconds()
         if cpu is None or self._cpu is None:
