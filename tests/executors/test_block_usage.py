@@ -4,6 +4,8 @@ test server. The figures are the host's measure, so a worker that lies cannot lo
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -101,30 +103,23 @@ def test_the_cpu_a_worker_spent_is_the_hosts_measure_whatever_its_answer_says(mo
     assert usage.cpu_seconds is not None and usage.cpu_seconds >= 0.7, usage
 
 
-def test_a_process_meter_reads_another_process_and_resets_its_peak() -> None:
-    """The host's reading of /proc, on a process it did not make a block in: its own child."""
-    import subprocess
-    import sys
-
-    child = subprocess.Popen(
-        [sys.executable, "-c", "import sys\nheld = b'x' * (100 * 2**20)\ndel held\nsys.stdin.read()"],
-        stdin=subprocess.PIPE,
-    )
+def test_a_process_meter_resets_the_peak_of_a_process_it_reads() -> None:
+    """The host's reading of /proc, on a process it did not make a block in: a child that held 100 MB
+    and let it go shows it in its peak until the meter's reset, and not after (the control)."""
+    script = "import sys\nheld = b'x' * (100 * 2**20)\ndel held\nprint('ready', flush=True)\nsys.stdin.read()"
+    child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    meter = ProcessMeter(child.pid, children=False)
     try:
-        meter = ProcessMeter(child.pid, children=False)
-        import time
-
-        time.sleep(1.0)  # the child allocates and releases 100 MB meanwhile
-        unreset = ProcessMeter(child.pid, children=False)
-        unreset._reset = False
-        peak_before = unreset.end().peak_memory_bytes
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        before = meter.end()  # never begun: the peak since the process started
         meter.begin()
         after = meter.end()
     finally:
+        meter.close()
         child.communicate(b"")
-    assert peak_before is not None and peak_before >= 100 * 2**20
+    assert before.peak_memory_bytes is not None and before.peak_memory_bytes >= 100 * 2**20, before
     assert after.peak_memory_bytes is not None and after.peak_memory_bytes < 50 * 2**20, after
-    assert after.peak_memory_scope == "block"
+    assert after.peak_memory_scope == "block" and after.cpu_seconds is not None
 
 
 # -- jupyter ---------------------------------------------------------------------------------

@@ -120,6 +120,7 @@ class DockerExecutor(KernelExecutor):
         self._egress_policy = self.spec.egress
         # The record of sandboxes this executor has replaced; the running one's is read when asked.
         self._egress_past: list[dict[str, Any]] = []
+        self._cgroup_meter: CgroupMeter | None = None  # the running container's, kept between blocks
         #: The requests the last block made (None without an egress list): its spans, and the batch audit's.
         self.last_block_egress: list[dict[str, Any]] | None = None
         self._sandbox: KernelContainer | None = None
@@ -267,7 +268,9 @@ class DockerExecutor(KernelExecutor):
         sandbox = self._sandbox
         if sandbox is None or not sandbox.container.id:
             return Meter("the sandbox's container is not known")
-        return CgroupMeter(sandbox.container.id)
+        if self._cgroup_meter is None or self._cgroup_meter.container_id != sandbox.container.id:
+            self._cgroup_meter = CgroupMeter(sandbox.container.id)  # found once a container
+        return self._cgroup_meter
 
     @property
     def egress_log(self) -> list[dict[str, Any]]:
