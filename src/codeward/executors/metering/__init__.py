@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from codeward.executors.base import BlockUsage
 __all__ = ["CgroupMeter", "Measured", "Meter", "ProcessMeter", "block_usage", "cgroup_folders"]
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_HAS_PROC = os.path.isdir("/proc/self")
 #: Children of children are followed this deep at most (a kernel's tree is shallow).
 _TREE_DEPTH = 4
 #: The memory peak is reset for one open file from this kernel version on (cgroup v2).
@@ -110,10 +112,10 @@ class ProcessMeter(Meter):
 
     def end(self, cpu: float | None = None) -> Measured:
         cpu, peak = self.cpu_seconds() if cpu is None else cpu, self._peak()
-        gone = "the process ended before it was read"
+        gone = "the process ended before it was read" if _HAS_PROC else self.reason
         measured = Measured()
         if cpu is None or self._cpu is None:
-            measured.unmeasured["cpu_seconds"] = gone if self._opened("stat") is None else self.reason
+            measured.unmeasured["cpu_seconds"] = gone
         else:
             measured.cpu_seconds = round(max(0.0, cpu - self._cpu), 3)
         if peak is None:
@@ -237,9 +239,11 @@ def cgroup_folders(container_id: str) -> list[Path]:
 class CgroupMeter(Meter):
     """A container's control group on this machine, read by the host."""
 
-    def __init__(self, container_id: str) -> None:
+    def __init__(self, container_id: str, folders: Sequence[Path] | None = None) -> None:
         super().__init__("the container's control group is not on this machine (a remote engine?)")
         self.container_id = container_id
+        #: Where its control group may be: `cgroup_folders`, unless the caller knows.
+        self.folders = list(folders) if folders is not None else cgroup_folders(container_id)
         self._cpu: float | None = None
         self._peak_file: int | None = None
         self._reset = False
@@ -247,12 +251,12 @@ class CgroupMeter(Meter):
 
     def _find(self) -> tuple[Path | None, Path | None, Path | None]:
         v2 = memory = cpu = None
-        for folder in cgroup_folders(self.container_id):
-            if (folder / "cgroup.controllers").exists() and v2 is None:
+        for folder in self.folders:
+            if _exists(folder / "cgroup.controllers") and v2 is None:
                 v2 = folder
-            elif (folder / "memory.max_usage_in_bytes").exists() and memory is None:
+            elif _exists(folder / "memory.max_usage_in_bytes") and memory is None:
                 memory = folder
-            elif (folder / "cpuacct.usage").exists() and cpu is None:
+            elif _exists(folder / "cpuacct.usage") and cpu is None:
                 cpu = folder
         return v2, memory, cpu
 
@@ -282,7 +286,12 @@ class CgroupMeter(Meter):
             measured.cpu_seconds = round(max(0.0, cpu - self._cpu), 3)
         peak = self._peak()
         if peak is None:
-            measured.unmeasured["peak_memory_bytes"] = self.reason
+            found = self._v2 is not None or self._cpu_v1 is not None
+            measured.unmeasured["peak_memory_bytes"] = (
+                "the container's control group keeps no memory peak (no memory controller, or Linux before 5.19)"
+                if found
+                else self.reason
+            )
         else:
             measured.peak_memory_bytes = peak
             measured.peak_memory_scope = "block" if self._reset else "sandbox"
@@ -318,6 +327,13 @@ class CgroupMeter(Meter):
             with contextlib.suppress(OSError):
                 os.close(self._peak_file)
             self._peak_file = None
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # a folder this user may not look in
+        return False
 
 
 def _kernel_at_least(version: tuple[int, int]) -> bool:
