@@ -72,6 +72,7 @@ def test_a_saved_usage_that_is_malformed_is_left_out_not_trusted() -> None:
         {**good, "cpu_seconds": "lots"},
         {**good, "tool_calls": True},
         {**good, "unmeasured": {"cpu_seconds": 3}},
+        {**good, "peak_memory_scope": "everything"},
         {"cpu_seconds": 1.0},
         "1 s",
     ):

@@ -282,6 +282,8 @@ def saved_block_usage(data: Any) -> BlockUsage | None:
         value = data.get(name)
         if name in data and (isinstance(value, bool) or not isinstance(value, kinds)):
             return None
+    if data.get("peak_memory_scope", "block") not in ("block", "sandbox"):
+        return None
     unmeasured = data.get("unmeasured") or {}
     if not isinstance(unmeasured, dict) or not all(isinstance(v, str) for v in unmeasured.values()):
         return None
