@@ -34,6 +34,7 @@ __all__ = [
     "TOOL_ARGUMENTS",
     "TOOL_NAME",
     "TOOL_RESULT",
+    "USAGE_FIGURES",
     "Span",
     "Tracer",
     "flush",
@@ -59,6 +60,8 @@ SANDBOX_ID = "codeward.sandbox.id"
 SANDBOX_MOUNTS = "codeward.sandbox.mounts"
 CODE = "codeward.code"
 CODE_OUTCOME = "codeward.code.outcome"
+#: The figures of a block's usage an ``execute_code`` span carries, each as ``codeward.code.<figure>``.
+USAGE_FIGURES = ("wall_seconds", "cpu_seconds", "peak_memory_bytes", "output_bytes", "tool_calls", "egress_bytes")
 CODE_OUTPUT = "codeward.code.output"
 JOB_ID = "codeward.job.id"
 

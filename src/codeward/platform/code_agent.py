@@ -10,6 +10,7 @@ from typing import Any
 from codeward import tracing
 from codeward.effects import Offloaded, Steps, awaited, blocking
 from codeward.executors.base import (
+    BlockUsage,
     CodeOutput,
     ExecutionError,
     ExecutionTimeout,
@@ -348,14 +349,15 @@ class CodeAgent(MultiStepAgent):
             span.event(tracing.CODE, {tracing.CODE: code})
             try:
                 output: CodeOutput = yield (LiveBlock if live else BlockRun)(self.executor, code, on_output)
-            except Exception:
-                span.set({tracing.CODE_OUTCOME: "error"})
+            except Exception as error:
+                span.set({tracing.CODE_OUTCOME: "error", **_usage_attributes(getattr(error, "usage", None))})
                 raise
             finally:
                 started = getattr(self.executor, "sandbox_id", None)
                 if not sandbox_id and started:  # a sandbox this block started (the first, or after one died)
                     span.set({tracing.SANDBOX_ID: str(started)})
             span.set({tracing.CODE_OUTCOME: "final_answer" if output.is_final_answer else "ok"})
+            span.set(_usage_attributes(output.usage))
             span.value(tracing.CODE_OUTPUT, output.output)
             return output
 
@@ -392,3 +394,11 @@ class CodeAgent(MultiStepAgent):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def _usage_attributes(usage: BlockUsage | None) -> dict[str, int | float]:
+    """A block's usage as its span's attributes (``codeward.code.cpu_seconds``...): the figures measured."""
+    if not isinstance(usage, BlockUsage):
+        return {}
+    figures = {name: getattr(usage, name) for name in tracing.USAGE_FIGURES}
+    return {f"codeward.code.{name}": value for name, value in figures.items() if value is not None}
