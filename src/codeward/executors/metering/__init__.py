@@ -31,8 +31,10 @@ __all__ = ["CgroupMeter", "Measured", "Meter", "ProcessMeter", "block_usage", "c
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _HAS_PROC = os.path.isdir("/proc/self")
-#: Children of children are followed this deep at most (a kernel's tree is shallow).
+#: Children of children are followed this deep at most (a kernel's tree is shallow), and this many
+#: processes read at most a block, whatever the code started.
 _TREE_DEPTH = 4
+_MOST_PROCESSES = 256
 #: The memory peak is reset for one open file from this kernel version on (cgroup v2).
 _PEAK_RESET_KERNEL = (6, 12)
 
@@ -220,7 +222,9 @@ def _descendants(root: int) -> list[int]:
             break
         found.extend(following)
         layer = following
-    return found
+        if len(found) >= _MOST_PROCESSES:
+            break
+    return found[:_MOST_PROCESSES]
 
 
 def cgroup_folders(container_id: str) -> list[Path]:
