@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -35,6 +36,17 @@ def test_local_cpu_time_is_what_the_block_spent(local: LocalExecutor) -> None:
 
 def test_local_output_and_tool_calls_are_counted(local: LocalExecutor) -> None:
     check_output_and_calls(local)
+
+
+def test_a_local_block_that_took_no_page_fault_gets_the_peak_the_status_file_gives(local: LocalExecutor) -> None:
+    """A block that grew nothing is measured from the worker's stat line alone (its page faults and size,
+    read with its CPU time): the figure is the high-water mark /proc/<pid>/status gives after it."""
+    pid = int(str(local.sandbox_id).split("-")[1])
+    for _ in range(20):
+        usage = usage_of(local, "x = 1")
+        status = Path(f"/proc/{pid}/status").read_text()
+        high = int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1]) * 1024
+        assert usage.peak_memory_bytes is not None and abs(usage.peak_memory_bytes - high) <= 2 * 2**20, (usage, high)
 
 
 def test_local_usage_comes_with_a_failed_block_and_names_what_it_does_not_measure(local: LocalExecutor) -> None:
