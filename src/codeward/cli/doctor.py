@@ -21,7 +21,9 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from codeward.executors.base import available_executors, executor_class, install_line
+from codeward.cli.output import notes_console
+from codeward.executors.base import Executor, available_executors, executor_class, install_line
+from codeward.usage import UsageError
 from codeward.wording import counted
 
 __all__ = ["Check", "add_parser", "run_checks"]
@@ -233,6 +235,88 @@ def _doctor(args: argparse.Namespace, console: Console) -> int:
     return 1 if broken else 0
 
 
+def _attack(args: argparse.Namespace, console: Console) -> int:
+    """`doctor --attack`: the probes run in the chosen sandbox, a line each; exit 0 only when all held."""
+    from codeward.cli.attack_bait import Bait
+    from codeward.cli.attack_probes import memory_limit, run_probes
+
+    name = args.executor or "local"
+    settings: dict[str, Any] = {}
+    if args.runtime is not None:
+        if name != "docker":
+            raise UsageError(
+                f"--runtime chooses a docker sandbox's runtime; the {name!r} sandbox has none: add --executor docker"
+            )
+        settings["runtime"] = args.runtime
+    notes = notes_console()
+    if name == "jupyter":
+        notes.print(
+            "[yellow]note:[/yellow] a Jupyter kernel is not a sandbox: it runs as you, with your files, "
+            "processes and network; the probes show what code run there can do"
+        )
+    with Bait(name) as bait:  # set up first: the sandbox starts with the secret already in this environment
+        executor = _attacked_sandbox(name, settings)
+        held = got_through = 0
+        with executor:
+            for verdict in run_probes(executor, bait, memory_limit(executor)):
+                label = f"[bold]{escape(verdict.name)}[/bold]"
+                if verdict.held:
+                    held += 1
+                    console.print(f"[green]✓[/green] {label}: held", highlight=False, soft_wrap=True)
+                elif verdict.held is None:
+                    console.print(
+                        f"[dim]–[/dim] {label}: not probed: {escape(verdict.detail)}", highlight=False, soft_wrap=True
+                    )
+                else:
+                    got_through += 1
+                    console.print(
+                        f"[red]✗[/red] {label}: got through: {escape(verdict.detail)}", highlight=False, soft_wrap=True
+                    )
+    where = f"the {name} sandbox" + (f" under {args.runtime}" if args.runtime else "")
+    if got_through:
+        not_a_sandbox = "; a Jupyter kernel is not a sandbox: use docker or local" if name == "jupyter" else ""
+        console.print(
+            f"{got_through} of {counted(held + got_through, 'probe')} got through {escape(where)}{not_a_sandbox}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 1
+    console.print(
+        f"all {counted(held, 'probe')} held in {escape(where)} on this machine", highlight=False, soft_wrap=True
+    )
+    return 0
+
+
+def _attacked_sandbox(name: str, settings: dict[str, Any]) -> Executor:
+    """The sandbox the probes attack, as `name` starts by default; one that cannot start is for the user to fix."""
+    from codeward.executors.base import ExecutorError, create_executor
+
+    try:
+        return create_executor(name, **settings)
+    except (ValueError, ExecutorError) as error:
+        raise UsageError(f"the {name!r} sandbox could not be started for --attack: {error}") from error
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
+    if args.attack:
+        return _attack(args, console)
+    if args.executor is not None or args.runtime is not None:
+        raise UsageError("--executor and --runtime choose the sandbox that --attack probes: add --attack")
+    return _doctor(args, console)
+
+
 def add_parser(commands: Any) -> None:
+    from codeward.cli.options import add_executor_option
+
     doctor = commands.add_parser("doctor", help="what is installed and reachable, and how to fix what is not")
-    doctor.set_defaults(handler=_doctor)
+    doctor.add_argument(
+        "--attack",
+        action="store_true",
+        help="run a set of real escape attempts inside a sandbox (files, environment, shell, sockets, network, "
+        "signals, processes, memory) and show, for each, that it held or what got through; exits 1 unless all held",
+    )
+    add_executor_option(doctor, "with --attack: the sandbox to probe (default local)", default=None)
+    doctor.add_argument(
+        "--runtime", metavar="NAME", help="with --attack --executor docker: the container runtime, such as runsc"
+    )
+    doctor.set_defaults(handler=_run)
