@@ -1,10 +1,11 @@
 """`codeward doctor --attack`: every probe holds in the local sandbox, and gets through where nothing stops it.
 
-The command runs in a fresh process, as a user runs it. Each probe's control is a sandbox without
-the walls: a Jupyter kernel, which is plain Python running as the user, with no policy and no
-confinement (the local executor with both switched off), given the local probes; there each probe must
-report what got through, judged on the host (a file written, a listener reached, a process killed,
-a secret brought back, processes counted, memory filled).
+The command runs in a fresh process, as a user runs it. Each probe has controls without the walls it
+meets, where it must report what got through, judged on the host (a file written, a listener reached,
+a process killed, a secret brought back, processes counted, memory filled):
+- for the local executor's policy, a Jupyter kernel, which is plain Python running as the user (the
+  local executor with its policy and its confinement switched off), given every local probe;
+- for the worker's confinement, the confined interpreter with its confine() call taken away.
 """
 
 from __future__ import annotations
@@ -15,20 +16,24 @@ from collections.abc import Iterator
 import pytest
 
 from codeward.cli.attack_bait import Bait
+from codeward.cli.attack_confined import ConfinedPython
 from codeward.cli.attack_probes import PROBES, Probe, run_probes
+from codeward.cli.doctor import CONFINEMENT_ALONE
 from codeward.executors.base import Executor
 
 #: The probes the local executor runs: every one.
 LOCAL_PROBES = [probe for probe in PROBES if probe.executors is None or "local" in probe.executors]
 #: The probes that run on every executor (the local policy's escapes are local-only).
 EVERY_EXECUTOR = [probe.name for probe in PROBES if probe.executors is None]
+#: The line `confine()` is called on in the confined interpreter: its control runs without it.
+CONFINE_CALL = "missing = confine("
 
 
 def probe_lines(out: str) -> dict[str, str]:
     """Each probe's line, by the probe's name."""
     lines = {}
     for line in out.splitlines():
-        found = re.match(r"^[✓✗–] (?P<name>[^:]+): (?P<verdict>.*)$", line)
+        found = re.match(r"^[✓✗–] (?P<name>.+?): (?P<verdict>held|got through: .*|not probed: .*)$", line)
         if found:
             lines[found["name"]] = found["verdict"]
     return lines
@@ -38,9 +43,10 @@ def test_every_probe_holds_in_the_local_sandbox(codeward) -> None:
     done = codeward("doctor", "--attack", timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = probe_lines(done.stdout)
-    assert set(lines) == {probe.name for probe in LOCAL_PROBES}, done.stdout
+    confined = {CONFINEMENT_ALONE + name for name in EVERY_EXECUTOR}
+    assert set(lines) == {probe.name for probe in LOCAL_PROBES} | confined, done.stdout
     assert all(verdict == "held" for verdict in lines.values()), done.stdout
-    assert f"all {len(LOCAL_PROBES)} probes held in the local sandbox" in done.stdout
+    assert f"all {len(lines)} probes held in the local sandbox" in done.stdout
     assert "Traceback" not in done.stdout + done.stderr
 
 
@@ -72,19 +78,55 @@ def test_options_that_cannot_work_are_said_and_exit_2(codeward, args, said) -> N
     assert done.stdout == "" or "held" not in done.stdout
 
 
+@pytest.fixture
+def bait() -> Iterator[Bait]:
+    """Fresh bait for each control: a probe that gets through (kills the process, writes the file) spends its own."""
+    with Bait("local") as fresh:
+        yield fresh
+
+
 @pytest.fixture(scope="module")
-def no_walls() -> Iterator[tuple[Executor, Bait]]:
-    """A kernel with no policy and no confinement, and bait for the local probes, shared by the controls."""
+def no_walls() -> Iterator[Executor]:
+    """A kernel with no policy and no confinement, shared by the policy's controls."""
     pytest.importorskip("jupyter_client")
     from codeward.executors.jupyter import JupyterExecutor
 
-    with Bait("local") as bait, JupyterExecutor(timeout_seconds=60) as kernel:
-        yield kernel, bait
+    with JupyterExecutor(timeout_seconds=60) as kernel:
+        yield kernel
+
+
+class Unconfined(ConfinedPython):
+    """The confined interpreter with its confine() call taken away: the control of the confinement's probes."""
+
+    assert CONFINE_CALL in ConfinedPython.runner
+    runner = ConfinedPython.runner.replace(CONFINE_CALL, "missing = (lambda **settings: [])(")
+
+
+@pytest.fixture(scope="module")
+def unconfined() -> Iterator[Executor]:
+    with Unconfined() as plain:
+        yield plain
 
 
 @pytest.mark.parametrize("probe", LOCAL_PROBES, ids=[probe.name for probe in LOCAL_PROBES])
-def test_each_probe_reports_what_got_through_where_nothing_stops_it(no_walls, probe: Probe) -> None:
-    kernel, bait = no_walls
-    (verdict,) = run_probes(kernel, bait, 1 << 30, probes=(probe,))
+def test_each_probe_reports_what_got_through_where_no_policy_stops_it(no_walls, bait, probe: Probe) -> None:
+    (verdict,) = run_probes(no_walls, bait, 1 << 30, probes=(probe,))
+    assert verdict.held is False, f"{probe.name}: {verdict}"
+    assert verdict.detail, verdict
+
+
+EVERYWHERE = [probe for probe in PROBES if probe.executors is None]
+
+
+@pytest.mark.parametrize("probe", EVERYWHERE, ids=[probe.name for probe in EVERYWHERE])
+def test_each_probe_holds_in_the_confined_interpreter_and_gets_through_without_confine(
+    unconfined, bait, probe: Probe
+) -> None:
+    with ConfinedPython() as confined:
+        if confined.missing:
+            pytest.skip(f"this machine lacks {', '.join(confined.missing)}: codeward doctor says why")
+        (held,) = run_probes(confined, bait, 1 << 30, probes=(probe,))
+    assert held.held is True, f"{probe.name}: {held}"
+    (verdict,) = run_probes(unconfined, bait, 1 << 30, probes=(probe,))
     assert verdict.held is False, f"{probe.name}: {verdict}"
     assert verdict.detail, verdict

@@ -127,9 +127,16 @@ class Bait:
         self.loopback = Listener("127.0.0.1")
         address = host_address(executor_name)
         self.network = Listener(address) if address else None
-        self.child = subprocess.Popen(  # holds the secret in the environment it started with, as /proc shows it
-            [sys.executable, "-c", "import time; time.sleep(3600)"], stdin=subprocess.DEVNULL, start_new_session=True
+        # A process to signal, which holds the secret in the environment it started with, as /proc shows
+        # it once it runs its own program (before, /proc shows this process's first environment).
+        self.child = subprocess.Popen(
+            [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(3600)"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            start_new_session=True,
         )
+        assert self.child.stdout is not None
+        self.child.stdout.readline()
         self.processes: ProcessCount | None = None
         self.extra_processes = 0
         self.memory_at_start = own_peak_memory()
@@ -154,6 +161,8 @@ class Bait:
         if self.child.poll() is None:
             self.child.kill()
         self.child.wait()
+        if self.child.stdout is not None:
+            self.child.stdout.close()
         if self.processes is not None:
             self.processes.close()
         shutil.rmtree(self.folder, ignore_errors=True)

@@ -95,11 +95,12 @@ with open({path!r}, "w") as handle:
 
 _ENVIRONMENT = """
 import os
-print(dict(os.environ))
+wanted = "CODEWARD_DOCTOR_SECRET_"  # what it prints is kept small: a sandbox's output may be cut
+print([value for name, value in os.environ.items() if name.startswith(wanted)])
 for pid in ({pid}, {child}):
     try:
         with open(f"/proc/{{pid}}/environ", "rb") as handle:
-            print(handle.read())
+            print([entry for entry in handle.read().split(b"\\0") if entry.startswith(wanted.encode())])
     except OSError as error:
         print(pid, type(error).__name__)
 """
@@ -115,8 +116,7 @@ except Exception as error:
     print("subprocess:", type(error).__name__)
 try:
     import os
-    os.system(command)
-    ran.append("os.system")
+    ran.append(f"os.system gave {{os.system(command)}}")
 except Exception as error:
     print("os.system:", type(error).__name__)
 print("ran:", ran)

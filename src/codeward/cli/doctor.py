@@ -14,9 +14,9 @@ import argparse
 import os
 import platform
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -25,6 +25,9 @@ from codeward.cli.output import notes_console
 from codeward.executors.base import Executor, available_executors, executor_class, install_line
 from codeward.usage import UsageError
 from codeward.wording import counted
+
+if TYPE_CHECKING:
+    from codeward.cli.attack_probes import Verdict
 
 __all__ = ["Check", "add_parser", "run_checks"]
 
@@ -238,7 +241,7 @@ def _doctor(args: argparse.Namespace, console: Console) -> int:
 def _attack(args: argparse.Namespace, console: Console) -> int:
     """`doctor --attack`: the probes run in the chosen sandbox, a line each; exit 0 only when all held."""
     from codeward.cli.attack_bait import Bait
-    from codeward.cli.attack_probes import memory_limit, run_probes
+    from codeward.cli.attack_probes import PROBES, memory_limit, run_probes
 
     name = args.executor or "local"
     settings: dict[str, Any] = {}
@@ -255,36 +258,61 @@ def _attack(args: argparse.Namespace, console: Console) -> int:
             "processes and network; the probes show what code run there can do"
         )
     with Bait(name) as bait:  # set up first: the sandbox starts with the secret already in this environment
-        executor = _attacked_sandbox(name, settings)
-        held = got_through = 0
-        with executor:
-            for verdict in run_probes(executor, bait, memory_limit(executor)):
-                label = f"[bold]{escape(verdict.name)}[/bold]"
-                if verdict.held:
-                    held += 1
-                    console.print(f"[green]✓[/green] {label}: held", highlight=False, soft_wrap=True)
-                elif verdict.held is None:
-                    console.print(
-                        f"[dim]–[/dim] {label}: not probed: {escape(verdict.detail)}", highlight=False, soft_wrap=True
+        tally = _Tally(console)
+        with _attacked_sandbox(name, settings) as executor:
+            limit = memory_limit(executor)
+            tally.show(run_probes(executor, bait, limit))
+        if name == "local":  # the policy refused all; the kernel's own walls are probed without it
+            from codeward.cli.attack_confined import ConfinedPython
+
+            confined = ConfinedPython(max_memory_bytes=limit)
+            with confined:
+                if confined.missing:
+                    notes.print(
+                        "[yellow]note:[/yellow] the local worker's confinement lacks here: "
+                        f"{escape(', '.join(confined.missing))} (codeward doctor says why)"
                     )
-                else:
-                    got_through += 1
-                    console.print(
-                        f"[red]✗[/red] {label}: got through: {escape(verdict.detail)}", highlight=False, soft_wrap=True
-                    )
+                everywhere = tuple(probe for probe in PROBES if probe.executors is None)
+                tally.show(run_probes(confined, bait, limit, everywhere), CONFINEMENT_ALONE)
     where = f"the {name} sandbox" + (f" under {args.runtime}" if args.runtime else "")
-    if got_through:
+    if tally.got_through:
         not_a_sandbox = "; a Jupyter kernel is not a sandbox: use docker or local" if name == "jupyter" else ""
         console.print(
-            f"{got_through} of {counted(held + got_through, 'probe')} got through {escape(where)}{not_a_sandbox}",
+            f"{tally.got_through} of {counted(tally.held + tally.got_through, 'probe')} got through "
+            f"{escape(where)}{not_a_sandbox}",
             highlight=False,
             soft_wrap=True,
         )
         return 1
     console.print(
-        f"all {counted(held, 'probe')} held in {escape(where)} on this machine", highlight=False, soft_wrap=True
+        f"all {counted(tally.held, 'probe')} held in {escape(where)} on this machine", highlight=False, soft_wrap=True
     )
     return 0
+
+
+#: What the names of the probes run against the local worker's confinement alone begin with.
+CONFINEMENT_ALONE = "confinement alone: "
+
+
+class _Tally:
+    """The probes' lines as their verdicts come, and how many held and got through."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.held = self.got_through = 0
+
+    def show(self, verdicts: Iterable[Verdict], prefix: str = "") -> None:
+        for verdict in verdicts:
+            label = f"[bold]{escape(prefix + verdict.name)}[/bold]"
+            if verdict.held:
+                self.held += 1
+                line = f"[green]✓[/green] {label}: held"
+            elif verdict.held is None:
+                line = f"[dim]–[/dim] {label}: not probed: {escape(verdict.detail)}"
+            else:
+                self.got_through += 1
+                line = f"[red]✗[/red] {label}: got through: {escape(verdict.detail)}"
+            self.console.print(line, highlight=False, soft_wrap=True)
 
 
 def _attacked_sandbox(name: str, settings: dict[str, Any]) -> Executor:
