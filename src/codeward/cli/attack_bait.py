@@ -114,7 +114,20 @@ class Bait:
 
     def __init__(self, executor_name: str) -> None:
         self.executor_name = executor_name
+        self.pid = os.getpid()
+        self.processes: ProcessCount | None = None
+        self.extra_processes = 0
+        self.memory_at_start = own_peak_memory()
+        self._undo = contextlib.ExitStack()  # each piece is taken down again, also when a later one fails
+        try:
+            self._set_up()
+        except BaseException:
+            self._undo.close()
+            raise
+
+    def _set_up(self) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="codeward-doctor-"))
+        self._undo.callback(shutil.rmtree, self.folder, ignore_errors=True)
         self.secret = secrets.token_hex(16)
         self.secret_file = self.folder / "secret.txt"
         self.secret_file.write_text(self.secret, encoding="utf-8")
@@ -123,10 +136,10 @@ class Bait:
         self.env_name = f"CODEWARD_DOCTOR_SECRET_{secrets.token_hex(4).upper()}"
         self.env_secret = secrets.token_hex(16)
         os.environ[self.env_name] = self.env_secret
-        self.pid = os.getpid()
+        self._undo.callback(os.environ.pop, self.env_name, None)
         self.loopback = Listener("127.0.0.1")
-        address = host_address(executor_name)
-        self.network = Listener(address) if address else None
+        self._undo.callback(self.loopback.close)
+        self.network = self._network_listener()
         # A process to signal, which holds the secret in the environment it started with, as /proc shows
         # it once it runs its own program (before, /proc shows this process's first environment).
         self.child = subprocess.Popen(
@@ -135,11 +148,28 @@ class Bait:
             stdout=subprocess.PIPE,
             start_new_session=True,
         )
+        self._undo.callback(self._end_child)
         assert self.child.stdout is not None
         self.child.stdout.readline()
-        self.processes: ProcessCount | None = None
-        self.extra_processes = 0
-        self.memory_at_start = own_peak_memory()
+
+    def _network_listener(self) -> Listener | None:
+        """A listener where a networked sandbox would find this machine; None where there is no such address."""
+        address = host_address(self.executor_name)
+        if address is None:
+            return None
+        try:
+            listener = Listener(address)
+        except OSError:  # an engine elsewhere (DOCKER_HOST) has its gateway on another machine
+            return None
+        self._undo.callback(listener.close)
+        return listener
+
+    def _end_child(self) -> None:
+        if self.child.poll() is None:
+            self.child.kill()
+        self.child.wait()
+        if self.child.stdout is not None:
+            self.child.stdout.close()
 
     def written(self, probe: str) -> Path:
         """The host path a probe tries to write."""
@@ -154,18 +184,10 @@ class Bait:
         self.close()
 
     def close(self) -> None:
-        os.environ.pop(self.env_name, None)
-        self.loopback.close()
-        if self.network is not None:
-            self.network.close()
-        if self.child.poll() is None:
-            self.child.kill()
-        self.child.wait()
-        if self.child.stdout is not None:
-            self.child.stdout.close()
         if self.processes is not None:
             self.processes.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
+            self.processes = None
+        self._undo.close()
 
 
 def own_peak_memory() -> int:

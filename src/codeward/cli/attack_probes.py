@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from codeward.cli.attack_bait import Bait, Listener, ProcessCount, own_peak_memory
-from codeward.executors.base import ExecutionError, Executor, SandboxError
+from codeward.executors.base import ExecutionError, Executor, ExecutorError, SandboxError
 
 __all__ = ["PROBES", "Outcome", "Probe", "Verdict", "memory_limit", "run_probes"]
 
@@ -48,6 +48,8 @@ class Outcome:
             return cls(f"{error.message}\n{error.logs}", "died")
         except ExecutionError as error:
             return cls(f"{error.message}\n{error.logs}\n{error.traceback}", "failed")
+        except ExecutorError as error:  # refused by the executor on the way (a value it would not carry back)
+            return cls(f"{error.message}\n{error.logs}", "failed")
         return cls(f"{done.output!r}\n{done.logs}", "finished")
 
 
