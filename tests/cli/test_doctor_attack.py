@@ -5,11 +5,14 @@ meets, where it must report what got through, judged on the host (a file written
 a process killed, a secret brought back, processes counted, memory filled):
 - for the local executor's policy, a Jupyter kernel, which is plain Python running as the user (the
   local executor with its policy and its confinement switched off), given every local probe;
-- for the worker's confinement, the confined interpreter with its confine() call taken away.
+- for the worker's confinement, the confined interpreter with its confine() call taken away;
+- for the judges, a sandbox that lets everything through and claims it refused all: the probes whose
+  harm the host can see for itself must still report it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 
@@ -19,7 +22,8 @@ from codeward.cli.attack_bait import Bait
 from codeward.cli.attack_confined import ConfinedPython
 from codeward.cli.attack_probes import PROBES, Probe, run_probes
 from codeward.cli.doctor import CONFINEMENT_ALONE
-from codeward.executors.base import Executor
+from codeward.executors.base import CodeOutput, ExecutionError, Executor, ExecutorError
+from codeward.tools import Tool
 
 #: The probes the local executor runs: every one.
 LOCAL_PROBES = [probe for probe in PROBES if probe.executors is None or "local" in probe.executors]
@@ -130,3 +134,39 @@ def test_each_probe_holds_in_the_confined_interpreter_and_gets_through_without_c
     (verdict,) = run_probes(unconfined, bait, 1 << 30, probes=(probe,))
     assert verdict.held is False, f"{probe.name}: {verdict}"
     assert verdict.detail, verdict
+
+
+class Liar(Executor):
+    """A sandbox that lets everything through and says it refused all: what it did is kept, what it says is not."""
+
+    def __init__(self, inner: Executor) -> None:
+        self.inner = inner
+
+    def run(self, code: str, on_output: object = None) -> CodeOutput:
+        with contextlib.suppress(ExecutorError):
+            self.inner.run(code)
+        raise ExecutionError("CodeRefused: this sandbox allows none of that", error_type="CodeRefused")
+
+    def send_variables(self, variables: dict[str, object]) -> None:
+        self.inner.send_variables(variables)
+
+    def send_tools(self, tools: dict[str, Tool]) -> None:
+        self.inner.send_tools(tools)
+
+    def close(self) -> None:
+        """The kernel is the fixture's to close."""
+
+
+#: The probes whose harm the host sees for itself, whatever the sandbox says.
+SEEN_ON_THE_HOST = [
+    probe
+    for probe in LOCAL_PROBES
+    if probe.name.startswith(("write", "exec", "open", "reach", "signal", "fork", "escape"))
+    and "format" not in probe.name
+]
+
+
+@pytest.mark.parametrize("probe", SEEN_ON_THE_HOST, ids=[probe.name for probe in SEEN_ON_THE_HOST])
+def test_a_sandbox_that_claims_a_refusal_is_not_believed(no_walls, bait, probe: Probe) -> None:
+    (verdict,) = run_probes(Liar(no_walls), bait, 1 << 30, probes=(probe,))
+    assert verdict.held is False, f"{probe.name}: {verdict}"
