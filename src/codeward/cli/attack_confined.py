@@ -66,7 +66,11 @@ class ConfinedPython(Executor):
         self.working_folder = tempfile.mkdtemp(prefix="codeward-confined-")
         self.missing: list[str] = []
         self._process: subprocess.Popen[str] | None = None
-        self._start()
+        try:
+            self._start()
+        except BaseException:
+            shutil.rmtree(self.working_folder, ignore_errors=True)
+            raise
 
     def _start(self) -> None:
         from codeward.executors.local.worker_process import worker_environment, worker_import_path
