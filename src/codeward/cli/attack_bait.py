@@ -9,6 +9,7 @@ the machine's processes. Each is what a probe's judge looks at afterwards, on th
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import fcntl
 import os
@@ -85,28 +86,39 @@ def host_address(executor_name: str) -> str | None:
 
 
 class ProcessCount:
-    """The most processes this machine had at once, sampled from /proc while it is open."""
+    """How many more children one process had at once than at the start, sampled from /proc while open.
+
+    Children of one parent, because the fork probe's processes share theirs (the sandbox's process, seen
+    from the host under runc and on the local machine), while the rest of a busy machine's processes,
+    starting and ending meanwhile, are spread over many parents and cancel out of no count."""
 
     def __init__(self) -> None:
-        self.base = self._now()
-        self.peak = self.base
+        self.base = self._children()
+        self.most = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, name="codeward-doctor-processes", daemon=True)
         self._thread.start()
 
     @staticmethod
-    def _now() -> int:
-        return sum(entry.isdigit() for entry in os.listdir("/proc"))
+    def _children() -> collections.Counter[int]:
+        """The number of live processes of each parent pid."""
+        parents: collections.Counter[int] = collections.Counter()
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError, IndexError, ValueError), open(f"/proc/{entry}/stat", "rb") as stat:
+                    parents[int(stat.read().rsplit(b")", 1)[1].split()[1])] += 1
+        return parents
 
     def _sample(self) -> None:
-        while not self._stop.wait(0.02):
-            self.peak = max(self.peak, self._now())
+        while not self._stop.wait(0.05):
+            now = self._children()
+            self.most = max([self.most, *(count - self.base[parent] for parent, count in now.items())])
 
     def close(self) -> int:
-        """Stop counting; the most processes seen beyond those at the start."""
+        """Stop counting; the most children one process gained."""
         self._stop.set()
         self._thread.join()
-        return self.peak - self.base
+        return self.most
 
 
 class Bait:
