@@ -48,6 +48,7 @@ from codeward.executors.local.channel import ChannelClosed, ChannelError, Channe
 from codeward.executors.local.interpreter import interrupted
 from codeward.executors.local.worker_process import WorkerProcess, worker_environment
 from codeward.executors.settings import checked_tool_names, checked_variable_names
+from codeward.executors.wall_events import events_from_text
 
 if TYPE_CHECKING:
     from codeward.tools import Tool
@@ -83,9 +84,9 @@ _FIELDS = {
         "ready": {"missing"},
         "output": {"stream", "text"},
         "tool": {"call"},
-        "done": {"final", "logs", "shown"},
-        "error": {"final", "logs", "timeout", "message", "traceback", "error_type"},
-        "interrupted": {"logs"},
+        "done": {"final", "logs", "shown", "events"},
+        "error": {"final", "logs", "timeout", "message", "traceback", "error_type", "events"},
+        "interrupted": {"logs", "events"},
         "loaded": set(),
         "unknown": {"what"},
     }.items()
@@ -396,23 +397,31 @@ class WorkerExecutor(RememberingExecutor):
 
     def _outcome(self, header: dict[str, Any], body: str, parts: list[bytes], deadline: float) -> Steps[CodeOutput]:
         logs = str(header.get("logs", ""))
+        # What the policy refused, as the worker (the code's own process) tells it: bounded and plain.
+        events = events_from_text(header.get("events"))
         if header.get("op") == "done":
             try:
                 with self._decoding(deadline):
                     value = yield from decoding(body, parts=parts)
             except codec.CodecError as error:
-                raise ExecutionError(
+                refused = ExecutionError(
                     f"the sandbox sent a value codeward refuses: {error}", logs=logs, error_type="CodecError"
-                ) from None
-            return CodeOutput(value, logs, bool(header.get("final")))
+                )
+                refused.events = events
+                raise refused from None
+            return CodeOutput(value, logs, bool(header.get("final")), events=events)
+        failure: ExecutionError
         if header.get("op") == "interrupted":  # `interrupt()`: the block stopped, the worker stays
-            raise interrupted(logs)
-        if header.get("op") == "error":
+            failure = interrupted(logs)
+        elif header.get("op") == "error":
             kind = ExecutionTimeout if header.get("timeout") else ExecutionError
-            raise kind(
+            failure = kind(
                 str(header.get("message", "")),
                 logs=logs,
                 traceback=str(header.get("traceback", "")),
                 error_type=str(header.get("error_type") or "") or None,
             )
-        raise SandboxError(f"the worker answered a block with {header.get('op')!r}", state_lost=False)
+        else:
+            raise SandboxError(f"the worker answered a block with {header.get('op')!r}", state_lost=False)
+        failure.events = events
+        raise failure

@@ -31,6 +31,7 @@ from codeward.executors.local.channel import TEXT_LIMIT, Channel, ChannelClosed
 from codeward.executors.local.crossing import SHOWN_LIMIT, final_answer_refused
 from codeward.executors.local.interpreter import Interpreter, ToolHandle
 from codeward.executors.local.watchdog import WATCHDOG, AlarmWatchdog
+from codeward.executors.wall_events import events_text
 
 __all__ = ["main"]
 
@@ -215,10 +216,12 @@ def _run(interpreter: Interpreter, interrupts: _HostInterrupts, code: str, live:
             output = interpreter.run(code, live)
     except KeyboardInterrupt as interrupt:  # the interpreter gives it the block's logs as its cause
         cause = interrupt.__cause__
-        return {"op": "interrupted", "logs": cause.logs if isinstance(cause, ExecutionError) else ""}, "", ()
+        logs, events = (cause.logs, cause.events) if isinstance(cause, ExecutionError) else ("", [])
+        return {"op": "interrupted", "logs": logs, "events": events_text(events)}, "", ()
     except ExecutionError as error:
         failed = {
             "op": "error",
+            "events": events_text(error.events),
             "timeout": isinstance(error, ExecutionTimeout),
             "message": _clipped(error.message),
             "logs": error.logs,
@@ -226,7 +229,12 @@ def _run(interpreter: Interpreter, interrupts: _HostInterrupts, code: str, live:
             "error_type": error.error_type,
         }
         return failed, "", ()
-    header: dict[str, Any] = {"op": "done", "final": output.is_final_answer, "logs": output.logs}
+    header: dict[str, Any] = {
+        "op": "done",
+        "final": output.is_final_answer,
+        "logs": output.logs,
+        "events": events_text(output.events),
+    }
     parts: list[Any] = []
     encoded: list[str] = []
     failure = interpreter.watched(lambda: encoded.append(codec.dumps(output.output, parts=parts)))

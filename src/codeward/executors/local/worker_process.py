@@ -33,6 +33,7 @@ from codeward.executors.local.folder_watch import FolderWatch
 from codeward.executors.local.reaper import Reaper
 from codeward.executors.local.working_folder import DEFAULT_FOLDER_BYTES
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET
+from codeward.executors.wall_events import EVENTS_TEXT_LIMIT
 
 __all__ = ["WorkerProcess", "frame_limits", "worker_environment", "worker_import_path"]
 
@@ -117,14 +118,14 @@ def frame_limits(settings: Mapping[str, Any]) -> tuple[int, int]:
     block may send, so that a worker claiming a gigabyte is refused before the host reads it.
 
     The header carries the logs (`max_print_outputs_length` characters) and an error's message and
-    traceback (`TEXT_LIMIT` characters each, cut by the worker), at most 12 bytes a character as
+    traceback (`TEXT_LIMIT` characters each, cut by the worker) and its events (`EVENTS_TEXT_LIMIT`), at most 12 bytes a character as
     JSON's ASCII escapes. The body carries the block's value or a tool call's arguments: one
     operation builds at most `max_value_size` items or characters, and `ITEM_BYTES` holds the
     codec's text for any one of them, so a value at that cap fits (320 MB with the defaults;
     never less than the kernel sandboxes' 64 MiB output budget). A larger value (many values at
     the cap in one list) ends its worker with a `SandboxError` that gives both sizes.
     """
-    header = 12 * (settings["max_print_outputs_length"] + 2 * TEXT_LIMIT) + HEADER_ROOM
+    header = 12 * (settings["max_print_outputs_length"] + 2 * TEXT_LIMIT + EVENTS_TEXT_LIMIT) + HEADER_ROOM
     body = max(DEFAULT_OUTPUT_BUDGET, ITEM_BYTES * settings["max_value_size"])
     return header, header + body
 
