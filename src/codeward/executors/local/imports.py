@@ -275,7 +275,9 @@ class ImportGate:
             proxy = self.proxy(module)
             for item in fromlist:
                 if item == "*" or item.startswith("_"):
-                    raise SandboxViolation(f"'from {name} import {item}' is not allowed", what=f"import of {name}.{item}")
+                    raise SandboxViolation(
+                        f"'from {name} import {item}' is not allowed", what=f"import of {name}.{item}"
+                    )
                 getattr(proxy, item)  # resolves (and vets) now, so no fallback reaches sys.modules
             return proxy
         top = name.split(".")[0]
@@ -299,7 +301,8 @@ class ImportGate:
                 raise AttributeError(f"module {name!r} has no attribute {attribute!r}", name=attribute, obj=proxy)
             if attribute.startswith("_"):
                 raise SandboxViolation(
-                    f"{name}.{attribute} is private and not available in the sandbox", what=f"attribute {name}.{attribute}"
+                    f"{name}.{attribute} is private and not available in the sandbox",
+                    what=f"attribute {name}.{attribute}",
                 )
             if attribute in overrides:
                 value = overrides[attribute]
