@@ -35,9 +35,9 @@ from codeward.executors.base import (
     OutputCallback,
     SandboxError,
 )
-from codeward.executors.wall_events import MAX_EVENTS, checked_events
 from codeward.json_values import preview
 from codeward.tools import Tool
+from codeward.wall_events import MAX_EVENTS, checked_events
 
 if TYPE_CHECKING:
     from codeward.platform.memory import AgentMemory

@@ -22,7 +22,6 @@ from codeward.executors.base import (
 from codeward.executors.displays import Display
 from codeward.executors.live import heard_by_all
 from codeward.executors.settings import checked_names
-from codeward.executors.wall_events import MAX_EVENTS
 from codeward.platform.agents import ActionOutput, MultiStepAgent
 from codeward.platform.artifacts import OutputsBudget, OutputsCollector
 from codeward.platform.errors import AgentError, AgentExecutionError, AgentParsingError, AgentToolCallError
@@ -33,6 +32,7 @@ from codeward.platform.parsing import extract_code
 from codeward.platform.run_effects import BlockRun, LiveBlock, SandboxSend
 from codeward.platform.run_files import RunSetup, mounts_setting, plain_settings
 from codeward.tools import Tool
+from codeward.wall_events import MAX_EVENTS
 
 __all__ = ["CodeAgent"]
 

@@ -16,11 +16,11 @@ from typing import Any
 
 from codeward.executors.base import BlockEvent
 from codeward.executors.displays import Display
-from codeward.executors.wall_events import checked_events
 from codeward.platform.artifacts import MOST_FILES, Artifact
 from codeward.platform.errors import AgentError
 from codeward.platform.models import ChatMessage, TokenUsage, ToolCall
 from codeward.platform.run_files import RunSetup, load_run_file, write_run
+from codeward.wall_events import checked_events
 
 __all__ = [
     "ActionStep",

@@ -24,11 +24,11 @@ from typing import Any
 from markupsafe import Markup
 
 from codeward.executors.displays import Display
-from codeward.executors.wall_events import checked_events
 from codeward.platform.artifacts import MOST_FILE_BYTES, Artifact, decoded_size, safe_name
 from codeward.platform.run_files import load_run_file, run_record
 from codeward.usage import UsageError
 from codeward.view.values import MOST_NAME_CHARACTERS, mapping, number, text, whole
+from codeward.wall_events import checked_events
 from codeward.wording import a
 
 __all__ = [

@@ -11,11 +11,11 @@ import sys
 
 import pytest
 
+from codeward import wall_events
 from codeward.executors import LocalExecutor
 from codeward.executors.base import BlockEvent, ExecutionError
-from codeward.executors import wall_events
 from codeward.executors.local import process
-from codeward.executors.wall_events import DETAIL_LIMIT, MAX_EVENTS, events_from_text
+from codeward.wall_events import DETAIL_LIMIT, MAX_EVENTS, events_from_text
 from tests.executors.local.test_host_polices_worker import ALARM_OFF, CHANNEL
 
 pytestmark = pytest.mark.timeout(120)

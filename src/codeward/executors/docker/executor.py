@@ -38,7 +38,7 @@ from codeward.executors.kernel.executor import KernelExecutor
 from codeward.executors.kernel.owners import ConnectedKernel
 from codeward.executors.live import OutputCallback
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, DEFAULT_PRINT_OUTPUTS_LENGTH, checked_packages
-from codeward.executors.wall_events import MAX_EVENTS
+from codeward.wall_events import MAX_EVENTS
 
 if TYPE_CHECKING:
     from codeward.egress.proxy import EgressBudget

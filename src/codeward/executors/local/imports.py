@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from types import CodeType, FrameType, MappingProxyType, ModuleType, TracebackType
 from typing import Any
 
-from codeward.executors.wall_events import note
+from codeward.wall_events import note
 
 __all__ = [
     "DEFAULT_AUTHORIZED_IMPORTS",

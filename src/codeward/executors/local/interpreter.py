@@ -55,8 +55,8 @@ from codeward.executors.local.policy import CodeRefused, compile_block
 from codeward.executors.local.receivers import PLAIN_RECEIVER
 from codeward.executors.local.watchdog import WATCHDOG, AlarmWatchdog, Watchdog
 from codeward.executors.local.working_folder import folder_open
-from codeward.executors.wall_events import EventLedger, recording
 from codeward.tools import ToolCallError
+from codeward.wall_events import EventLedger, recording
 
 __all__ = ["Interpreter", "ToolHandle", "interrupted"]
 

@@ -48,7 +48,7 @@ from codeward.executors.local.channel import ChannelClosed, ChannelError, Channe
 from codeward.executors.local.interpreter import interrupted
 from codeward.executors.local.worker_process import WorkerProcess, worker_environment
 from codeward.executors.settings import checked_tool_names, checked_variable_names
-from codeward.executors.wall_events import events_from_text
+from codeward.wall_events import events_from_text
 
 if TYPE_CHECKING:
     from codeward.tools import Tool

@@ -31,7 +31,7 @@ from codeward.executors.local.channel import TEXT_LIMIT, Channel, ChannelClosed
 from codeward.executors.local.crossing import SHOWN_LIMIT, final_answer_refused
 from codeward.executors.local.interpreter import Interpreter, ToolHandle
 from codeward.executors.local.watchdog import WATCHDOG, AlarmWatchdog
-from codeward.executors.wall_events import events_text
+from codeward.wall_events import events_text
 
 __all__ = ["main"]
 

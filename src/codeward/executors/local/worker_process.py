@@ -33,7 +33,7 @@ from codeward.executors.local.folder_watch import FolderWatch
 from codeward.executors.local.reaper import Reaper
 from codeward.executors.local.working_folder import DEFAULT_FOLDER_BYTES
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET
-from codeward.executors.wall_events import EVENTS_TEXT_LIMIT
+from codeward.wall_events import EVENTS_TEXT_LIMIT
 
 __all__ = ["WorkerProcess", "frame_limits", "worker_environment", "worker_import_path"]
 
