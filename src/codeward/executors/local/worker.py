@@ -1,7 +1,8 @@
 """The worker process's side: confine this process, then run the host's blocks with the policy interpreter.
 
-The host starts it as ``python -I -S -c BOOT`` with one connected socket and
-nothing of its own environment. The first message carries the settings; the
+The host starts it as ``python -I -S -c BOOT`` with one connected socket (and, where it
+is confined, a second one that takes its seccomp filter's listener to the host, see
+`seccomp_notices`) and nothing of its own environment. The first message carries the settings; the
 worker confines itself (see `confinement`) before it builds the interpreter, so
 not a line of the model's code runs unconfined. Then it answers one request at a
 time. A tool call goes back to the host over the same socket, in the middle of
@@ -41,11 +42,12 @@ _PR_SET_PDEATHSIG = 1
 _Message = tuple[dict[str, Any], str, Sequence[Any]]
 
 
-def main(fd: int) -> None:
+def main(fd: int, handover_fd: int | None = None) -> None:
     channel = Channel(socket.socket(fileno=fd))
+    handover = socket.socket(fileno=handover_fd) if handover_fd is not None else None
     settings, _, _ = channel.receive()
     _die_with_host(settings["host_pid"])
-    missing = _confine(settings)
+    missing = _confine(settings, handover)
     interpreter = _interpreter(settings)
     interrupts = _HostInterrupts()
     host = _HostLine(channel, settings.get("seq"), interrupts)
@@ -81,17 +83,26 @@ def _die_with_host(host_pid: int) -> None:
         os._exit(1)
 
 
-def _confine(settings: dict[str, Any]) -> list[str]:
+def _confine(settings: dict[str, Any], handover: socket.socket | None) -> list[str]:
+    """Confine this process; `handover` takes the seccomp filter's listener to the host (see
+    `seccomp_notices`), and is closed either way before any of the code runs."""
     if settings["confinement"] == "none":
+        if handover is not None:
+            handover.close()
         return []
     from codeward.executors.local.confinement import confine, interpreter_read_paths
 
-    return confine(
-        read_paths=interpreter_read_paths(),
-        write_paths=[Path(p) for p in [*(settings["allowed_paths"] or ()), settings["working_folder"]]],
-        max_memory_bytes=settings["max_memory_bytes"],
-        strict=settings["confinement"] == "strict",
-    )
+    try:
+        return confine(
+            read_paths=interpreter_read_paths(),
+            write_paths=[Path(p) for p in [*(settings["allowed_paths"] or ()), settings["working_folder"]]],
+            max_memory_bytes=settings["max_memory_bytes"],
+            strict=settings["confinement"] == "strict",
+            handover=handover,
+        )
+    finally:
+        if handover is not None:
+            handover.close()
 
 
 def _interpreter(settings: dict[str, Any]) -> Interpreter:
@@ -266,4 +277,4 @@ def _clipped(text: str) -> str:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(*map(int, sys.argv[1:]))
