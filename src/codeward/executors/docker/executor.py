@@ -214,10 +214,10 @@ class DockerExecutor(KernelExecutor):
         if self._sandbox is None:
             return "the sandbox was removed"
         how = self._sandbox.describe_exit()
-        if self._sandbox.container.attrs.get("State", {}).get("OOMKilled"):  # read by describe_exit
-            self._wall_pending.append(
-                BlockEvent("memory", f"the sandbox killed out of memory (limit {self.hardening.mem_limit})")
-            )
+        killed = BlockEvent("memory", f"the sandbox killed out of memory (limit {self.hardening.mem_limit})")
+        # Docker's record, read by describe_exit: the cgroup went with the container. Told once.
+        if self._sandbox.container.attrs.get("State", {}).get("OOMKilled") and killed not in self._wall_pending:
+            self._wall_pending.append(killed)
         return how
 
     def _processes_exhausted(self) -> bool:
