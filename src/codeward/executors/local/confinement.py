@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from codeward.executors.local.seccomp_filter import build_filter
-from codeward.executors.local.seccomp_notices import listener_fd
+from codeward.executors.local.seccomp_notices import listener_fd, notify_supported
 
 LAYERS = ("rlimits", "no_new_privs", "seccomp", "landlock")
 OPEN_FILES = 256
@@ -276,7 +276,10 @@ def _load_seccomp(built: Any, handover: socket.socket | None) -> None:
         handover.close()
         build_filter(os.getpid()).load()
         return
-    listener = listener_fd(built)
+    try:
+        listener = listener_fd(built)
+    except (OSError, AttributeError) as exc:  # a listener no one could answer would hold refused calls
+        raise ConfinementError(f"the seccomp filter's listener could not be handed to the host: {exc}") from exc
     try:
         socket.send_fds(handover, [b"L"], [listener])
     finally:
@@ -317,6 +320,9 @@ def confine(
     seccomp_filter = None
     if "seccomp" not in missing:
         try:
+            if handover is not None and not notify_supported():
+                handover.close()
+                handover = None
             seccomp_filter = build_filter(os.getpid(), notify=handover is not None)
         except OSError as exc:
             missing["seccomp"] = f"the seccomp filter could not be built: {exc}"

@@ -31,7 +31,7 @@ from typing import Any
 from codeward.executors.base import BlockEvent
 from codeward.wall_events import EventLedger
 
-__all__ = ["MOST_PER_SECOND", "SeccompNotices", "listener_fd"]
+__all__ = ["MOST_PER_SECOND", "SeccompNotices", "listener_fd", "notify_supported"]
 
 # struct seccomp_notif (80 bytes) and struct seccomp_notif_resp (24 bytes), and their ioctls:
 # _IOWR('!', 0, struct seccomp_notif) and _IOWR('!', 1, struct seccomp_notif_resp).
@@ -44,6 +44,16 @@ _SEND = (3 << 30) | (_RESPONSE.size << 16) | (ord("!") << 8) | 1
 MOST_PER_SECOND = 5000
 #: How long the host waits for the worker to hand over its listener (it does so while it starts).
 HANDOVER_SECONDS = 60.0
+
+
+def notify_supported() -> bool:
+    """Whether this libseccomp and kernel give a filter a listener (libseccomp's API level 5 and on)."""
+    try:
+        import pyseccomp
+
+        return pyseccomp.get_api() >= 5 and hasattr(pyseccomp._libseccomp, "seccomp_notify_fd")
+    except Exception:  # an old binding or library: no listener, the filter answers EPERM itself
+        return False
 
 
 def listener_fd(built: Any) -> int:
