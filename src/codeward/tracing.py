@@ -34,6 +34,10 @@ __all__ = [
     "TOOL_ARGUMENTS",
     "TOOL_NAME",
     "TOOL_RESULT",
+    "WALL_COUNT",
+    "WALL_DETAIL",
+    "WALL_NAME",
+    "WALL_REFUSED",
     "Span",
     "Tracer",
     "flush",
@@ -61,6 +65,11 @@ CODE = "codeward.code"
 CODE_OUTCOME = "codeward.code.outcome"
 CODE_OUTPUT = "codeward.code.output"
 JOB_ID = "codeward.job.id"
+#: The event on a block's span for each thing a sandbox's wall refused, and its attributes.
+WALL_REFUSED = "codeward.wall.refused"
+WALL_NAME = "codeward.wall.name"
+WALL_DETAIL = "codeward.wall.detail"
+WALL_COUNT = "codeward.wall.count"
 
 
 class Span(Protocol):

@@ -10,6 +10,7 @@ from typing import Any
 from codeward import tracing
 from codeward.effects import Offloaded, Steps, awaited, blocking
 from codeward.executors.base import (
+    BlockEvent,
     CodeOutput,
     ExecutionError,
     ExecutionTimeout,
@@ -31,6 +32,7 @@ from codeward.platform.parsing import extract_code
 from codeward.platform.run_effects import BlockRun, LiveBlock, SandboxSend
 from codeward.platform.run_files import RunSetup, mounts_setting, plain_settings
 from codeward.tools import Tool
+from codeward.wall_events import MAX_EVENTS
 
 __all__ = ["CodeAgent"]
 
@@ -279,9 +281,11 @@ class CodeAgent(MultiStepAgent):
         try:
             output = yield from self._run_in_sandbox(code, self._output_shown(on_output), live)
         except ExecutionTimeout as error:
+            action_step.events = list(error.events)
             self._record_logs(action_step, error.logs)
             raise AgentExecutionError(error.advised) from None
         except SandboxError as error:
+            action_step.events = list(error.events)
             self._record_logs(action_step, error.logs)
             lost = (
                 " Variables and functions defined by earlier code are lost; tools and given variables were sent again."
@@ -290,9 +294,11 @@ class CodeAgent(MultiStepAgent):
             )
             raise AgentExecutionError(f"The sandbox failed: {error.message}.{lost}") from None
         except ExecutionError as error:
+            action_step.events = list(error.events)
             self._record_logs(action_step, error.logs)
             kind = AgentToolCallError if error.error_type == "ToolCallError" else AgentExecutionError
             raise kind(f"Code execution failed:\n{error.detail}") from None
+        action_step.events = list(output.events)
         self.logger.displays(output.displays)
         action_step.displays = [shown for shown in output.displays if isinstance(shown, Display)]
         observation = logged = f"Execution logs:\n{output.logs}" if output.logs else ""
@@ -341,13 +347,15 @@ class CodeAgent(MultiStepAgent):
             span.event(tracing.CODE, {tracing.CODE: code})
             try:
                 output: CodeOutput = yield (LiveBlock if live else BlockRun)(self.executor, code, on_output)
-            except Exception:
+            except Exception as error:
                 span.set({tracing.CODE_OUTCOME: "error"})
+                _trace_events(span, getattr(error, "events", None))
                 raise
             finally:
                 started = getattr(self.executor, "sandbox_id", None)
                 if not sandbox_id and started:  # a sandbox this block started (the first, or after one died)
                     span.set({tracing.SANDBOX_ID: str(started)})
+            _trace_events(span, output.events)
             span.set({tracing.CODE_OUTCOME: "final_answer" if output.is_final_answer else "ok"})
             span.value(tracing.CODE_OUTPUT, output.output)
             return output
@@ -385,3 +393,15 @@ class CodeAgent(MultiStepAgent):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def _trace_events(span: tracing.Span, events: object) -> None:
+    """An event on the block's span for each thing the sandbox's walls refused (a bounded list)."""
+    if not isinstance(events, list):
+        return
+    for event in events[: MAX_EVENTS + 1]:
+        if isinstance(event, BlockEvent):
+            span.event(
+                tracing.WALL_REFUSED,
+                {tracing.WALL_NAME: event.wall, tracing.WALL_DETAIL: event.detail, tracing.WALL_COUNT: event.count},
+            )

@@ -56,6 +56,7 @@ from codeward.executors.local.receivers import PLAIN_RECEIVER
 from codeward.executors.local.watchdog import WATCHDOG, AlarmWatchdog, Watchdog
 from codeward.executors.local.working_folder import folder_open
 from codeward.tools import ToolCallError
+from codeward.wall_events import EventLedger, recording
 
 __all__ = ["Interpreter", "ToolHandle", "interrupted"]
 
@@ -196,13 +197,31 @@ class Interpreter:
         return codec.loads(codec.dumps(value))
 
     def run(self, code: str, live: LiveOutput | None = None) -> CodeOutput:
-        """Run a block; what it prints goes to its logs and, as it is printed, to `live`."""
+        """Run a block; what it prints goes to its logs and, as it is printed, to `live`. What the
+        policy refused while it ran (caught by the code or not) is in its `events`, or its error's."""
+        ledger = EventLedger()
+        try:
+            with recording(ledger):
+                output = self._run(code, live, ledger)
+        except ExecutionError as error:
+            error.events = ledger.events()
+            raise
+        except KeyboardInterrupt as interrupt:
+            if isinstance(interrupt.__cause__, ExecutionError):
+                interrupt.__cause__.events = ledger.events()
+            raise
+        output.events = ledger.events()
+        return output
+
+    def _run(self, code: str, live: LiveOutput | None, ledger: EventLedger) -> CodeOutput:
         filename = _FILENAME.format(len(self._sources) + 1)
         try:
             compiled = compile_block(
                 code, filename, frozenset(self._tools), self._declared_global, self._class_attributes
             )
         except CodeRefused as refused:
+            for problem in refused.problems:
+                ledger.record("policy", problem.message)
             raise ExecutionError(refused.report, traceback=refused.report, error_type=refused.error_type) from None
         self._sources[filename] = code.splitlines()
         self._logs = BlockOutput(self.max_print_outputs_length, live)

@@ -34,12 +34,12 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from codeward.effects import Steps, awaited, blocking, is_cancellation
 from codeward.executors import codec
-from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout, SandboxError
+from codeward.executors.base import BlockEvent, CodeOutput, ExecutionError, ExecutionTimeout, SandboxError
 from codeward.executors.kernel.bridge import ToolBridge
 from codeward.executors.kernel.cells import decoding, request_error
 from codeward.executors.kernel.remembering import RememberingExecutor
@@ -48,6 +48,7 @@ from codeward.executors.local.channel import ChannelClosed, ChannelError, Channe
 from codeward.executors.local.interpreter import interrupted
 from codeward.executors.local.worker_process import WorkerProcess, worker_environment
 from codeward.executors.settings import checked_tool_names, checked_variable_names
+from codeward.wall_events import events_from_text
 
 if TYPE_CHECKING:
     from codeward.tools import Tool
@@ -83,9 +84,9 @@ _FIELDS = {
         "ready": {"missing"},
         "output": {"stream", "text"},
         "tool": {"call"},
-        "done": {"final", "logs", "shown"},
-        "error": {"final", "logs", "timeout", "message", "traceback", "error_type"},
-        "interrupted": {"logs"},
+        "done": {"final", "logs", "shown", "events"},
+        "error": {"final", "logs", "timeout", "message", "traceback", "error_type", "events"},
+        "interrupted": {"logs", "events"},
         "loaded": set(),
         "unknown": {"what"},
     }.items()
@@ -129,6 +130,8 @@ class WorkerExecutor(RememberingExecutor):
         self._check_open()
         worker = yield from self._live_worker()
         live = LiveOutput(on_output, self._settings["max_print_outputs_length"])
+        refused = worker.notices.take if worker.notices is not None else list
+        refused()  # what a thread the code left running had refused between blocks is not this block's
         try:
             with self._stops.running(worker.interrupt):
                 header, body, parts, deadline, cancelled = yield from self._converse(worker, code, live)
@@ -143,7 +146,7 @@ class WorkerExecutor(RememberingExecutor):
         if cancelled is not None:  # the block stopped and the worker answered: it stays, the cancel goes on
             raise cancelled
         try:
-            return (yield from self._outcome(header, body, parts, deadline))
+            return (yield from self._outcome(header, body, parts, deadline, refused))
         finally:
             live.raise_failure()  # the callback's failure stopped the block: it is what the caller sees
 
@@ -394,25 +397,41 @@ class WorkerExecutor(RememberingExecutor):
             self._worker = None
         return SandboxError(f"{what}; what the code defined is lost, and a new worker takes the next block")
 
-    def _outcome(self, header: dict[str, Any], body: str, parts: list[bytes], deadline: float) -> Steps[CodeOutput]:
+    def _outcome(
+        self,
+        header: dict[str, Any],
+        body: str,
+        parts: list[bytes],
+        deadline: float,
+        seccomp_refused: Callable[[], list[BlockEvent]] = list,
+    ) -> Steps[CodeOutput]:
         logs = str(header.get("logs", ""))
+        # What the policy refused, as the worker (the code's own process) tells it: bounded and plain;
+        # and the system calls the seccomp filter refused, as the host answered them itself.
+        events = events_from_text(header.get("events")) + seccomp_refused()
         if header.get("op") == "done":
             try:
                 with self._decoding(deadline):
                     value = yield from decoding(body, parts=parts)
             except codec.CodecError as error:
-                raise ExecutionError(
+                refused = ExecutionError(
                     f"the sandbox sent a value codeward refuses: {error}", logs=logs, error_type="CodecError"
-                ) from None
-            return CodeOutput(value, logs, bool(header.get("final")))
+                )
+                refused.events = events
+                raise refused from None
+            return CodeOutput(value, logs, bool(header.get("final")), events=events)
+        failure: ExecutionError
         if header.get("op") == "interrupted":  # `interrupt()`: the block stopped, the worker stays
-            raise interrupted(logs)
-        if header.get("op") == "error":
+            failure = interrupted(logs)
+        elif header.get("op") == "error":
             kind = ExecutionTimeout if header.get("timeout") else ExecutionError
-            raise kind(
+            failure = kind(
                 str(header.get("message", "")),
                 logs=logs,
                 traceback=str(header.get("traceback", "")),
                 error_type=str(header.get("error_type") or "") or None,
             )
-        raise SandboxError(f"the worker answered a block with {header.get('op')!r}", state_lost=False)
+        else:
+            raise SandboxError(f"the worker answered a block with {header.get('op')!r}", state_lost=False)
+        failure.events = events
+        raise failure
