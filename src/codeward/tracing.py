@@ -34,6 +34,7 @@ __all__ = [
     "TOOL_ARGUMENTS",
     "TOOL_NAME",
     "TOOL_RESULT",
+    "USAGE_FIGURES",
     "WALL_COUNT",
     "WALL_DETAIL",
     "WALL_NAME",
@@ -63,6 +64,8 @@ SANDBOX_ID = "codeward.sandbox.id"
 SANDBOX_MOUNTS = "codeward.sandbox.mounts"
 CODE = "codeward.code"
 CODE_OUTCOME = "codeward.code.outcome"
+#: The figures of a block's usage an ``execute_code`` span carries, each as ``codeward.code.<figure>``.
+USAGE_FIGURES = ("wall_seconds", "cpu_seconds", "peak_memory_bytes", "output_bytes", "tool_calls", "egress_bytes")
 CODE_OUTPUT = "codeward.code.output"
 JOB_ID = "codeward.job.id"
 #: The event on a block's span for each thing a sandbox's wall refused, and its attributes.

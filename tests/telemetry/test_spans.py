@@ -108,6 +108,19 @@ def test_a_failing_tool_and_a_failing_block_are_marked_as_errors(memory_exporter
     assert first_step.attributes["error.type"] == "AgentExecutionError"
 
 
+def test_each_code_block_span_carries_what_the_block_cost(memory_exporter):
+    run_agent("local", "n = double(21)\nprint(n)", "1 / 0", "final_answer(n)")
+    blocks = [span for span in recorded(memory_exporter) if span.name == "execute_code"]
+    assert len(blocks) == 3
+    first, failed, _ = blocks
+    assert first.attributes["codeward.code.tool_calls"] == 1 and first.attributes["codeward.code.output_bytes"] > 0
+    assert (
+        first.attributes["codeward.code.cpu_seconds"] >= 0 and first.attributes["codeward.code.peak_memory_bytes"] > 0
+    )
+    assert failed.attributes[tracing.CODE_OUTCOME] == "error" and failed.attributes["codeward.code.wall_seconds"] > 0
+    assert "codeward.code.egress_bytes" not in first.attributes  # not measured on local: left out, never 0
+
+
 def test_a_long_code_block_is_cut_at_the_documented_length_with_its_whole_length_beside_it(memory_exporter):
     body = "x = 1  # " + "a" * (2 * telemetry.CODE_LIMIT)
     run_agent("local", body, "final_answer(x)")

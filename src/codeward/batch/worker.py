@@ -309,6 +309,8 @@ def run_job(
     if agent is not None:
         result["steps"] = len(agent.memory.action_steps())
         result["token_usage"] = agent.memory.token_usage().to_dict()
+        usage = agent.memory.block_usage()  # what the job's code blocks cost in their sandbox, in all
+        result["usage"] = usage.to_dict() if usage is not None else None
         result["sandbox"] = _sandbox(agent)
         result["step_errors"] = sum(step.error is not None for step in agent.memory.action_steps())
         result["time"] = {**times.split(agent.memory), "start_seconds": start_seconds}

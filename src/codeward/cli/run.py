@@ -108,6 +108,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             f"[dim]{result.state} · {counted(steps, 'step')} · "
             f"{waited:.2f} s · {counted(usage.total_tokens, 'token')}[/dim]"
         )
+        if result.usage is not None:
+            console.print(
+                f"[dim]sandbox: {result.usage.wall_seconds:.2f} s running code · {result.usage.summary()}[/dim]"
+            )
     return 0 if stopped is None else 1
 
 
@@ -153,6 +157,7 @@ def _model_failed(error: AgentGenerationError, memory: AgentMemory, started: Tim
             "steps": [step.to_dict() for step in memory.steps],
             "token_usage": memory.token_usage().to_dict(),
             "timing": started.to_dict(),
+            "usage": usage.to_dict() if (usage := memory.block_usage()) else None,
         }
         print_json(_payload(run, None, error.message, steps_taken(memory)))
     return 1

@@ -161,6 +161,19 @@ class BlockUsage:
         known = {item.name for item in fields(cls)}
         return cls(**{key: value for key, value in data.items() if key in known})
 
+    def summary(self) -> str:
+        """One line for people: '1.02 s CPU · 212 MB peak memory · 1.2 kB output · 3 tool calls'; a figure
+        not measured is left out (`unmeasured` says why)."""
+        parts = [] if self.cpu_seconds is None else [f"{self.cpu_seconds:.2f} s CPU"]
+        if self.peak_memory_bytes is not None:
+            scope = " (sandbox)" if self.peak_memory_scope == "sandbox" else ""
+            parts.append(f"{_bytes_text(self.peak_memory_bytes)} peak memory{scope}")
+        parts.append(f"{_bytes_text(self.output_bytes)} output")
+        parts.append(f"{self.tool_calls:,} tool call{'' if self.tool_calls == 1 else 's'}")
+        if self.egress_bytes is not None:
+            parts.append(f"{_bytes_text(self.egress_bytes)} network")
+        return " · ".join(parts)
+
     def __add__(self, other: BlockUsage) -> BlockUsage:
         """Totals over blocks: times, bytes and calls add; a peak is the higher one; None stays None
         only when neither side measured it."""
@@ -195,6 +208,14 @@ class BlockEvent:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BlockEvent:
         return cls(str(data["wall"]), str(data["detail"]), int(data.get("count", 1)))
+
+
+def _bytes_text(size: int) -> str:
+    """'512 B', '1.2 kB', '212 MB', '1.5 GB' (powers of 1000, as people read them)."""
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if size >= scale:
+            return f"{size / scale:.3g} {unit}"
+    return f"{size} B"
 
 
 def _sum(first: float | None, second: float | None) -> Any:

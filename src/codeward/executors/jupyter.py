@@ -21,6 +21,7 @@ from codeward.executors.kernel.executor import KernelExecutor
 from codeward.executors.kernel.folders import WORKING_PREFIX, owned_folder, reap_dead_owners
 from codeward.executors.kernel.owners import LocalKernel
 from codeward.executors.kernel.session import KernelSession
+from codeward.executors.metering import Meter, ProcessMeter
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, DEFAULT_PRINT_OUTPUTS_LENGTH
 from codeward.wording import a
 
@@ -93,14 +94,34 @@ class JupyterExecutor(KernelExecutor):
         )
         self.transport = transport or ("tcp" if sys.platform == "win32" else "ipc")
         self._env = clean_environment(env, python=self.python)
+        self._process_meter: ProcessMeter | None = None
         self._start()
 
     def close(self) -> None:
         super().close()
+        self._close_meter()
         if self._remove_folder is not None:
             self._remove_folder()
 
     # -- the kernel --------------------------------------------------------------
+
+    def _egress_reason(self) -> str:
+        return "the jupyter executor does not watch the kernel's network"
+
+    def _meter(self, session: KernelSession) -> Meter:
+        """The kernel's process and those it started, read from /proc by the host."""
+        pid = getattr(session.process, "pid", None)
+        if pid is None:
+            return Meter("the kernel's process is not known to the host")
+        if self._process_meter is None or self._process_meter.pid != pid:  # kept open while the kernel lives
+            self._close_meter()
+            self._process_meter = ProcessMeter(pid)
+        return self._process_meter
+
+    def _close_meter(self) -> None:
+        if self._process_meter is not None:
+            self._process_meter.close()
+            self._process_meter = None
 
     def _start_process(self) -> LocalKernel:
         argv = None

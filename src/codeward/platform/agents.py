@@ -19,7 +19,7 @@ from typing import Any, Literal, overload
 
 from codeward import tracing
 from codeward.effects import Steps, aevents, awaited, blocking, events, watched
-from codeward.executors.base import ExecutorError
+from codeward.executors.base import BlockUsage, ExecutorError
 from codeward.executors.settings import taken_name
 from codeward.platform.artifacts import StepsArtifacts
 from codeward.platform.display import AgentLogger, LogLevel
@@ -72,6 +72,8 @@ class RunResult(StepsArtifacts):
     steps: list[MemoryStep]
     token_usage: TokenUsage
     timing: Timing
+    #: What the run's code blocks cost in their sandbox, summed over its steps; None when none was measured.
+    usage: BlockUsage | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +82,7 @@ class RunResult(StepsArtifacts):
             "steps": [step.to_dict() for step in self.steps],
             "token_usage": self.token_usage.to_dict(),
             "timing": self.timing.to_dict(),
+            "usage": self.usage.to_dict() if self.usage else None,
         }
 
 
@@ -390,7 +393,8 @@ class MultiStepAgent:
             return final_step.output
         last_action = next((s for s in reversed(self.memory.steps) if isinstance(s, ActionStep)), None)
         state = "max_steps_error" if last_action and isinstance(last_action.error, AgentMaxStepsError) else "success"
-        return RunResult(final_step.output, state, list(self.memory.steps), self.memory.token_usage(), started)
+        steps, tokens = list(self.memory.steps), self.memory.token_usage()
+        return RunResult(final_step.output, state, steps, tokens, started, self.memory.block_usage())
 
     def _check_variable_names(self, variables: dict[str, Any]) -> None:
         if not isinstance(variables, dict):

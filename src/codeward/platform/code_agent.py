@@ -11,10 +11,12 @@ from codeward import tracing
 from codeward.effects import Offloaded, Steps, awaited, blocking
 from codeward.executors.base import (
     BlockEvent,
+    BlockUsage,
     CodeOutput,
     ExecutionError,
     ExecutionTimeout,
     Executor,
+    ExecutorError,
     OutputCallback,
     SandboxError,
     create_executor,
@@ -280,25 +282,12 @@ class CodeAgent(MultiStepAgent):
     ) -> Steps[ActionOutput]:
         try:
             output = yield from self._run_in_sandbox(code, self._output_shown(on_output), live)
-        except ExecutionTimeout as error:
-            action_step.events = list(error.events)
-            self._record_logs(action_step, error.logs)
-            raise AgentExecutionError(error.advised) from None
-        except SandboxError as error:
-            action_step.events = list(error.events)
-            self._record_logs(action_step, error.logs)
-            lost = (
-                " Variables and functions defined by earlier code are lost; tools and given variables were sent again."
-                if error.state_lost
-                else ""
-            )
-            raise AgentExecutionError(f"The sandbox failed: {error.message}.{lost}") from None
-        except ExecutionError as error:
-            action_step.events = list(error.events)
-            self._record_logs(action_step, error.logs)
-            kind = AgentToolCallError if error.error_type == "ToolCallError" else AgentExecutionError
-            raise kind(f"Code execution failed:\n{error.detail}") from None
-        action_step.events = list(output.events)
+        except ExecutorError as error:
+            action_step.usage, action_step.events = error.usage, list(error.events)
+            if not isinstance(error, (ExecutionError, SandboxError)):
+                raise
+            raise self._agent_error(error, action_step) from None
+        action_step.usage, action_step.events = output.usage, list(output.events)
         self.logger.displays(output.displays)
         action_step.displays = [shown for shown in output.displays if isinstance(shown, Display)]
         observation = logged = f"Execution logs:\n{output.logs}" if output.logs else ""
@@ -319,6 +308,21 @@ class CodeAgent(MultiStepAgent):
         if logged:
             self.logger.observation(logged)
         return ActionOutput(output.output, output.is_final_answer)
+
+    def _agent_error(self, error: ExecutionError | SandboxError, action_step: ActionStep) -> AgentError:
+        """The agent's error for a block that failed in its sandbox; what it printed goes on the step."""
+        self._record_logs(action_step, error.logs)
+        if isinstance(error, ExecutionTimeout):
+            return AgentExecutionError(error.advised)
+        if isinstance(error, SandboxError):
+            lost = (
+                " Variables and functions defined by earlier code are lost; tools and given variables were sent again."
+                if error.state_lost
+                else ""
+            )
+            return AgentExecutionError(f"The sandbox failed: {error.message}.{lost}")
+        kind = AgentToolCallError if error.error_type == "ToolCallError" else AgentExecutionError
+        return kind(f"Code execution failed:\n{error.detail}")
 
     def _output_shown(self, on_output: OutputCallback | None) -> OutputCallback | None:
         """What the block's output goes to as it comes: the logger, which shows it on the screen,
@@ -348,7 +352,7 @@ class CodeAgent(MultiStepAgent):
             try:
                 output: CodeOutput = yield (LiveBlock if live else BlockRun)(self.executor, code, on_output)
             except Exception as error:
-                span.set({tracing.CODE_OUTCOME: "error"})
+                span.set({tracing.CODE_OUTCOME: "error", **_usage_attributes(getattr(error, "usage", None))})
                 _trace_events(span, getattr(error, "events", None))
                 raise
             finally:
@@ -357,6 +361,7 @@ class CodeAgent(MultiStepAgent):
                     span.set({tracing.SANDBOX_ID: str(started)})
             _trace_events(span, output.events)
             span.set({tracing.CODE_OUTCOME: "final_answer" if output.is_final_answer else "ok"})
+            span.set(_usage_attributes(output.usage))
             span.value(tracing.CODE_OUTPUT, output.output)
             return output
 
@@ -405,3 +410,11 @@ def _trace_events(span: tracing.Span, events: object) -> None:
                 tracing.WALL_REFUSED,
                 {tracing.WALL_NAME: event.wall, tracing.WALL_DETAIL: event.detail, tracing.WALL_COUNT: event.count},
             )
+
+
+def _usage_attributes(usage: BlockUsage | None) -> dict[str, int | float]:
+    """A block's usage as its span's attributes (``codeward.code.cpu_seconds``...): the figures measured."""
+    if not isinstance(usage, BlockUsage):
+        return {}
+    figures = {name: getattr(usage, name) for name in tracing.USAGE_FIGURES}
+    return {f"codeward.code.{name}": value for name, value in figures.items() if value is not None}

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codeward.executors.base import BlockEvent
+from codeward.executors.base import BlockEvent, BlockUsage
 from codeward.executors.displays import Display
 from codeward.platform.artifacts import MOST_FILES, Artifact
 from codeward.platform.errors import AgentError
@@ -134,6 +134,8 @@ class ActionStep(MemoryStep):
     #: What the sandbox's walls refused while the step's block ran (`BlockEvent`), even where the code
     #: caught the refusal.
     events: list[BlockEvent] = field(default_factory=list)
+    #: What the step's code block cost in its sandbox (time, CPU, memory, output, tool calls), as the host measured it.
+    usage: BlockUsage | None = None
 
     def to_messages(self, summary_mode: bool = False) -> list[ChatMessage]:
         messages = []
@@ -172,6 +174,7 @@ class ActionStep(MemoryStep):
             "token_usage": self.token_usage.to_dict() if self.token_usage else None,
             "is_final_answer": self.is_final_answer,
             "events": [event.to_dict() for event in self.events],
+            "usage": self.usage.to_dict() if self.usage else None,
         }
 
 
@@ -217,6 +220,14 @@ class AgentMemory:
     def action_steps(self) -> list[ActionStep]:
         return [step for step in self.steps if isinstance(step, ActionStep)]
 
+    def block_usage(self) -> BlockUsage | None:
+        """What the run's code blocks cost in all (`BlockUsage` `+`); None when no block was measured."""
+        total: BlockUsage | None = None
+        for step in self.action_steps():
+            if step.usage is not None:
+                total = step.usage if total is None else total + step.usage
+        return total
+
     def token_usage(self) -> TokenUsage:
         total = TokenUsage()
         for step in self.steps:
@@ -254,6 +265,35 @@ def _timing(data: dict[str, Any] | None) -> Timing:
 
 def _usage(data: dict[str, Any] | None) -> TokenUsage | None:
     return TokenUsage(data["input_tokens"], data["output_tokens"]) if data else None
+
+
+#: The type each figure of a saved `BlockUsage` must have: a saved run is a file someone handed over.
+_USAGE_TYPES: dict[str, tuple[type, ...]] = {
+    "wall_seconds": (int, float),
+    "cpu_seconds": (int, float, type(None)),
+    "peak_memory_bytes": (int, type(None)),
+    "output_bytes": (int,),
+    "tool_calls": (int,),
+    "egress_bytes": (int, type(None)),
+    "peak_memory_scope": (str,),
+}
+
+
+def saved_block_usage(data: Any) -> BlockUsage | None:
+    """A block's usage read back from a saved run or a batch record; None for one missing or malformed."""
+    if not isinstance(data, dict) or "wall_seconds" not in data:
+        return None
+    for name, kinds in _USAGE_TYPES.items():
+        value = data.get(name)
+        if name in data and (isinstance(value, bool) or not isinstance(value, kinds)):
+            return None
+    if data.get("peak_memory_scope", "block") not in ("block", "sandbox"):
+        return None
+    unmeasured = data.get("unmeasured") or {}
+    if not isinstance(unmeasured, dict) or not all(isinstance(v, str) for v in unmeasured.values()):
+        return None
+    known = {name: data[name] for name in _USAGE_TYPES if name in data}
+    return BlockUsage(**known, unmeasured={str(k): v for k, v in unmeasured.items()})
 
 
 def _artifacts(records: Any) -> list[Artifact]:
@@ -310,5 +350,6 @@ def _step_from_dict(data: dict[str, Any]) -> MemoryStep:
             token_usage=_usage(data.get("token_usage")),
             is_final_answer=data.get("is_final_answer", False),
             events=checked_events(data.get("events")),
+            usage=saved_block_usage(data.get("usage")),
         )
     raise ValueError(f"unknown step type {kind!r} in saved memory")

@@ -23,8 +23,10 @@ from typing import Any
 
 from markupsafe import Markup
 
+from codeward.executors.base import BlockUsage
 from codeward.executors.displays import Display
 from codeward.platform.artifacts import MOST_FILE_BYTES, Artifact, decoded_size, safe_name
+from codeward.platform.memory import saved_block_usage
 from codeward.platform.run_files import load_run_file, run_record
 from codeward.usage import UsageError
 from codeward.view.values import MOST_NAME_CHARACTERS, mapping, number, text, whole
@@ -125,6 +127,8 @@ class StepView:
     final_answer: str | None = None
     #: What the sandbox's walls refused while the block ran: (wall, detail, count), checked and bounded.
     events: list[tuple[str, str, int]] = field(default_factory=list)
+    #: What its code block cost in the sandbox, as saved (checked: a malformed record is left out).
+    usage: BlockUsage | None = None
 
 
 @dataclass
@@ -139,6 +143,8 @@ class RunView:
     output_tokens: int = 0
     #: Steps past `MOST_STEPS`, not shown.
     steps_left_off: int = 0
+    #: What the shown steps' code cost in all.
+    usage: BlockUsage | None = None
 
 
 def _is_format(mime: str, data: bytes) -> bool:
@@ -257,6 +263,7 @@ def _step(record: Any, budget: _PageBudget) -> StepView | None:
     step = _action(record, budget) if kind == "action" else _planning(record)
     step.duration = number(mapping(record.get("timing")).get("duration"))
     step.input_tokens, step.output_tokens = _tokens(record)
+    step.usage = saved_block_usage(record.get("usage"))
     return step
 
 
@@ -302,6 +309,9 @@ def run_view(data: Any, name: str, most_steps: int | None = None) -> RunView:
     view.duration = _span(records)
     view.input_tokens = sum(step.input_tokens or 0 for step in view.steps)
     view.output_tokens = sum(step.output_tokens or 0 for step in view.steps)
+    for step in view.steps:
+        if step.usage is not None:
+            view.usage = step.usage if view.usage is None else view.usage + step.usage
     return view
 
 

@@ -178,8 +178,18 @@ def test_final_answer_cannot_be_swallowed_by_except_exception(executor: Executor
     result = executor.run(
         "try:\n    final_answer({'answer': double(21)})\nexcept Exception:\n    print('swallowed')\nprint('after')"
     )
-    assert result == CodeOutput({"answer": 42}, result.logs, True, result.displays)
+    assert result == CodeOutput({"answer": 42}, result.logs, True, result.displays, result.usage)
     assert "swallowed" not in result.logs and "after" not in result.logs
+
+
+def test_a_block_says_what_it_cost_and_why_a_figure_is_missing(executor: Executor) -> None:
+    printed = executor.run("print('x' * 300)").usage
+    assert printed is not None and printed.wall_seconds > 0 and printed.output_bytes >= 300, printed
+    for name in ("cpu_seconds", "peak_memory_bytes", "egress_bytes"):
+        assert (getattr(printed, name) is None) == (name in printed.unmeasured), (name, printed)
+    with pytest.raises(ExecutionError) as caught:
+        executor.run("print('before')\n1 / 0")
+    assert caught.value.usage is not None and caught.value.usage.wall_seconds > 0
 
 
 @pytest.mark.parametrize("catch", ["except:", "except BaseException:"])

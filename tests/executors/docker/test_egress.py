@@ -213,6 +213,15 @@ hits
     assert any(e["verdict"] == "allowed" and e["host"] == "localhost" for e in listed.egress_log)
 
 
+def test_a_blocks_usage_counts_the_bytes_its_requests_carried(listed: DockerExecutor, http_origin: Origin) -> None:
+    fetched = listed.run(f"fetch({http_origin.url('/bytes?n=200000', 'localhost')!r})[0]")
+    assert fetched.output == 200
+    assert fetched.usage is not None and fetched.usage.egress_bytes is not None
+    assert fetched.usage.egress_bytes >= 200_000 and "egress_bytes" not in fetched.usage.unmeasured
+    quiet = listed.run("1 + 1").usage  # the control: a block that asks nothing of the proxy
+    assert quiet is not None and quiet.egress_bytes == 0
+
+
 def test_what_is_not_listed_is_refused_and_recorded(
     listed: DockerExecutor, http_origin: Origin, other_origin: Origin
 ) -> None:

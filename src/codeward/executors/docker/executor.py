@@ -14,6 +14,7 @@ are reaped when an executor starts. An executor may take its containers from a
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from codeward import tracing
 from codeward.effects import Offloaded, Steps
 from codeward.executors.base import (
     BlockEvent,
+    BlockUsage,
     CodeOutput,
     ExecutionError,
     ExecutionTimeout,
@@ -37,12 +39,14 @@ from codeward.executors.docker.walls import CgroupCounts, cgroup_counts, counted
 from codeward.executors.kernel.executor import KernelExecutor
 from codeward.executors.kernel.owners import ConnectedKernel
 from codeward.executors.live import OutputCallback
+from codeward.executors.metering import CgroupMeter, Meter
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, DEFAULT_PRINT_OUTPUTS_LENGTH, checked_packages
 from codeward.wall_events import MAX_EVENTS
 
 if TYPE_CHECKING:
     from codeward.egress.proxy import EgressBudget
     from codeward.executors.docker.pool import SandboxSource
+    from codeward.executors.kernel.session import KernelSession
 
 __all__ = ["DockerExecutor"]
 
@@ -120,6 +124,7 @@ class DockerExecutor(KernelExecutor):
         self._egress_policy = self.spec.egress
         # The record of sandboxes this executor has replaced; the running one's is read when asked.
         self._egress_past: list[dict[str, Any]] = []
+        self._cgroup_meter: CgroupMeter | None = None  # the running container's, kept between blocks
         #: The requests the last block made (None without an egress list): its spans, and the batch audit's.
         self.last_block_egress: list[dict[str, Any]] | None = None
         self._sandbox: KernelContainer | None = None
@@ -290,10 +295,32 @@ class DockerExecutor(KernelExecutor):
             return (yield from super()._running(code, on_output))
         seen = len(self.egress_log)
         try:
-            return (yield from super()._running(code, on_output))
-        finally:
-            self.last_block_egress = self.egress_log[seen:]
-            _trace_requests(self.last_block_egress)
+            output = yield from super()._running(code, on_output)
+        except ExecutorError as error:
+            self._block_egress(seen)
+            error.usage = _with_egress(error.usage, self.last_block_egress)
+            raise
+        self._block_egress(seen)
+        output.usage = _with_egress(output.usage, self.last_block_egress)
+        return output
+
+    def _block_egress(self, seen: int) -> None:
+        self.last_block_egress = self.egress_log[seen:]
+        _trace_requests(self.last_block_egress)
+
+    def _egress_reason(self) -> str:
+        if self.hardening.network == "none":
+            return "the sandbox has no network"
+        return f"the sandbox's traffic on network {self.hardening.network!r} is not counted (egress=[...] counts it)"
+
+    def _meter(self, session: KernelSession) -> Meter:
+        """The container's control group, read by the host (the engine's own stats take a second or two)."""
+        sandbox = self._sandbox
+        if sandbox is None or not sandbox.container.id:
+            return Meter("the sandbox's container is not known")
+        if self._cgroup_meter is None or self._cgroup_meter.container_id != sandbox.container.id:
+            self._cgroup_meter = CgroupMeter(sandbox.container.id)  # found once a container
+        return self._cgroup_meter
 
     @property
     def egress_log(self) -> list[dict[str, Any]]:
@@ -347,3 +374,12 @@ def _trace_requests(requests: list[dict[str, Any]]) -> None:
     if len(requests) > _TRACED_REQUESTS:
         with tracing.span("egress", {"codeward.egress.untraced": len(requests) - _TRACED_REQUESTS}):
             pass
+
+
+def _with_egress(usage: BlockUsage | None, requests: list[dict[str, Any]] | None) -> BlockUsage | None:
+    """A block's usage with the bytes its requests through the egress proxy carried, both ways."""
+    if usage is None or requests is None:
+        return usage
+    carried = sum(int(entry.get("sent") or 0) + int(entry.get("received") or 0) for entry in requests)
+    unmeasured = {name: why for name, why in usage.unmeasured.items() if name != "egress_bytes"}
+    return dataclasses.replace(usage, egress_bytes=carried, unmeasured=unmeasured)

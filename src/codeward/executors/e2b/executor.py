@@ -78,7 +78,7 @@ from codeward.executors.base import (
 from codeward.executors.e2b.calls import RETRYABLE, SandboxHandles, SdkCall, Started, retried
 from codeward.executors.e2b.files import E2BFiles
 from codeward.executors.e2b.network import network_rules
-from codeward.executors.e2b.output import CellReading, HostRequests, OutputFlood, OutputStopped
+from codeward.executors.e2b.output import CellReading, HostRequests, OutputFlood, OutputStopped, e2b_usage
 from codeward.executors.kernel.bridge import ToolBridge, bootstrap_code, cell_calling
 from codeward.executors.kernel.cells import (
     CellResult,
@@ -517,12 +517,18 @@ class E2BExecutor(RememberingExecutor):
         yield from self._readying()
         notes = self._take_notes()
         live = LiveOutput(on_output, self.max_print_outputs_length)
+        bridge, started = self._bridge, time.monotonic()
+        calls = bridge.calls
+        cell: CellResult | None = None
         try:
             with decoding_within(self.timeout_seconds), self._stops.running(self._signal_kernel):
-                output = yield from code_outputting((yield from self._executing(code, self.timeout_seconds, live)))
+                cell = yield from self._executing(code, self.timeout_seconds, live)
+                output = yield from code_outputting(cell)
         except ExecutorError as error:
+            error.usage = e2b_usage(time.monotonic() - started, cell, bridge.calls - calls)
             error.logs = notes + error.logs
             raise
+        output.usage = e2b_usage(time.monotonic() - started, cell, bridge.calls - calls)
         output.logs = notes + output.logs
         return output
 

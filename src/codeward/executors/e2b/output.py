@@ -27,18 +27,22 @@ from typing import Any
 from e2b_code_interpreter import OutputMessage, Result
 
 from codeward.effects import Effect, Steps
+from codeward.executors.base import BlockUsage
 from codeward.executors.kernel.bridge import ToolBridge
 from codeward.executors.kernel.cells import (
     BoundedText,
+    CellResult,
     OutputBudget,
     bundle_size,
     kept_bundle,
     over_budget_reply,
+    result_bytes,
 )
 from codeward.executors.kernel.prelude import ANSWER_FILE, PAYLOAD_SOURCE, REPORT_MIME, REQUEST
 from codeward.executors.live import LiveOutput, display_text
+from codeward.executors.metering import Measured, block_usage
 
-__all__ = ["CellReading", "HostRequests", "OutputFlood", "OutputStopped"]
+__all__ = ["CellReading", "HostRequests", "OutputFlood", "OutputStopped", "e2b_usage"]
 
 #: Result fields of the SDK and the MIME types they came from, to rebuild display bundles.
 _FIELD_MIME = {
@@ -187,3 +191,20 @@ def _bundle(result: Result) -> dict[str, Any]:
     bundle = {mime: getattr(result, field) for field, mime in _FIELD_MIME.items() if getattr(result, field, None)}
     bundle.update(result.extra or {})
     return bundle
+
+
+#: Why E2B's blocks have no CPU time or memory peak: what its SDK reports of a sandbox is sampled.
+_E2B_UNMEASURED = (
+    "E2B reports no figure for one block (its sandbox metrics are samples of the whole sandbox, taken seconds apart)"
+)
+
+
+def e2b_usage(wall_seconds: float, cell: CellResult | None, tool_calls: int) -> BlockUsage:
+    """A block's usage as the host sees it from outside E2B's sandbox: its time, output and host tool calls."""
+    return block_usage(
+        wall_seconds,
+        Measured(unmeasured={"cpu_seconds": _E2B_UNMEASURED, "peak_memory_bytes": _E2B_UNMEASURED}),
+        output_bytes=0 if cell is None else result_bytes(cell),
+        tool_calls=tool_calls,
+        egress_reason="E2B does not report a sandbox's network traffic",
+    )

@@ -106,6 +106,8 @@ class ToolBridge:
         self.placement = {spec["name"]: spec["run"] for spec in specs}
         #: Whether the sandbox calls any of them on the host.
         self.runs_on_host = "host" in self.placement.values()
+        #: How many calls of its tools the sandbox asked for (a block's usage counts its share).
+        self.calls = 0
 
     def answer(self, prompt: str) -> str:
         """The reply to one request from the sandbox's code."""
@@ -143,6 +145,7 @@ class ToolBridge:
             return request_error(
                 "call", "ToolCallError", f"there is no host tool named {name!r}; the tools are: {known}"
             )
+        self.calls += 1
         try:
             bound = tool.bind_arguments((), arguments)
         except ToolCallError as error:

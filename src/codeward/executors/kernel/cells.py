@@ -149,6 +149,14 @@ class CellResult:
     error_name: str = ""
     error_value: str = ""
     traceback: str = ""
+    #: The bytes of output the cell sent (printed text, displays, its value), kept or not.
+    output_bytes: int = 0
+
+
+def result_bytes(result: CellResult) -> int:
+    """The bytes of what a cell brought back and the host kept: its logs, displays, value and payload."""
+    shown = sum(map(bundle_size, result.displays)) + (bundle_size(result.result) if result.result else 0)
+    return len(result.logs.encode("utf-8", "surrogatepass")) + shown + sum(map(bundle_size, result.payload))
 
 
 class BoundedText:
@@ -289,6 +297,7 @@ class CellCollector:
         self._result: dict[str, Any] | None = None
         self._displays: list[dict[str, Any]] = []
         self._traceback = ""
+        self.output_bytes = 0
 
     @property
     def done(self) -> bool:
@@ -339,6 +348,7 @@ class CellCollector:
         if not isinstance(entry, dict):
             return {}
         size = bundle_size(entry)
+        self.output_bytes += size
         return entry if self._budget.spend(size) else {"source": entry.get("source"), "cut": size}
 
     def take(self, channel: str, msg: dict[str, Any]) -> None:
@@ -349,12 +359,14 @@ class CellCollector:
             self._idle = content.get("execution_state") == "idle"
         elif kind == "stream":
             text = content.get("text", "")
+            self.output_bytes += len(text) if isinstance(text, str) else 0
             if isinstance(text, str) and self._budget.spend(len(text)):
                 self._logs.add(text)
                 if self._live is not None:
                     self._live("stderr" if content.get("name") == "stderr" else "stdout", text)
         elif kind in ("execute_result", "display_data"):
             bundle = kept_bundle(content.get("data", {}))
+            self.output_bytes += bundle_size(bundle)
             if self._budget.spend(bundle_size(bundle)):
                 if kind == "execute_result":
                     self._result = bundle
@@ -390,4 +402,5 @@ class CellCollector:
             error_name=reply.get("ename", ""),
             error_value=reply.get("evalue", ""),
             traceback=self._traceback,
+            output_bytes=self.output_bytes,
         )

@@ -16,12 +16,14 @@ the loop when it is an ``async def``, and run in the bounded pool otherwise.
 from __future__ import annotations
 
 import contextvars
+import time
 from abc import abstractmethod
 from typing import Any, ClassVar, Self, TypeVar
 
 from codeward.effects import Offloaded, Steps, awaited, blocking, offload
 from codeward.executors import codec
 from codeward.executors.base import (
+    BlockUsage,
     CodeOutput,
     ExecutionError,
     ExecutionTimeout,
@@ -46,6 +48,7 @@ from codeward.executors.kernel.remembering import RememberingExecutor
 from codeward.executors.kernel.session import KernelProcess, KernelSession, answered
 from codeward.executors.kernel.waiting import Owned
 from codeward.executors.live import OutputCallback
+from codeward.executors.metering import Meter, block_usage
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, DEFAULT_PRINT_OUTPUTS_LENGTH, checked_packages
 from codeward.tools import Tool
 
@@ -219,20 +222,51 @@ class KernelExecutor(RememberingExecutor):
         """One block, from a ready kernel to its `CodeOutput`: `run` and `arun` alike."""
         session = yield from self._ensuring_ready()
         notes = self._take_notes()
+        meter, bridge = self._meter(session), self._bridge
+        meter.begin()
+        started, calls = time.monotonic(), bridge.calls
+
+        def usage(output_bytes: int = 0) -> BlockUsage:
+            return block_usage(
+                time.monotonic() - started,
+                meter.end(),
+                output_bytes=output_bytes,
+                tool_calls=bridge.calls - calls,
+                egress_reason=self._egress_reason(),
+            )
+
         with decoding_within(self.timeout_seconds):
             try:
                 result = yield from session.running_block(
-                    code, timeout=self.timeout_seconds, on_input=self._bridge.answering, on_output=on_output
+                    code, timeout=self.timeout_seconds, on_input=bridge.answering, on_output=on_output
                 )
             except SandboxError as error:
+                error.usage = usage()
                 yield Offloaded(self._discard_session)
                 error.logs = notes + error.logs
                 raise
             except ExecutionError as error:
+                error.usage = usage()
                 error.logs = notes + error.logs
                 raise
             result.logs = notes + result.logs
-            return (yield from code_outputting(result))
+            spent = usage(result.output_bytes)
+            try:
+                output = yield from code_outputting(result)
+            except ExecutorError as error:
+                error.usage = spent
+                raise
+            output.usage = spent
+            return output
+
+    def _egress_reason(self) -> str:
+        """Why a block's network traffic is not counted (a subclass that counts it fills it in after)."""
+        return "this sandbox does not count its network traffic"
+
+    def _meter(self, session: KernelSession) -> Meter:
+        """What measures a block's CPU time and memory peak from the host; a subclass whose host sees
+        the sandbox's processes gives its own."""
+        return Meter("this sandbox's processes are not visible to the host")
 
     def interrupt(self) -> None:
         session = self._session

@@ -88,6 +88,12 @@ class LocalKernel:
     def connection_info(self) -> dict[str, Any]:
         return dict(self._manager.get_connection_info(session=False))
 
+    @property
+    def pid(self) -> int | None:
+        """The kernel's process id, while it runs."""
+        process = getattr(self._manager.provisioner, "process", None)
+        return getattr(process, "pid", None)
+
     def is_alive(self) -> bool:
         return self._manager.has_kernel and _on_this_threads_loop(self._manager.is_alive)
 

@@ -14,12 +14,13 @@ import functools
 import logging
 import shutil
 import tempfile
+import time
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codeward.executors.base import FINAL_ANSWER_TOOL, CodeOutput, ExecutionError, Executor, ExecutorError
+from codeward.executors.base import FINAL_ANSWER_TOOL, BlockUsage, CodeOutput, ExecutionError, Executor, ExecutorError
 from codeward.executors.codec import CodecError
 from codeward.executors.files import FolderFiles
 from codeward.executors.live import BlockStops, LiveOutput, OutputCallback
@@ -143,6 +144,7 @@ class LocalExecutor(Executor):
         self._closed = False
         self._stops = BlockStops()  # in process: the worker keeps its own
         self._tools: dict[str, Tool] = {}
+        self._tool_calls = 0  # in process: the calls the running block made
         self._interpreter: Interpreter | None = None
         self._worker: WorkerExecutor | None = None
         if isolation == "in_process":
@@ -185,7 +187,7 @@ class LocalExecutor(Executor):
             assert self._interpreter is not None
             self._interpreter.send_tools(
                 {
-                    n: ToolHandle(n, t.description, functools.partial(called, t), n == FINAL_ANSWER_TOOL)
+                    n: ToolHandle(n, t.description, functools.partial(self._calling, t), n == FINAL_ANSWER_TOOL)
                     for n, t in self._tools.items()
                 }
             )
@@ -200,14 +202,36 @@ class LocalExecutor(Executor):
             return output
         assert self._interpreter is not None
         live = LiveOutput(_in_host_context(on_output), self.max_print_outputs_length)
+        self._tool_calls = 0
+        started, cpu = time.monotonic(), time.thread_time()
         try:
             with self._stops.running(self._interpreter.interrupt):
                 output = self._interpreter.run(code, live)
-        except ExecutionError:
+        except ExecutionError as error:
+            error.usage = self._in_process_usage(started, cpu, error.logs)
             live.raise_failure()  # the callback's failure stopped the block: it is what the caller sees
             raise
+        output.usage = self._in_process_usage(started, cpu, output.logs)
         live.raise_failure()
         return output
+
+    def _calling(self, tool: Tool, *args: Any, **kwargs: Any) -> Any:
+        self._tool_calls += 1
+        return called(tool, *args, **kwargs)
+
+    def _in_process_usage(self, started: float, cpu: float, logs: str) -> BlockUsage:
+        """In process, the block runs on the caller's thread: its CPU time is that thread's; its memory
+        is the host's own, which has no peak of the block's to read."""
+        return BlockUsage(
+            wall_seconds=time.monotonic() - started,
+            cpu_seconds=round(time.thread_time() - cpu, 3),
+            output_bytes=len(logs.encode("utf-8", "surrogatepass")),
+            tool_calls=self._tool_calls,
+            unmeasured={
+                "peak_memory_bytes": "in process, the block's memory is the host's own",
+                "egress_bytes": "the local executor does not watch the network",
+            },
+        )
 
     async def arun(self, code: str, on_output: OutputCallback | None = None) -> CodeOutput:
         """`run`, awaited. A worker's socket is watched by the event loop, with no thread per block; in

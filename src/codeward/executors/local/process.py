@@ -39,7 +39,15 @@ from typing import TYPE_CHECKING, Any
 
 from codeward.effects import Steps, awaited, blocking, is_cancellation
 from codeward.executors import codec
-from codeward.executors.base import BlockEvent, CodeOutput, ExecutionError, ExecutionTimeout, SandboxError
+from codeward.executors.base import (
+    BlockEvent,
+    BlockUsage,
+    CodeOutput,
+    ExecutionError,
+    ExecutionTimeout,
+    ExecutorError,
+    SandboxError,
+)
 from codeward.executors.kernel.bridge import ToolBridge
 from codeward.executors.kernel.cells import decoding, request_error
 from codeward.executors.kernel.remembering import RememberingExecutor
@@ -47,6 +55,7 @@ from codeward.executors.live import STREAMS, BlockStops, LiveOutput, OutputCallb
 from codeward.executors.local.channel import ChannelClosed, ChannelError, ChannelTimeout
 from codeward.executors.local.interpreter import interrupted
 from codeward.executors.local.worker_process import WorkerProcess, worker_environment
+from codeward.executors.metering import Measured, block_usage
 from codeward.executors.settings import checked_tool_names, checked_variable_names
 from codeward.wall_events import events_from_text
 
@@ -132,10 +141,12 @@ class WorkerExecutor(RememberingExecutor):
         live = LiveOutput(on_output, self._settings["max_print_outputs_length"])
         refused = worker.notices.take if worker.notices is not None else list
         refused()  # what a thread the code left running had refused between blocks is not this block's
+        tally = _Tally(worker)
         try:
             with self._stops.running(worker.interrupt):
-                header, body, parts, deadline, cancelled = yield from self._converse(worker, code, live)
-        except SandboxError:
+                header, body, parts, deadline, cancelled = yield from self._converse(worker, code, live, tally)
+        except SandboxError as error:
+            error.usage = tally.usage()
             raise
         except KeyboardInterrupt as interrupt:  # Ctrl-C: the run ends, and what the block printed goes with it
             printed = yield from self._interrupted(worker)
@@ -145,10 +156,16 @@ class WorkerExecutor(RememberingExecutor):
             raise
         if cancelled is not None:  # the block stopped and the worker answered: it stays, the cancel goes on
             raise cancelled
+        usage = tally.usage(header, body, parts)
         try:
-            return (yield from self._outcome(header, body, parts, deadline, refused))
+            output = yield from self._outcome(header, body, parts, deadline, refused)
+        except ExecutorError as error:
+            error.usage = usage
+            raise
         finally:
             live.raise_failure()  # the callback's failure stopped the block: it is what the caller sees
+        output.usage = usage
+        return output
 
     def interrupt(self) -> None:
         """Stop the running block as Ctrl-C does (SIGINT): it answers with what it printed, and the
@@ -196,7 +213,7 @@ class WorkerExecutor(RememberingExecutor):
         yield from self._loading("variables", text, parts)
 
     def _converse(
-        self, worker: WorkerProcess, code: str, live: LiveOutput
+        self, worker: WorkerProcess, code: str, live: LiveOutput, tally: _Tally
     ) -> Steps[tuple[dict[str, Any], str, list[bytes], float, BaseException | None]]:
         """Send the block, hand its output to `live` and answer its tool calls until it ends, all
         before one deadline (which is returned, for decoding the answer within it too), with the
@@ -206,7 +223,10 @@ class WorkerExecutor(RememberingExecutor):
         as `interrupt()` stops it and its answer awaited for `INTERRUPT_GRACE_SECONDS`: the worker
         that answers stays, with what the code defined; then the cancellation goes on up."""
         deadline = time.monotonic() + self.timeout_seconds + GRACE_SECONDS
-        seq = yield from self._transmit(worker, {"op": "run", "live": live.wanted}, code, deadline=deadline)
+        tally.begin(self._check_idle(worker))  # one reading of its CPU time for both
+        seq = yield from self._transmit(
+            worker, {"op": "run", "live": live.wanted}, code, deadline=deadline, checked=True
+        )
         heard = 0
         cancelled: BaseException | None = None
         while True:
@@ -216,7 +236,9 @@ class WorkerExecutor(RememberingExecutor):
                     heard += self._deliver(worker, header, live, heard)
                     continue
                 if header.get("op") != "tool":
+                    tally.end(worker.cpu_at_answer)  # read as the answer came
                     return header, body, parts, deadline, cancelled
+                tally.tool_calls += 1
                 # no tool runs for a cancelled block, however it asks: the caller has gone
                 reply = _CANCELLED_CALL if cancelled else (yield from self._answer_tool(worker, body, deadline))
                 yield from self._transmit(worker, {"op": "reply", "call": header.get("call")}, reply, deadline=deadline)
@@ -330,24 +352,37 @@ class WorkerExecutor(RememberingExecutor):
         return worker
 
     def _transmit(
-        self, worker: WorkerProcess, header: dict[str, Any], body: str, parts: Sequence[Any] = (), *, deadline: float
+        self,
+        worker: WorkerProcess,
+        header: dict[str, Any],
+        body: str,
+        parts: Sequence[Any] = (),
+        *,
+        deadline: float,
+        checked: bool = False,
     ) -> Steps[int]:
         """Send a request by `deadline` (a worker that stops reading cannot hold the host); return
         its number, which the worker's answer must carry. A worker that ran code since its last
-        answer (a thread the code left behind) is stopped first; a tool's reply is part of its
-        block, whose deadline bounds whatever runs meanwhile."""
-        if header["op"] != "reply" and worker.busy_while_idle() > IDLE_CPU_SECONDS:
-            raise self._lost(
-                worker,
-                f"the worker process kept running code between blocks (more than {IDLE_CPU_SECONDS:g} CPU seconds "
-                "while no block ran: a thread the code started and left running), and was stopped",
-            )
+        answer (a thread the code left behind) is stopped first, unless the caller `checked`; a
+        tool's reply is part of its block, whose deadline bounds whatever runs meanwhile."""
+        if header["op"] != "reply" and not checked:
+            self._check_idle(worker)
         try:
             return (yield from worker.sending(header, body, parts, deadline))
         except (OSError, ChannelClosed):  # a worker that died while idle (killed from outside) shows it here first
             raise self._lost(worker, (yield from worker.dying())) from None
         except ChannelTimeout:
             raise self._lost(worker, "the worker process stopped taking what the host sent, and was stopped") from None
+
+    def _check_idle(self, worker: WorkerProcess) -> float | None:
+        """Stop a worker that ran code since its last answer; return its CPU seconds so far, as read."""
+        if worker.busy_while_idle() > IDLE_CPU_SECONDS:
+            raise self._lost(
+                worker,
+                f"the worker process kept running code between blocks (more than {IDLE_CPU_SECONDS:g} CPU seconds "
+                "while no block ran: a thread the code started and left running), and was stopped",
+            )
+        return worker.cpu_read
 
     def _receive(
         self, worker: WorkerProcess, seq: int, deadline: float, *, code_running: bool
@@ -435,3 +470,38 @@ class WorkerExecutor(RememberingExecutor):
             raise SandboxError(f"the worker answered a block with {header.get('op')!r}", state_lost=False)
         failure.events = events
         raise failure
+
+
+class _Tally:
+    """What one block cost, as the host sees it: the worker's CPU time and memory peak read from
+    /proc (never from the worker's own word), its wall time, the tool calls it asked the host for
+    and the bytes it sent back (its logs and its value)."""
+
+    def __init__(self, worker: WorkerProcess) -> None:
+        self.meter = worker.meter
+        self.tool_calls = 0
+        self.started = time.monotonic()
+        self.ended: float | None = None
+        self.measured: Measured | None = None
+
+    def begin(self, cpu: float | None = None) -> None:
+        self.meter.begin(cpu)
+        self.started = time.monotonic()
+
+    def end(self, cpu: float | None = None) -> None:
+        self.ended = time.monotonic()
+        self.measured = self.meter.end(cpu)
+
+    def usage(self, header: dict[str, Any] | None = None, body: str = "", parts: Sequence[bytes] = ()) -> BlockUsage:
+        if self.measured is None:  # the block did not end with an answer: what /proc still shows
+            self.end()
+        assert self.measured is not None and self.ended is not None
+        logs = str((header or {}).get("logs", ""))
+        sent = len(logs.encode("utf-8", "surrogatepass")) + len(body.encode("utf-8", "surrogatepass"))
+        return block_usage(
+            self.ended - self.started,
+            self.measured,
+            output_bytes=sent + sum(map(len, parts)),
+            tool_calls=self.tool_calls,
+            egress_reason="the local worker has no network",
+        )

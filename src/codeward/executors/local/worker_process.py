@@ -33,6 +33,7 @@ from codeward.executors.local.folder_watch import FolderWatch
 from codeward.executors.local.reaper import Reaper
 from codeward.executors.local.seccomp_notices import SeccompNotices
 from codeward.executors.local.working_folder import DEFAULT_FOLDER_BYTES
+from codeward.executors.metering import ProcessMeter
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET
 from codeward.wall_events import EVENTS_TEXT_LIMIT
 
@@ -49,8 +50,6 @@ HEADER_ROOM = 1 << 16
 #: Bytes of codec text one item of a value may take: the longest, about 31, is a complex number or
 #: a dict's int key with its float (a character takes at most 12, an astral one escaped).
 ITEM_BYTES = 32
-
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 _SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="codeward-worker-spawner")
 
@@ -197,7 +196,10 @@ class WorkerProcess:
         except (OSError, ChannelError):
             self.start_seq = -1
         self.ready = False
-        self._cpu_at_answer: float | None = None  # its CPU time when it last answered, where the system says
+        self._meter: ProcessMeter | None = None
+        self._cpu_at_answer: float | None = None
+        #: Its CPU seconds as `busy_while_idle` last read them.
+        self.cpu_read: float | None = None  # its CPU time when it last answered, where the system says
         self._overrun: str | None = None  # why the host stopped it, when it did
         self._stopped = False
         self._folder_watch = FolderWatch(settings["working_folder"], DEFAULT_FOLDER_BYTES, self._stop_for)
@@ -225,22 +227,30 @@ class WorkerProcess:
         with contextlib.suppress(OSError):
             os.killpg(self.process.pid, signal.SIGKILL)
 
+    @property
+    def meter(self) -> ProcessMeter:
+        """What reads its CPU time and memory peak from /proc (its files kept open while it lives)."""
+        if self._meter is None:
+            self._meter = ProcessMeter(self.process.pid, children=False)  # its seccomp filter refuses fork
+        return self._meter
+
     def cpu_seconds(self) -> float | None:
         """The user and system CPU time of all its threads, from /proc; None where there is no /proc."""
-        try:
-            with open(f"/proc/{self.process.pid}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            return None
-        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime and stime, fields 14 and 15
+        return self.meter.cpu_seconds()
+
+    @property
+    def cpu_at_answer(self) -> float | None:
+        """Its CPU seconds when it last answered, as read then."""
+        return self._cpu_at_answer
 
     def answered(self) -> None:
         """Mark the end of an answer: from here until the next request, the worker should be idle."""
         self._cpu_at_answer = self.cpu_seconds()
 
     def busy_while_idle(self) -> float:
-        """CPU seconds it spent since its last answer (0 where that cannot be known)."""
-        now = self.cpu_seconds()
+        """CPU seconds it spent since its last answer (0 where that cannot be known); the reading
+        stays in `cpu_read`."""
+        now = self.cpu_read = self.cpu_seconds()
         if now is None or self._cpu_at_answer is None:
             return 0.0
         return now - self._cpu_at_answer
@@ -314,6 +324,8 @@ class WorkerProcess:
                 self.stderr.close()
                 if self.notices is not None:
                     self.notices.close()
+                if self._meter is not None:
+                    self._meter.close()
 
     def _was_started(self) -> Steps[bool]:
         try:
