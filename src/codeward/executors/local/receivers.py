@@ -419,7 +419,6 @@ def repeatable_arguments(call: ast.Call) -> bool:
     return True
 
 
-
 def _rebinds(nodes: list[ast.AST], name: str, parameter: ast.arg) -> bool:
     """Whether anything among `nodes` (a method and all it holds) but the method's own
     parameter binds `name`: in the method or in a scope nested in it."""

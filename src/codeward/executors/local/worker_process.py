@@ -187,6 +187,7 @@ class WorkerProcess:
             self.start_seq = -1
         self.ready = False
         self._cpu_at_answer: float | None = None  # its CPU time when it last answered, where the system says
+        self._stat: int | None = None  # its /proc stat file, kept open (see `cpu_seconds`)
         self._overrun: str | None = None  # why the host stopped it, when it did
         self._stopped = False
         self._folder_watch = FolderWatch(settings["working_folder"], DEFAULT_FOLDER_BYTES, self._stop_for)
@@ -215,10 +216,13 @@ class WorkerProcess:
             os.killpg(self.process.pid, signal.SIGKILL)
 
     def cpu_seconds(self) -> float | None:
-        """The user and system CPU time of all its threads, from /proc; None where there is no /proc."""
+        """The user and system CPU time of all its threads, from /proc; None where there is no /proc.
+        The file is opened once and read from its start each time (two reads a block: opening it
+        each time cost more than the reads)."""
         try:
-            with open(f"/proc/{self.process.pid}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
+            if self._stat is None:
+                self._stat = os.open(f"/proc/{self.process.pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+            fields = os.pread(self._stat, 1024, 0).rsplit(b")", 1)[1].split()
         except (OSError, IndexError):
             return None
         return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime and stime, fields 14 and 15
@@ -301,6 +305,9 @@ class WorkerProcess:
             finally:
                 self.channel.close()
                 self.stderr.close()
+                if self._stat is not None:
+                    os.close(self._stat)
+                    self._stat = None
 
     def _was_started(self) -> Steps[bool]:
         try:
