@@ -162,6 +162,28 @@ def test_a_call_statement_with_any_arguments_hands_on_only_what_it_checked(code,
     assert "belongs to the module 'shutil'" in error.message, error.message
 
 
+#: An argument that swaps the receiver's class, after the call statement checked it and before the
+#: method reads `self`, for one whose host base holds a machine function under the name read.
+SWAPPED_CLASS = (
+    "class Plain:\n    def leak(self, ignored):\n        return self.copy\n"
+    "class Evil(Tools):\n    pass\nbox = Plain()\n"
+    "def swap(obj):\n    SWAP\n    return 1\nraw = box.leak(swap(box))\n" + PAYLOAD
+)
+CLASS_SWAPS = {
+    "setattr": "setattr(obj, '__class__', Evil)",
+    "attribute": "obj.__class__ = Evil",
+    "object-setattr": "object.__setattr__(obj, '__class__', Evil)",
+}
+
+
+@pytest.mark.parametrize("swap", CLASS_SWAPS.values(), ids=CLASS_SWAPS.keys())
+@in_process_only
+def test_an_argument_cannot_swap_the_class_of_the_receiver_handed_on(swap, attack):
+    """The method trusts the receiver handed on because an instance keeps its class: each way to
+    change it is refused."""
+    attack(SWAPPED_CLASS.replace("SWAP", swap), variables={"Tools": Tools})
+
+
 #: Reads of the name some class of the code defines, on a comprehension's variable that is a host
 #: object in the end: each read checks the object it reads.
 IN_COMPREHENSIONS = {

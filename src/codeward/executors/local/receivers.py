@@ -25,7 +25,9 @@ outside methods see `own_reads`) hands it on to the method it calls: it puts the
 list of the sandbox's (``_plain_receiver_``) just before the call, and a method's check passes
 at once when its receiver is the object there (``_own_self_ = self is _plain_receiver_[0] or
 ...``). The list only ever holds an instance of a plain class, so the method trusts only what
-some check found.
+some check found. The call's arguments, whatever they are (`repeatable_arguments`), run after
+the hand-on, as CPython reads the method before them: a call among them may hand on another
+instance, and the method then checks its receiver itself; no order puts anything else in the list.
 """
 
 from __future__ import annotations
