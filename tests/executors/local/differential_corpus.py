@@ -2376,6 +2376,41 @@ METHODS_ON_SELF = [
         "dataclasses",
     ),
     _snippet(
+        "products-in-a-def",
+        """
+        class Money:
+            def __init__(self, cents):
+                self.cents = cents
+            def __mul__(self, n):
+                return Money(self.cents * n)
+            def __rmul__(self, n):
+                return Money(n * self.cents)
+            def __repr__(self):
+                return f"Money({self.cents})"
+        class Count(int):
+            pass
+        def times(a, b):
+            return a * b
+        def scaled(values, factor):
+            out = []
+            for v in values:
+                out.append(v * factor)
+                out.append(factor * (v + 0))
+            return out
+        cases = [(3, 4), (2**31 - 1, 2**31 - 1), (2**31, 3), (-2**31, 2), (10**30, 10**30), (2.5, 4),
+                 (3, 0.5), (True, 7), (Count(6), 7), (7, Count(6)), ('ab', 3), (3, 'ab'), ([1], 2),
+                 ((1, 2), 2), (Money(5), 3), (3, Money(5)), (1 + 2j, 2), (float('inf'), 0)]
+        results = [repr(times(a, b)) for a, b in cases]
+        errors = []
+        for a, b in [('a', 'b'), ([1], 2.5), (None, 1), (2.0, 'x')]:
+            try:
+                times(a, b)
+            except TypeError as error:
+                errors.append(str(error))
+        (results, errors, scaled([1, 2.5, -3], 4), scaled(['x'], 2), type(times(Count(2), 3)).__name__)
+        """,
+    ),
+    _snippet(
         "self-augmented-operators",
         """
         class Cell:
