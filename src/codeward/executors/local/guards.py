@@ -528,6 +528,8 @@ class Guards:
             "_id_": id,
             "_int_": int,
             "_float_": float,
+            "_factor_low_": -limits.small_factor,  # two ints within these multiply without a guard
+            "_factor_high_": limits.small_factor,
             CLASS_IDS: self.plain_class_ids,
             PLAIN_RECEIVER: [None, None],
             "_format_": limits.formatted_value,

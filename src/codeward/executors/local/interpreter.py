@@ -27,6 +27,7 @@ from codeward.executors.base import (
 from codeward.executors.kernel import prelude
 from codeward.executors.kernel.cells import request_error
 from codeward.executors.live import LiveOutput
+from codeward.executors.local.block_cache import BlockCache
 from codeward.executors.local.crossing import (
     SCALARS,
     SHOWN_LIMIT,
@@ -51,7 +52,7 @@ from codeward.executors.local.limits import (
     make_tick,
 )
 from codeward.executors.local.output import BlockOutput, capture_output
-from codeward.executors.local.policy import CodeRefused, compile_block
+from codeward.executors.local.policy import CodeRefused
 from codeward.executors.local.receivers import PLAIN_RECEIVER
 from codeward.executors.local.watchdog import WATCHDOG, AlarmWatchdog, Watchdog
 from codeward.executors.local.working_folder import folder_open
@@ -139,6 +140,7 @@ class Interpreter:
         self._sources: dict[str, list[str]] = {}
         self._declared_global: set[str] = set()  # names any block's functions declare global
         self._class_attributes: set[str] = set()  # public names any block's classes define
+        self._compiled = BlockCache()  # the code of blocks seen before, by all their compile reads
         self._tools: dict[str, ToolHandle] = {}
         self._logs = BlockOutput(self.max_print_outputs_length)
         self._watch: Any = None  # the running block's watch, for time.sleep's deadline
@@ -216,7 +218,7 @@ class Interpreter:
     def _run(self, code: str, live: LiveOutput | None, ledger: EventLedger) -> CodeOutput:
         filename = _FILENAME.format(len(self._sources) + 1)
         try:
-            compiled = compile_block(
+            compiled = self._compiled.compile(
                 code, filename, frozenset(self._tools), self._declared_global, self._class_attributes
             )
         except CodeRefused as refused:
