@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codeward.executors.base import BlockEvent
+from codeward.executors.metering import cgroup_folders
 
 __all__ = ["CgroupCounts", "cgroup_counts", "counted_events"]
-
-_ROOT = Path("/sys/fs/cgroup")
 
 
 @dataclass(frozen=True)
@@ -27,15 +26,6 @@ class CgroupCounts:
 
     oom_kills: int | None
     pids_refused: int | None
-
-
-def _folders(controller: str, container_id: str) -> list[Path]:
-    """Where a local engine keeps a container's cgroup: v1, v2 with systemd, v2 with cgroupfs."""
-    return [
-        _ROOT / controller / "docker" / container_id,
-        _ROOT / "system.slice" / f"docker-{container_id}.scope",
-        _ROOT / "docker" / container_id,
-    ]
 
 
 def _field(path: Path, name: str) -> int | None:
@@ -57,16 +47,13 @@ def cgroup_counts(container_id: str) -> CgroupCounts | None:
     if not container_id or not all(c in "0123456789abcdef" for c in container_id):
         return None
     oom = pids = None
-    for folder in _folders("memory", container_id):
-        oom = _field(folder / "memory.oom_control", "oom_kill")
+    for folder in cgroup_folders(container_id):
         if oom is None:
-            oom = _field(folder / "memory.events", "oom_kill")
-        if oom is not None:
-            break
-    for folder in _folders("pids", container_id):
-        pids = _field(folder / "pids.events", "max")
-        if pids is not None:
-            break
+            oom = _field(folder / "memory.oom_control", "oom_kill")  # v1
+        if oom is None:
+            oom = _field(folder / "memory.events", "oom_kill")  # v2
+        if pids is None:
+            pids = _field(folder / "pids.events", "max")
     if oom is None and pids is None:
         return None
     return CgroupCounts(oom, pids)

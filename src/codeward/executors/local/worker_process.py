@@ -21,15 +21,16 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from codeward.effects import Completed, Exited, Steps, blocking
+from codeward.effects import Completed, Exited, Offloaded, Steps, blocking
 from codeward.executors.local.channel import TEXT_LIMIT, Channel, ChannelError
-from codeward.executors.local.folder_watch import FolderWatch
+from codeward.executors.local.folder_watch import FolderWatch, empty_folder
 from codeward.executors.local.reaper import Reaper
 from codeward.executors.local.seccomp_notices import SeccompNotices
 from codeward.executors.local.working_folder import DEFAULT_FOLDER_BYTES
@@ -43,6 +44,8 @@ __all__ = ["WorkerProcess", "frame_limits", "worker_environment", "worker_import
 #: exiting process closes its files just before it becomes a zombie, so its status comes at once;
 #: code that closes the socket and runs on is stopped this soon, well within `GRACE_SECONDS` + 1.
 DEATH_SECONDS = 0.5
+#: How long a worker killed for its folder may take to die, and then the folder to be emptied.
+_EMPTYING_SECONDS = 10.0
 #: How long a worker asked to exit (`close()`) may take before it is killed.
 STOP_SECONDS = 0.5
 #: Bytes a header may hold besides the logs and an error's texts: the operation, flags, parts' sizes.
@@ -201,8 +204,10 @@ class WorkerProcess:
         #: Its CPU seconds as `busy_while_idle` last read them.
         self.cpu_read: float | None = None  # its CPU time when it last answered, where the system says
         self._overrun: str | None = None  # why the host stopped it, when it did
+        self._emptied = threading.Event()  # set once the host emptied the folder it stopped it for
+        self.folder = settings["working_folder"]
         self._stopped = False
-        self._folder_watch = FolderWatch(settings["working_folder"], DEFAULT_FOLDER_BYTES, self._stop_for)
+        self._folder_watch = FolderWatch(self.folder, DEFAULT_FOLDER_BYTES, self._stop_for)
 
     def started(self) -> Steps[None]:
         """Wait for the process to have been started (it is, at once, unless starting it failed)."""
@@ -222,10 +227,17 @@ class WorkerProcess:
         return f"local-{self.process.pid}-{self._tag}"
 
     def _stop_for(self, reason: str) -> None:
-        """Kill the worker from the host, for `reason`, which its death then gives."""
-        self._overrun = reason
+        """Kill the worker from the host for its folder, `reason`, which its death then gives, and empty
+        the folder once it is dead. The folder outlives its worker: left full, it would stop each new
+        worker in turn, and the executor could never run again. What filled it is the work of code
+        that got past the policy."""
+        self._overrun = f"{reason}; what the folder held is removed"
         with contextlib.suppress(OSError):
             os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=_EMPTYING_SECONDS)  # dead, it writes nothing more
+        empty_folder(self.folder)
+        self._emptied.set()
 
     @property
     def meter(self) -> ProcessMeter:
@@ -275,6 +287,7 @@ class WorkerProcess:
     def dying(self) -> Steps[str]:
         """What happened to a worker whose end of the socket closed, in words."""
         if self._overrun is not None:
+            yield Offloaded(self._emptied.wait, _EMPTYING_SECONDS)  # the next worker starts in an emptied folder
             return f"the worker process was stopped by the host: {self._overrun}"
         code = yield Exited(self.process, DEATH_SECONDS)
         if code is None:
