@@ -25,6 +25,9 @@ the extra wall time per job it costs, times the jobs running at once
 ((t_ray - t_pool) * concurrency / jobs), beside the round trip of an empty Ray task.
 With ``--ray --executor docker``, the pool's workers each keep a warm sandbox and the
 Ray node's actor keeps its pool (`codeward.batch.ray_nodes`): the two warm paths compared.
+With ``--ray --nodes N``, a local cluster of N one-CPU nodes (and a head that runs no job) against
+the pool at N at once: jobs/s, and the median of each job's sandbox start as the results record it
+(`time.start_seconds`), apart for the first job on each node or worker (its pool still filling).
 """
 
 from __future__ import annotations
@@ -205,6 +208,62 @@ def bench_ray(executor: str, count: int, repeats: int, work: int, concurrency: i
     )
 
 
+def _starts(results: Path) -> tuple[list[float], list[float]]:
+    """Each job's sandbox start (`time.start_seconds`): the first on each node (or worker), and the rest."""
+    first, rest, seen = [], [], set()
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    for record in sorted(records, key=lambda r: r["started_at"]):
+        where = record.get("node") or record["sandbox"]["worker_pid"]
+        (rest if where in seen else first).append(record["time"]["start_seconds"])
+        seen.add(where)
+    return first, rest
+
+
+def bench_ray_nodes(executor: str, count: int, work: int, nodes: int) -> None:
+    """A local cluster of a head and `nodes` nodes of one CPU each, the jobs spread over them, against the
+    process pool at the same concurrency: jobs/s and each job's sandbox start, every job recorded once."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from codeward.batch.process_pool import ProcessPool
+    from codeward.batch.ray_backend import RayBackend
+    from codeward.batch.ray_nodes import DOCKER_RESOURCE
+    from codeward.batch.runner import BatchOptions, run_batch
+
+    store = 100 * 2**20
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "object_store_memory": store})
+    for _ in range(nodes):
+        resources = {DOCKER_RESOURCE: 1} if executor == "docker" else {}
+        cluster.add_node(num_cpus=1, resources=resources, object_store_memory=store)
+    cluster.wait_for_nodes()
+    figures = {}
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            folder = Path(scratch)
+            jobs = load_jobs(write_jobs(folder, count, work), JobDefaults(executor=executor))
+            for name, backend, at_once in (
+                ("process pool", ProcessPool(), nodes),
+                ("Ray", RayBackend(cluster.address), 0),
+            ):
+                results = folder / f"{name}.jsonl"
+                started = time.perf_counter()
+                outcome = run_batch(jobs, BatchOptions(results, None, at_once), backend=backend)
+                elapsed = time.perf_counter() - started
+                recorded = [json.loads(line)["id"] for line in results.read_text().splitlines()]
+                assert outcome.counts == {"success": count} and sorted(recorded) == sorted(j.id for j in jobs)
+                figures[name] = (count / elapsed, *_starts(results))
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        cluster.shutdown()
+    for name, (rate, first, rest) in figures.items():
+        print(
+            f"[{executor}] {nodes} at once, {name}: {rate:5.1f} jobs/s · sandbox start, median: "
+            f"{statistics.median(rest) * 1000:6.1f} ms after the first on each node or worker "
+            f"({len(rest)} jobs), {statistics.median(first) * 1000:6.1f} ms for the first ({len(first)})"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=100)
@@ -212,12 +271,16 @@ def main() -> None:
     parser.add_argument("--executor", action="append", default=None)
     parser.add_argument("--work", type=int, default=20_000, help="loop iterations in each job's first block")
     parser.add_argument("--ray", action="store_true", help="the Ray backend beside the process pool (codeward[ray])")
+    parser.add_argument("--nodes", type=int, help="with --ray: a local cluster of this many one-CPU nodes")
     args = parser.parse_args()
     print(
         f"{args.jobs} jobs of {args.work:,} iterations, median of {args.repeats} runs, {os.cpu_count()} cores; "
         "jobs/s (ratio to the baseline)"
     )
     for executor in executors_to_measure(args.executor or ["local"]):
+        if args.ray and args.nodes:
+            bench_ray_nodes(executor, args.jobs, args.work, args.nodes)
+            continue
         if args.ray:
             for concurrency in (1, 2):
                 bench_ray(executor, args.jobs, args.repeats, args.work, concurrency)

@@ -1,10 +1,14 @@
 """Agent-style snippets timed under plain CPython `exec`, codeward's LocalExecutor in both
 isolation modes, pydantic-monty and, when installed, smolagents' LocalPythonExecutor, all in one run.
 
-Run: python bench/local_executor.py [--repeat N]   (extras: pip install 'codeward[bench]')
+Run: python bench/local_executor.py [--repeat N] [--snippets FILE ...] [--only-snippets]
+(extras: pip install 'codeward[bench]')
 Prints medians and the ratios that the targets speak of, each measured in this run,
 interleaved so that load from other processes falls on every runner alike:
-- a tiny block (`x = 1`) end to end, process mode against Monty (target: within 1.5x);
+- a tiny block (`x = 1`) end to end, process mode against Monty (target: within 1.5x), and an
+  agent's tiny step (`x = 2 + 3`, `print(x)`, `final_answer(x)`); beside them the floor on this
+  machine: the block's text sent to a bare child process over a socket pair and echoed back
+  (`pipe`), which no worker's round trip can beat;
 - each snippet: process mode against Monty (median at most 1.0x, none over 1.5x), against
   CPython (median within 3x), smolagents against process mode on loop-heavy ones (at least 30x);
 - construction to first result, `LocalExecutor()` then `.run("1")`, against starting
@@ -16,13 +20,36 @@ Monty runs in a `MontySession` (`Monty()` pool, `pool.checkout()`, `session.feed
 documented REPL path, where a session's globals persist between feeds as an agent's do. A
 snippet Monty refuses (it runs a subset of Python) is shown as n/a with its reason.
 Nothing here asserts on time: targets are printed as met or missed.
+
+Your own snippets: ``--snippets FILE`` (repeatable) times the snippets of FILE beside the built-in
+ones, the same way (``--only-snippets``: only those, with the tiny blocks; no start-up, DataFrame
+or compile sections). FILE is Python source cut into snippets by header lines::
+
+    ### parse_rows
+    rows = [line.split(",") for line in text.splitlines()]
+    len(rows)
+    ### score loops
+    total = 0
+    for i in range(10_000):
+        total += i % 7
+    total
+
+A line ``### NAME`` starts a snippet named NAME, and the lines up to the next header are its code
+(a last expression is its value, as in an agent's block); the word ``loops`` after the name marks
+it loop-heavy (it counts towards the smolagents ratio). A file without a header line is one
+snippet, named after the file. Each snippet runs as one block in a fresh namespace for CPython and
+in the same long-lived executor for the sandboxes, as the built-in ones do; `final_answer` is
+defined in every runner.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import pickle
+import re
+import socket
 import statistics
 import subprocess
 import sys
@@ -36,10 +63,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from codeward.executors import LocalExecutor
 from codeward.executors.local.policy import compile_block
+from codeward.tools import FinalAnswerTool
 
 Runner = Callable[[str], object]
 LIMITS = {"timeout_seconds": 120, "max_operations": 10**9}
 TINY = "x = 1"
+TINY_FINAL = "x = 2 + 3\nprint(x)\nfinal_answer(x)"
+#: A child that echoes what it reads: the floor of a round trip between two processes.
+ECHO = "import socket, sys\ns = socket.socket(fileno=int(sys.argv[1]))\nwhile data := s.recv(1 << 16):\n    s.sendall(data)"
+#: A header line of a snippets file (see the module): ``### name`` and, maybe, ``loops``.
+HEADER = re.compile(r"^###[ \t]+(\S+)[ \t]*(loops)?[ \t]*$", re.MULTILINE)
 FRAME_ROWS = 1_000_000
 
 SNIPPETS: dict[str, tuple[bool, str]] = {
@@ -147,6 +180,8 @@ def time_runners(runners: dict[str, Runner], code: str, repeat: int) -> tuple[di
             run(code)  # warm-up: imports, caches
         except Unsupported as why:
             refused[name] = str(why)
+        except Exception as error:  # a snippet of yours this runner cannot run: said, not timed
+            refused[name] = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
     live = {name: run for name, run in runners.items() if name not in refused}
     samples: dict[str, list[float]] = {name: [] for name in live}
     for _ in range(repeat):
@@ -157,11 +192,51 @@ def time_runners(runners: dict[str, Runner], code: str, repeat: int) -> tuple[di
     return {name: statistics.median(times) for name, times in samples.items()}, refused
 
 
+def load_snippets(path: Path) -> dict[str, tuple[bool, str]]:
+    """The snippets of a file (see the module for its format): name -> (loop-heavy, code)."""
+    text = path.read_text(encoding="utf-8")
+    headers = list(HEADER.finditer(text))
+    if not headers:
+        return {path.stem: (False, text.strip())}
+    snippets: dict[str, tuple[bool, str]] = {}
+    for header, following in zip(headers, [*headers[1:], None], strict=True):
+        code = text[header.end() : following.start() if following else len(text)].strip("\n")
+        name = header.group(1)
+        if name in snippets:
+            raise SystemExit(f"{path}: two snippets are named {name!r}; give each a name of its own")
+        snippets[name] = (header.group(2) is not None, textwrap.dedent(code).strip())
+    return snippets
+
+
+def final_answer(value: object) -> object:
+    return value
+
+
 def cpython_runner() -> Runner:
     def run(code: str) -> object:
-        namespace: dict[str, object] = {}
-        exec(compile(code, "<snippet>", "exec"), namespace)
+        namespace: dict[str, object] = {"final_answer": final_answer}
+        with contextlib.redirect_stdout(io.StringIO()):  # the sandboxes keep what is printed too
+            exec(compile(code, "<snippet>", "exec"), namespace)
         return namespace
+
+    return run
+
+
+def pipe_runner(stack: contextlib.ExitStack) -> Runner:
+    """The block's text to a bare child process over a socket pair, and back: the floor."""
+    ours, theirs = socket.socketpair()
+    child = subprocess.Popen([sys.executable, "-c", ECHO, str(theirs.fileno())], pass_fds=[theirs.fileno()])
+    theirs.close()
+    stack.callback(child.wait)
+    stack.callback(ours.close)
+
+    def run(code: str) -> object:
+        data = code.encode()
+        ours.sendall(data)
+        got = 0
+        while got < len(data):
+            got += len(ours.recv(1 << 16))
+        return got
 
     return run
 
@@ -176,7 +251,9 @@ def monty_runner(stack: contextlib.ExitStack) -> Runner | None:
 
     def run(code: str) -> object:
         try:
-            return session.feed_run(code)
+            return session.feed_run(
+                code, external_lookup={"final_answer": final_answer}, print_callback=lambda stream, text: None
+            )
         except (MontyRuntimeError, MontySyntaxError) as error:
             raise Unsupported(error.display(format="type-msg").splitlines()[-1]) from None
 
@@ -190,6 +267,7 @@ def smolagents_runner() -> Runner | None:
         return None
     executor = LocalPythonExecutor(additional_authorized_imports=["json", "re", "statistics"])
     executor.send_tools({})
+
     return executor
 
 
@@ -231,13 +309,18 @@ def print_row(name: str, loops: str, times: dict[str, float]) -> None:
     print(f"{name:<16}{loops:>6}{names}{ratios}")
 
 
-def bench_snippets(runners: dict[str, Runner], repeat: int) -> None:
-    print(f"\n== tiny block `{TINY}` end to end ({repeat * 20} repetitions) and agent-style snippets ({repeat})")
+def bench_snippets(
+    runners: dict[str, Runner], pipe: Runner, snippets: dict[str, tuple[bool, str]], repeat: int
+) -> None:
+    print(f"\n== tiny blocks end to end ({repeat * 20} repetitions) and agent-style snippets ({repeat})")
     print_header()
-    tiny, _ = time_runners(runners, TINY, repeat * 20)
+    tiny, _ = time_runners({**runners, "pipe": pipe}, TINY, repeat * 20)
     print_row("tiny", "-", tiny)
+    step, _ = time_runners({**runners, "pipe": pipe}, TINY_FINAL, repeat * 20)
+    print_row("tiny_final", "-", step)
+    print_floor({"tiny": tiny, "tiny_final": step})
     rows, refused_by = [], {}
-    for name, (loop_heavy, raw) in SNIPPETS.items():
+    for name, (loop_heavy, raw) in snippets.items():
         times, refused = time_runners(runners, textwrap.dedent(raw).strip(), repeat)
         print_row(name, "yes" if loop_heavy else "no", times)
         rows.append((loop_heavy, times))
@@ -247,9 +330,23 @@ def bench_snippets(runners: dict[str, Runner], repeat: int) -> None:
     print_snippet_targets(tiny, rows)
 
 
+def print_floor(rows: dict[str, dict[str, float]]) -> None:
+    """What a tiny block costs in a worker beyond the floor (a bare round trip between two processes)."""
+    for name, times in rows.items():
+        floor, process, inside = times["pipe"], times["process"], times["in_process"]
+        line = (
+            f"{name}: floor (its text to a bare child process and back) {floor * 1e3:.3f} ms; process "
+            f"{process * 1e3:.3f} ms = {process / floor:.0f}x the floor; in_process {inside * 1e3:.3f} ms, so the "
+            f"worker's round trip adds {(process - inside) * 1e3:.3f} ms"
+        )
+        if "monty" in times:
+            line += f"; Monty {times['monty'] * 1e3:.3f} ms ({times['monty'] / floor:.0f}x the floor)"
+        print(line)
+
+
 def print_snippet_targets(tiny: dict[str, float], rows: list[tuple[bool, dict[str, float]]]) -> None:
     versus_monty = [r for _, times in rows if (r := ratio(times, "process", "monty")) is not None]
-    versus_cpython = [times["process"] / times["cpython"] for _, times in rows]
+    versus_cpython = [r for _, times in rows if (r := ratio(times, "process", "cpython")) is not None]
     tiny_ratio = ratio(tiny, "process", "monty")
     if tiny_ratio is not None:
         print(f"tiny block process / Monty: {tiny_ratio:.2f}x (target: within 1.5x) {verdict(tiny_ratio, 1.5)}")
@@ -260,8 +357,9 @@ def print_snippet_targets(tiny: dict[str, float], rows: list[tuple[bool, dict[st
             f"(target: at most 1.0x) {verdict(middle, 1.0)}, worst {worst:.2f}x (target: none over 1.5x) "
             f"{verdict(worst, 1.5)}"
         )
-    middle = statistics.median(versus_cpython)
-    print(f"snippets process / CPython: median {middle:.2f}x (target: within 3x) {verdict(middle, 3.0)}")
+    if versus_cpython:
+        middle = statistics.median(versus_cpython)
+        print(f"snippets process / CPython: median {middle:.2f}x (target: within 3x) {verdict(middle, 3.0)}")
     speedups = [r for loops, times in rows if loops and (r := ratio(times, "smolagents", "process")) is not None]
     if speedups:
         print(
@@ -395,18 +493,34 @@ def print_versions(process: LocalExecutor) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15, help="repetitions per measurement (default 15)")
+    parser.add_argument(
+        "--snippets", type=Path, action="append", default=[], metavar="FILE", help="time the snippets of FILE too"
+    )
+    parser.add_argument(
+        "--only-snippets", action="store_true", help="time only the tiny blocks and the --snippets files' snippets"
+    )
     args = parser.parse_args()
+    snippets = {} if args.only_snippets else dict(SNIPPETS)
+    for path in args.snippets:
+        for name, snippet in load_snippets(path).items():
+            if name in snippets:
+                raise SystemExit(f"{path}: the snippet name {name!r} is taken; rename it")
+            snippets[name] = snippet
     with contextlib.ExitStack() as stack:
         process = LocalExecutor(**LIMITS)
         stack.callback(process.close)
         in_process = LocalExecutor(isolation="in_process", **LIMITS)
         stack.callback(in_process.close)
+        for executor in (process, in_process):
+            executor.send_tools({"final_answer": FinalAnswerTool()})
         runners: dict[str, Runner] = {"cpython": cpython_runner(), "process": process.run, "in_process": in_process.run}
         optional = {"monty": monty_runner(stack), "smolagents": smolagents_runner()}
         runners.update({name: run for name, run in optional.items() if run is not None})
         process.run("1")
         print_versions(process)
-        bench_snippets(runners, args.repeat)
+        bench_snippets(runners, pipe_runner(stack), snippets, args.repeat)
+    if args.only_snippets:
+        return
     bench_startup(args.repeat)
     bench_dataframe(args.repeat)
     print_compile_times(args.repeat)

@@ -35,6 +35,10 @@ __all__ = [
     "TOOL_NAME",
     "TOOL_RESULT",
     "USAGE_FIGURES",
+    "WALL_COUNT",
+    "WALL_DETAIL",
+    "WALL_NAME",
+    "WALL_REFUSED",
     "Span",
     "Tracer",
     "flush",
@@ -64,6 +68,11 @@ CODE_OUTCOME = "codeward.code.outcome"
 USAGE_FIGURES = ("wall_seconds", "cpu_seconds", "peak_memory_bytes", "output_bytes", "tool_calls", "egress_bytes")
 CODE_OUTPUT = "codeward.code.output"
 JOB_ID = "codeward.job.id"
+#: The event on a block's span for each thing a sandbox's wall refused, and its attributes.
+WALL_REFUSED = "codeward.wall.refused"
+WALL_NAME = "codeward.wall.name"
+WALL_DETAIL = "codeward.wall.detail"
+WALL_COUNT = "codeward.wall.count"
 
 
 class Span(Protocol):

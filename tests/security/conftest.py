@@ -15,7 +15,7 @@ the controls are skipped: every attack test must then fail, which
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,21 +95,22 @@ def run_attack(
     control: str | Callable[[], bool] = "works",
     tools: bool = False,
     variables: dict[str, Any] | None = None,
-    before: str | None = None,
+    before: str | Sequence[str] | None = None,
     replace: dict[str, str] | None = None,
     **options: Any,
 ) -> ExecutionError | SandboxError:
     """Run the control, then the attack; return the sandbox's refusal for further checks.
 
     `tools=True` gives the code the final_answer tool to attack; `variables` are sent
-    with send_variables; `before` runs (and must succeed) as an earlier block;
-    `replace` maps more placeholders to text.
+    with send_variables; `before` runs (and must succeed) as an earlier block, or each of a
+    list of blocks in order; `replace` maps more placeholders to text.
     """
     assert callable(control) or control in CONTROLS, f"control must be one of {CONTROLS}, or a function"
+    earlier = [before] if isinstance(before, str) else list(before or ())
     for placeholder, text in {"CANARY": str(canary), **(replace or {})}.items():
         code = code.replace(placeholder, text)
-        before = before.replace(placeholder, text) if before is not None else None
-    setup = (tools, variables or {}, before)
+        earlier = [block.replace(placeholder, text) for block in earlier]
+    setup = (tools, variables or {}, earlier)
     if callable(control):
         assert control(), "broken attack test: the object attacked does not hold what the attack is after"
     elif not SANDBOX_OFF:
@@ -129,16 +130,16 @@ def run_attack(
     return info.value
 
 
-def _prepare(executor: Executor, setup: tuple[bool, dict[str, Any], str | None]) -> None:
+def _prepare(executor: Executor, setup: tuple[bool, dict[str, Any], list[str]]) -> None:
     tools, variables, before = setup
     if tools:
         executor.send_tools({"final_answer": FinalAnswerTool()})
     executor.send_variables(variables)
-    if before is not None:
-        executor.run(before)
+    for block in before:
+        executor.run(block)
 
 
-def _check_control(code: str, canary: Path, control: str, setup: tuple[bool, dict[str, Any], str | None]) -> None:
+def _check_control(code: str, canary: Path, control: str, setup: tuple[bool, dict[str, Any], list[str]]) -> None:
     """The payload must do its harm with no sandbox; a control that fails is a broken attack test."""
     outcome: BaseException | None = None
     # A hang is the harm an exhausting payload may do; any other control must end, if slowly on a busy machine.

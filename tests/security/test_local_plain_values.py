@@ -77,6 +77,16 @@ def test_a_generator_from_an_earlier_block_that_rebinds_by_walrus_keeps_the_guar
     _refused(attack("x = []\nnext(gen)\n" + PAYLOAD, variables=HOST, before=before))
 
 
+@in_process_only
+def test_a_block_run_again_after_a_generator_that_rebinds_its_name_is_compiled_again(attack):
+    """The compiled code of a block seen before is kept (`block_cache`): run first when no walrus
+    could rebind `x`, its `x.copy` was compiled without the guard. A generator made later rebinds
+    `x` between the block's binding and its use, so the same text must not run that code again."""
+    block = "x = []\nif next(gen):\n    " + PAYLOAD
+    earlier = ["gen = iter([0])", block, "gen = ((x := m) for i in range(1))"]
+    _refused(attack(block, variables=HOST, before=earlier))
+
+
 CONDITIONAL = {
     "if": "if len('') > 0:\n    x = []\n" + PAYLOAD,
     "loop-body": "for i in range(0):\n    x = []\n" + PAYLOAD,

@@ -119,6 +119,71 @@ def test_a_method_trusts_only_the_receiver_a_call_statement_checked(code, attack
     assert "belongs to the module 'shutil'" in error.message, error.message
 
 
+#: Call statements whose arguments are not plain names (expressions, ``*args``, keywords,
+#: ``**kwargs``): the hand-on form writes the arguments in both branches, and they run after the
+#: check, so they try to change what was checked before the method runs.
+#: `OWNS_TOOL` with shutil.copy's own parameter names, for the keyword arguments.
+OWNS_TOOL_BY_KEYWORD = OWNS_TOOL.replace("source, target):", "src, dst):")
+SWAPPED_BY_ARGUMENTS = "def swap():\n    global mine\n    mine = h\n    return source\n"
+ANY_ARGUMENTS = {
+    "expression": OWNS_TOOL + "for each in [Owner(), h]:\n    each.tool(source + '', target)\n",
+    "call-in-an-argument": OWNS_TOOL_BY_KEYWORD + "for each in [Owner(), h]:\n    each.tool(str(source), dst=target)\n",
+    "starred": OWNS_TOOL + "for each in [Owner(), h]:\n    got = each.tool(*[source, target])\n",
+    "double-starred": OWNS_TOOL_BY_KEYWORD
+    + "def call(each):\n    return each.tool(**{'src': source, 'dst': target})\ncall(Owner())\ncall(h)\n",
+    "receiver-rebound-by-an-argument": OWNS_TOOL
+    + SWAPPED_BY_ARGUMENTS
+    + "mine = Owner()\nmine.tool(swap(), target)\nmine.tool(source, target)\n",
+    "receiver-rebound-by-a-walrus-argument": OWNS_TOOL
+    + "def call(each):\n    each.tool(source, (each := h) and target)\n    each.tool(source, target)\ncall(Owner())\n",
+    "receiver-rebound-by-a-generator-of-an-earlier-block": OWNS_TOOL
+    + "def swapping():\n    global mine\n    mine = h\n    yield source\nswapper = swapping()\n"
+    + "mine = Owner()\nmine.tool(next(swapper), target)\nmine.tool(source, target)\n",
+    "host-object-relayed-through-an-expression-argument": TOUCHED + "raw = mine.relay([h][0])\n" + PAYLOAD,
+    "host-object-relayed-through-a-keyword": TOUCHED + "raw = mine.relay(other=h or None)\n" + PAYLOAD,
+    "method-handed-a-host-object-after-another-call-in-its-arguments": TOUCHED
+    + "raw = mine.relay(*[(mine.touch(), h)[1]], **{})\n"
+    + PAYLOAD,
+}
+
+
+@pytest.mark.parametrize("code", ANY_ARGUMENTS.values(), ids=ANY_ARGUMENTS.keys())
+@in_process_only
+def test_a_call_statement_with_any_arguments_hands_on_only_what_it_checked(code, attack):
+    """Whatever the arguments of a call statement are, a host object called under the name of a
+    method of the code, or handed to a method, goes through the guard; an argument that rebinds
+    the receiver's name (a function, a walrus, a generator made in an earlier block) leaves the
+    call on the object that was checked, as CPython reads the method before the arguments."""
+    if "earlier-block" in code:
+        first, _, rest = code.partition("mine = Owner()\n")
+        error = attack("mine = Owner()\n" + rest, variables=HOST, before=first)
+    else:
+        error = attack(code, variables=HOST)
+    assert "belongs to the module 'shutil'" in error.message, error.message
+
+
+#: An argument that swaps the receiver's class, after the call statement checked it and before the
+#: method reads `self`, for one whose host base holds a machine function under the name read.
+SWAPPED_CLASS = (
+    "class Plain:\n    def leak(self, ignored):\n        return self.copy\n"
+    "class Evil(Tools):\n    pass\nbox = Plain()\n"
+    "def swap(obj):\n    SWAP\n    return 1\nraw = box.leak(swap(box))\n" + PAYLOAD
+)
+CLASS_SWAPS = {
+    "setattr": "setattr(obj, '__class__', Evil)",
+    "attribute": "obj.__class__ = Evil",
+    "object-setattr": "object.__setattr__(obj, '__class__', Evil)",
+}
+
+
+@pytest.mark.parametrize("swap", CLASS_SWAPS.values(), ids=CLASS_SWAPS.keys())
+@in_process_only
+def test_an_argument_cannot_swap_the_class_of_the_receiver_handed_on(swap, attack):
+    """The method trusts the receiver handed on because an instance keeps its class: each way to
+    change it is refused."""
+    attack(SWAPPED_CLASS.replace("SWAP", swap), variables={"Tools": Tools})
+
+
 #: Reads of the name some class of the code defines, on a comprehension's variable that is a host
 #: object in the end: each read checks the object it reads.
 IN_COMPREHENSIONS = {

@@ -30,6 +30,13 @@ pytestmark = pytest.mark.timeout(60)
         "t = (0,) * 1_000_000\nwhile True:\n    t = t + t",
         "def grow(s):\n    while True:\n        s = s + s\ngrow('x' * 1_000_000)",
         "def same(v):\n    return v\ndef grow(x):\n    while True:\n        x = x + same(x)\ngrow([0] * 1_000_000)",
+        # products in a def's body are settled inline for floats and small ints only (number_product)
+        "def times(a, b):\n    return a * b\ntimes('a', 10**12)",
+        "def times(a, b):\n    return a * b\ntimes(10**12, [0])",
+        "def times(a, b):\n    return a * b\ntimes(b'x' * 10**6, 10**6)",
+        "def square(x):\n    while True:\n        x = x * x\nsquare(10**250000)",
+        "def square(x):\n    while True:\n        x = x * (x + 0)\nsquare(2**31 - 1)",
+        "class B(int):\n    pass\ndef square(x):\n    while True:\n        x = B(x * x)\nsquare(B(2**30))",
         "b'ab' * 10**11",
         "'a'.ljust(10**11)",
         "'%2000000000d' % 1",

@@ -12,6 +12,7 @@ sandbox ran inside itself would not be seen by the host.
 A block run in a sandbox with an egress list records what it asked of the proxy (`egress_summary`):
 how many requests were allowed, refused and failed, the hosts reached, and the refused and failed
 requests themselves (the first `MAX_EGRESS_SHOWN`), so a reader sees what the code tried to reach.
+Each record also holds the block's `events`: what the sandbox's walls refused while it ran.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from codeward.executors.base import (
     FINAL_ANSWER_TOOL,
+    BlockEvent,
     CodeOutput,
     ExecutionError,
     ExecutionTimeout,
@@ -35,6 +37,7 @@ from codeward.executors.base import (
 )
 from codeward.json_values import preview
 from codeward.tools import Tool
+from codeward.wall_events import MAX_EVENTS, checked_events
 
 if TYPE_CHECKING:
     from codeward.platform.memory import AgentMemory
@@ -142,6 +145,12 @@ def _outcome(error: BaseException) -> tuple[str, str]:
     return "cancelled", type(error).__name__
 
 
+def _as_dicts(events: Any) -> list[Any]:
+    return [
+        event.to_dict() if isinstance(event, BlockEvent) else event for event in list(events or [])[: MAX_EVENTS + 1]
+    ]
+
+
 def egress_summary(requests: list[dict[str, Any]]) -> dict[str, Any]:
     """What a block asked of its egress proxy: counts by verdict, the hosts reached, and what was not let through."""
     counts = {"allowed": 0, "refused": 0, "failed": 0}
@@ -207,18 +216,23 @@ class AuditingExecutor(Executor):
             "start": iso_time(started),
         }
         self._announce(record)  # so a block whose process dies mid-run is still recorded, by the parent
+        events: Any = []
         try:
             output = self.inner.run(code, on_output)
         except BaseException as error:
             record["outcome"], record["error"] = _outcome(error)
+            events = getattr(error, "events", [])
             raise
         else:
             record["outcome"] = "final_answer" if output.is_final_answer else "ok"
+            events = output.events
             return output
         finally:
             record["duration_seconds"] = round(time.time() - started, 6)
             with self._lock:
                 record["tool_calls"] = list(self._calls)
+            # What the sandbox's walls refused while the block ran (bounded: `wall_events`).
+            record["events"] = [event.to_dict() for event in checked_events(_as_dicts(events))]
             # What the block asked of its egress proxy, as the sandbox counted it (docker with a list only).
             requests = getattr(self.inner, "last_block_egress", None)
             if requests is not None:

@@ -29,11 +29,14 @@ import logging
 import math
 import os
 import signal
+import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -42,6 +45,8 @@ from codeward.batch.jobs import Job
 from codeward.batch.ray_nodes import DOCKER_RESOURCE, DockerNodes, NodePools, SentBack
 from codeward.batch.recording import BatchOptions, Interrupts, Recorder, timeout_error
 from codeward.batch.worker import MAX_WARM_SETTINGS, pool_settings, uses_egress
+from codeward.handed_files import write_fresh
+from codeward.platform.run_files import run_file
 from codeward.redaction import mark_secret
 from codeward.usage import UsageError
 from codeward.wording import counted
@@ -56,6 +61,8 @@ _LOCAL_OBJECT_STORE_BYTES = 200 * 1024 * 1024
 _CANCEL_POLL_SECONDS = 0.5
 #: An attempt's cancel reason when no node of the cluster can run docker jobs.
 _NO_DOCKER_NODE = "no docker node"
+#: A finished attempt's run file, as its task sends it back to the driver.
+RUN_FILE_KEY = "run_file_text"
 #: The resource only a Ray cluster's head node has.
 _HEAD_RESOURCE = "node:__internal_head__"
 
@@ -113,11 +120,39 @@ def _watch(job: dict[str, Any], key: str, tracker: Any, done: threading.Event, t
 
 
 def _run_on_node(
-    job: dict[str, Any], attempt: int, tracker: Any, runs: str | None, run: str, warm: bool
+    job: dict[str, Any], attempt: int, tracker: Any, runs: str | None, run: str, warm: bool, secrets: list[Any]
 ) -> dict[str, Any]:
-    """One attempt at one job, on whichever node Ray chose: a sandbox there (warm, for docker), the result back."""
-    from pathlib import Path
+    """One attempt at one job, on whichever node Ray chose: a sandbox there (warm, for docker), the result back,
+    and with `runs` (the driver's folder) its run file's text, for the driver to write there."""
+    with _environment(ray.get(secrets[0]) if secrets else {}), tempfile.TemporaryDirectory() as here:
+        kept_in = Path(runs) if runs is not None else None
+        result = _attempt_job(job, attempt, tracker, (Path(here), kept_in) if kept_in else None, run, warm)
+        if kept_in is not None and "sent_back" not in result:
+            kept = run_file(Path(here), job["id"])
+            result[RUN_FILE_KEY] = kept.read_text(encoding="utf-8") if kept.is_file() else None
+        return result
 
+
+@contextmanager
+def _environment(secrets: dict[str, str]) -> Iterator[None]:
+    """The driver's named keys in this worker's environment for one task, then taken out again: they never
+    travel in Ray's runtime environment, which the cluster records and shows."""
+    mark_secret(*secrets.values())  # what the node writes (the run file) holds none of them
+    earlier = {name: os.environ.get(name) for name in secrets}
+    os.environ.update(secrets)
+    try:
+        yield
+    finally:
+        for name, value in earlier.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _attempt_job(
+    job: dict[str, Any], attempt: int, tracker: Any, runs: tuple[Path, Path] | None, run: str, warm: bool
+) -> dict[str, Any]:
     from codeward.batch.recording import timeout_error
     from codeward.batch.worker import cancellation, run_job
 
@@ -140,7 +175,8 @@ def _run_on_node(
     cancellation.current = job["id"]
     threading.Thread(target=_watch, args=(job, _key(job["id"], attempt), tracker, done, timed_out), daemon=True).start()
     try:
-        result = run_job(job, audit, announce, Path(runs) if runs else None, pools)
+        here, kept_in = runs or (None, None)
+        result = run_job(job, audit, announce, here, pools, runs_kept_in=kept_in)
     finally:  # cancelled too: the closing line of the block it stopped reaches the driver first
         done.set()
         cancellation.current = None
@@ -190,8 +226,8 @@ class RayBackend:
 
     `address`: ``"auto"``, ``"ray://host:10001"``, a GCS address, or None to start a
     local cluster for the run. `env`: names of the driver's environment variables
-    (model keys) the tasks get, through Ray's runtime environment; nothing else of the
-    driver's environment is sent. `num_cpus` and `memory` (bytes) are what each job
+    (model keys) the tasks get: held by the driver and fetched by each task, never put in
+    Ray's runtime environment; nothing else of the driver's environment is sent. `num_cpus` and `memory` (bytes) are what each job
     asks Ray for.
     """
 
@@ -297,6 +333,9 @@ class _Driver:
         self.window = options.concurrency or 2 * int(_cluster_resources().get("CPU", 1))
         # on the head node, which lives as long as the cluster: any other node may leave mid-run
         self.tracker = _Tracker.options(resources={_HEAD_RESOURCE: 0.001}).remote()  # type: ignore[attr-defined]
+        # the named keys, held by this process (Ray keeps a small object with its owner) and fetched by each
+        # task: inside a list, so the task's arguments name the object and never carry its value
+        self.secrets = [ray.put(backend.env_vars)] if backend.env_vars else []
         docker_jobs = [job for job in jobs if job.executor == "docker"]
         warmed = _warmed_settings(docker_jobs) if options.warm_pool else []
         self.docker_nodes = DockerNodes(warmed, self._note) if docker_jobs else None
@@ -314,13 +353,11 @@ class _Driver:
         settings: dict[str, Any] = {"num_cpus": self.backend.num_cpus, "resources": resources}
         if self.backend.memory:
             settings["memory"] = self.backend.memory
-        if self.backend.env_vars:  # per task, so a cluster the caller connected to gets them too
-            settings["runtime_env"] = {"env_vars": self.backend.env_vars}
         runs = str(self.options.runs.resolve()) if self.options.runs is not None else None
         run = self.docker_nodes.run if self.docker_nodes is not None else ""
         warm = self.options.warm_pool
         sent = {**job.to_dict(), "attempt": number}  # this attempt's number, in its audit lines from the start
-        ref = _run_task.options(**settings).remote(sent, number, self.tracker, runs, run, warm)
+        ref = _run_task.options(**settings).remote(sent, number, self.tracker, runs, run, warm, self.secrets)
         self.running[ref] = _Attempt(job, number, ref)
 
     def _hand_out(self) -> None:
@@ -372,9 +409,16 @@ class _Driver:
             if "sent_back" in result:
                 self._sent_back(attempt, result["sent_back"])
             else:
+                self._keep_run(attempt.job.id, result.pop(RUN_FILE_KEY, None))
                 self.recorder.record(result)
         if self.docker_nodes is not None and attempt.job.executor == "docker":
             self.docker_nodes.ended(attempt.node, _key(attempt.job.id, attempt.number))
+
+    def _keep_run(self, job_id: str, text: str | None) -> None:
+        """A node's run file, written where the driver keeps runs (the node's own folder is gone with its task)."""
+        if self.options.runs is None or text is None:
+            return
+        write_fresh(run_file(self.options.runs, job_id), text.encode("utf-8"))
 
     def _sent_back(self, attempt: _Attempt, reason: str) -> None:
         """The attempt landed on a node that cannot run docker jobs: the job waits for another, same attempt."""

@@ -138,6 +138,7 @@ class Recorder:
         block["outcome"], block["error"] = "worker_lost", description
         block["duration_seconds"] = round(time.time() - _epoch(block["start"]), 6)
         block.setdefault("tool_calls", None)  # made in the lost process: not known
+        block.setdefault("events", None)  # what the walls refused: seen in the lost process, not known
         self.audit.append(block)
 
     def close(self) -> None:

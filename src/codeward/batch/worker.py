@@ -228,17 +228,19 @@ def run_job(
     runs: Path | None = None,
     pools: JobPools | None = None,
     servers: MCPServers | None = None,
+    runs_kept_in: Path | None = None,
 ) -> dict[str, Any]:
     """Run one job to its result record: failures and cancellation are statuses, not exceptions.
 
-    With `runs`, the job's run is saved there too, ready for `codeward replay`. The job's
+    With `runs`, the job's run is saved there too, ready for `codeward replay` (its paths relative to
+    `runs_kept_in`, where the run file is moved to when that is not `runs`). The job's
     ``--mcp`` servers come from `servers`, which outlive the job; without it, the job starts
     its own and stops them when it ends.
     """
     if servers is None:
         own = MCPServers()
         try:
-            return run_job(job, audit, announce, runs, pools, own)
+            return run_job(job, audit, announce, runs, pools, own, runs_kept_in)
         finally:
             own.close()
     from codeward.batch.audit import AuditingExecutor, BlockTimes, iso_time
@@ -253,9 +255,11 @@ def run_job(
     agent = None
     variables: dict[str, Any] = {}
     times = BlockTimes(audit.append if audit is not None else None)
+    start_seconds = None
     try:
         with cancellation.interruptible():
             tools = load_tool_specs(job["tools"]) + servers.tools(job.get("mcp") or [])
+            starting = time.perf_counter()
             agent = CodeAgent(
                 tools=_selected_tools(tools, job.get("tool_names") or []),
                 model=resolve_model(job["model"]),
@@ -269,6 +273,7 @@ def run_job(
                 step_callbacks=[cancellation.check],
                 collect_outputs=bool(job.get("collect_outputs")),
             )
+            start_seconds = round(time.perf_counter() - starting, 4)  # the agent's sandbox, started or taken warm
         try:
             agent.executor = AuditingExecutor(
                 agent.executor,
@@ -291,6 +296,7 @@ def run_job(
                     variables=variables,
                     executor=job["executor"],
                     authorized_imports=job["authorized_imports"],
+                    kept_in=runs_kept_in,
                 )
         result["status"] = run.state
         result["output"], description = carry(run.output)
@@ -307,7 +313,7 @@ def run_job(
         result["usage"] = usage.to_dict() if usage is not None else None
         result["sandbox"] = _sandbox(agent)
         result["step_errors"] = sum(step.error is not None for step in agent.memory.action_steps())
-        result["time"] = times.split(agent.memory)
+        result["time"] = {**times.split(agent.memory), "start_seconds": start_seconds}
         if job.get("collect_outputs"):  # their names and sizes: the bytes are in the run file (--runs)
             result["artifacts"] = [
                 {"name": a.name, "size": a.size, "media_type": a.media_type, "step": step.step_number}

@@ -14,15 +14,20 @@ import argparse
 import os
 import platform
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 
-from codeward.executors.base import available_executors, executor_class, install_line
+from codeward.cli.output import notes_console
+from codeward.executors.base import Executor, available_executors, executor_class, install_line
+from codeward.usage import UsageError
 from codeward.wording import counted
+
+if TYPE_CHECKING:
+    from codeward.cli.attack_probes import Verdict
 
 __all__ = ["Check", "add_parser", "run_checks"]
 
@@ -233,6 +238,113 @@ def _doctor(args: argparse.Namespace, console: Console) -> int:
     return 1 if broken else 0
 
 
+def _attack(args: argparse.Namespace, console: Console) -> int:
+    """`doctor --attack`: the probes run in the chosen sandbox, a line each; exit 0 only when all held."""
+    from codeward.cli.attack_bait import Bait
+    from codeward.cli.attack_probes import PROBES, memory_limit, run_probes
+
+    name = args.executor or "local"
+    settings: dict[str, Any] = {}
+    if args.runtime is not None:
+        if name != "docker":
+            raise UsageError(
+                f"--runtime chooses a docker sandbox's runtime; the {name!r} sandbox has none: add --executor docker"
+            )
+        settings["runtime"] = args.runtime
+    notes = notes_console()
+    if name == "jupyter":
+        notes.print(
+            "[yellow]note:[/yellow] a Jupyter kernel is not a sandbox: it runs as you, with your files, "
+            "processes and network; the probes show what code run there can do"
+        )
+    with Bait(name) as bait:  # set up first: the sandbox starts with the secret already in this environment
+        tally = _Tally(console)
+        with _attacked_sandbox(name, settings) as executor:
+            limit = memory_limit(executor)
+            tally.show(run_probes(executor, bait, limit))
+        if name == "local":  # the policy refused all; the kernel's own walls are probed without it
+            from codeward.cli.attack_confined import ConfinedPython
+
+            confined = ConfinedPython(max_memory_bytes=limit)
+            with confined:
+                if confined.missing:
+                    notes.print(
+                        "[yellow]note:[/yellow] the local worker's confinement lacks here: "
+                        f"{escape(', '.join(confined.missing))} (codeward doctor says why)"
+                    )
+                everywhere = tuple(probe for probe in PROBES if probe.executors is None)
+                tally.show(run_probes(confined, bait, limit, everywhere), CONFINEMENT_ALONE)
+    where = f"the {name} sandbox" + (f" under {args.runtime}" if args.runtime else "")
+    if tally.got_through:
+        not_a_sandbox = "; a Jupyter kernel is not a sandbox: use docker or local" if name == "jupyter" else ""
+        console.print(
+            f"{tally.got_through} of {counted(tally.held + tally.got_through, 'probe')} got through "
+            f"{escape(where)}{not_a_sandbox}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 1
+    console.print(
+        f"all {counted(tally.held, 'probe')} held in {escape(where)} on this machine", highlight=False, soft_wrap=True
+    )
+    return 0
+
+
+#: What the names of the probes run against the local worker's confinement alone begin with.
+CONFINEMENT_ALONE = "confinement alone: "
+
+
+class _Tally:
+    """The probes' lines as their verdicts come, and how many held and got through."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.held = self.got_through = 0
+
+    def show(self, verdicts: Iterable[Verdict], prefix: str = "") -> None:
+        for verdict in verdicts:
+            label = f"[bold]{escape(prefix + verdict.name)}[/bold]"
+            if verdict.held:
+                self.held += 1
+                line = f"[green]✓[/green] {label}: held"
+            elif verdict.held is None:
+                line = f"[dim]–[/dim] {label}: not probed: {escape(verdict.detail)}"
+            else:
+                self.got_through += 1
+                line = f"[red]✗[/red] {label}: got through: {escape(verdict.detail)}"
+            self.console.print(line, highlight=False, soft_wrap=True)
+
+
+def _attacked_sandbox(name: str, settings: dict[str, Any]) -> Executor:
+    """The sandbox the probes attack, as `name` starts by default; one that cannot start is for the user to fix."""
+    from codeward.executors.base import ExecutorError, create_executor
+
+    try:
+        return create_executor(name, **settings)
+    except (ValueError, ExecutorError) as error:
+        raise UsageError(f"the {name!r} sandbox could not be started for --attack: {error}") from error
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
+    if args.attack:
+        return _attack(args, console)
+    if args.executor is not None or args.runtime is not None:
+        raise UsageError("--executor and --runtime choose the sandbox that --attack probes: add --attack")
+    return _doctor(args, console)
+
+
 def add_parser(commands: Any) -> None:
+    from codeward.cli.options import add_executor_option
+
     doctor = commands.add_parser("doctor", help="what is installed and reachable, and how to fix what is not")
-    doctor.set_defaults(handler=_doctor)
+    doctor.add_argument(
+        "--attack",
+        action="store_true",
+        help="run a set of real escape attempts inside a sandbox (files, environment, shell, sockets, network, "
+        "signals, processes, memory) and show, for each, that it held or what got through; exits 1 unless all held",
+    )
+    add_executor_option(doctor, "with --attack: the sandbox to probe (default local)", default=None)
+    doctor.add_argument(
+        "--runtime", metavar="NAME", help="with --attack --executor docker: the container runtime, such as runsc"
+    )
+    doctor.set_defaults(handler=_run)

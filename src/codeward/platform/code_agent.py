@@ -10,6 +10,7 @@ from typing import Any
 from codeward import tracing
 from codeward.effects import Offloaded, Steps, awaited, blocking
 from codeward.executors.base import (
+    BlockEvent,
     BlockUsage,
     CodeOutput,
     ExecutionError,
@@ -33,6 +34,7 @@ from codeward.platform.parsing import extract_code
 from codeward.platform.run_effects import BlockRun, LiveBlock, SandboxSend
 from codeward.platform.run_files import RunSetup, mounts_setting, plain_settings
 from codeward.tools import Tool
+from codeward.wall_events import MAX_EVENTS
 
 __all__ = ["CodeAgent"]
 
@@ -281,11 +283,11 @@ class CodeAgent(MultiStepAgent):
         try:
             output = yield from self._run_in_sandbox(code, self._output_shown(on_output), live)
         except ExecutorError as error:
-            action_step.usage = error.usage
+            action_step.usage, action_step.events = error.usage, list(error.events)
             if not isinstance(error, (ExecutionError, SandboxError)):
                 raise
             raise self._agent_error(error, action_step) from None
-        action_step.usage = output.usage
+        action_step.usage, action_step.events = output.usage, list(output.events)
         self.logger.displays(output.displays)
         action_step.displays = [shown for shown in output.displays if isinstance(shown, Display)]
         observation = logged = f"Execution logs:\n{output.logs}" if output.logs else ""
@@ -351,11 +353,13 @@ class CodeAgent(MultiStepAgent):
                 output: CodeOutput = yield (LiveBlock if live else BlockRun)(self.executor, code, on_output)
             except Exception as error:
                 span.set({tracing.CODE_OUTCOME: "error", **_usage_attributes(getattr(error, "usage", None))})
+                _trace_events(span, getattr(error, "events", None))
                 raise
             finally:
                 started = getattr(self.executor, "sandbox_id", None)
                 if not sandbox_id and started:  # a sandbox this block started (the first, or after one died)
                     span.set({tracing.SANDBOX_ID: str(started)})
+            _trace_events(span, output.events)
             span.set({tracing.CODE_OUTCOME: "final_answer" if output.is_final_answer else "ok"})
             span.set(_usage_attributes(output.usage))
             span.value(tracing.CODE_OUTPUT, output.output)
@@ -394,6 +398,18 @@ class CodeAgent(MultiStepAgent):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def _trace_events(span: tracing.Span, events: object) -> None:
+    """An event on the block's span for each thing the sandbox's walls refused (a bounded list)."""
+    if not isinstance(events, list):
+        return
+    for event in events[: MAX_EVENTS + 1]:
+        if isinstance(event, BlockEvent):
+            span.event(
+                tracing.WALL_REFUSED,
+                {tracing.WALL_NAME: event.wall, tracing.WALL_DETAIL: event.detail, tracing.WALL_COUNT: event.count},
+            )
 
 
 def _usage_attributes(usage: BlockUsage | None) -> dict[str, int | float]:

@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codeward.executors.base import BlockUsage
+from codeward.executors.base import BlockEvent, BlockUsage
 from codeward.executors.displays import Display
 from codeward.platform.artifacts import MOST_FILES, Artifact
 from codeward.platform.errors import AgentError
 from codeward.platform.models import ChatMessage, TokenUsage, ToolCall
 from codeward.platform.run_files import RunSetup, load_run_file, write_run
+from codeward.wall_events import checked_events
 
 __all__ = [
     "ActionStep",
@@ -130,6 +131,9 @@ class ActionStep(MemoryStep):
     error: AgentError | None = None
     token_usage: TokenUsage | None = None
     is_final_answer: bool = False
+    #: What the sandbox's walls refused while the step's block ran (`BlockEvent`), even where the code
+    #: caught the refusal.
+    events: list[BlockEvent] = field(default_factory=list)
     #: What the step's code block cost in its sandbox (time, CPU, memory, output, tool calls), as the host measured it.
     usage: BlockUsage | None = None
 
@@ -169,6 +173,7 @@ class ActionStep(MemoryStep):
             "error": self.error.to_dict() if self.error else None,
             "token_usage": self.token_usage.to_dict() if self.token_usage else None,
             "is_final_answer": self.is_final_answer,
+            "events": [event.to_dict() for event in self.events],
             "usage": self.usage.to_dict() if self.usage else None,
         }
 
@@ -344,6 +349,7 @@ def _step_from_dict(data: dict[str, Any]) -> MemoryStep:
             error=_error(error) if error else None,
             token_usage=_usage(data.get("token_usage")),
             is_final_answer=data.get("is_final_answer", False),
+            events=checked_events(data.get("events")),
             usage=saved_block_usage(data.get("usage")),
         )
     raise ValueError(f"unknown step type {kind!r} in saved memory")

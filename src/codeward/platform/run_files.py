@@ -189,13 +189,20 @@ class SavedMemory(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
-def write_run(path: Path, memory: dict[str, Any], setup: RunSetup | None, variables: str | None = None) -> Path:
+def write_run(
+    path: Path,
+    memory: dict[str, Any],
+    setup: RunSetup | None,
+    variables: str | None = None,
+    kept_in: Path | None = None,
+) -> Path:
     """Write the memory's JSON and its set-up record whole or not at all, so a crash never leaves half a run,
     never through a link, readable by its owner only (`write_fresh`: a run may hold secret values);
-    `variables` are the values encoded by the codec, kept only with a record."""
+    `variables` are the values encoded by the codec, kept only with a record. The record's paths are
+    relative to `kept_in`, the folder the run will be kept in, when that is not where it is written."""
     data = dict(memory)
     if setup is not None:
-        data[RUN_RECORD] = setup.to_dict(path.parent)
+        data[RUN_RECORD] = setup.to_dict(kept_in or path.parent)
         if variables is not None:
             data[RUN_RECORD]["variables"] = variables
     return write_fresh(path, json.dumps(redacted_data(data), indent=2, default=str).encode("utf-8"))
@@ -247,6 +254,7 @@ def save_run(
     executor: str,
     authorized_imports: list[str],
     variable_files: list[str] | None = None,
+    kept_in: Path | None = None,
 ) -> str | None:
     """Write the memory's last run with its set-up record; return a warning if variables were left out.
 
@@ -270,7 +278,7 @@ def save_run(
         tools=_tool_sources(tool_specs) + [source for source in recorded.tools if source.server is not None],
         variables=_variable_sources(variables, variable_files or [], saved=set(kept) if encoded is not None else set()),
     )
-    write_run(path, memory.to_dict(), setup, encoded)
+    write_run(path, memory.to_dict(), setup, encoded, kept_in)
     return warning
 
 

@@ -30,6 +30,7 @@ from codeward.platform.memory import saved_block_usage
 from codeward.platform.run_files import load_run_file, run_record
 from codeward.usage import UsageError
 from codeward.view.values import MOST_NAME_CHARACTERS, mapping, number, text, whole
+from codeward.wall_events import checked_events
 from codeward.wording import a
 
 __all__ = [
@@ -124,6 +125,8 @@ class StepView:
     input_tokens: int | None = None
     output_tokens: int | None = None
     final_answer: str | None = None
+    #: What the sandbox's walls refused while the block ran: (wall, detail, count), checked and bounded.
+    events: list[tuple[str, str, int]] = field(default_factory=list)
     #: What its code block cost in the sandbox, as saved (checked: a malformed record is left out).
     usage: BlockUsage | None = None
 
@@ -238,6 +241,7 @@ def _action(record: dict[str, Any], budget: _PageBudget) -> StepView:
         _display(shown, step)
     step.displays_left_off = max(0, len(displays) - MOST_DISPLAYS)
     _artifacts(record, step, budget)
+    step.events = [(event.wall, event.detail, event.count) for event in checked_events(record.get("events"))]
     if record.get("is_final_answer") is True:
         step.final_answer = text(record.get("action_output"))
     return step

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -220,10 +221,12 @@ def test_python_api_with_a_timeout_and_a_named_key(
             ]
         )
     )
-    monkeypatch.setenv("CODEWARD_TEST_KEY", "sk-test")
+    key = f"sk-test-{uuid.uuid4().hex}"
+    monkeypatch.setenv("CODEWARD_TEST_KEY", key)
     monkeypatch.setenv("CODEWARD_NOT_NAMED", "secret")
     jobs = load_jobs(tmp_path / "jobs.yaml", JobDefaults(executor="local", tools=[str(tmp_path / "env_tools.py")]))
-    options = BatchOptions(tmp_path / "results.jsonl", tmp_path / "audit.jsonl", concurrency=0)
+    runs = tmp_path / "runs"
+    options = BatchOptions(tmp_path / "results.jsonl", tmp_path / "audit.jsonl", concurrency=0, runs=runs)
     started = time.monotonic()
     backend = RayBackend(cluster.address, env=["CODEWARD_TEST_KEY"])
     outcome = run_batch(jobs, options, backend=backend)
@@ -236,6 +239,15 @@ def test_python_api_with_a_timeout_and_a_named_key(
     hang_blocks = [line for line in read_lines(tmp_path / "audit.jsonl") if line["job_id"] == "hangs"]
     assert [line["outcome"] for line in hang_blocks] == ["cancelled"] and hang_blocks[0]["attempt"] == 1
     assert not ray.is_initialized()  # the run connected, and it disconnected
+    # each job's run was sent back to the driver's folder, its paths relative to it, and the key left out
+    assert sorted(path.name for path in runs.iterdir()) == sorted(f"{job.id}.json" for job in jobs)
+    saved = json.loads((runs / "key-0.json").read_text())
+    assert saved["steps"] and key not in json.dumps(saved)
+    assert [tool["spec"] for tool in saved["codeward_run"]["tool_sources"]] == ["../env_tools.py"]
+    # the key was held by the driver and fetched by the tasks: the cluster recorded it nowhere (Ray's runtime
+    # environment, which the cluster's logs, state and dashboard show, never carried it)
+    session = Path(cluster.head_node.get_session_dir_path())
+    assert not [path for path in session.rglob("*") if path.is_file() and key.encode() in path.read_bytes()]
 
     again = run_batch(jobs, options, backend="ray", address=cluster.address)  # resume: nothing to do
     assert sum(again.counts.values()) == 0 and sum(again.earlier.values()) == 5

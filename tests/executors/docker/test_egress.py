@@ -240,6 +240,14 @@ def test_what_is_not_listed_is_refused_and_recorded(
     assert {e["host"] for e in refused} >= {"127.0.0.1", "10.255.255.1", "origin.test", "169.254.169.254"}
 
 
+def test_a_refused_request_is_an_event_of_its_block(listed: DockerExecutor, other_origin: Origin) -> None:
+    refused = listed.run(f"fetch({other_origin.url('/x')!r})[0]\nfetch({other_origin.url('/y')!r})[0]")
+    assert refused.output == 403
+    assert [(event.wall, event.count) for event in refused.events] == [("egress", 2)]
+    assert "127.0.0.1" in refused.events[0].detail
+    assert listed.run("1").events == [], "a block that asked nothing has no egress events"
+
+
 def test_connect_to_addresses_not_listed_is_refused(
     listed: DockerExecutor, http_origin: Origin, other_origin: Origin, gateway: str
 ) -> None:

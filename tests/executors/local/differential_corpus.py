@@ -2290,6 +2290,127 @@ MODULE_SCOPE = [
 #: (`receivers`): each form of access on ``self``, and the cases that must keep the guard.
 METHODS_ON_SELF = [
     _snippet(
+        "method-calls-with-expression-arguments",
+        """
+        class Acc:
+            def __init__(self):
+                self.total, self.log = 0, []
+            def add(self, value, scale=1, *rest, **extra):
+                self.total += value * scale
+                self.log.append((value, scale, rest, sorted(extra)))
+                return self.total
+            def twice(self, value):
+                self.add(value % 5, scale=2)
+                got = self.add(*[value, 3], note=f"{value:03d}")
+                return self.add(**{'value': value // 2, 'scale': len(self.log)})
+        a, b = Acc(), Acc()
+        for i in range(30):
+            a.add(i % 7)
+            a.add(b.add(i) % 3, scale=i & 3)
+            a.add(*(i, 2), **{'tag': str(i)})
+            last = a.twice(i + 1)
+            b.add(abs(-i), *[4], key=[j for j in range(i % 3)])
+        (a.total, b.total, last, a.log[-4:], b.log[-1])
+        """,
+    ),
+    _snippet(
+        "method-call-arguments-run-in-order",
+        """
+        order = []
+        class Box:
+            def __init__(self, name):
+                self.name = name
+            def put(self, *values, **named):
+                order.append((self.name, values, sorted(named.items())))
+                return self.name
+            def swap(self):
+                global box
+                box = Box('second')
+                return self.name
+        box = Box('first')
+        box.put(box.swap(), (box := Box('third')).name)
+        box.put(box.put('inner'), after=box.name)
+        def in_function(target):
+            target.put(target.swap(), *[target.name], key=(target := Box('local')).name)
+            return target.put('end')
+        ended = in_function(Box('argument'))
+        try:
+            box.put(1 // 0)
+        except ZeroDivisionError as error:
+            order.append(type(error).__name__)
+        (order, box.name, ended)
+        """,
+    ),
+    _snippet(
+        "method-calls-from-closures-generators-and-try",
+        """
+        from dataclasses import dataclass, field
+        @dataclass
+        class Stats:
+            seen: list = field(default_factory=list)
+            count: int = 0
+            def note(self, value, label=''):
+                self.count += 1
+                self.seen.append(f"{label}{value!r:>4}")
+                return self.count
+        stats = Stats()
+        def make(step):
+            def inner(value):
+                return stats.note(value * step, label=f"x{step}:")
+            return inner
+        triple = make(3)
+        def produce(n):
+            for k in range(n):
+                got = stats.note(k ** 2, label='g')
+                yield got + stats.note(-k)
+        results = [triple(k) for k in range(4)] + list(produce(3))
+        for k in range(6):
+            try:
+                stats.note(10 // (k - 3), label='ok')
+            except ZeroDivisionError:
+                stats.note(None, label='zero')
+            finally:
+                stats.note(k, label='f')
+        (stats.count, stats.seen[-6:], results, stats)
+        """,
+        "dataclasses",
+    ),
+    _snippet(
+        "products-in-a-def",
+        """
+        class Money:
+            def __init__(self, cents):
+                self.cents = cents
+            def __mul__(self, n):
+                return Money(self.cents * n)
+            def __rmul__(self, n):
+                return Money(n * self.cents)
+            def __repr__(self):
+                return f"Money({self.cents})"
+        class Count(int):
+            pass
+        def times(a, b):
+            return a * b
+        def scaled(values, factor):
+            out = []
+            for v in values:
+                out.append(v * factor)
+                out.append(factor * (v + 0))
+            return out
+        cases = [(3, 4), (2**31 - 1, 2**31 - 1), (2**31, 3), (-2**31, 2), (10**30, 10**30), (2.5, 4),
+                 (3, 0.5), (True, 7), (Count(6), 7), (7, Count(6)), ('ab', 3), (3, 'ab'), ([1], 2),
+                 ((1, 2), 2), (Money(5), 3), (3, Money(5)), (1 + 2j, 2), (float('inf'), 0)]
+        results = [repr(times(a, b)) for a, b in cases]
+        errors = []
+        for a, b in [('a', 'b'), ([1], 2.5), (None, 1), (2.0, 'x')]:
+            try:
+                times(a, b)
+            except TypeError as error:
+                errors.append(str(error))
+        (results, errors, scaled([1, 2.5, -3], 4), scaled(['x'], 2), type(times(Count(2), 3)).__name__)
+        """,
+    ),
+    _snippet(
         "self-augmented-operators",
         """
         class Cell:

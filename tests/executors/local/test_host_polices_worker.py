@@ -27,10 +27,11 @@ from typing import Any
 
 import pytest
 
+from codeward.effects import Readable
 from codeward.executors import LocalExecutor
 from codeward.executors.base import ExecutionError, ExecutionTimeout, SandboxError
 from codeward.executors.local import process, worker_process
-from codeward.executors.local.channel import Channel
+from codeward.executors.local.channel import Channel, ChannelTimeout
 from codeward.executors.local.watchdog import resident_bytes
 from codeward.platform.tools import tool
 from tests.executors.contract.conftest import process_gone
@@ -224,9 +225,10 @@ def _preallocating(self: Any, size: int, deadline: float | None) -> bytes:
     self._pending.clear()
     view = memoryview(buffer)
     while got < size:
-        got += self._call(self.sock.recv_into, view[got:], deadline)
+        if not (yield Readable(self.sock, deadline)):
+            raise ChannelTimeout("no answer before the deadline")
+        got += self._attempt(lambda into, flags: self.sock.recv_into(into, 0, flags), view[got:], deadline) or 0
     return bytes(buffer)
-    yield  # the old read, as the steps the channel now drives
 
 
 def test_a_length_within_the_limit_is_not_allocated_before_its_bytes_come(monkeypatch):

@@ -55,6 +55,27 @@ def test_nested_sums_do_not_double_the_code_at_each_level() -> None:
     assert time.perf_counter() - started < 2
 
 
+def test_a_product_in_a_def_is_inline_and_elsewhere_calls_the_guard() -> None:
+    """`instrumenter.number_product`: in a def's body only, and only where its right side holds no
+    product made inline (which would rebind the locals the outer one reads after it)."""
+    source = (
+        "def times(a, b):\n    return a * b\n"
+        "def nested(a, b, c):\n    return a * (b * c)\n"
+        "triple = lambda a: a * 3\n"
+        "x, y = 1, 2\nz = x * y\n"
+    )
+    codes = code_objects(compile_block(source, "<block>"))
+    assert "_factor_" in codes["times"].co_varnames and "_mul_" in codes["times"].co_names
+    assert "_mul_" in codes["<lambda>"].co_names and "_factor_" not in codes["<lambda>"].co_varnames
+    assert "_factor_" not in codes["<block>"].co_varnames and "_mul_" in codes["<block>"].co_names
+    with LocalExecutor(isolation="in_process") as executor:  # an outer product inline would read b as a
+        assert executor.run(source + "nested(2.5, 3, 4), nested(3, 2.5, 4), (2 * 3) * 4.0").output == (
+            30.0,
+            30.0,
+            24.0,
+        )
+
+
 @pytest.mark.parametrize("isolation", ["process", "in_process"])
 def test_inline_sums_give_what_the_operator_gives(isolation: str) -> None:
     code = (

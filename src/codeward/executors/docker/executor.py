@@ -15,6 +15,7 @@ are reaped when an executor starts. An executor may take its containers from a
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ import docker
 from codeward import tracing
 from codeward.effects import Offloaded, Steps
 from codeward.executors.base import (
+    BlockEvent,
     BlockUsage,
     CodeOutput,
     ExecutionError,
@@ -33,11 +35,13 @@ from codeward.executors.base import (
 from codeward.executors.docker.hardening import PACKAGES_DIR, Hardening
 from codeward.executors.docker.mounts import MountSpec, mount_modes
 from codeward.executors.docker.sandbox import KernelContainer, sandbox_spec
+from codeward.executors.docker.walls import CgroupCounts, cgroup_counts, counted_events
 from codeward.executors.kernel.executor import KernelExecutor
 from codeward.executors.kernel.owners import ConnectedKernel
 from codeward.executors.live import OutputCallback
 from codeward.executors.metering import CgroupMeter, Meter
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET, DEFAULT_PRINT_OUTPUTS_LENGTH, checked_packages
+from codeward.wall_events import MAX_EVENTS
 
 if TYPE_CHECKING:
     from codeward.egress.proxy import EgressBudget
@@ -127,6 +131,9 @@ class DockerExecutor(KernelExecutor):
         # Sandboxes whose removal failed while the engine was away; removed at the next chance.
         self._leftovers: list[KernelContainer] = []
         self._replaced_exhausted = False
+        # The running sandbox's cgroup counts after its last block, and what removed sandboxes refused.
+        self._wall_before: dict[str, CgroupCounts] = {}
+        self._wall_pending: list[BlockEvent] = []
         super().__init__(
             timeout_seconds=timeout_seconds,
             tools_mode=tools_mode,
@@ -173,6 +180,8 @@ class DockerExecutor(KernelExecutor):
 
     def _start_container(self) -> KernelContainer:
         self._sandbox = self.pool.take() if self.pool is not None else self.spec.start()
+        container_id = self._sandbox.container.id or ""
+        self._wall_before = {container_id: counts} if (counts := cgroup_counts(container_id)) else {}
         self._leftovers = [sandbox for sandbox in self._leftovers if not sandbox.remove()]
         proxy = self._sandbox.egress
         if proxy is not None and self._egress_policy is not None and proxy.policy != self._egress_policy:
@@ -199,6 +208,7 @@ class DockerExecutor(KernelExecutor):
 
     def _remove_container(self) -> None:
         if self._sandbox is not None:
+            self._wall_pending += self._wall_counted(self._sandbox)  # its cgroup goes with it
             if self._sandbox.egress is not None:
                 self._egress_past.extend(self._sandbox.egress.record())
             if not self._sandbox.remove():
@@ -206,7 +216,14 @@ class DockerExecutor(KernelExecutor):
             self._sandbox = None
 
     def _describe_death(self) -> str:
-        return self._sandbox.describe_exit() if self._sandbox is not None else "the sandbox was removed"
+        if self._sandbox is None:
+            return "the sandbox was removed"
+        how = self._sandbox.describe_exit()
+        killed = BlockEvent("memory", f"the sandbox killed out of memory (limit {self.hardening.mem_limit})")
+        # Docker's record, read by describe_exit: the cgroup went with the container. Told once.
+        if self._sandbox.container.attrs.get("State", {}).get("OOMKilled") and killed not in self._wall_pending:
+            self._wall_pending.append(killed)
+        return how
 
     def _processes_exhausted(self) -> bool:
         """Whether the sandbox is (nearly) full to its pids limit, as a fork bomb leaves it."""
@@ -216,6 +233,39 @@ class DockerExecutor(KernelExecutor):
     # -- the contract ------------------------------------------------------------
 
     def _running(self, code: str, on_output: OutputCallback | None) -> Steps[CodeOutput]:
+        """Run `code`; what the container's limits refused meanwhile (`walls`) is in its events."""
+        try:
+            output = yield from self._running_checked(code, on_output)
+        except ExecutorError as error:
+            error.events = [*error.events, *(yield Offloaded(self._block_wall_events))]
+            raise
+        output.events = [*output.events, *(yield Offloaded(self._block_wall_events))]
+        return output
+
+    def _block_wall_events(self) -> list[BlockEvent]:
+        """What the limits refused since the last block: read from the cgroup of the sandbox that
+        ran it, and of any that was removed meanwhile (a replaced one's counts were read first)."""
+        events, self._wall_pending = self._wall_pending, []
+        if self._sandbox is not None:
+            events += self._wall_counted(self._sandbox)
+        if self._egress_policy is not None:
+            refused = Counter(
+                f"{request.get('method', '')} {request.get('host', '')}"
+                for request in self.last_block_egress or ()
+                if request.get("verdict") == "refused"
+            )
+            events += [BlockEvent("egress", what, count) for what, count in list(refused.items())[:MAX_EVENTS]]
+        return events
+
+    def _wall_counted(self, sandbox: KernelContainer) -> list[BlockEvent]:
+        container_id = sandbox.container.id or ""
+        after = cgroup_counts(container_id)
+        before = self._wall_before.get(container_id)
+        if after is not None:
+            self._wall_before = {container_id: after}
+        return counted_events(before, after, mem_limit=self.hardening.mem_limit, pids_limit=self.hardening.pids_limit)
+
+    def _running_checked(self, code: str, on_output: OutputCallback | None) -> Steps[CodeOutput]:
         """Run `code`; a failure that left the sandbox full of processes replaces the sandbox."""
         self._replaced_exhausted = False
         try:

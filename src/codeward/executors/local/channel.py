@@ -104,11 +104,15 @@ class Channel:
             raise
 
     def _writing(self, data: Any, deadline: float | None, sent: list[int]) -> Steps[None]:
+        """Send `data`, trying before waiting: a socket almost always has room for a request, and
+        the wait (a ``select``) would cost as much as the send."""
         left = memoryview(data).cast("B")
         while left:
-            if not (yield Writable(self.sock, deadline)):
-                raise ChannelTimeout("the message was not taken before the deadline")
-            count = self._call(self.sock.send, left, deadline)
+            count = self._attempt(self.sock.send, left, deadline)
+            if count is None:
+                if not (yield Writable(self.sock, deadline)):
+                    raise ChannelTimeout("the message was not taken before the deadline")
+                continue
             sent[0] += count
             left = left[count:]
 
@@ -174,25 +178,24 @@ class Channel:
         return frame
 
     def _reading(self, most: int, deadline: float | None) -> Steps[bytes]:
-        if not (yield Readable(self.sock, deadline)):
-            raise ChannelTimeout("no answer before the deadline")
-        return self._call(self.sock.recv, most, deadline)  # type: ignore[no-any-return]
-
-    def _call(self, read: Any, argument: Any, deadline: float | None) -> Any:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
+        while True:
+            if not (yield Readable(self.sock, deadline)):
                 raise ChannelTimeout("no answer before the deadline")
-            self.sock.settimeout(left)
+            got = self._attempt(self.sock.recv, most, deadline)
+            if got is not None:
+                return got  # type: ignore[no-any-return]
+
+    def _attempt(self, move: Any, argument: Any, deadline: float | None) -> Any:
+        """``move(argument)`` (the socket's send or recv) without blocking: what it gives, or None
+        when the socket is not ready. A deadline past ends it even when the socket is ready."""
+        if deadline is not None and deadline <= time.monotonic():
+            raise ChannelTimeout("no answer before the deadline")
         try:
-            got = read(argument)
-        except TimeoutError:
-            raise ChannelTimeout("no answer before the deadline") from None
+            got = move(argument, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return None
         except OSError as error:
             raise ChannelClosed(f"the connection broke: {error}") from None
-        finally:
-            if deadline is not None:
-                self.sock.settimeout(None)
         if not got:
             raise ChannelClosed("the other side closed the connection")
         return got

@@ -44,6 +44,7 @@ import ctypes
 import errno
 import functools
 import os
+import socket
 import stat
 import sys
 from collections.abc import Callable, Iterable
@@ -51,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from codeward.executors.local.seccomp_filter import build_filter
+from codeward.executors.local.seccomp_notices import listener_fd, notify_supported
 
 LAYERS = ("rlimits", "no_new_privs", "seccomp", "landlock")
 OPEN_FILES = 256
@@ -261,6 +263,30 @@ def _other_threads() -> int:
         return 0
 
 
+def _load_seccomp(built: Any, handover: socket.socket | None) -> None:
+    """Load the filter; with `handover`, hand its listener to the host before anything else runs. A
+    filter that cannot have a listener here (an old kernel or libseccomp) is built again to answer
+    EPERM itself."""
+    if handover is None:
+        built.load()
+        return
+    try:
+        built.load()
+    except OSError:
+        handover.close()
+        build_filter(os.getpid()).load()
+        return
+    try:
+        listener = listener_fd(built)
+    except (OSError, AttributeError) as exc:  # a listener no one could answer would hold refused calls
+        raise ConfinementError(f"the seccomp filter's listener could not be handed to the host: {exc}") from exc
+    try:
+        socket.send_fds(handover, [b"L"], [listener])
+    finally:
+        os.close(listener)  # the host's copy is the one: once it closes, refused calls get ENOSYS
+        handover.close()
+
+
 def _refuse(missing: dict[str, str]) -> ConfinementError:
     named = "; ".join(f"{layer}: {reason}" for layer, reason in missing.items())
     return ConfinementError(f"the worker cannot be confined as required ({named})")
@@ -273,6 +299,7 @@ def confine(
     max_memory_bytes: int | None,
     strict: bool,
     max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
+    handover: socket.socket | None = None,
 ) -> list[str]:
     """Confine this process for good; return the layers that could not be applied.
 
@@ -283,6 +310,9 @@ def confine(
     It must run before any thread starts (numpy's import starts OpenBLAS's): no_new_privs, the
     capabilities, Landlock and seccomp bind only the calling thread and the threads it starts
     later, so a thread already running would stay free. That raises even without `strict`.
+
+    With `handover`, the seccomp filter sends what it refuses to a listener that is handed to the
+    host over that socket at once (`seccomp_notices`); where that cannot be, it answers EPERM itself.
     """
     if others := _other_threads():
         raise ConfinementError(f"confine() must run before any thread starts, and {others} already run")
@@ -290,7 +320,10 @@ def confine(
     seccomp_filter = None
     if "seccomp" not in missing:
         try:
-            seccomp_filter = build_filter(os.getpid())
+            if handover is not None and not notify_supported():
+                handover.close()
+                handover = None
+            seccomp_filter = build_filter(os.getpid(), notify=handover is not None)
         except OSError as exc:
             missing["seccomp"] = f"the seccomp filter could not be built: {exc}"
     if strict and missing:
@@ -299,7 +332,7 @@ def confine(
         "rlimits": lambda: _apply_rlimits(max_memory_bytes, max_file_bytes),
         "no_new_privs": _apply_no_new_privs,
         "landlock": lambda: _apply_landlock(map(Path, read_paths), map(Path, write_paths)),
-        "seccomp": lambda: seccomp_filter.load() if seccomp_filter is not None else None,
+        "seccomp": lambda: _load_seccomp(seccomp_filter, handover) if seccomp_filter is not None else None,
     }
     for layer, step in steps.items():
         if layer in missing:

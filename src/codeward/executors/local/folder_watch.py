@@ -12,12 +12,14 @@ that, and the slack, is how far past its budget a folder can go.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["CHECK_EVERY_SECONDS", "MOST_ENTRIES", "FolderWatch", "folder_usage"]
+__all__ = ["CHECK_EVERY_SECONDS", "MOST_ENTRIES", "FolderWatch", "empty_folder", "folder_usage"]
 
 #: How often the host measures the folder while a block runs.
 CHECK_EVERY_SECONDS = 0.25
@@ -95,6 +97,17 @@ class FolderWatch:
 
     def close(self) -> None:
         _WATCHER.remove(self)
+
+
+def empty_folder(folder: str) -> None:
+    """Remove what `folder` holds, never following a link (one is removed as itself)."""
+    with contextlib.suppress(OSError), os.scandir(folder) as found:
+        for entry in list(found):
+            with contextlib.suppress(OSError):
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
 
 
 class _Watcher:

@@ -234,7 +234,7 @@ class Guards:
         if not isinstance(name, str):
             raise TypeError(f"attribute name must be a string, not {type(name).__name__}")
         if (name.startswith("_") and name not in READABLE_DUNDERS) or name in FORBIDDEN_ATTRIBUTES:
-            raise SandboxViolation(f"the attribute {name!r} is not available in the sandbox")
+            raise SandboxViolation(f"the attribute {name!r} is not available in the sandbox", what=f"attribute {name}")
         try:
             value = getattr(obj, name)
         except AttributeError as error:
@@ -439,7 +439,9 @@ class Guards:
     @staticmethod
     def _check_name(name: Any) -> None:
         if not isinstance(name, str) or name.startswith("_") or name in FORBIDDEN_ATTRIBUTES:
-            raise SandboxViolation(f"the attribute {name!r} is not available in the sandbox")
+            raise SandboxViolation(
+                f"the attribute {name!r} is not available in the sandbox", what=f"attribute {name!s}"
+            )
 
     # functools.update_wrapper ------------------------------------------------
     def wrapper_names(self, assigned: Any, updated: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -526,6 +528,8 @@ class Guards:
             "_id_": id,
             "_int_": int,
             "_float_": float,
+            "_factor_low_": -limits.small_factor,  # two ints within these multiply without a guard
+            "_factor_high_": limits.small_factor,
             CLASS_IDS: self.plain_class_ids,
             PLAIN_RECEIVER: [None, None],
             "_format_": limits.formatted_value,

@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable
 from types import CodeType, FrameType, MappingProxyType, ModuleType, TracebackType
 from typing import Any
 
+from codeward.wall_events import note
+
 __all__ = [
     "DEFAULT_AUTHORIZED_IMPORTS",
     "REFUSED",
@@ -136,7 +138,19 @@ _INTERNAL_TYPES = (FrameType, TracebackType, CodeType)
 
 
 class SandboxViolation(PermissionError):
-    """The code reached for something the sandbox does not give."""
+    """The code reached for something the sandbox does not give.
+
+    Each one made while a block runs is noted as one of the block's events (wall "policy"), even
+    when the code catches it: `what` says what was refused, in short (else the message's first clause).
+    """
+
+    def __init__(self, message: str, *, what: str | None = None) -> None:
+        super().__init__(message)
+        note("policy", what if what is not None else _first_clause(message))
+
+
+def _first_clause(message: str) -> str:
+    return message.split(". ", 1)[0].split("; ", 1)[0]
 
 
 def _machine_objects() -> dict[int, tuple[Any, str]]:
@@ -225,7 +239,8 @@ class ImportGate:
         allowed = ", ".join(sorted(self.exact | {t + ".*" for t in self.trees})) or "none"
         return SandboxViolation(
             f"import of {name!r} is not allowed. Allowed modules: {allowed}. "
-            "The user can allow more with authorized_imports."
+            "The user can allow more with authorized_imports.",
+            what=f"import of {name}",
         )
 
     # The import statement ------------------------------------------------
@@ -249,7 +264,7 @@ class ImportGate:
         if caller.f_code.co_code[caller.f_lasti] != _IMPORT_NAME:
             return _REAL_IMPORT(name, globals, locals, fromlist, level)
         if level or not isinstance(name, str) or any(p.startswith("_") for p in name.split(".")):
-            raise SandboxViolation(f"import of {name!r} is not allowed")
+            raise SandboxViolation(f"import of {name!r} is not allowed", what=f"import of {name}")
         if not self.allows_by_name(name):
             raise self.refusal(name)
         try:
@@ -260,7 +275,9 @@ class ImportGate:
             proxy = self.proxy(module)
             for item in fromlist:
                 if item == "*" or item.startswith("_"):
-                    raise SandboxViolation(f"'from {name} import {item}' is not allowed")
+                    raise SandboxViolation(
+                        f"'from {name} import {item}' is not allowed", what=f"import of {name}.{item}"
+                    )
                 getattr(proxy, item)  # resolves (and vets) now, so no fallback reaches sys.modules
             return proxy
         top = name.split(".")[0]
@@ -283,13 +300,21 @@ class ImportGate:
                 # (repr reads __file__, copy reads __deepcopy__) expect of a plain module.
                 raise AttributeError(f"module {name!r} has no attribute {attribute!r}", name=attribute, obj=proxy)
             if attribute.startswith("_"):
-                raise SandboxViolation(f"{name}.{attribute} is private and not available in the sandbox")
+                raise SandboxViolation(
+                    f"{name}.{attribute} is private and not available in the sandbox",
+                    what=f"attribute {name}.{attribute}",
+                )
             if attribute in overrides:
                 value = overrides[attribute]
                 if value is REFUSED:
-                    raise SandboxViolation(f"{name}.{attribute} is not available in the sandbox")
+                    raise SandboxViolation(
+                        f"{name}.{attribute} is not available in the sandbox", what=f"attribute {name}.{attribute}"
+                    )
                 if type(value) is Refused:
-                    raise SandboxViolation(f"{name}.{attribute} is not available in the sandbox: {value.reason}")
+                    raise SandboxViolation(
+                        f"{name}.{attribute} is not available in the sandbox: {value.reason}",
+                        what=f"attribute {name}.{attribute}",
+                    )
             else:
                 missing: str | None = None
                 try:

@@ -27,6 +27,7 @@ __all__ = [
     "dispatched_visit",
     "located",
     "name_node",
+    "number_product",
     "number_sum",
     "position",
     "tick_at",
@@ -271,6 +272,8 @@ class Instrumenter(ast.NodeTransformer):
             return node
         if guard == "_add_" and self.frames[-1] and _small(node.right):
             return number_sum(node.left, node.right, guard, position(node))  # placed as `located` would
+        if guard == "_mul_" and self.frames[-1] and _small(node.right):
+            return number_product(node.left, node.right, position(node))
         return call_at(guard, [node.left, node.right], position(node))
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
@@ -342,6 +345,58 @@ def number_sum(left: ast.expr, right: ast.expr, guard: str, where: dict[str, Any
     is_float = ast.Compare(name(_KIND), [ast.Is()], [name("_float_")], **at)
     plain = ast.BinOp(name(_AUGEND), ast.Add(), right, **at)
     return ast.IfExp(ast.BoolOp(ast.Or(), [is_int, is_float], **at), plain, call(guard, name(_AUGEND), right), **at)
+
+
+def number_product(left: ast.expr, right: ast.expr, where: dict[str, Any] | None = None) -> ast.IfExp:
+    """``left * right`` settled inline where the guard (``_mul_``) settles it first: a float on
+    either side, or two ints whose product fits the int cap without counting bits (each within
+    ``_factor_low_`` and ``_factor_high_``, which hold the guard's own bound); ``_mul_(left,
+    right)`` otherwise, so a repetition (``'ab' * n``) and a large product are sized as before::
+
+        _factor_ * _multiplier_ if ((_factor_kind_ := _type_(_factor_ := left)) is _float_)
+            | ((_multiplier_kind_ := _type_(_multiplier_ := right)) is _float_)
+            | (_factor_kind_ is _int_ and _multiplier_kind_ is _int_ and _factor_low_ < _factor_
+               < _factor_high_ and _factor_low_ < _multiplier_ < _factor_high_)
+        else _mul_(_factor_, _multiplier_)
+
+    Each operand runs once, in CPython's order (``|`` does not short-circuit), and only ``type``
+    and comparisons between ints run before the product: no code of the operands'. The operands
+    are read into locals, so only where a walrus binds one (a def's body); `right` is kept
+    `_small` by the caller, so that no product inside it rebinds them before they are read.
+    `where`: as in `number_sum`."""
+    at = where or {}
+    load, store = ast.Load(), ast.Store()
+
+    def name(identifier: str, ctx: ast.expr_context = load) -> ast.Name:
+        return ast.Name(identifier, ctx, **at)
+
+    def kind_of(kind: str, local: str, operand: ast.expr) -> ast.NamedExpr:
+        bound = ast.NamedExpr(name(local, store), operand, **at)
+        return ast.NamedExpr(name(kind, store), ast.Call(name("_type_"), [bound], [], **at), **at)
+
+    def within(local: str) -> ast.Compare:
+        return ast.Compare(name("_factor_low_"), [ast.Lt(), ast.Lt()], [name(local), name("_factor_high_")], **at)
+
+    if where is not None:
+        for operand in (left, right):
+            if "lineno" not in operand.__dict__:
+                _place(operand, where)
+    is_float = ast.Compare(kind_of("_factor_kind_", "_factor_", left), [ast.Is()], [name("_float_")], **at)
+    other_float = ast.Compare(kind_of("_multiplier_kind_", "_multiplier_", right), [ast.Is()], [name("_float_")], **at)
+    both_ints = ast.BoolOp(
+        ast.And(),
+        [
+            ast.Compare(name("_factor_kind_"), [ast.Is()], [name("_int_")], **at),
+            ast.Compare(name("_multiplier_kind_"), [ast.Is()], [name("_int_")], **at),
+            within("_factor_"),
+            within("_multiplier_"),
+        ],
+        **at,
+    )
+    either = ast.BinOp(ast.BinOp(is_float, ast.BitOr(), other_float, **at), ast.BitOr(), both_ints, **at)
+    plain = ast.BinOp(name("_factor_"), ast.Mult(), name("_multiplier_"), **at)
+    guarded = ast.Call(name("_mul_"), [name("_factor_"), name("_multiplier_")], [], **at)
+    return ast.IfExp(either, plain, guarded, **at)
 
 
 def _small(node: ast.expr) -> bool:

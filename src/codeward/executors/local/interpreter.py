@@ -27,6 +27,7 @@ from codeward.executors.base import (
 from codeward.executors.kernel import prelude
 from codeward.executors.kernel.cells import request_error
 from codeward.executors.live import LiveOutput
+from codeward.executors.local.block_cache import BlockCache
 from codeward.executors.local.crossing import (
     SCALARS,
     SHOWN_LIMIT,
@@ -51,11 +52,12 @@ from codeward.executors.local.limits import (
     make_tick,
 )
 from codeward.executors.local.output import BlockOutput, capture_output
-from codeward.executors.local.policy import CodeRefused, compile_block
+from codeward.executors.local.policy import CodeRefused
 from codeward.executors.local.receivers import PLAIN_RECEIVER
 from codeward.executors.local.watchdog import WATCHDOG, AlarmWatchdog, Watchdog
 from codeward.executors.local.working_folder import folder_open
 from codeward.tools import ToolCallError
+from codeward.wall_events import EventLedger, recording
 
 __all__ = ["Interpreter", "ToolHandle", "interrupted"]
 
@@ -138,6 +140,7 @@ class Interpreter:
         self._sources: dict[str, list[str]] = {}
         self._declared_global: set[str] = set()  # names any block's functions declare global
         self._class_attributes: set[str] = set()  # public names any block's classes define
+        self._compiled = BlockCache()  # the code of blocks seen before, by all their compile reads
         self._tools: dict[str, ToolHandle] = {}
         self._logs = BlockOutput(self.max_print_outputs_length)
         self._watch: Any = None  # the running block's watch, for time.sleep's deadline
@@ -196,13 +199,31 @@ class Interpreter:
         return codec.loads(codec.dumps(value))
 
     def run(self, code: str, live: LiveOutput | None = None) -> CodeOutput:
-        """Run a block; what it prints goes to its logs and, as it is printed, to `live`."""
+        """Run a block; what it prints goes to its logs and, as it is printed, to `live`. What the
+        policy refused while it ran (caught by the code or not) is in its `events`, or its error's."""
+        ledger = EventLedger()
+        try:
+            with recording(ledger):
+                output = self._run(code, live, ledger)
+        except ExecutionError as error:
+            error.events = ledger.events()
+            raise
+        except KeyboardInterrupt as interrupt:
+            if isinstance(interrupt.__cause__, ExecutionError):
+                interrupt.__cause__.events = ledger.events()
+            raise
+        output.events = ledger.events()
+        return output
+
+    def _run(self, code: str, live: LiveOutput | None, ledger: EventLedger) -> CodeOutput:
         filename = _FILENAME.format(len(self._sources) + 1)
         try:
-            compiled = compile_block(
+            compiled = self._compiled.compile(
                 code, filename, frozenset(self._tools), self._declared_global, self._class_attributes
             )
         except CodeRefused as refused:
+            for problem in refused.problems:
+                ledger.record("policy", problem.message)
             raise ExecutionError(refused.report, traceback=refused.report, error_type=refused.error_type) from None
         self._sources[filename] = code.splitlines()
         self._logs = BlockOutput(self.max_print_outputs_length, live)

@@ -21,8 +21,8 @@ from codeward.executors.local.receivers import (
     CLASS_IDS,
     is_call,
     is_method_call,
-    plain_arguments,
     plain_receiver_item,
+    repeatable_arguments,
     with_value,
 )
 
@@ -110,6 +110,7 @@ class _OwnReads:
             if in_function and isinstance(node, CALL_STATEMENTS):
                 method_call = self.method_call(node.value)
                 if method_call is not None:
+                    self.fields(method_call[0], ("args", "keywords"), in_function)  # once: both forms share them
                     return _own_call(node, *method_call)
         if isinstance(node, (ast.FunctionDef, ast.Lambda)):
             self.fields(node, ("body",), in_function=True)  # decorators and defaults keep the guard
@@ -121,9 +122,9 @@ class _OwnReads:
 
     def method_call(self, value: ast.expr | None) -> tuple[ast.Call, ast.Name, str] | None:
         """(call, receiver, name) of ``_getattr_(receiver, 'name')(arguments)`` where `name` is
-        one of the names, the receiver a name and each argument a name or a constant: what
-        `_own_call` may write twice without doubling anything costly."""
-        if not is_method_call(value) or not plain_arguments(value):
+        one of the names, the receiver a name and the arguments `repeatable_arguments`: what
+        `_own_call` may write twice without doubling much."""
+        if not is_method_call(value) or not repeatable_arguments(value):
             return None
         read = _read_of(value.func, self.names)
         return None if read is None else (value, *read)

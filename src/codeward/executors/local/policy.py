@@ -611,7 +611,7 @@ def compile_block(
     policy = SandboxPolicy(reserved, plain_names(tree, declared | block_globals, source))
     tree = policy.visit(tree)
     if policy.problems:
-        raise CodeRefused(policy_report(source, policy.problems), "CodeRefused")
+        raise CodeRefused(policy_report(source, policy.problems), "CodeRefused", policy.problems)
     declared |= block_globals
     instrumenter = Instrumenter(source, declared)
     tree = instrumenter.visit(tree)

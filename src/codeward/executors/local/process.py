@@ -34,12 +34,13 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from codeward.effects import Steps, awaited, blocking, is_cancellation
 from codeward.executors import codec
 from codeward.executors.base import (
+    BlockEvent,
     BlockUsage,
     CodeOutput,
     ExecutionError,
@@ -56,6 +57,7 @@ from codeward.executors.local.interpreter import interrupted
 from codeward.executors.local.worker_process import WorkerProcess, worker_environment
 from codeward.executors.metering import Measured, block_usage
 from codeward.executors.settings import checked_tool_names, checked_variable_names
+from codeward.wall_events import events_from_text
 
 if TYPE_CHECKING:
     from codeward.tools import Tool
@@ -91,9 +93,9 @@ _FIELDS = {
         "ready": {"missing"},
         "output": {"stream", "text"},
         "tool": {"call"},
-        "done": {"final", "logs", "shown"},
-        "error": {"final", "logs", "timeout", "message", "traceback", "error_type"},
-        "interrupted": {"logs"},
+        "done": {"final", "logs", "shown", "events"},
+        "error": {"final", "logs", "timeout", "message", "traceback", "error_type", "events"},
+        "interrupted": {"logs", "events"},
         "loaded": set(),
         "unknown": {"what"},
     }.items()
@@ -137,6 +139,8 @@ class WorkerExecutor(RememberingExecutor):
         self._check_open()
         worker = yield from self._live_worker()
         live = LiveOutput(on_output, self._settings["max_print_outputs_length"])
+        refused = worker.notices.take if worker.notices is not None else list
+        refused()  # what a thread the code left running had refused between blocks is not this block's
         tally = _Tally(worker)
         try:
             with self._stops.running(worker.interrupt):
@@ -154,7 +158,7 @@ class WorkerExecutor(RememberingExecutor):
             raise cancelled
         usage = tally.usage(header, body, parts)
         try:
-            output = yield from self._outcome(header, body, parts, deadline)
+            output = yield from self._outcome(header, body, parts, deadline, refused)
         except ExecutorError as error:
             error.usage = usage
             raise
@@ -428,28 +432,44 @@ class WorkerExecutor(RememberingExecutor):
             self._worker = None
         return SandboxError(f"{what}; what the code defined is lost, and a new worker takes the next block")
 
-    def _outcome(self, header: dict[str, Any], body: str, parts: list[bytes], deadline: float) -> Steps[CodeOutput]:
+    def _outcome(
+        self,
+        header: dict[str, Any],
+        body: str,
+        parts: list[bytes],
+        deadline: float,
+        seccomp_refused: Callable[[], list[BlockEvent]] = list,
+    ) -> Steps[CodeOutput]:
         logs = str(header.get("logs", ""))
+        # What the policy refused, as the worker (the code's own process) tells it: bounded and plain;
+        # and the system calls the seccomp filter refused, as the host answered them itself.
+        events = events_from_text(header.get("events")) + seccomp_refused()
         if header.get("op") == "done":
             try:
                 with self._decoding(deadline):
                     value = yield from decoding(body, parts=parts)
             except codec.CodecError as error:
-                raise ExecutionError(
+                refused = ExecutionError(
                     f"the sandbox sent a value codeward refuses: {error}", logs=logs, error_type="CodecError"
-                ) from None
-            return CodeOutput(value, logs, bool(header.get("final")))
+                )
+                refused.events = events
+                raise refused from None
+            return CodeOutput(value, logs, bool(header.get("final")), events=events)
+        failure: ExecutionError
         if header.get("op") == "interrupted":  # `interrupt()`: the block stopped, the worker stays
-            raise interrupted(logs)
-        if header.get("op") == "error":
+            failure = interrupted(logs)
+        elif header.get("op") == "error":
             kind = ExecutionTimeout if header.get("timeout") else ExecutionError
-            raise kind(
+            failure = kind(
                 str(header.get("message", "")),
                 logs=logs,
                 traceback=str(header.get("traceback", "")),
                 error_type=str(header.get("error_type") or "") or None,
             )
-        raise SandboxError(f"the worker answered a block with {header.get('op')!r}", state_lost=False)
+        else:
+            raise SandboxError(f"the worker answered a block with {header.get('op')!r}", state_lost=False)
+        failure.events = events
+        raise failure
 
 
 class _Tally:

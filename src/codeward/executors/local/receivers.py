@@ -25,7 +25,9 @@ outside methods see `own_reads`) hands it on to the method it calls: it puts the
 list of the sandbox's (``_plain_receiver_``) just before the call, and a method's check passes
 at once when its receiver is the object there (``_own_self_ = self is _plain_receiver_[0] or
 ...``). The list only ever holds an instance of a plain class, so the method trusts only what
-some check found.
+some check found. The call's arguments, whatever they are (`repeatable_arguments`), run after
+the hand-on, as CPython reads the method before them: a call among them may hand on another
+instance, and the method then checks its receiver itself; no order puts anything else in the list.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from typing import Any, TypeGuard
 
 from codeward.executors.local.imports import SandboxViolation
 from codeward.executors.local.instrumenter import call_node, located, name_node, number_sum, position
-from codeward.executors.local.name_bindings import BINDERS, CHILD_FIELDS, bound_here, walk
+from codeward.executors.local.name_bindings import BINDERS, CHILD_FIELDS, bound_here, child_nodes, walk
 from codeward.wording import a
 
 __all__ = [
@@ -48,10 +50,10 @@ __all__ = [
     "fast_receivers",
     "is_call",
     "is_method_call",
-    "plain_arguments",
     "plain_class",
     "plain_class_value",
     "plain_receiver_item",
+    "repeatable_arguments",
     "with_value",
 ]
 
@@ -61,8 +63,11 @@ CLASS_IDS = "_own_ids_"
 #: instance of a plain class, just before calling a method on it, and the plain class last
 #: found so (see `own_reads`). Only the instrumented code sets it, never to anything else.
 PLAIN_RECEIVER = "_plain_receiver_"
-#: The arguments a call statement's plain form may repeat (see `plain_arguments`).
-_SIMPLE = frozenset({ast.Name, ast.Constant})
+#: The most nodes the arguments of a call statement's plain form may hold, which it writes
+#: twice (see `repeatable_arguments`).
+_MOST_REPEATED = 120
+#: Nodes that hold no other (what `repeatable_arguments` counts without looking inside).
+_NO_CHILDREN = frozenset({ast.Name, ast.Constant})
 #: What `_Rewrite.replace` may replace: a guarded read, a write's target, an augmented assignment.
 _REPLACEABLE = frozenset({ast.Call, ast.Attribute, ast.Expr, ast.Assign, ast.Return})
 #: The statements whose value may be a method call that hands its receiver on.
@@ -269,14 +274,14 @@ class _Rewrite:
 
     def method_call(self, node: ast.Expr | ast.Assign | ast.Return, receiver: str, flag: ast.Name) -> ast.If | None:
         """The statement ``receiver.name(arguments)`` (or ``x = ...``, ``return ...``), when
-        public and its arguments `plain_arguments`, in the form that hands the receiver on to the
+        public and its arguments `repeatable_arguments`, in the form that hands the receiver on to the
         method it calls, as `own_reads` does outside methods: ``if flag: _plain_receiver_[0] =
         receiver; receiver.name(arguments)`` and the guarded call otherwise. The class item
         keeps the plain class it holds."""
         call: ast.Call = node.value  # type: ignore[assignment]
         read: ast.Call = call.func  # type: ignore[assignment]
         name = self.guarded_read(read, receiver)
-        if name is None or not plain_arguments(call):
+        if name is None or not repeatable_arguments(call):
             return None
         at = position(node) or {}
         load = ast.Load()
@@ -400,12 +405,20 @@ def is_method_call(value: ast.expr | None) -> TypeGuard[ast.Call]:
     return type(value) is ast.Call and is_call(value.func, "_getattr_", 2)
 
 
-def plain_arguments(call: ast.Call) -> bool:
-    """Whether each argument of `call` is a name or a constant: what a call statement's plain
-    form may write twice without doubling anything costly."""
-    return all(type(argument) in _SIMPLE for argument in call.args) and all(
-        type(keyword.value) in _SIMPLE for keyword in call.keywords
-    )
+def repeatable_arguments(call: ast.Call) -> bool:
+    """Whether the arguments of `call` (any kind: expressions, ``*args``, keywords, ``**kwargs``)
+    hold at most `_MOST_REPEATED` nodes: what a call statement's plain form may write twice, in
+    its two branches (one runs), without doubling much compile work. A call statement holds no
+    statement, so the copies never nest; a larger argument (a long literal) keeps the guarded
+    call, whose method read still has its own plain form."""
+    pending: list[ast.AST] = [*call.args, *call.keywords]
+    count = 0
+    while pending:
+        count += len(pending)
+        if count > _MOST_REPEATED:
+            return False
+        pending = [child for node in pending if type(node) not in _NO_CHILDREN for child in child_nodes(node)]
+    return True
 
 
 def _rebinds(nodes: list[ast.AST], name: str, parameter: ast.arg) -> bool:

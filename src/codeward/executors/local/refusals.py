@@ -11,10 +11,12 @@ __all__ = ["CodeRefused", "Problem", "policy_report", "syntax_report"]
 class CodeRefused(Exception):
     """The code does not compile or breaks the policy; `report` is what the model reads."""
 
-    def __init__(self, report: str, error_type: str) -> None:
+    def __init__(self, report: str, error_type: str, problems: list[Problem] | None = None) -> None:
         super().__init__(report)
         self.report = report
         self.error_type = error_type
+        #: Each breach of the policy, where the policy refused the code (none for a syntax error).
+        self.problems = problems or []
 
 
 @dataclass

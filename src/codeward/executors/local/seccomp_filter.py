@@ -137,12 +137,15 @@ IOCTL_REQUESTS = (0x5401, 0x5413, 0x5451, 0x5450, 0x5421, 0x541B)
 PRCTL_OPTIONS = (2, 3, 15, 16, 21, 23, 39)
 
 
-def build_filter(pid: int) -> Any:
-    """The filter for the worker `pid`, built but not loaded, so a failure leaves the process untouched."""
+def build_filter(pid: int, *, notify: bool = False) -> Any:
+    """The filter for the worker `pid`, built but not loaded, so a failure leaves the process untouched.
+
+    With `notify`, what it refuses goes to a listener the host holds (`seccomp_notices`), which
+    answers EPERM and counts it; the calls refused are the same either way."""
     import pyseccomp as sc
 
     built = sc.SyscallFilter(sc.ERRNO(errno.ENOSYS))
-    eperm = sc.ERRNO(errno.EPERM)
+    eperm = sc.NOTIFY if notify else sc.ERRNO(errno.EPERM)
 
     def rule(action: Any, name: str, *args: Any) -> None:
         number = sc.resolve_syscall(sc.Arch.NATIVE, name)

@@ -1,7 +1,8 @@
 """The worker process's side: confine this process, then run the host's blocks with the policy interpreter.
 
-The host starts it as ``python -I -S -c BOOT`` with one connected socket and
-nothing of its own environment. The first message carries the settings; the
+The host starts it as ``python -I -S -c BOOT`` with one connected socket (and, where it
+is confined, a second one that takes its seccomp filter's listener to the host, see
+`seccomp_notices`) and nothing of its own environment. The first message carries the settings; the
 worker confines itself (see `confinement`) before it builds the interpreter, so
 not a line of the model's code runs unconfined. Then it answers one request at a
 time. A tool call goes back to the host over the same socket, in the middle of
@@ -31,6 +32,7 @@ from codeward.executors.local.channel import TEXT_LIMIT, Channel, ChannelClosed
 from codeward.executors.local.crossing import SHOWN_LIMIT, final_answer_refused
 from codeward.executors.local.interpreter import Interpreter, ToolHandle
 from codeward.executors.local.watchdog import WATCHDOG, AlarmWatchdog
+from codeward.wall_events import events_text
 
 __all__ = ["main"]
 
@@ -40,11 +42,12 @@ _PR_SET_PDEATHSIG = 1
 _Message = tuple[dict[str, Any], str, Sequence[Any]]
 
 
-def main(fd: int) -> None:
+def main(fd: int, handover_fd: int | None = None) -> None:
     channel = Channel(socket.socket(fileno=fd))
+    handover = socket.socket(fileno=handover_fd) if handover_fd is not None else None
     settings, _, _ = channel.receive()
     _die_with_host(settings["host_pid"])
-    missing = _confine(settings)
+    missing = _confine(settings, handover)
     interpreter = _interpreter(settings)
     interrupts = _HostInterrupts()
     host = _HostLine(channel, settings.get("seq"), interrupts)
@@ -80,17 +83,26 @@ def _die_with_host(host_pid: int) -> None:
         os._exit(1)
 
 
-def _confine(settings: dict[str, Any]) -> list[str]:
+def _confine(settings: dict[str, Any], handover: socket.socket | None) -> list[str]:
+    """Confine this process; `handover` takes the seccomp filter's listener to the host (see
+    `seccomp_notices`), and is closed either way before any of the code runs."""
     if settings["confinement"] == "none":
+        if handover is not None:
+            handover.close()
         return []
     from codeward.executors.local.confinement import confine, interpreter_read_paths
 
-    return confine(
-        read_paths=interpreter_read_paths(),
-        write_paths=[Path(p) for p in [*(settings["allowed_paths"] or ()), settings["working_folder"]]],
-        max_memory_bytes=settings["max_memory_bytes"],
-        strict=settings["confinement"] == "strict",
-    )
+    try:
+        return confine(
+            read_paths=interpreter_read_paths(),
+            write_paths=[Path(p) for p in [*(settings["allowed_paths"] or ()), settings["working_folder"]]],
+            max_memory_bytes=settings["max_memory_bytes"],
+            strict=settings["confinement"] == "strict",
+            handover=handover,
+        )
+    finally:
+        if handover is not None:
+            handover.close()
 
 
 def _interpreter(settings: dict[str, Any]) -> Interpreter:
@@ -215,10 +227,12 @@ def _run(interpreter: Interpreter, interrupts: _HostInterrupts, code: str, live:
             output = interpreter.run(code, live)
     except KeyboardInterrupt as interrupt:  # the interpreter gives it the block's logs as its cause
         cause = interrupt.__cause__
-        return {"op": "interrupted", "logs": cause.logs if isinstance(cause, ExecutionError) else ""}, "", ()
+        logs, events = (cause.logs, cause.events) if isinstance(cause, ExecutionError) else ("", [])
+        return {"op": "interrupted", "logs": logs, "events": events_text(events)}, "", ()
     except ExecutionError as error:
         failed = {
             "op": "error",
+            "events": events_text(error.events),
             "timeout": isinstance(error, ExecutionTimeout),
             "message": _clipped(error.message),
             "logs": error.logs,
@@ -226,8 +240,15 @@ def _run(interpreter: Interpreter, interrupts: _HostInterrupts, code: str, live:
             "error_type": error.error_type,
         }
         return failed, "", ()
-    header: dict[str, Any] = {"op": "done", "final": output.is_final_answer, "logs": output.logs}
+    header: dict[str, Any] = {
+        "op": "done",
+        "final": output.is_final_answer,
+        "logs": output.logs,
+        "events": events_text(output.events),
+    }
     parts: list[Any] = []
+    if _plain_and_small(output.output):  # no code of the sandbox runs, and it is quick: no watch needed
+        return header, codec.dumps(output.output, parts=parts), parts
     encoded: list[str] = []
     failure = interpreter.watched(lambda: encoded.append(codec.dumps(output.output, parts=parts)))
     if encoded:
@@ -248,6 +269,24 @@ def _run(interpreter: Interpreter, interrupts: _HostInterrupts, code: str, live:
     return {**header, "shown": True}, codec.dumps(interpreter.shown(output.output)[:SHOWN_LIMIT]), ()
 
 
+#: The scalars that `_plain_and_small` lets encode without the block's limits, and how large.
+_QUICK_SCALARS = frozenset({type(None), bool, float})
+_QUICK_INT = 1 << 64
+_QUICK_TEXT = 1 << 16
+
+
+def _plain_and_small(value: Any) -> bool:
+    """Whether encoding `value` runs none of the code's methods and takes microseconds: None, a
+    bool, a float, an int under 2**64, a str or bytes under 64 KiB (exactly those types, not a
+    subclass of the code's). The watch around encoding costs as much as running a tiny block."""
+    kind = type(value)
+    if kind in _QUICK_SCALARS:
+        return True
+    if kind is int:
+        return bool(-_QUICK_INT < value < _QUICK_INT)
+    return (kind is str or kind is bytes) and len(value) < _QUICK_TEXT
+
+
 def _clipped(text: str) -> str:
     """An error's message or traceback, cut to what a header may carry (see `channel.TEXT_LIMIT`):
     an exception built around a huge string is still reported, its head and tail kept."""
@@ -258,4 +297,4 @@ def _clipped(text: str) -> str:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(*map(int, sys.argv[1:]))

@@ -21,19 +21,22 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from codeward.effects import Completed, Exited, Steps, blocking
+from codeward.effects import Completed, Exited, Offloaded, Steps, blocking
 from codeward.executors.local.channel import TEXT_LIMIT, Channel, ChannelError
-from codeward.executors.local.folder_watch import FolderWatch
+from codeward.executors.local.folder_watch import FolderWatch, empty_folder
 from codeward.executors.local.reaper import Reaper
+from codeward.executors.local.seccomp_notices import SeccompNotices
 from codeward.executors.local.working_folder import DEFAULT_FOLDER_BYTES
 from codeward.executors.metering import ProcessMeter
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET
+from codeward.wall_events import EVENTS_TEXT_LIMIT
 
 __all__ = ["WorkerProcess", "frame_limits", "worker_environment", "worker_import_path"]
 
@@ -41,6 +44,8 @@ __all__ = ["WorkerProcess", "frame_limits", "worker_environment", "worker_import
 #: exiting process closes its files just before it becomes a zombie, so its status comes at once;
 #: code that closes the socket and runs on is stopped this soon, well within `GRACE_SECONDS` + 1.
 DEATH_SECONDS = 0.5
+#: How long a worker killed for its folder may take to die, and then the folder to be emptied.
+_EMPTYING_SECONDS = 10.0
 #: How long a worker asked to exit (`close()`) may take before it is killed.
 STOP_SECONDS = 0.5
 #: Bytes a header may hold besides the logs and an error's texts: the operation, flags, parts' sizes.
@@ -53,7 +58,7 @@ _SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_pref
 
 _BOOT = (
     "import sys; sys.path[:] = __import__('json').loads(sys.argv[2]); "
-    "from codeward.executors.local.worker import main; main(int(sys.argv[1]))"
+    "from codeward.executors.local.worker import main; main(int(sys.argv[1]), *map(int, sys.argv[3:]))"
 )
 
 #: The worker's whole environment unless the user adds to it: one thread per math library, so that
@@ -116,14 +121,14 @@ def frame_limits(settings: Mapping[str, Any]) -> tuple[int, int]:
     block may send, so that a worker claiming a gigabyte is refused before the host reads it.
 
     The header carries the logs (`max_print_outputs_length` characters) and an error's message and
-    traceback (`TEXT_LIMIT` characters each, cut by the worker), at most 12 bytes a character as
+    traceback (`TEXT_LIMIT` characters each, cut by the worker) and its events (`EVENTS_TEXT_LIMIT`), at most 12 bytes a character as
     JSON's ASCII escapes. The body carries the block's value or a tool call's arguments: one
     operation builds at most `max_value_size` items or characters, and `ITEM_BYTES` holds the
     codec's text for any one of them, so a value at that cap fits (320 MB with the defaults;
     never less than the kernel sandboxes' 64 MiB output budget). A larger value (many values at
     the cap in one list) ends its worker with a `SandboxError` that gives both sizes.
     """
-    header = 12 * (settings["max_print_outputs_length"] + 2 * TEXT_LIMIT) + HEADER_ROOM
+    header = 12 * (settings["max_print_outputs_length"] + 2 * TEXT_LIMIT + EVENTS_TEXT_LIMIT) + HEADER_ROOM
     body = max(DEFAULT_OUTPUT_BUDGET, ITEM_BYTES * settings["max_value_size"])
     return header, header + body
 
@@ -134,14 +139,14 @@ def worker_environment(extra: Mapping[str, str] | None) -> dict[str, str]:
 
 
 def _spawn(
-    argv: list[str], worker_end: socket.socket, env: dict[str, str], stderr: Any
+    argv: list[str], worker_ends: list[socket.socket], env: dict[str, str], stderr: Any
 ) -> tuple[subprocess.Popen[bytes], Reaper]:
     """Start the worker and its reaper (on the spawner thread: the worker dies with the thread that
     started it, so that thread lives as long as the host)."""
     try:
         process = subprocess.Popen(
             argv,
-            pass_fds=(worker_end.fileno(),),
+            pass_fds=tuple(end.fileno() for end in worker_ends),
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -150,7 +155,8 @@ def _spawn(
             start_new_session=True,
         )
     finally:
-        worker_end.close()
+        for end in worker_ends:
+            end.close()
     return process, _reaper_for(process)
 
 
@@ -173,7 +179,15 @@ class WorkerProcess:
         host_end, worker_end = socket.socketpair()
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop())
         argv = [sys.executable, "-I", "-S", "-c", _BOOT, str(worker_end.fileno()), json.dumps(import_path)]
-        self._spawned = _SPAWNER.submit(_spawn, argv, worker_end, env, self.stderr)
+        worker_ends = [worker_end]
+        #: The system calls the worker's seccomp filter refused, answered by the host (None unconfined).
+        self.notices: SeccompNotices | None = None
+        if settings["confinement"] != "none" and sys.platform.startswith("linux"):
+            handover_host, handover_worker = socket.socketpair()
+            argv.append(str(handover_worker.fileno()))
+            worker_ends.append(handover_worker)
+            self.notices = SeccompNotices(handover_host)
+        self._spawned = _SPAWNER.submit(_spawn, argv, worker_ends, env, self.stderr)
         #: A tag of its own, with its pid once known (`sandbox_id`): a pid is reused once the process is gone.
         self._tag = uuid.uuid4().hex[:8]
         header_limit, limit = frame_limits(settings)
@@ -190,8 +204,10 @@ class WorkerProcess:
         #: Its CPU seconds as `busy_while_idle` last read them.
         self.cpu_read: float | None = None  # its CPU time when it last answered, where the system says
         self._overrun: str | None = None  # why the host stopped it, when it did
+        self._emptied = threading.Event()  # set once the host emptied the folder it stopped it for
+        self.folder = settings["working_folder"]
         self._stopped = False
-        self._folder_watch = FolderWatch(settings["working_folder"], DEFAULT_FOLDER_BYTES, self._stop_for)
+        self._folder_watch = FolderWatch(self.folder, DEFAULT_FOLDER_BYTES, self._stop_for)
 
     def started(self) -> Steps[None]:
         """Wait for the process to have been started (it is, at once, unless starting it failed)."""
@@ -211,10 +227,17 @@ class WorkerProcess:
         return f"local-{self.process.pid}-{self._tag}"
 
     def _stop_for(self, reason: str) -> None:
-        """Kill the worker from the host, for `reason`, which its death then gives."""
-        self._overrun = reason
+        """Kill the worker from the host for its folder, `reason`, which its death then gives, and empty
+        the folder once it is dead. The folder outlives its worker: left full, it would stop each new
+        worker in turn, and the executor could never run again. What filled it is the work of code
+        that got past the policy."""
+        self._overrun = f"{reason}; what the folder held is removed"
         with contextlib.suppress(OSError):
             os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=_EMPTYING_SECONDS)  # dead, it writes nothing more
+        empty_folder(self.folder)
+        self._emptied.set()
 
     @property
     def meter(self) -> ProcessMeter:
@@ -264,6 +287,7 @@ class WorkerProcess:
     def dying(self) -> Steps[str]:
         """What happened to a worker whose end of the socket closed, in words."""
         if self._overrun is not None:
+            yield Offloaded(self._emptied.wait, _EMPTYING_SECONDS)  # the next worker starts in an emptied folder
             return f"the worker process was stopped by the host: {self._overrun}"
         code = yield Exited(self.process, DEATH_SECONDS)
         if code is None:
@@ -311,6 +335,8 @@ class WorkerProcess:
             finally:
                 self.channel.close()
                 self.stderr.close()
+                if self.notices is not None:
+                    self.notices.close()
                 if self._meter is not None:
                     self._meter.close()
 

@@ -251,7 +251,7 @@ def _descendants(root: int) -> list[int]:
 
 def cgroup_folders(container_id: str) -> list[Path]:
     """Where a local engine keeps a container's control group: cgroup v2 under systemd or cgroupfs,
-    then v1's memory and CPU hierarchies (either may be joined as ``cpu,cpuacct``)."""
+    then v1's memory, CPU and pids hierarchies (CPU's may be joined as ``cpu,cpuacct``)."""
     root = Path("/sys/fs/cgroup")
     return [
         root / "system.slice" / f"docker-{container_id}.scope",
@@ -259,6 +259,7 @@ def cgroup_folders(container_id: str) -> list[Path]:
         root / "memory" / "docker" / container_id,
         root / "cpuacct" / "docker" / container_id,
         root / "cpu,cpuacct" / "docker" / container_id,
+        root / "pids" / "docker" / container_id,
     ]
 
 

@@ -1,0 +1,146 @@
+"""What a sandbox's walls refused while a block ran, counted and bounded (`BlockEvent`).
+
+Each sandbox notes its refusals in an `EventLedger` (one a block): the same refusal twice
+is one event counted twice, and past `MAX_EVENTS` distinct refusals the rest are counted in
+one ``"and N more"`` event, so that a block refusing in a loop reports a short list.
+
+What a sandbox reports is a stranger's: the local worker is the code's own process. The host
+takes events only through `events_from_text` (the worker's wire form) or `checked_events`
+(a saved run, a batch record), which keep at most `MAX_EVENTS` + 1 of them, known wall names
+only, each detail plain text of at most `DETAIL_LIMIT` characters and each count bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from codeward.executors.base import BlockEvent
+
+__all__ = [
+    "DETAIL_LIMIT",
+    "EVENTS_TEXT_LIMIT",
+    "MAX_COUNT",
+    "MAX_EVENTS",
+    "WALLS",
+    "EventLedger",
+    "checked_events",
+    "events_from_text",
+    "events_text",
+    "note",
+    "plain_detail",
+    "recording",
+]
+
+#: The walls a sandbox may name.
+WALLS = ("policy", "seccomp", "landlock", "memory", "pids", "egress")
+#: The distinct events a block keeps; the rest are counted in one more ("and N more").
+MAX_EVENTS = 50
+#: The characters of one event's detail.
+DETAIL_LIMIT = 200
+#: The highest count an event may carry.
+MAX_COUNT = 10**12
+#: The characters of a block's events in the worker's wire form: each line a wall, a count and a detail.
+EVENTS_TEXT_LIMIT = (MAX_EVENTS + 1) * (DETAIL_LIMIT + 32)
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+_COUNT = re.compile(r"[0-9]{1,13}")
+# The running block's ledger, by thread: a block runs on one thread, in a context of its own
+# where it shares the host's process (so not a context variable).
+_CURRENT = threading.local()
+
+
+def plain_detail(text: object) -> str:
+    """`text` as an event's detail: control and direction characters as spaces, at most `DETAIL_LIMIT`."""
+    plain = _CONTROL.sub(" ", str(text)[: DETAIL_LIMIT * 2]).strip()
+    return plain if len(plain) <= DETAIL_LIMIT else plain[: DETAIL_LIMIT - 1] + "…"
+
+
+class EventLedger:
+    """One block's refusals: distinct (wall, detail) pairs counted, at most `most` of them."""
+
+    def __init__(self, most: int = MAX_EVENTS) -> None:
+        self.most = most
+        self._counts: dict[tuple[str, str], int] = {}
+        self._more_kinds: set[tuple[str, str]] = set()
+        self._more_count = 0
+        self._more_wall = ""
+
+    def record(self, wall: str, detail: object, count: int = 1) -> None:
+        if count <= 0:
+            return
+        key = (wall, plain_detail(detail))
+        if key in self._counts or len(self._counts) < self.most:
+            self._counts[key] = min(MAX_COUNT, self._counts.get(key, 0) + count)
+            return
+        if len(self._more_kinds) < 10 * self.most:  # kinds told apart up to a bound, then counted alone
+            self._more_kinds.add(key)
+        self._more_wall = self._more_wall or wall
+        self._more_count = min(MAX_COUNT, self._more_count + count)
+
+    def events(self) -> list[BlockEvent]:
+        found = [BlockEvent(wall, detail, count) for (wall, detail), count in self._counts.items()]
+        if self._more_count:
+            kinds = len(self._more_kinds)
+            more = f"and {kinds}{'+' if kinds >= 10 * self.most else ''} more"
+            found.append(BlockEvent(self._more_wall, more, self._more_count))
+        return found
+
+    def __bool__(self) -> bool:
+        return bool(self._counts or self._more_count)
+
+
+@contextlib.contextmanager
+def recording(ledger: EventLedger) -> Iterator[EventLedger]:
+    """While inside, `note` records into `ledger` (on this thread only)."""
+    outer = getattr(_CURRENT, "ledger", None)
+    _CURRENT.ledger = ledger
+    try:
+        yield ledger
+    finally:
+        _CURRENT.ledger = outer
+
+
+def note(wall: str, detail: object) -> None:
+    """A refusal, recorded in the running block's ledger if a block is running here."""
+    ledger: EventLedger | None = getattr(_CURRENT, "ledger", None)
+    if ledger is not None:
+        ledger.record(wall, detail)
+
+
+def events_text(events: Iterable[BlockEvent]) -> str:
+    """Events in the worker's wire form: one a line, ``wall<TAB>count<TAB>detail``."""
+    return "\n".join(f"{e.wall}\t{e.count}\t{plain_detail(e.detail)}" for e in events)[:EVENTS_TEXT_LIMIT]
+
+
+def events_from_text(text: object, most: int = MAX_EVENTS + 1) -> list[BlockEvent]:
+    """The events in a worker's wire form, as the host keeps them: see the module's docstring.
+    A line past `most`, with an unknown wall or out of shape, is left out."""
+    if not isinstance(text, str) or not text:
+        return []
+    found: list[BlockEvent] = []
+    for line in text[:EVENTS_TEXT_LIMIT].split("\n", most)[:most]:
+        wall, _, rest = line.partition("\t")
+        count, _, detail = rest.partition("\t")
+        if wall in WALLS and _COUNT.fullmatch(count):
+            found.append(BlockEvent(wall, plain_detail(detail), min(MAX_COUNT, max(1, int(count)))))
+    return found
+
+
+def checked_events(items: Any, most: int = MAX_EVENTS + 1) -> list[BlockEvent]:
+    """Events read back from a file (a saved run, a batch record): a list of ``{"wall", "detail",
+    "count"}`` objects, kept as `events_from_text` keeps a worker's."""
+    if not isinstance(items, list):
+        return []
+    found: list[BlockEvent] = []
+    for item in items[:most]:
+        if not isinstance(item, dict) or item.get("wall") not in WALLS:
+            continue
+        count = item.get("count", 1)
+        if type(count) is not int:
+            count = 1
+        found.append(BlockEvent(str(item["wall"]), plain_detail(item.get("detail", "")), min(MAX_COUNT, max(1, count))))
+    return found
