@@ -160,6 +160,7 @@ def test_a_fork_bomb_is_held_and_the_sandbox_replaced(docker_client: docker.Dock
     with pytest.raises(SandboxError, match="process limit") as caught:
         executor.run(f"{launch}\nimport time\ntime.sleep(60)")
     assert caught.value.state_lost
+    assert caught.value.usage is not None and caught.value.usage.wall_seconds >= 3  # what the bomb's block cost
     assert gone(docker_client, bombed)
     _assert_recovers(executor)
 

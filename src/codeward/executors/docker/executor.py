@@ -276,12 +276,14 @@ class DockerExecutor(KernelExecutor):
                 if not (suspicious and (yield Offloaded(self._processes_exhausted))):
                     raise
                 yield Offloaded(self._discard_session)
-            raise SandboxError(
+            replaced = SandboxError(
                 f"the code filled the sandbox's process limit ({self.hardening.pids_limit} processes and threads: "
                 "a fork bomb?), so the sandbox was replaced. Variables and functions defined by earlier code are "
                 f"lost; the next run sends variables and tools again. The code's own error: {error.message}",
                 logs=error.logs,
-            ) from error
+            )
+            replaced.usage, replaced.events = error.usage, error.events  # what the block cost and was refused
+            raise replaced from error
 
     def close(self) -> None:
         super().close()
