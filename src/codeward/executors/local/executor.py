@@ -15,6 +15,7 @@ import logging
 import shutil
 import tempfile
 import time
+import warnings
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -25,7 +26,7 @@ from codeward.executors.codec import CodecError
 from codeward.executors.files import FolderFiles
 from codeward.executors.live import BlockStops, LiveOutput, OutputCallback
 from codeward.executors.local.data_policy import DataPolicy
-from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS, checked_import_entries
+from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS, checked_import_entries, machine_modules_named
 from codeward.executors.local.interpreter import Interpreter, ToolHandle
 from codeward.executors.settings import (
     DEFAULT_PRINT_OUTPUTS_LENGTH,
@@ -117,6 +118,15 @@ class LocalExecutor(Executor):
         self.isolation = isolation
         self.confinement = confinement
         entries = checked_import_entries((*DEFAULT_AUTHORIZED_IMPORTS, *authorized_imports))
+        if machine := machine_modules_named(entries):
+            left = "nothing (isolation='in_process')" if isolation == "in_process" else "only the worker's confinement"
+            warnings.warn(
+                f"authorized_imports names {', '.join(map(repr, machine))}, a module of the machine: the code gets "
+                "all of it (its functions; for builtins eval, exec and globals(), which run code the policy never "
+                f"saw), and {left} then stands between the code and this machine",
+                UserWarning,
+                stacklevel=2,
+            )
         self.authorized_imports = tuple(dict.fromkeys(entries))
         #: The folders numpy and pandas may reach; the worker is given these, resolved here.
         self.data_policy = DataPolicy(allowed_paths)

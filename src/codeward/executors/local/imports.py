@@ -33,6 +33,7 @@ __all__ = [
     "Refused",
     "SandboxViolation",
     "checked_import_entries",
+    "machine_modules_named",
 ]
 
 _IMPORT_NAME = dis.opmap["IMPORT_NAME"]
@@ -387,6 +388,14 @@ def checked_import_entries(authorized_imports: Iterable[str]) -> list[str]:
     if bad:
         raise ValueError(f"authorized_imports entries must be module names, 'pkg.*' or '*'; got {bad!r}")
     return entries
+
+
+def machine_modules_named(entries: Iterable[str]) -> list[str]:
+    """The entries that name a module of the machine (`os`, `sys`, `subprocess`, `builtins`...): named,
+    it is given whole, its functions too, and `builtins` gives `eval`, `exec` and `globals()`, which run
+    code the policy never compiled."""
+    machine = {*_MACHINE_TOPS, "builtins"}
+    return [entry for entry in entries if entry != "*" and _top(entry.removesuffix(".*")).lstrip("_") in machine]
 
 
 @functools.lru_cache(maxsize=4096)
