@@ -1,22 +1,28 @@
 """smolagents' `evaluate_python_code` and `LocalPythonExecutor`, as its own executor tests call them,
 running the code in codeward's `LocalExecutor` instead of smolagents' interpreter.
 
-- `evaluate_python_code` runs each call in a fresh local executor in the host's process (a worker
-  would cost half a second a call, and the suite makes hundreds): the same compile-time policy and
-  runtime guards as a worker, without the operating system's confinement around them.
+- `evaluate_python_code` runs each call in a fresh local executor in the host's process: the same
+  compile-time policy and runtime guards as a worker, without the operating system's confinement
+  around them, and without a worker's start for each of the suite's hundreds of calls.
+  CODEWARD_SMOLAGENTS_SUITE_ISOLATION=process runs them in a worker each instead (slower); then a
+  few more tests fail on the worker's own boundaries (a host class sent as a variable, a type handed
+  back, `os.listdir` of a folder the worker may not read).
 - `LocalPythonExecutor` is codeward's smolagents integration (`CodewardExecutor`) over a local
   executor with its confined worker, one per executor the test makes, closed when the test ends.
 
-Results come back as smolagents gives them: the block's value and whether it was a final answer,
-the `state` dict updated with the names the code bound (read back from the sandbox, as the codec
-carries them), the printed text as `state["_print_outputs"]`, and every failure as smolagents'
-`InterpreterError` (or `ExecutionTimeoutError`) with the error type and codeward's message.
+Results come back as smolagents gives them: the block's value and whether it was a final answer
+(a block ending in an assignment gives the value assigned, as smolagents' does), the `state` dict
+updated with the names the code bound (read back from the sandbox, as it hands values out), the
+printed text as `state["_print_outputs"]`, and every failure as smolagents' `InterpreterError` (or
+`ExecutionTimeoutError`) holding codeward's report: the traceback, ending in the error's type and
+message.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import inspect
 import os
 from typing import Any
 
@@ -39,8 +45,8 @@ from codeward.tools import Tool
 #: The executors the running test opened; the suite's conftest closes them when it ends.
 OPEN: list[LocalExecutor] = []
 
-#: Where `evaluate_python_code` runs the code: in process (the default, fast), or "process" for a
-#: worker per call (CODEWARD_SMOLAGENTS_SUITE_ISOLATION=process; about four minutes for the suite).
+#: Where `evaluate_python_code` runs the code: in process (the default), or "process" for a worker
+#: per call (CODEWARD_SMOLAGENTS_SUITE_ISOLATION=process).
 ISOLATION = os.environ.get("CODEWARD_SMOLAGENTS_SUITE_ISOLATION", "in_process")
 
 #: smolagents' "no limit" (None) as a limit codeward takes.
@@ -48,17 +54,33 @@ _NO_TIMEOUT = 3600.0
 
 
 class PlainFunctionTool(Tool):
-    """A plain function offered as a tool, as smolagents' tests do (`{"add_two": add_two}`):
-    called with the arguments as given, with no input schema to check them against."""
+    """A plain function offered as a tool, as smolagents' tests do (`{"add_two": add_two}`): its
+    named parameters are its inputs, of any type; in the host's process it is called as it is called."""
 
     def __init__(self, name: str, function: Any) -> None:
         self.name = name
         self.description = f"the test's function {name}"
         self.function = function
+        self.inputs = _inputs_of(function)
         super().__init__()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(*args, **kwargs)
+
+
+def _inputs_of(function: Any) -> dict[str, dict[str, Any]]:
+    """The function's named parameters, of any type, as a tool's inputs: what a worker's call of the
+    tool is bound to (in the host's process the call reaches the function as it is made)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return {
+        p.name: {"type": "any", "description": p.name, "nullable": p.default is not inspect.Parameter.empty}
+        for p in parameters
+        if p.kind in named
+    }
 
 
 def codeward_tools(tools: dict[str, Any]) -> dict[str, Tool]:
@@ -116,7 +138,7 @@ def assigned_last(code: str) -> str | None:
 
 
 def interpreter_error(error: ExecutorError) -> InterpreterError:
-    """codeward's failure as smolagents' own error: its type, then codeward's full report."""
+    """codeward's failure as smolagents' own error, holding codeward's report of it."""
     if isinstance(error, ExecutionTimeout):
         return ExecutionTimeoutError(error.advised)
     if isinstance(error, ExecutionError):
