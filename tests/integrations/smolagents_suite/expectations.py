@@ -29,6 +29,25 @@ INSTALLED = "expects the executor to refuse authorized modules that are not inst
 WHOLE_MODULE = "authorizes builtins or os explicitly and expects smolagents' list of dangerous functions refused; codeward gives an authorized module whole (the worker's confinement is then the wall: os.popen fails there)"
 INTERNAL = "tests a smolagents internal helper, not code run by an executor"
 
+#: How each kind of expected failure shows: a test failing any other way is a failure of the suite.
+#: (`pytest.fail.Exception` is "DID NOT RAISE"; InterpreterError is the adapter's form of codeward's errors.)
+FAILS_WITH: dict[str, tuple[str, ...]] = {
+    COUNTER: ("AssertionError", "KeyError"),
+    PATCHED_LIMIT: ("Failed", "AssertionError"),
+    MESSAGE: ("AssertionError",),
+    TIMEOUT_TEXT: ("AssertionError",),
+    REFUSAL_TEXT: ("AssertionError",),
+    STATEMENT_VALUE: ("AssertionError",),
+    OWN_OBJECTS: ("AssertionError", "AttributeError", "InterpreterError"),
+    NOT_CPYTHON: ("AssertionError", "InterpreterError"),
+    UNDERSCORE: ("AssertionError", "InterpreterError"),
+    TOOL_NAME: ("ValueError", "InterpreterError"),
+    NO_EVAL: ("InterpreterError",),
+    REBIND: ("Failed",),
+    INSTALLED: ("Failed",),
+    WHOLE_MODULE: ("Failed",),
+}
+
 XFAIL: dict[str, str] = {
     # TestEvaluatePythonCode
     "TestEvaluatePythonCode::test_evaluate_assign": COUNTER,
@@ -175,4 +194,19 @@ def mark(item: pytest.Item) -> None:
         return
     xfail = _lookup(XFAIL, name)
     if xfail is not None:
-        item.add_marker(pytest.mark.xfail(strict=True, reason=xfail))
+        item.add_marker(pytest.mark.xfail(strict=True, reason=xfail, raises=_exceptions(FAILS_WITH[xfail])))
+
+
+def _exceptions(names: tuple[str, ...]) -> tuple[type[BaseException], ...]:
+    """The exception classes named; smolagents' are imported only here, where its tests run."""
+    from smolagents.local_python_executor import InterpreterError
+
+    known: dict[str, type[BaseException]] = {
+        "AssertionError": AssertionError,
+        "AttributeError": AttributeError,
+        "KeyError": KeyError,
+        "ValueError": ValueError,
+        "Failed": pytest.fail.Exception,
+        "InterpreterError": InterpreterError,
+    }
+    return tuple(known[name] for name in names)
