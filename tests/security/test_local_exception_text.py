@@ -33,7 +33,7 @@ def test_an_exception_text_that_never_ends_is_cut_at_the_limit(
     isolation: str, definition: str, control: str, attack: str, tmp_path: Path
 ) -> None:
     if not SANDBOX_OFF:
-        _check_control(definition + control, tmp_path / "canary", "exhausts", (False, {}, None))
+        _check_control(definition + control, tmp_path / "canary", "exhausts", (False, {}, []))
     with sandbox(isolation=isolation, timeout_seconds=1, max_operations=10**12) as executor:
         started = time.monotonic()
         with pytest.raises(ExecutionError) as info:
