@@ -39,6 +39,29 @@ STR_SPECS = ["", "<10", ">7", "^12", ".3", "*<6"]
 CAUGHT = (
     "(ValueError, ZeroDivisionError, KeyError, IndexError, TypeError, AttributeError, OverflowError, StopIteration)"
 )
+#: Ranges of a few items at the bounds of the machine's ints (beyond ``sys.maxsize`` they have no len).
+HUGE_RANGES = ["range(2 ** 63 - 2, 2 ** 63 + 1)", "range(10 ** 20, 10 ** 20 + 7, 3)", "range(-2 ** 64, -2 ** 64 + 2)"]
+#: Statements that end a block with an uncaught error (or, sometimes, none).
+UNCAUGHT = [
+    "raise ValueError",
+    "raise KeyError()",
+    "raise ZeroDivisionError($s0$)",
+    "raise IndexError($i1$, 'x')",
+    "assert $i2$ > 0",
+    "assert $i3$ < 0, $s4$",
+    "int($s5$)",
+    "next(iter([]))",
+    "{}[$s6$]",
+    "$l7$[$i0$]",
+    "$i1$ // ($i2$ - $i3$)",
+    "float($s4$)",
+    "$o5$ + $s6$",
+    "len($i7$)",
+    "[1, 2].index($i0$)",
+    "{'a': 1}.pop($s1$)",
+    "$s2$.index('q')",
+]
+FORMATS = ["{}-{:>6}", "{1}{0}{1}", "{0!r:^9}|{1:+,}", "{:.2}{:x}", "{}{}{}", "{0[0]}{1}", "{a}{0}"]
 PERCENT_FORMATS = ["%s|%r", "%d-%s", "%x:%5s", "%08.3f/%-6s", "%+d %%s %s", "%(a)s"]
 IN_PLACE = ["+", "-", "*", "//", "%", "&", "|", "^"]
 
@@ -159,6 +182,7 @@ STRS: st.SearchStrategy[str] = st.recursive(
         st.tuples(inner, st.integers(-3, 3), st.integers(-3, 4)).map(lambda t: f"{t[0]}[{t[1]}:{t[2]}]"),
         st.tuples(inner, INTS).map(lambda t: f"'%s=%d' % ({t[0]}, {t[1]})"),
         st.tuples(inner, st.sampled_from(STR_SPECS)).map(lambda t: f"format({t[0]}, {t[1]!r})"),
+        st.tuples(st.sampled_from(FORMATS), inner, INTS).map(lambda t: f"{t[0]!r}.format({t[1]}, {t[2]})"),
     ),
     max_leaves=3,
 )
@@ -567,7 +591,7 @@ def _print_statement(draw: Any, env: _Env) -> list[str]:
 
 
 def _comprehension(draw: Any, env: _Env) -> list[str]:
-    source = _pick(draw, [*env.lists, f"range({draw(st.integers(0, 6))})"])
+    source = _pick(draw, [*env.lists, f"range({draw(st.integers(0, 6))})", _pick(draw, HUGE_RANGES)])
     modulus = draw(st.integers(1, 4))
     form = draw(st.sampled_from(["list", "dict", "set", "sum", "nested", "genexp"]))
     name = env.fresh("c")
@@ -604,6 +628,9 @@ def _object_statement(draw: Any, env: _Env) -> list[str]:
         f"{name}.label += '!'",
         f"print({name}.double, {name}.label, {name}.items[-2:], {name})",
         f"print({name} + {_int(draw, env)})",
+        f"print({_int(draw, env)} + {name}, {name} * 2, 3 * {name}, {name} == {name})",
+        f"print({name}.add({_pick(draw, env.objects)}.add({_int(draw, env)}), scale={name}.bump(1).total))",
+        f"print([v.total for v in [{', '.join(env.objects)}]], sum(v.add(1) for v in [{name}]))",
     ]
     if env.lists:
         forms.append(f"{name}.add(*{_pick(draw, env.lists)}, scale=2)")
@@ -674,6 +701,10 @@ def _call_statement(draw: Any, env: _Env) -> list[str]:
     return _bind(name, "[]", f"{MARK}safe({_pick(draw, env.lists[:-1])}, {_pick(draw, env.dicts)})")
 
 
+def _uncaught(draw: Any, env: _Env) -> str:
+    return fill(draw(st.sampled_from(UNCAUGHT)), env)
+
+
 def _loop(draw: Any, env: _Env) -> list[str]:
     """A bounded loop whose body uses its variable; its try counts in ``finally``."""
     counter = env.fresh("count")
@@ -687,7 +718,7 @@ def _loop(draw: Any, env: _Env) -> list[str]:
     return [
         f"{counter} = 0",
         f"{variable} = -1",
-        f"for {variable} in range({draw(st.integers(0, 4))}):",
+        f"for {variable} in {_pick(draw, ['range(3)', 'range(0)', 'range(4)', *HUGE_RANGES])}:",
         *_indent(_guarded([*lines, f"{counter} += {variable} % 3"], counter)),
     ]
 
@@ -702,6 +733,8 @@ def programs(draw: Any) -> Program:
     blocks = ["\n".join(_definitions(draw, env)) + "\n"]
     for _ in range(draw(st.integers(1, 3))):
         statements = [_statement(draw, env) for _ in range(draw(st.integers(1, 5)))]
+        if draw(st.integers(0, 5)) == 0:
+            statements.append([_uncaught(draw, env)])  # the block ends with an error: its type and message
         blocks.append("\n".join(line for statement in statements for line in statement) + "\n")
         if draw(st.integers(0, 4)) == 0:
             blocks.append(blocks[-1])  # the same block again: the second comes from the compile cache

@@ -21,7 +21,6 @@ import itertools
 import os
 import sys
 import time
-import traceback
 import types
 import warnings
 from collections.abc import Iterator
@@ -69,7 +68,8 @@ def cpython_outcomes(blocks: list[str]) -> list[dict[str, Any]]:
                     outcome["value"] = describe(eval(final, module.__dict__) if final is not None else None)
                 except Exception as error:
                     outcome["error"] = type(error).__name__
-                    outcome["message"] = traceback.format_exception_only(type(error), error)[-1].strip()
+                    text = str(error)  # the type's bare name, as the sandbox words it (json.decoder.JSONDecodeError)
+                    outcome["message"] = f"{type(error).__name__}: {text}" if text else type(error).__name__
             outcome["logs"] = output.getvalue()
             outcomes.append(outcome)
     finally:
@@ -169,6 +169,7 @@ FOUND = {
     "bare-exception-message": "raise ValueError\n",
     "empty-exception-message": "raise KeyError()\n",
     "bare-assert": "ZZvalues = []\nassert ZZvalues\n",
+    "format-index-out-of-range": "try:\n    '{}{}'.format(1)\nexcept IndexError as e:\n    print(e)\n'{1}'.format(0)\n",
     "from-import-of-a-missing-name": (
         "try:\n    from math import tau, nothing_here\nexcept ImportError as e:\n    print(type(e).__name__, e.name)\n"
     ),
