@@ -24,6 +24,7 @@ import time
 import types
 import warnings
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -37,7 +38,7 @@ from tests.executors.local.program_grammar import Program, programs, with_prefix
 pytestmark = pytest.mark.timeout(600)
 
 #: Programs a run checks; CODEWARD_GENERATED_PROGRAMS sets another number (a longer hunt).
-PROGRAMS = int(os.environ.get("CODEWARD_GENERATED_PROGRAMS", "1500"))
+PROGRAMS = int(os.environ.get("CODEWARD_GENERATED_PROGRAMS", "2500"))
 
 _prefixes = itertools.count()
 
@@ -115,11 +116,20 @@ def _same_value(plain: dict[str, Any], boxed: dict[str, Any]) -> bool:
     return plain["carried"] is not None and _same_value(plain["carried"], boxed)
 
 
+#: Sends blocks to the worker process while this process runs them in process and under CPython.
+_sender = ThreadPoolExecutor(max_workers=1, thread_name_prefix="generated-programs")
+
+
 def check(program: Program, sandboxes: dict[str, LocalExecutor]) -> None:
     blocks = with_prefix(program, f"p{next(_prefixes)}_")
+    in_worker = {
+        mode: _sender.submit(sandbox_outcomes, executor, blocks)
+        for mode, executor in sandboxes.items()
+        if executor.isolation == "process"
+    }
     plain = cpython_outcomes(blocks)
     for mode, executor in sandboxes.items():
-        boxed = sandbox_outcomes(executor, blocks)
+        boxed = in_worker[mode].result() if mode in in_worker else sandbox_outcomes(executor, blocks)
         for index, (ours, theirs) in enumerate(zip(plain, boxed, strict=True)):
             assert _same(ours, theirs), (
                 f"block {index + 1} of this program differs ({mode}):\n{program}\n"
