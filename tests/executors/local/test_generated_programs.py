@@ -90,9 +90,8 @@ def sandbox_outcomes(executor: LocalExecutor, blocks: list[str]) -> list[dict[st
             outcome["logs"] = result.logs
         except ExecutionError as error:
             outcome["error"] = error.error_type or type(error).__name__
-            outcome["message"] = (
-                error.message.removesuffix(error.traceback).removesuffix("\n") if error.traceback else error.message
-            )
+            lead = error.message.removesuffix(error.traceback).removesuffix("\n")  # the traceback follows the lead
+            outcome["message"] = lead or error.message
             outcome["logs"] = error.logs
         except SandboxError as error:  # the worker died: never what CPython does
             outcome.update(error=f"SandboxError: {error.message}", logs=error.logs)
