@@ -147,6 +147,11 @@ class _SafeFormatter(string.Formatter):
             obj = self._guards.getattr(obj, key) if is_attribute else self._guards.getitem(obj, key)
         return obj, first
 
+    def get_value(self, key: Any, args: Any, kwargs: Any) -> Any:
+        if isinstance(key, int) and key >= len(args):  # CPython's words, not the tuple's
+            raise IndexError(f"Replacement index {key} out of range for positional args tuple")
+        return super().get_value(key, args, kwargs)
+
     def format_field(self, value: Any, format_spec: str) -> Any:
         self._guards.limits.check_spec(format_spec)
         return super().format_field(value, format_spec)

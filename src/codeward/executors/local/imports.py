@@ -279,7 +279,11 @@ class ImportGate:
                     raise SandboxViolation(
                         f"'from {name} import {item}' is not allowed", what=f"import of {name}.{item}"
                     )
-                getattr(proxy, item)  # resolves (and vets) now, so no fallback reaches sys.modules
+                try:
+                    getattr(proxy, item)  # resolves (and vets) now, so no fallback reaches sys.modules
+                except AttributeError as error:  # as CPython says it, but where the module lives
+                    message = f"cannot import name {item!r} from {name!r} (unknown location)"
+                    raise ImportError(message, name=name) from error
             return proxy
         top = name.split(".")[0]
         return self.proxy(importlib.import_module(top))

@@ -381,7 +381,7 @@ class Interpreter:
             )
             error_type = "MemoryError"
         else:
-            message = f"{type(error).__name__}: {text}"
+            message = f"{type(error).__name__}: {text}" if text else type(error).__name__
             if isinstance(error, NameError) and error.name in _ABSENT_BUILTINS:
                 message += f" ({error.name}() is not available in this sandbox: it reaches the machine)"
             error_type = type(error).__name__

@@ -596,10 +596,14 @@ class Limits:
         return use(number)
 
     def range(self, *args: int) -> Any:
-        """`range`, but one too long to materialise is iterated step by step, ticking."""
+        """`range`, but one too long to materialise is iterated step by step, ticking (one longer
+        than ``sys.maxsize`` too, which has no ``len``: CPython makes it and indexes it all the same)."""
         span = range(*args)
-        if len(span) <= self.max_size:
-            return span
+        try:
+            if len(span) <= self.max_size:
+                return span
+        except OverflowError:
+            pass
         return TickingIterable(span, self.current_tick)
 
     def str_method(self, owner: Any, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
