@@ -26,7 +26,9 @@ for version in 3.12 3.13; do
     # Run once, on the README's Python, what does not depend on the interpreter: each rule of the confinement
     # attacked alone and the host's policing of its worker (the kernel's and the host's to judge), and the attack
     # suite's check of itself (whether each attack notices a missing sandbox is a property of the test).
-    "$venv/bin/python" -m pytest -p no:cacheprovider -q tests/platform tests/executors/local tests/security \
+    # The generated programs compare this interpreter with itself: a tenth of the main run's count is enough.
+    CODEWARD_GENERATED_PROGRAMS=250 "$venv/bin/python" -m pytest -p no:cacheprovider -q \
+        tests/platform tests/executors/local tests/security \
         --ignore=tests/executors/local/test_confinement_rules.py \
         --ignore=tests/executors/local/test_host_polices_worker.py \
         --ignore=tests/security/test_harness.py
