@@ -103,3 +103,32 @@ def test_the_batch_audit_records_each_blocks_events(codeward, tmp_path):
     }
     assert audit["tries"]["events"] == [TRIED.to_dict()]
     assert audit["plain"]["events"] == []
+
+
+#: A block whose import the user allowed by name, that tries a system call the worker's seccomp filter
+#: refuses, and catches the refusal: the host hears of it from the kernel, not from the worker.
+CALLS = "import socket\ntry:\n    socket.socket()\nexcept OSError:\n    pass\nfinal_answer('done')"
+CALLED = BlockEvent("seccomp", "socket", 1)
+
+
+def test_a_refused_system_call_is_in_the_step_the_span_the_page_and_the_audit(codeward, memory_exporter, tmp_path):
+    with CodeAgent(
+        tools=[], model=ScriptedModel([code(CALLS)]), executor="local", additional_authorized_imports=["socket"]
+    ) as agent:
+        assert agent.run("Call.") == "done"
+    (step,) = [step for step in agent.memory.steps if getattr(step, "code_action", None)]
+    assert CALLED in step.events
+    block = only([from_sdk(span) for span in memory_exporter.get_finished_spans()], "execute_code")
+    refused = [attributes for name, attributes in block.events if name == tracing.WALL_REFUSED]
+    assert {tracing.WALL_NAME: "seccomp", tracing.WALL_DETAIL: "socket", tracing.WALL_COUNT: 1} in refused
+    model = write_script(tmp_path / "calls.yaml", CALLS)
+    done = codeward("run", "Call.", "--model", model, "--import", "socket", "--save", "run.json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    page = render_run(tmp_path / "run.json")
+    assert "Refused by the sandbox" in page and "socket" in page and "seccomp" in page
+    job = {"id": "calls", "task": "Call.", "model": model, "authorized_imports": ["socket"]}
+    (tmp_path / "jobs.jsonl").write_text(json.dumps(job) + "\n")
+    done = codeward("batch", "jobs.jsonl", "--runs", "runs", "--allow-job-imports")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (line,) = map(json.loads, (tmp_path / "runs" / "audit.jsonl").read_text().splitlines())
+    assert CALLED.to_dict() in line["events"]
