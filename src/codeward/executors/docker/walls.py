@@ -12,10 +12,9 @@ out-of-memory kill stands in.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from codeward.executors.base import BlockEvent
-from codeward.executors.metering import cgroup_folders
+from codeward.executors.metering import cgroup_field, cgroup_folders
 
 __all__ = ["CgroupCounts", "cgroup_counts", "counted_events"]
 
@@ -28,19 +27,6 @@ class CgroupCounts:
     pids_refused: int | None
 
 
-def _field(path: Path, name: str) -> int | None:
-    """The number after `name` in a flat-keyed cgroup file, or None where it is not there."""
-    try:
-        text = path.read_text()
-    except OSError:
-        return None
-    for line in text.splitlines():
-        key, _, value = line.partition(" ")
-        if key == name and value.strip().isdigit():
-            return int(value)
-    return None
-
-
 def cgroup_counts(container_id: str) -> CgroupCounts | None:
     """The container's counts, read from its cgroup on this machine; None when it has none here
     (a remote engine, a container gone)."""
@@ -49,11 +35,11 @@ def cgroup_counts(container_id: str) -> CgroupCounts | None:
     oom = pids = None
     for folder in cgroup_folders(container_id):
         if oom is None:
-            oom = _field(folder / "memory.oom_control", "oom_kill")  # v1
+            oom = cgroup_field(folder / "memory.oom_control", "oom_kill")  # v1
         if oom is None:
-            oom = _field(folder / "memory.events", "oom_kill")  # v2
+            oom = cgroup_field(folder / "memory.events", "oom_kill")  # v2
         if pids is None:
-            pids = _field(folder / "pids.events", "max")
+            pids = cgroup_field(folder / "pids.events", "max")
     if oom is None and pids is None:
         return None
     return CgroupCounts(oom, pids)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from codeward.executors.base import BlockUsage
 
-__all__ = ["CgroupMeter", "Measured", "Meter", "ProcessMeter", "block_usage", "cgroup_folders"]
+__all__ = ["CgroupMeter", "Measured", "Meter", "ProcessMeter", "block_usage", "cgroup_field", "cgroup_folders"]
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _HAS_PROC = os.path.isdir("/proc/self")
@@ -326,10 +326,8 @@ class CgroupMeter(Meter):
 
     def _cpu_seconds(self) -> float | None:
         with contextlib.suppress(OSError, ValueError):
-            if self._v2 is not None:
-                for line in (self._v2 / "cpu.stat").read_text().splitlines():
-                    if line.startswith("usage_usec "):
-                        return int(line.split()[1]) / 1e6
+            if self._v2 is not None and (usec := cgroup_field(self._v2 / "cpu.stat", "usage_usec")) is not None:
+                return usec / 1e6
             if self._cpu_v1 is not None:
                 return int((self._cpu_v1 / "cpuacct.usage").read_text()) / 1e9
         return None
@@ -354,6 +352,20 @@ class CgroupMeter(Meter):
             with contextlib.suppress(OSError):
                 os.close(self._peak_file)
             self._peak_file = None
+
+
+def cgroup_field(path: Path, name: str) -> int | None:
+    """The number after `name` in a flat-keyed cgroup file (``cpu.stat``, ``memory.events``), or None
+    where the file or the key is not there."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == name and value.strip().isdigit():
+            return int(value)
+    return None
 
 
 def _exists(path: Path) -> bool:
