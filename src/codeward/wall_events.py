@@ -46,7 +46,7 @@ MAX_COUNT = 10**12
 #: The characters of a block's events in the worker's wire form: each line a wall, a count and a detail.
 EVENTS_TEXT_LIMIT = (MAX_EVENTS + 1) * (DETAIL_LIMIT + 32)
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\xad\u2028\u2029\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 _COUNT = re.compile(r"[0-9]{1,13}")
 # The running block's ledger, by thread: a block runs on one thread, in a context of its own
 # where it shares the host's process (so not a context variable).
@@ -116,16 +116,17 @@ def events_text(events: Iterable[BlockEvent]) -> str:
     return "\n".join(f"{e.wall}\t{e.count}\t{plain_detail(e.detail)}" for e in events)[:EVENTS_TEXT_LIMIT]
 
 
-def events_from_text(text: object, most: int = MAX_EVENTS + 1) -> list[BlockEvent]:
+def events_from_text(text: object, most: int = MAX_EVENTS + 1, walls: Iterable[str] = WALLS) -> list[BlockEvent]:
     """The events in a worker's wire form, as the host keeps them: see the module's docstring.
-    A line past `most`, with an unknown wall or out of shape, is left out."""
+    A line past `most`, naming a wall not among `walls` or out of shape, is left out."""
+    walls = frozenset(walls)
     if not isinstance(text, str) or not text:
         return []
     found: list[BlockEvent] = []
     for line in text[:EVENTS_TEXT_LIMIT].split("\n", most)[:most]:
         wall, _, rest = line.partition("\t")
         count, _, detail = rest.partition("\t")
-        if wall in WALLS and _COUNT.fullmatch(count):
+        if wall in walls and _COUNT.fullmatch(count):
             found.append(BlockEvent(wall, plain_detail(detail), min(MAX_COUNT, max(1, int(count)))))
     return found
 

@@ -90,11 +90,39 @@ def _forged_events() -> list[BlockEvent]:
 def test_a_worker_that_floods_the_host_with_events_is_held_to_the_bound(monkeypatch):
     with monkeypatch.context() as control:  # control: the host takes every line the worker sends
         control.setattr(wall_events, "EVENTS_TEXT_LIMIT", 10**9)
-        control.setattr(process, "events_from_text", lambda text: events_from_text(text, most=10**9))
+        control.setattr(process, "events_from_text", lambda text, **kept: events_from_text(text, most=10**9, **kept))
         assert len(_forged_events()) > 5000, "control: the flood did not reach the host"
     events = _forged_events()
     assert len(events) <= MAX_EVENTS + 1
     assert all(event.wall == "policy" for event in events)
+
+
+#: Code past the policy writes into its own block's ledger: a seccomp refusal that never happened, and
+#: an egress one for a sandbox with no network, each counted high; then one real refused system call.
+FORGES = """
+import gc, socket, codeward.wall_events as w
+ledger = [o for o in gc.get_objects() if isinstance(o, w.EventLedger)][-1]
+ledger.record("seccomp", "ptrace", 10**12)
+ledger.record("egress", "connect 10.0.0.1:443", 10**12)
+try:
+    socket.socket()
+except OSError:
+    pass
+'forged'
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a Linux worker")
+def test_a_worker_cannot_report_what_only_the_host_knows(monkeypatch):
+    with monkeypatch.context() as control:  # control: the host takes any known wall from the worker
+        control.setattr(process, "WORKER_WALLS", wall_events.WALLS)
+        with LocalExecutor(authorized_imports=["*"]) as sandbox:
+            forged = sandbox.run(FORGES).events
+        assert BlockEvent("seccomp", "ptrace", 10**12) in forged, "control: the forged event did not reach the host"
+    with LocalExecutor(authorized_imports=["*"]) as sandbox:
+        events = sandbox.run(FORGES).events
+    assert {event.wall for event in events} <= {"policy", "seccomp"}
+    assert [event for event in events if event.wall == "seccomp"] == [BlockEvent("seccomp", "socket", 1)]
 
 
 def test_events_from_a_stranger_keep_known_walls_and_plain_bounded_text():
@@ -111,6 +139,8 @@ def test_events_from_a_stranger_keep_known_walls_and_plain_bounded_text():
     assert [event.wall for event in events] == ["policy", "pids"]
     assert events[0] == BlockEvent("policy", "import of socket", 3)
     assert "\x1b" not in events[1].detail and "\u202e" not in events[1].detail
+    (hidden,) = events_from_text("policy\t1\tsock\u2060e\ufefft\xad")
+    assert hidden.detail == "sock e t", "an invisible character would make a twin of a real event's name"
     assert len(events[1].detail) <= DETAIL_LIMIT
 
 

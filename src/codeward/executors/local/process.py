@@ -64,6 +64,10 @@ if TYPE_CHECKING:
 
 __all__ = ["WorkerExecutor"]
 
+#: The walls whose refusals the worker itself may report: its policy's, which only it sees. Every other
+#: wall's are the host's own knowledge (seccomp's from the kernel's listener), never the worker's word.
+WORKER_WALLS = ("policy",)
+
 #: What a cancelled block's tool call answers, the tool not run.
 _CANCELLED_CALL = request_error("call", "ToolCallError", "the call was cancelled, with the block that made it")
 
@@ -443,7 +447,7 @@ class WorkerExecutor(RememberingExecutor):
         logs = str(header.get("logs", ""))
         # What the policy refused, as the worker (the code's own process) tells it: bounded and plain;
         # and the system calls the seccomp filter refused, as the host answered them itself.
-        events = events_from_text(header.get("events")) + seccomp_refused()
+        events = events_from_text(header.get("events"), walls=WORKER_WALLS) + seccomp_refused()
         if header.get("op") == "done":
             try:
                 with self._decoding(deadline):
