@@ -28,6 +28,8 @@ Ray node's actor keeps its pool (`codeward.batch.ray_nodes`): the two warm paths
 With ``--ray --nodes N``, a local cluster of N one-CPU nodes (and a head that runs no job) against
 the pool at N at once: jobs/s, and the median of each job's sandbox start as the results record it
 (`time.start_seconds`), apart for the first job on each node or worker (its pool still filling).
+``--think SECONDS`` makes each job wait that long in its first block, as real jobs wait for their
+model: a job shorter than a container's start measures how fast the pool refills, not a warm take.
 """
 
 from __future__ import annotations
@@ -51,13 +53,18 @@ from codeward.batch.jsonl import JsonlAppender
 from codeward.batch.worker import run_job
 
 STEP = "Thought: work.\n<code>\nx = sum(i * i for i in range({work}))\nprint(x)\n</code>"
+#: A first step that also waits, as a job waits for its model's answer: what real agent jobs mostly do.
+THINKING_STEP = (
+    "Thought: work.\n<code>\nimport time\ntime.sleep({think})\nx = sum(i * i for i in range({work}))\nprint(x)\n</code>"
+)
 ANSWER = "Thought: answer.\n<code>\nfinal_answer(x % 97)\n</code>"
 CONCURRENCY = (1, 2, 4)
 
 
-def write_jobs(folder: Path, count: int, work: int) -> Path:
+def write_jobs(folder: Path, count: int, work: int, think: float = 0.0) -> Path:
     """Jobs that name no sandbox: the command line gives it (a job may not pick a weaker one)."""
-    (folder / "model.json").write_text(json.dumps([STEP.format(work=work), ANSWER]))
+    first = THINKING_STEP.format(work=work, think=think) if think else STEP.format(work=work)
+    (folder / "model.json").write_text(json.dumps([first, ANSWER]))
     path = folder / "jobs.jsonl"
     with open(path, "w") as handle:
         for index in range(count):
@@ -219,7 +226,7 @@ def _starts(results: Path) -> tuple[list[float], list[float]]:
     return first, rest
 
 
-def bench_ray_nodes(executor: str, count: int, work: int, nodes: int) -> None:
+def bench_ray_nodes(executor: str, count: int, work: int, nodes: int, think: float) -> None:
     """A local cluster of a head and `nodes` nodes of one CPU each, the jobs spread over them, against the
     process pool at the same concurrency: jobs/s and each job's sandbox start, every job recorded once."""
     import ray
@@ -240,7 +247,7 @@ def bench_ray_nodes(executor: str, count: int, work: int, nodes: int) -> None:
     try:
         with tempfile.TemporaryDirectory() as scratch:
             folder = Path(scratch)
-            jobs = load_jobs(write_jobs(folder, count, work), JobDefaults(executor=executor))
+            jobs = load_jobs(write_jobs(folder, count, work, think), JobDefaults(executor=executor))
             for name, backend, at_once in (
                 ("process pool", ProcessPool(), nodes),
                 ("Ray", RayBackend(cluster.address), 0),
@@ -272,6 +279,12 @@ def main() -> None:
     parser.add_argument("--work", type=int, default=20_000, help="loop iterations in each job's first block")
     parser.add_argument("--ray", action="store_true", help="the Ray backend beside the process pool (codeward[ray])")
     parser.add_argument("--nodes", type=int, help="with --ray: a local cluster of this many one-CPU nodes")
+    parser.add_argument(
+        "--think",
+        type=float,
+        default=0.0,
+        help="with --nodes: seconds each job waits in its first block, as it would for its model's answer",
+    )
     args = parser.parse_args()
     print(
         f"{args.jobs} jobs of {args.work:,} iterations, median of {args.repeats} runs, {os.cpu_count()} cores; "
@@ -279,7 +292,7 @@ def main() -> None:
     )
     for executor in executors_to_measure(args.executor or ["local"]):
         if args.ray and args.nodes:
-            bench_ray_nodes(executor, args.jobs, args.work, args.nodes)
+            bench_ray_nodes(executor, args.jobs, args.work, args.nodes, args.think)
             continue
         if args.ray:
             for concurrency in (1, 2):
