@@ -10,10 +10,9 @@ written to, so that live output (see `BlockOutput`) tells stdout from stderr.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import threading
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from codeward.executors.kernel.cells import BoundedText
@@ -88,17 +87,26 @@ class BlockOutput:
         return self._logs.text()
 
 
-@contextlib.contextmanager
-def capture_output(sink: _Sink) -> Iterator[None]:
+def capture_output(sink: _Sink) -> AbstractContextManager[None]:
     """Send this thread's stdout and stderr writes to `sink` until the block ends."""
-    global _active
-    with _lock:
-        _active += 1
-        _swap(install=True)
-    _target.sink = sink
-    try:
-        yield
-    finally:
+    return _Capture(sink)
+
+
+class _Capture:
+    """`capture_output`'s context manager: a class, not a generator's, as every block enters one."""
+
+    def __init__(self, sink: _Sink) -> None:
+        self.sink = sink
+
+    def __enter__(self) -> None:
+        global _active
+        with _lock:
+            _active += 1
+            _swap(install=True)
+        _target.sink = self.sink
+
+    def __exit__(self, *exc_info: object) -> None:
+        global _active
         _target.sink = None
         with _lock:
             _active -= 1

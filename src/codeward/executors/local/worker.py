@@ -164,6 +164,7 @@ class _HostInterrupts:
         self.block_running = False
         self._holding = False  # the block talks to the host: a stop waits until the message is whole
         self._held_back = False
+        self._armed = _Armed(self)
         signal.signal(signal.SIGINT, self._on_signal)
 
     def _on_signal(self, signum: int, frame: object) -> None:
@@ -187,14 +188,22 @@ class _HostInterrupts:
             if self.block_running:
                 raise KeyboardInterrupt
 
-    @contextlib.contextmanager
-    def armed(self) -> Iterator[None]:
-        """While the block runs, a SIGINT raises KeyboardInterrupt in it."""
-        self.block_running, self._held_back = True, False
-        try:
-            yield
-        finally:
-            self.block_running = False
+    def armed(self) -> _Armed:
+        """While the block runs (``with interrupts.armed():``), a SIGINT raises KeyboardInterrupt in it."""
+        return self._armed
+
+
+class _Armed:
+    """`_HostInterrupts.armed`'s context manager, one for the worker's life: every block enters it."""
+
+    def __init__(self, interrupts: _HostInterrupts) -> None:
+        self._interrupts = interrupts
+
+    def __enter__(self) -> None:
+        self._interrupts.block_running, self._interrupts._held_back = True, False
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._interrupts.block_running = False
 
 
 def _answer(
@@ -246,6 +255,8 @@ def _run(interpreter: Interpreter, interrupts: _HostInterrupts, code: str, live:
         "logs": output.logs,
         "events": events_text(output.events),
     }
+    if output.output is None:  # the usual block's value: the codec's text for it, without an encoder
+        return header, "null", ()
     parts: list[Any] = []
     if _plain_and_small(output.output):  # no code of the sandbox runs, and it is quick: no watch needed
         return header, codec.dumps(output.output, parts=parts), parts
