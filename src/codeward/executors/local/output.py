@@ -19,7 +19,7 @@ from codeward.executors.kernel.cells import BoundedText
 from codeward.executors.live import LiveOutput
 from codeward.executors.local.limits import BlockInterrupted
 
-__all__ = ["BlockOutput", "capture_output"]
+__all__ = ["BlockOutput", "capture_output", "keep_routed"]
 
 
 class _Sink(Protocol):
@@ -85,6 +85,15 @@ class BlockOutput:
 
     def text(self) -> str:
         return self._logs.text()
+
+
+def keep_routed() -> None:
+    """Keep the standard streams swapped for the rest of this process: a worker, whose every block
+    captures its output, need not put them back after each block and swap them in at the next."""
+    global _active
+    with _lock:
+        _active += 1
+        _swap(install=True)
 
 
 def capture_output(sink: _Sink) -> AbstractContextManager[None]:
