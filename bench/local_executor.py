@@ -242,12 +242,13 @@ def pipe_runner(stack: contextlib.ExitStack) -> Runner:
 
 
 def monty_runner(stack: contextlib.ExitStack) -> Runner | None:
-    """One Monty session for the whole run, kept open like an agent's REPL."""
+    """One Monty session for the whole run, kept open like an agent's REPL, with no cap on its calls."""
     try:
         from pydantic_monty import Monty, MontyRuntimeError, MontySyntaxError
     except ImportError:
         return None
-    session = stack.enter_context(stack.enter_context(Monty()).checkout())
+    # its default of 1000 external calls and lookups a checkout would end the tiny blocks' 1000 runs
+    session = stack.enter_context(stack.enter_context(Monty()).checkout(limits={"max_suspensions": 10**9}))
 
     def run(code: str) -> object:
         try:

@@ -99,6 +99,9 @@ class Finished:
 
 # -- drivers ---------------------------------------------------------------------------
 
+#: No item: what `events` is given when `steps` has yielded nothing yet.
+_NOTHING: Any = object()
+
 
 def _advance(steps: Steps[Any], value: Any, error: BaseException | None) -> tuple[bool, Any]:
     """Send `steps` the last effect's value (or throw its error): (False, its next item), or
@@ -109,15 +112,19 @@ def _advance(steps: Steps[Any], value: Any, error: BaseException | None) -> tupl
         return True, stop.value
 
 
-def events(steps: Steps[T]) -> Generator[Any, Any, T]:
+def events(steps: Steps[T], pending: Any = _NOTHING) -> Generator[Any, Any, T]:
     """Drive `steps` by blocking: do its effects, yield its events, return what it returns. A consumer
-    that stops early (``close()``) closes `steps` too, so its ``finally`` blocks run."""
+    that stops early (``close()``) closes `steps` too, so its ``finally`` blocks run. `pending` is an
+    item `steps` has yielded already, handled first."""
     value: Any = None
     error: BaseException | None = None
     while True:
-        done, item = _advance(steps, value, error)
-        if done:
-            return item  # type: ignore[no-any-return]
+        if pending is _NOTHING:
+            done, item = _advance(steps, value, error)
+            if done:
+                return item  # type: ignore[no-any-return]
+        else:
+            item, pending = pending, _NOTHING
         value = error = None
         try:
             if isinstance(item, StreamingEffect):
@@ -134,8 +141,23 @@ def events(steps: Steps[T]) -> Generator[Any, Any, T]:
 
 
 def blocking(steps: Steps[T]) -> T:
-    """Drive `steps`, which yields effects only, by blocking; return what it returns."""
-    driver = events(steps)
+    """Drive `steps`, which yields effects only, by blocking; return what it returns. Plain effects are
+    done here, as `events` does them, without its generator between (each of a local worker's messages
+    is driven so); a streaming effect or an event goes to `events`, which does the rest."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        done, item = _advance(steps, value, error)
+        if done:
+            return item  # type: ignore[no-any-return]
+        if not isinstance(item, Effect) or isinstance(item, StreamingEffect):
+            break
+        value = error = None
+        try:
+            value = item.call()
+        except BaseException as failure:  # the effect's: it goes to `steps`
+            error = failure
+    driver = events(steps, item)
     try:
         item = next(driver)
     except StopIteration as stop:

@@ -12,10 +12,10 @@ only, each detail plain text of at most `DETAIL_LIMIT` characters and each count
 
 from __future__ import annotations
 
-import contextlib
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from codeward.executors.base import BlockEvent
@@ -93,15 +93,25 @@ class EventLedger:
         return bool(self._counts or self._more_count)
 
 
-@contextlib.contextmanager
-def recording(ledger: EventLedger) -> Iterator[EventLedger]:
+def recording(ledger: EventLedger) -> AbstractContextManager[EventLedger]:
     """While inside, `note` records into `ledger` (on this thread only)."""
-    outer = getattr(_CURRENT, "ledger", None)
-    _CURRENT.ledger = ledger
-    try:
-        yield ledger
-    finally:
-        _CURRENT.ledger = outer
+    return _Recording(ledger)
+
+
+class _Recording:
+    """`recording`'s context manager: a class, not a generator's, as every block enters one."""
+
+    def __init__(self, ledger: EventLedger) -> None:
+        self.ledger = ledger
+        self.outer: EventLedger | None = None
+
+    def __enter__(self) -> EventLedger:
+        self.outer = getattr(_CURRENT, "ledger", None)
+        _CURRENT.ledger = self.ledger
+        return self.ledger
+
+    def __exit__(self, *exc_info: object) -> None:
+        _CURRENT.ledger = self.outer
 
 
 def note(wall: str, detail: object) -> None:
@@ -119,9 +129,9 @@ def events_text(events: Iterable[BlockEvent]) -> str:
 def events_from_text(text: object, most: int = MAX_EVENTS + 1, walls: Iterable[str] = WALLS) -> list[BlockEvent]:
     """The events in a worker's wire form, as the host keeps them: see the module's docstring.
     A line past `most`, naming a wall not among `walls` or out of shape, is left out."""
-    walls = frozenset(walls)
-    if not isinstance(text, str) or not text:
+    if not isinstance(text, str) or not text:  # the usual block: nothing refused
         return []
+    walls = frozenset(walls)
     found: list[BlockEvent] = []
     for line in text[:EVENTS_TEXT_LIMIT].split("\n", most)[:most]:
         wall, _, rest = line.partition("\t")

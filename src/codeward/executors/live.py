@@ -12,9 +12,8 @@ block has ended, so the sandbox stays usable.
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 __all__ = ["STREAMS", "BlockStops", "LiveOutput", "OutputCallback", "display_text", "heard_by_all"]
 
@@ -96,17 +95,20 @@ class BlockStops:
         self._block = 0
         self._stop: Callable[[], None] | None = None
 
-    @contextlib.contextmanager
-    def running(self, stop: Callable[[], None]) -> Iterator[None]:
-        """While the block runs, `interrupt()` calls `stop`."""
+    def running(self, stop: Callable[[], None]) -> BlockStops:
+        """While the block runs (``with stops.running(stop):``), `interrupt()` calls `stop`. The stops
+        are their own context manager, not a generator's: this is on every block's path."""
         with self._lock:
             self._block += 1
             self._stop = stop
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._stop = None
+        return self
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self._lock:
+            self._stop = None
 
     def interrupt(self) -> None:
         with self._lock:

@@ -206,3 +206,20 @@ def test_a_worker_that_cannot_start_says_so_at_its_first_block_and_closes_cleanl
     with pytest.raises(SandboxError, match=r"could not be started \(FileNotFoundError"):
         executor.run("1")
     executor.close()
+
+
+def test_a_blocks_small_plain_values_come_back_exact_by_the_quick_path_and_past_it():
+    # None, bools and ints of up to 18 digits skip the codec on the host; the others around them do not
+    values = [
+        "None", "True", "False", "0", "-5", "10**17", "-(10**18 - 1)", "10**18", "-(10**18)", "2**64",
+        "'null'", "'12'", "1.0", "-0.0",
+    ]  # fmt: skip
+    with LocalExecutor() as executor:
+        for source in values:
+            expected = eval(source)
+            got = executor.run(source).output
+            assert type(got) is type(expected) and got == expected, (source, got)
+            assert str(got) == str(expected), source
+        executor.send_tools({"final_answer": FinalAnswerTool()})
+        final = executor.run("final_answer(7)")
+        assert final.output == 7 and type(final.output) is int and final.is_final_answer

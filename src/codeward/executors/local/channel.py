@@ -33,6 +33,7 @@ _CHUNK = 65536  # what one read asks for: a whole small message, and maybe the n
 _HEADER = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
 #: What a flat header's fields hold (besides the parts' sizes): JSON's scalars.
 FLAT = (str, int, float, bool, type(None))
+_FLAT_TYPES = frozenset(FLAT)  # checked against a header's values' types in C, twice a message
 # In a flat header every opening bracket but the object's own and the parts' list is inside a string:
 # written as an escape there, so that a reader can count a header's containers before it parses it.
 _ESCAPED_OPENINGS = str.maketrans({"{": "\\u007b", "[": "\\u005b"})
@@ -206,11 +207,16 @@ class Channel:
 
 def _header_text(header: dict[str, Any], sizes: list[int]) -> str:
     text = _HEADER.encode(header)
-    if all(type(value) in FLAT for value in header.values()):
+    if _FLAT_TYPES.issuperset(map(type, header.values())):
         text = "{" + text[1:].translate(_ESCAPED_OPENINGS)
     if sizes:
         text = text[:-1] + ("," if header else "") + '"parts":' + _HEADER.encode(sizes) + "}"
     return text
+
+
+def _parts_fit(sizes: list[Any], room: int) -> bool:
+    """Whether the parts' sizes a header lists are sizes, and fit in the `room` after it."""
+    return all(type(n) is int and n >= 0 for n in sizes) and sum(sizes) <= room
 
 
 def _parse(frame: bytes, head_size: int, flat: bool) -> tuple[dict[str, Any], str, list[bytes]]:
@@ -225,10 +231,10 @@ def _parse(frame: bytes, head_size: int, flat: bool) -> tuple[dict[str, Any], st
     if not isinstance(header, dict):
         raise ChannelError(f"a message whose header is a {type(header).__name__}, not a dict")
     sizes = header.pop("parts", [])
-    if flat and not all(type(value) in FLAT for value in header.values()):
+    if flat and not _FLAT_TYPES.issuperset(map(type, header.values())):
         raise ChannelError("a message header that holds more than plain fields")
     rest = len(frame) - start - head_size
-    if not isinstance(sizes, list) or not all(type(n) is int and n >= 0 for n in sizes) or sum(sizes) > rest:
+    if not isinstance(sizes, list) or (sizes and not _parts_fit(sizes, rest)):
         raise ChannelError("a message whose parts do not fit in it")
     at = len(frame) - sum(sizes)
     try:

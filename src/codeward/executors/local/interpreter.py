@@ -142,6 +142,7 @@ class Interpreter:
         self._class_attributes: set[str] = set()  # public names any block's classes define
         self._compiled = BlockCache()  # the code of blocks seen before, by all their compile reads
         self._tools: dict[str, ToolHandle] = {}
+        self._tool_names: frozenset[str] = frozenset()  # what each block's compile reserves, made once
         self._logs = BlockOutput(self.max_print_outputs_length)
         self._watch: Any = None  # the running block's watch, for time.sleep's deadline
 
@@ -169,6 +170,7 @@ class Interpreter:
             if self._globals.get(name) is self._tools[name]:
                 del self._globals[name]
         self._tools = {name: self._crossing(handle) for name, handle in tools.items()}
+        self._tool_names = frozenset(self._tools)
         self._globals.update(self._tools)
 
     def _crossing(self, handle: ToolHandle) -> ToolHandle:
@@ -219,7 +221,7 @@ class Interpreter:
         filename = _FILENAME.format(len(self._sources) + 1)
         try:
             compiled = self._compiled.compile(
-                code, filename, frozenset(self._tools), self._declared_global, self._class_attributes
+                code, filename, self._tool_names, self._declared_global, self._class_attributes
             )
         except CodeRefused as refused:
             for problem in refused.problems:

@@ -10,17 +10,16 @@ written to, so that live output (see `BlockOutput`) tells stdout from stderr.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import threading
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from codeward.executors.kernel.cells import BoundedText
 from codeward.executors.live import LiveOutput
 from codeward.executors.local.limits import BlockInterrupted
 
-__all__ = ["BlockOutput", "capture_output"]
+__all__ = ["BlockOutput", "capture_output", "keep_routed"]
 
 
 class _Sink(Protocol):
@@ -88,17 +87,35 @@ class BlockOutput:
         return self._logs.text()
 
 
-@contextlib.contextmanager
-def capture_output(sink: _Sink) -> Iterator[None]:
-    """Send this thread's stdout and stderr writes to `sink` until the block ends."""
+def keep_routed() -> None:
+    """Keep the standard streams swapped for the rest of this process: a worker, whose every block
+    captures its output, need not put them back after each block and swap them in at the next."""
     global _active
     with _lock:
         _active += 1
         _swap(install=True)
-    _target.sink = sink
-    try:
-        yield
-    finally:
+
+
+def capture_output(sink: _Sink) -> AbstractContextManager[None]:
+    """Send this thread's stdout and stderr writes to `sink` until the block ends."""
+    return _Capture(sink)
+
+
+class _Capture:
+    """`capture_output`'s context manager: a class, not a generator's, as every block enters one."""
+
+    def __init__(self, sink: _Sink) -> None:
+        self.sink = sink
+
+    def __enter__(self) -> None:
+        global _active
+        with _lock:
+            _active += 1
+            _swap(install=True)
+        _target.sink = self.sink
+
+    def __exit__(self, *exc_info: object) -> None:
+        global _active
         _target.sink = None
         with _lock:
             _active -= 1

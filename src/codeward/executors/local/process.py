@@ -32,6 +32,7 @@ polices it from outside:
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -436,6 +437,20 @@ class WorkerExecutor(RememberingExecutor):
             self._worker = None
         return SandboxError(f"{what}; what the code defined is lost, and a new worker takes the next block")
 
+    def _decoded(
+        self, body: str, parts: list[bytes], deadline: float, logs: str, events: list[BlockEvent]
+    ) -> Steps[Any]:
+        """The block's value, decoded by the codec within the block's deadline and memory allowance."""
+        try:
+            with self._decoding(deadline):
+                return (yield from decoding(body, parts=parts))
+        except codec.CodecError as error:
+            refused = ExecutionError(
+                f"the sandbox sent a value codeward refuses: {error}", logs=logs, error_type="CodecError"
+            )
+            refused.events = events
+            raise refused from None
+
     def _outcome(
         self,
         header: dict[str, Any],
@@ -449,15 +464,9 @@ class WorkerExecutor(RememberingExecutor):
         # and the system calls the seccomp filter refused, as the host answered them itself.
         events = events_from_text(header.get("events"), walls=WORKER_WALLS) + seccomp_refused()
         if header.get("op") == "done":
-            try:
-                with self._decoding(deadline):
-                    value = yield from decoding(body, parts=parts)
-            except codec.CodecError as error:
-                refused = ExecutionError(
-                    f"the sandbox sent a value codeward refuses: {error}", logs=logs, error_type="CodecError"
-                )
-                refused.events = events
-                raise refused from None
+            value = _literal(body) if not parts else _NOT_LITERAL
+            if value is _NOT_LITERAL:
+                value = yield from self._decoded(body, parts, deadline, logs, events)
             return CodeOutput(value, logs, bool(header.get("final")), events=events)
         failure: ExecutionError
         if header.get("op") == "interrupted":  # `interrupt()`: the block stopped, the worker stays
@@ -474,6 +483,22 @@ class WorkerExecutor(RememberingExecutor):
             raise SandboxError(f"the worker answered a block with {header.get('op')!r}", state_lost=False)
         failure.events = events
         raise failure
+
+
+#: A block's most usual values as the codec writes them (JSON's literals, ints of at most 18 digits),
+#: which decode to the same values without the codec's passes: there is nothing in them to bound.
+_LITERALS: dict[str, Any] = {"null": None, "true": True, "false": False}
+_SMALL_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
+_NOT_LITERAL = object()
+
+
+def _literal(body: str) -> Any:
+    """The value of a body that is one of `_LITERALS` or a small int; `_NOT_LITERAL` for any other."""
+    if len(body) > 19:
+        return _NOT_LITERAL
+    if body in _LITERALS:
+        return _LITERALS[body]
+    return int(body) if _SMALL_INT.fullmatch(body) else _NOT_LITERAL
 
 
 class _Tally:

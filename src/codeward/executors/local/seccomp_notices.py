@@ -81,6 +81,8 @@ class SeccompNotices:
 
     def take(self) -> list[BlockEvent]:
         with self._lock:
+            if not self._counts:  # the usual block, twice a block: nothing to build
+                return []
             counts, self._counts = self._counts, Counter()
         ledger = EventLedger()  # at most MAX_EVENTS system calls by name, the rest in one more
         for number, count in counts.items():

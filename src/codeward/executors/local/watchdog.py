@@ -165,6 +165,11 @@ class Watchdog:
 WATCHDOG = Watchdog()
 
 
+#: The `stopping` of every alarm's watch, which nothing sets: such a block is stopped by signals alone
+#: (the alarm's, the host's SIGINT), which wake a sleep by themselves; one shared saves a block making one.
+_SIGNALLED_ONLY = threading.Event()
+
+
 class AlarmWatchdog:
     """The time limit for a process whose main thread runs every block: the local worker.
 
@@ -185,7 +190,7 @@ class AlarmWatchdog:
             signal.signal(signal.SIGALRM, self._on_alarm)
             _drop_stray_signals()
             self._installed = True
-        watch = _Watch(threading.get_ident(), time.monotonic() + seconds, None)
+        watch = _Watch(threading.get_ident(), time.monotonic() + seconds, None, stopping=_SIGNALLED_ONLY)
         self._current = watch
         signal.setitimer(signal.ITIMER_REAL, seconds, self.interval)
         return watch

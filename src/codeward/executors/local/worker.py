@@ -31,6 +31,7 @@ from codeward.executors.live import LiveOutput
 from codeward.executors.local.channel import TEXT_LIMIT, Channel, ChannelClosed
 from codeward.executors.local.crossing import SHOWN_LIMIT, final_answer_refused
 from codeward.executors.local.interpreter import Interpreter, ToolHandle
+from codeward.executors.local.output import keep_routed
 from codeward.executors.local.watchdog import WATCHDOG, AlarmWatchdog
 from codeward.wall_events import events_text
 
@@ -49,6 +50,7 @@ def main(fd: int, handover_fd: int | None = None) -> None:
     _die_with_host(settings["host_pid"])
     missing = _confine(settings, handover)
     interpreter = _interpreter(settings)
+    keep_routed()
     interrupts = _HostInterrupts()
     host = _HostLine(channel, settings.get("seq"), interrupts)
     prelude._Sandbox.codec = codec
@@ -164,6 +166,7 @@ class _HostInterrupts:
         self.block_running = False
         self._holding = False  # the block talks to the host: a stop waits until the message is whole
         self._held_back = False
+        self._armed = _Armed(self)
         signal.signal(signal.SIGINT, self._on_signal)
 
     def _on_signal(self, signum: int, frame: object) -> None:
@@ -187,14 +190,22 @@ class _HostInterrupts:
             if self.block_running:
                 raise KeyboardInterrupt
 
-    @contextlib.contextmanager
-    def armed(self) -> Iterator[None]:
-        """While the block runs, a SIGINT raises KeyboardInterrupt in it."""
-        self.block_running, self._held_back = True, False
-        try:
-            yield
-        finally:
-            self.block_running = False
+    def armed(self) -> _Armed:
+        """While the block runs (``with interrupts.armed():``), a SIGINT raises KeyboardInterrupt in it."""
+        return self._armed
+
+
+class _Armed:
+    """`_HostInterrupts.armed`'s context manager, one for the worker's life: every block enters it."""
+
+    def __init__(self, interrupts: _HostInterrupts) -> None:
+        self._interrupts = interrupts
+
+    def __enter__(self) -> None:
+        self._interrupts.block_running, self._interrupts._held_back = True, False
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._interrupts.block_running = False
 
 
 def _answer(
@@ -246,6 +257,9 @@ def _run(interpreter: Interpreter, interrupts: _HostInterrupts, code: str, live:
         "logs": output.logs,
         "events": events_text(output.events),
     }
+    literal = _literal_text(output.output)
+    if literal is not None:
+        return header, literal, ()
     parts: list[Any] = []
     if _plain_and_small(output.output):  # no code of the sandbox runs, and it is quick: no watch needed
         return header, codec.dumps(output.output, parts=parts), parts
@@ -273,6 +287,19 @@ def _run(interpreter: Interpreter, interrupts: _HostInterrupts, code: str, live:
 _QUICK_SCALARS = frozenset({type(None), bool, float})
 _QUICK_INT = 1 << 64
 _QUICK_TEXT = 1 << 16
+
+
+def _literal_text(value: Any) -> str | None:
+    """The codec's text for None, a bool or an int under 2**64 (exactly those types), written without
+    an encoder: a block's most usual values. None for any other value."""
+    kind = type(value)
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int and -_QUICK_INT < value < _QUICK_INT:
+        return str(value)
+    return None
 
 
 def _plain_and_small(value: Any) -> bool:

@@ -139,12 +139,12 @@ class ProcessMeter(Meter):
         if fields is None:
             self._last = None
             return None
-        ticks = sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime: fields 14 to 17
+        ticks = sum(map(int, fields[11:15]))  # utime, stime, cutime, cstime: fields 14 to 17
         # minflt and majflt (fields 10 and 12), and the resident pages (field 24)
         self._last = (ticks / _CLOCK_TICKS, int(fields[7]) + int(fields[9]), int(fields[21]) * _PAGE_BYTES)
         for child in self._children():
             child_fields = _stat_fields(_read_path(f"/proc/{child}/stat"))
-            ticks += sum(int(value) for value in child_fields[11:15]) if child_fields else 0
+            ticks += sum(map(int, child_fields[11:15])) if child_fields else 0
         return ticks / _CLOCK_TICKS
 
     def _just_read(self, cpu: float) -> bool:
@@ -219,7 +219,7 @@ def _read_path(path: str) -> bytes:
 
 def _stat_fields(stat: bytes) -> list[bytes] | None:
     """A /proc stat line's fields from the third on (the command, field 2, may hold spaces and parentheses)."""
-    fields = stat.rpartition(b")")[2].split()
+    fields = stat.rpartition(b")")[2].split(maxsplit=22)  # the resident pages (field 24) the last read
     return fields if len(fields) > 14 else None
 
 
