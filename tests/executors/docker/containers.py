@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import docker
 import pytest
@@ -73,6 +76,38 @@ ADOPTED_BY_THE_TEST = (
 )
 
 
+class Creations:
+    """The engine's container-create events from now on, read live by a thread, and in `seen()`
+    also replayed from the engine's history since then. The history keeps only the engine's last
+    256 events, which another suite on the same engine overruns, so a replay alone can miss a test's
+    own containers; the live stream alone can lag the newest by a moment. The two together miss none."""
+
+    def __init__(self, client: docker.DockerClient) -> None:
+        self.client, self.since = client, datetime.now(UTC) - timedelta(seconds=1)
+        self._live: list[dict[str, Any]] = []
+        self._stream = client.events(decode=True, filters={"type": "container", "event": "create"})
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        with contextlib.suppress(Exception):  # the stream closed under the read
+            for event in self._stream:
+                self._live.append(event)
+
+    def seen(self) -> list[dict[str, Any]]:
+        """Every create event since this began: those read live, and those the history still has."""
+        until = datetime.now(UTC) + timedelta(seconds=1)
+        replayed = self.client.events(
+            since=self.since, until=until, decode=True, filters={"type": "container", "event": "create"}
+        )
+        events = {event["Actor"]["ID"]: event for event in [*self._live, *replayed]}
+        return list(events.values())
+
+    def close(self) -> None:
+        self._stream.close()
+        self._reader.join(timeout=5)
+
+
 class MadeHere:
     """The sandboxes that processes a test starts make, told apart from any other suite's on the same
     engine: the processes get `env`, a temporary folder of the test's own (short, as the sockets in
@@ -81,13 +116,14 @@ class MadeHere:
 
     def __init__(self, client: docker.DockerClient) -> None:
         self.client, self.folder = client, Path(tempfile.mkdtemp(prefix="cw-"))
-        self.since = datetime.now(UTC) - timedelta(seconds=1)
+        self.creations = Creations(client)
         self.env = {"TMPDIR": str(self.folder)}
 
     def __enter__(self) -> MadeHere:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.creations.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def _ours(self, labels: dict[str, str]) -> bool:
@@ -95,11 +131,11 @@ class MadeHere:
 
     def created(self) -> set[str]:
         """The ids of every sandbox these processes created, removed since or not (the engine's events)."""
-        until = datetime.now(UTC) + timedelta(seconds=1)
-        events = self.client.events(
-            since=self.since, until=until, decode=True, filters={"type": "container", "event": "create"}
-        )
-        return {event["Actor"]["ID"] for event in events if self._ours(event["Actor"].get("Attributes") or {})}
+        return {
+            event["Actor"]["ID"]
+            for event in self.creations.seen()
+            if self._ours(event["Actor"].get("Attributes") or {})
+        }
 
     def left(self) -> set[str]:
         """The ids of the sandboxes these processes made that the engine still has."""

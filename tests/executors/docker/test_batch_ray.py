@@ -32,6 +32,7 @@ from codeward.batch.ray_backend import DOCKER_RESOURCE
 from codeward.batch.runner import BatchOptions, run_batch
 from codeward.executors.docker.owners import list_sandboxes, owner_alive, reap_orphans
 from tests.cli.conftest import children
+from tests.executors.docker.containers import Creations
 
 SRC = str(Path(codeward.__file__).parents[1])
 _STORE = 100 * 1024 * 1024
@@ -253,12 +254,9 @@ def test_python_api_with_a_timeout_and_a_named_key(
     assert sum(again.counts.values()) == 0 and sum(again.earlier.values()) == 5
 
 
-def creators(docker_client: docker.DockerClient, since: float) -> dict[str, int]:
-    """Each container created since then (short id) and the pid of the process that started it."""
-    events = docker_client.events(
-        since=int(since), until=int(time.time()) + 1, filters={"type": "container", "event": "create"}, decode=True
-    )
-    return {e["id"][:12]: int(e["Actor"]["Attributes"]["codeward.owner.pid"]) for e in events}
+def creators(creations: Creations) -> dict[str, int]:
+    """Each container created since `creations` began (short id) and the pid of the process that started it."""
+    return {e["id"][:12]: int(e["Actor"]["Attributes"]["codeward.owner.pid"]) for e in creations.seen()}
 
 
 def test_local_and_docker_jobs_over_the_nodes_one_removed_midway(
@@ -266,7 +264,7 @@ def test_local_and_docker_jobs_over_the_nodes_one_removed_midway(
 ) -> None:
     ids = write_jobs(tmp_path, local=60, docker_jobs=20, sleep=0.5)
     docker_nodes = _docker_nodes(cluster)
-    began = time.time() - 1
+    creations = Creations(docker_client)
     batch = start_batch(cluster, tmp_path)
     wait_for_results(tmp_path / "results.jsonl", 15, batch)
     doomed = busy_node(cluster)
@@ -285,7 +283,8 @@ def test_local_and_docker_jobs_over_the_nodes_one_removed_midway(
     hosts = {r["output"][1] for r in results if r["id"].startswith("docker")}
     assert len(hosts) == 20  # a container per job
     assert not [c for c in list_sandboxes(docker_client) if c.id[:12] in hosts]  # each removed by its job
-    started_by = creators(docker_client, began)
+    started_by = creators(creations)
+    creations.close()
     for result in results:  # each docker job's container came warm from its node's pool, not from its task
         if result["id"].startswith("docker"):
             assert started_by[result["output"][1]] != result["sandbox"]["worker_pid"]
@@ -399,10 +398,11 @@ def test_docker_jobs_without_warm_pools_start_their_own_sandboxes(
     cluster: Cluster, docker_client: docker.DockerClient, tmp_path: Path
 ) -> None:
     ids = write_jobs(tmp_path, local=0, docker_jobs=4)
-    began = time.time() - 1
+    creations = Creations(docker_client)
     done = run_batch_command(cluster, tmp_path, "--no-warm-pool", "--job-cpus", "0.5", "--job-memory", "200m")
     assert done.returncode == 0, done.stdout + done.stderr
     results = read_lines(tmp_path / "results.jsonl")
     assert Counter(r["id"] for r in results) == dict.fromkeys(ids, 1)
-    started_by = creators(docker_client, began)
+    started_by = creators(creations)
+    creations.close()
     assert all(started_by[r["output"][1]] == r["sandbox"]["worker_pid"] for r in results)  # the task's own
