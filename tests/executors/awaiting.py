@@ -1,11 +1,13 @@
 """What the tests of executors' async API measure on the event loop: how late it runs a task that
-only sleeps (a loop held by a blocking call runs it late), and how long a cancel takes to end."""
+only sleeps (a loop held by a blocking call runs it late), how long one step of a task holds it,
+and how long a cancel takes to end."""
 
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -30,6 +32,54 @@ class Heartbeat:
         self._stop.set()
         await self._task
         return self.worst
+
+
+class _TimedSteps(collections.abc.Coroutine):  # type: ignore[type-arg]
+    """A task's coroutine with each of its steps (one `send` or `throw`: the time the task holds
+    the loop) timed into `steps`."""
+
+    def __init__(self, coroutine: Any, steps: list[float]) -> None:
+        self._coroutine, self._steps = coroutine, steps
+
+    def _timed(self, step: Callable[..., Any], *args: Any) -> Any:
+        started = time.monotonic()
+        try:
+            return step(*args)
+        finally:
+            self._steps.append(time.monotonic() - started)
+
+    def send(self, value: Any) -> Any:
+        return self._timed(self._coroutine.send, value)
+
+    def throw(self, *args: Any) -> Any:
+        return self._timed(self._coroutine.throw, *args)
+
+    def close(self) -> None:
+        self._coroutine.close()
+
+    def __await__(self) -> Any:
+        return self._coroutine.__await__()
+
+
+class StepClock:
+    """Times each step of each task started on the running loop from now on: how long one task
+    holds the loop. Where many sandboxes answer at once, a `Heartbeat` measures all their work
+    done in one turn of the loop, which a busy machine stretches though none of them blocked it;
+    this measures each. (A single large message parsed on the loop is the heartbeat's to catch.)"""
+
+    def __init__(self) -> None:
+        self.steps: list[float] = []
+        self._loop = asyncio.get_running_loop()
+        self._loop.set_task_factory(self._task)
+
+    def _task(self, loop: asyncio.AbstractEventLoop, coroutine: Any, **options: Any) -> asyncio.Task[Any]:
+        return asyncio.Task(_TimedSteps(coroutine, self.steps), loop=loop, **options)
+
+    def stop(self) -> float:
+        """Stop timing; return the longest step, in seconds."""
+        self._loop.set_task_factory(None)
+        assert self.steps, "no task was started on the loop while the clock ran"
+        return max(self.steps)
 
 
 async def cancelled_after(seconds: float, running: Coroutine[Any, Any, Any]) -> float:

@@ -21,7 +21,7 @@ from codeward.executors.base import CodeOutput, ExecutionError, ExecutionTimeout
 from codeward.executors.e2b import E2BExecutor
 from tests.e2b_server import E2BServer
 from tests.executors import test_e2b
-from tests.executors.awaiting import Heartbeat, cancelled_after
+from tests.executors.awaiting import StepClock, cancelled_after
 from tests.timing import busy_seconds
 
 LIMIT = 2.0
@@ -290,11 +290,11 @@ def test_ten_blocks_sleeping_at_once_never_hold_the_loop(acreate: Callable[..., 
 
     async def scenario() -> tuple[list[CodeOutput], float, float]:
         executors = await asyncio.gather(*(acreate(timeout_seconds=10.0) for _ in range(count)))
-        heart = Heartbeat()
+        clock = StepClock()
         started = time.monotonic()
         blocks = (executor.arun(f"import time\ntime.sleep(1)\n{n}") for n, executor in enumerate(executors))
         outputs = await asyncio.gather(*blocks)
-        return outputs, time.monotonic() - started, await heart.stop()
+        return outputs, time.monotonic() - started, clock.stop()
 
     outputs, took, late = run_async(scenario())
     assert [output.output for output in outputs] == list(range(count))

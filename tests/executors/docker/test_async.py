@@ -14,7 +14,7 @@ import pytest
 
 from codeward.executors import DockerExecutor, SandboxPool
 from codeward.executors.base import ExecutionError
-from tests.executors.awaiting import Heartbeat, cancelled_after
+from tests.executors.awaiting import StepClock, cancelled_after
 from tests.executors.docker.containers import MadeHere, gone
 from tests.timing import busy_allowance, busy_seconds
 
@@ -33,7 +33,7 @@ def test_ten_pooled_sandboxes_run_blocks_together_and_the_loop_is_never_held(
     sandbox_image: str, made_here: MadeHere
 ) -> None:
     async def together(pool: SandboxPool) -> tuple[list[Any], float, float]:
-        heartbeat = Heartbeat()
+        clock = StepClock()
         executors = await asyncio.gather(*(DockerExecutor.acreate(pool=pool) for _ in range(SANDBOXES)))
         try:
             started = time.monotonic()
@@ -43,13 +43,13 @@ def test_ten_pooled_sandboxes_run_blocks_together_and_the_loop_is_never_held(
             wall = time.monotonic() - started
         finally:
             await asyncio.gather(*(ex.aclose() for ex in executors))
-        return [output.output for output in outputs], wall, await heartbeat.stop()
+        return [output.output for output in outputs], wall, clock.stop()
 
     with SandboxPool(size=SANDBOXES, image=sandbox_image) as pool:
         assert pool.wait_until_full(timeout=busy_seconds(60))
         outputs, wall, late = asyncio.run(together(pool))
     print(
-        f"\n{SANDBOXES} sandboxes: blocks of 1 s took {wall:.2f} s together; the loop was late by {late:.3f} s at most"
+        f"\n{SANDBOXES} sandboxes: blocks of 1 s took {wall:.2f} s together; one step held the loop {late:.3f} s at most"
     )
     assert outputs == [n * 2 for n in range(SANDBOXES)]
     assert late < busy_seconds(0.2), f"the loop was held {late:.3f} s"
@@ -126,10 +126,10 @@ def test_ten_agents_on_pooled_sandboxes_answer_together_on_one_loop(sandbox_imag
             return await agent.arun("wait, then answer")
 
     async def together(pool: SandboxPool) -> tuple[list[Any], float, float]:
-        heartbeat = Heartbeat()
+        clock = StepClock()
         started = time.monotonic()
         answers = await asyncio.gather(*(one(pool, n) for n in range(SANDBOXES)))
-        return answers, time.monotonic() - started, await heartbeat.stop()
+        return answers, time.monotonic() - started, clock.stop()
 
     with SandboxPool(size=SANDBOXES, image=sandbox_image) as pool:
         assert pool.wait_until_full(timeout=busy_seconds(60))

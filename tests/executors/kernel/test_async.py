@@ -15,7 +15,7 @@ import pytest
 from codeward.executors.base import ExecutionError, ExecutionTimeout, acreate_executor
 from codeward.executors.jupyter import JupyterExecutor
 from codeward.tools import tool
-from tests.executors.awaiting import Heartbeat, cancelled_after, process_runs
+from tests.executors.awaiting import StepClock, cancelled_after, process_runs
 from tests.timing import busy_seconds
 
 T = TypeVar("T")
@@ -189,7 +189,7 @@ def test_kernels_started_together_by_acreate_executor_each_answer() -> None:
 
 def test_the_loop_is_never_held_while_kernels_run_blocks() -> None:
     async def measure() -> tuple[float, list[Any]]:
-        heartbeat = Heartbeat()
+        clock = StepClock()
         executors = await asyncio.gather(*(JupyterExecutor.acreate(timeout_seconds=10) for _ in range(3)))
         try:
             outputs = await asyncio.gather(
@@ -197,7 +197,7 @@ def test_the_loop_is_never_held_while_kernels_run_blocks() -> None:
             )
         finally:
             await asyncio.gather(*(ex.aclose() for ex in executors))
-        return await heartbeat.stop(), [output.output for output in outputs]
+        return clock.stop(), [output.output for output in outputs]
 
     late, outputs = asyncio.run(measure())
     assert outputs == [0, 1, 2]
