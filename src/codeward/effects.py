@@ -380,8 +380,28 @@ def offload(function: Callable[..., T], *args: Any) -> asyncio.Future[T]:
                 OFFLOAD_THREADS, thread_name_prefix="codeward-offload"
             )
     context = contextvars.copy_context()
-    call = functools.partial(context.run, function, *args)
+    call = functools.partial(_in_context, context, function, *args)
     return asyncio.get_running_loop().run_in_executor(_offload_pool, call)
+
+
+_offload_thread = threading.local()
+
+
+def _in_context(context: Any, function: Callable[..., T], *args: Any) -> T:
+    """`function(*args)` in `context`, with jupyter_core's loop for blocking calls set to this thread's
+    own. jupyter_core keeps that loop in a context variable, which the copied context would carry
+    from the caller's thread: two threads would then run one loop at once ("This event loop is
+    already running"). Each thread of the bounded pool keeps one loop for its life."""
+    jupyter_utils = sys.modules.get("jupyter_core.utils")
+    borrowed = getattr(jupyter_utils, "_loop", None)
+    if borrowed is not None:
+        import asyncio
+
+        loop = getattr(_offload_thread, "loop", None)
+        if loop is None or loop.is_closed():
+            loop = _offload_thread.loop = asyncio.new_event_loop()
+        context.run(borrowed.set, loop)
+    return context.run(function, *args)  # type: ignore[no-any-return]
 
 
 def run_coroutine(coroutine: Awaitable[T]) -> T:

@@ -269,28 +269,28 @@ SLOW = {
 }
 
 
-#: The slow frame's block limit: the frame must reach the host within it for its decoding to be what
-#: the deadline stops, and writing 116 MB takes a busy machine more than a second (its decoding, ten).
-SLOW_LIMIT = 3.0
-
-
 @pytest.mark.parametrize(("code", "refusal"), SLOW.values(), ids=SLOW.keys())
 def test_a_frame_slow_to_decode_is_refused_at_the_deadline(code, refusal, monkeypatch):
+    """The refusal first; then the time, against the control's in the same run: the whole decoding,
+    which a busy machine stretches as it stretches what follows the deadline (the deadline is checked
+    between pieces, and a piece's parse is slower there too)."""
     from codeward.executors import codec
 
     # The frame's 2.4 million sets are past the decoded-size budget too: only the deadline is tried here.
     monkeypatch.setattr(codec, "decoding_memory", lambda allowance: contextlib.nullcontext())
-    with executor(timeout_seconds=SLOW_LIMIT) as sandbox:
+    with executor() as sandbox:
         with monkeypatch.context() as unbounded:
             unbounded.setattr(codec, "decoding_deadline", lambda at: contextlib.nullcontext())  # control
-            outcome, took = timed(lambda: sandbox.run(code))
-        assert took > SLOW_LIMIT + ROOM, f"control: {outcome!r:.200} in {took:.1f} s"
-    with executor(timeout_seconds=SLOW_LIMIT) as sandbox:
+            outcome, whole = timed(lambda: sandbox.run(code))
+        assert whole > LIMIT + ROOM, f"control: {outcome!r:.200} in {whole:.1f} s"
+    with executor() as sandbox:
         outcome, took = timed(lambda: sandbox.run(code))
         assert isinstance(outcome, refusal), outcome
         if refusal is ExecutionError:
             assert outcome.error_type == "CodecError", outcome
-        assert took < SLOW_LIMIT + ROOM, f"the host was held {took:.1f} s under a {SLOW_LIMIT:g} s limit"
+        assert took < whole / 2, (
+            f"the host was held {took:.1f} s under a {LIMIT:g} s limit (decoding all: {whole:.1f} s)"
+        )
         later_blocks_hold(sandbox, allow_one_loss=True)  # a value's block still sends its real answer after
 
 
