@@ -87,9 +87,20 @@ from __future__ import annotations
 from . import arrays, classes, containers, frames, images, scalars, times, wire
 from .classes import register_class, restore_loaded_classes
 from .errors import CodecError, CodecWarning
-from .wire import decode_variables, decoding_deadline, decoding_memory, dumps, encode_variables, loads
+from .wire import (
+    NOT_LITERAL,
+    decode_variables,
+    decoding_deadline,
+    decoding_memory,
+    dumps,
+    encode_variables,
+    literal_text,
+    literal_value,
+    loads,
+)
 
 __all__ = [
+    "NOT_LITERAL",
     "CodecError",
     "CodecWarning",
     "decode_variables",
@@ -97,6 +108,8 @@ __all__ = [
     "decoding_memory",
     "dumps",
     "encode_variables",
+    "literal_text",
+    "literal_value",
     "loads",
     "register_class",
     "restore_loaded_classes",

@@ -17,6 +17,7 @@ import json
 import math
 import os
 import pickle
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -43,6 +44,38 @@ class Refused(Exception):
         self.type = type(value)
         self.reason = reason
         self.path: list[str] = []
+
+
+# --------------------------------------------------------------------- literals
+# A block's most usual values (None, a bool, a small int) have JSON's own text, the same as `dumps`
+# writes and `loads` reads: written and read here without the encoder's and decoder's passes.
+
+_LITERALS: dict[str, Any] = {"null": None, "true": True, "false": False}
+_LITERAL_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")  # at most 18 digits: nothing in it to bound
+_QUICK_INT = 1 << 64
+#: What `literal_value` gives for a text that is not one of the literals.
+NOT_LITERAL: Any = object()
+
+
+def literal_text(value: Any) -> str | None:
+    """`dumps(value)` for None, a bool or an int under 2**64 (exactly those types); None for any other value."""
+    kind = type(value)
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int and -_QUICK_INT < value < _QUICK_INT:
+        return str(value)
+    return None
+
+
+def literal_value(text: str) -> Any:
+    """`loads(text)` for JSON's literals and ints of at most 18 digits; `NOT_LITERAL` for any other text."""
+    if len(text) > 19:
+        return NOT_LITERAL
+    if text in _LITERALS:
+        return _LITERALS[text]
+    return int(text) if _LITERAL_INT.fullmatch(text) else NOT_LITERAL
 
 
 # --------------------------------------------------------------------- public API

@@ -32,7 +32,6 @@ polices it from outside:
 from __future__ import annotations
 
 import contextlib
-import re
 import signal
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -464,8 +463,8 @@ class WorkerExecutor(RememberingExecutor):
         # and the system calls the seccomp filter refused, as the host answered them itself.
         events = events_from_text(header.get("events"), walls=WORKER_WALLS) + seccomp_refused()
         if header.get("op") == "done":
-            value = _literal(body) if not parts else _NOT_LITERAL
-            if value is _NOT_LITERAL:
+            value = codec.literal_value(body) if not parts else codec.NOT_LITERAL
+            if value is codec.NOT_LITERAL:
                 value = yield from self._decoded(body, parts, deadline, logs, events)
             return CodeOutput(value, logs, bool(header.get("final")), events=events)
         failure: ExecutionError
@@ -483,22 +482,6 @@ class WorkerExecutor(RememberingExecutor):
             raise SandboxError(f"the worker answered a block with {header.get('op')!r}", state_lost=False)
         failure.events = events
         raise failure
-
-
-#: A block's most usual values as the codec writes them (JSON's literals, ints of at most 18 digits),
-#: which decode to the same values without the codec's passes: there is nothing in them to bound.
-_LITERALS: dict[str, Any] = {"null": None, "true": True, "false": False}
-_SMALL_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
-_NOT_LITERAL = object()
-
-
-def _literal(body: str) -> Any:
-    """The value of a body that is one of `_LITERALS` or a small int; `_NOT_LITERAL` for any other."""
-    if len(body) > 19:
-        return _NOT_LITERAL
-    if body in _LITERALS:
-        return _LITERALS[body]
-    return int(body) if _SMALL_INT.fullmatch(body) else _NOT_LITERAL
 
 
 class _Tally:

@@ -257,7 +257,7 @@ def _run(interpreter: Interpreter, interrupts: _HostInterrupts, code: str, live:
         "logs": output.logs,
         "events": events_text(output.events),
     }
-    literal = _literal_text(output.output)
+    literal = codec.literal_text(output.output)
     if literal is not None:
         return header, literal, ()
     parts: list[Any] = []
@@ -287,19 +287,6 @@ def _run(interpreter: Interpreter, interrupts: _HostInterrupts, code: str, live:
 _QUICK_SCALARS = frozenset({type(None), bool, float})
 _QUICK_INT = 1 << 64
 _QUICK_TEXT = 1 << 16
-
-
-def _literal_text(value: Any) -> str | None:
-    """The codec's text for None, a bool or an int under 2**64 (exactly those types), written without
-    an encoder: a block's most usual values. None for any other value."""
-    kind = type(value)
-    if value is None:
-        return "null"
-    if kind is bool:
-        return "true" if value else "false"
-    if kind is int and -_QUICK_INT < value < _QUICK_INT:
-        return str(value)
-    return None
 
 
 def _plain_and_small(value: Any) -> bool:
