@@ -83,7 +83,7 @@ class _NodeSandboxes:
             self.handed.setdefault(attempt, []).append(sandbox)
         spec = pool.spec
         return {
-            "container": sandbox.container.id,
+            "container": sandbox.container.attrs,  # as the engine told it just now: the task asks it no more
             "ipc_dir": str(sandbox.ipc_dir),
             "connection_info": dict(sandbox.connection_info),
             "session": sandbox.session,
@@ -138,7 +138,7 @@ class _NodePool:
         if self.spec is None:
             self.spec = SandboxSpec(client, *handed["spec"])
         return KernelContainer(
-            container=client.containers.get(handed["container"]),
+            container=client.containers.prepare_model(handed["container"]),
             ipc_dir=Path(handed["ipc_dir"]),
             connection_info=handed["connection_info"],
             session=handed["session"],
