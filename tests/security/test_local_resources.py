@@ -30,6 +30,9 @@ pytestmark = pytest.mark.timeout(60)
         "t = (0,) * 1_000_000\nwhile True:\n    t = t + t",
         "def grow(s):\n    while True:\n        s = s + s\ngrow('x' * 1_000_000)",
         "def same(v):\n    return v\ndef grow(x):\n    while True:\n        x = x + same(x)\ngrow([0] * 1_000_000)",
+        # running totals in a def's body are settled inline for numbers only (number_sum)
+        "def grow(x):\n    while True:\n        x += x\ngrow([0] * 1_000_000)",
+        "def same(v):\n    return v\ndef grow(s):\n    while True:\n        s += same(s)\ngrow('x' * 1_000_000)",
         # products in a def's body are settled inline for floats and small ints only (number_product)
         "def times(a, b):\n    return a * b\ntimes('a', 10**12)",
         "def times(a, b):\n    return a * b\ntimes(10**12, [0])",

@@ -40,6 +40,19 @@ def test_a_sum_in_a_def_is_inline_and_elsewhere_calls_the_guard() -> None:
         assert "_add_" in codes[name].co_names, name
 
 
+def test_a_running_total_in_a_def_is_inline_and_elsewhere_calls_the_guard() -> None:
+    """``total += value`` on a name: the loop's running total, settled as ``total + value`` is."""
+    source = (
+        "def total(items):\n    s = 0.0\n    for item in items:\n        s += len(item)\n    return s\n"
+        "def listed(items):\n    s = 0\n    for item in items:\n        s += [item][0]\n    return s\n"
+        "s = 0.0\nfor item in 'ab':\n    s += len(item)\n"
+    )
+    codes = code_objects(compile_block(source, "<block>"))
+    assert "_augend_" in codes["total"].co_varnames
+    assert "_augend_" not in codes["listed"].co_varnames and "_iadd_" in codes["listed"].co_names  # not small
+    assert "_augend_" not in codes["<block>"].co_varnames and "_iadd_" in codes["<block>"].co_names
+
+
 def test_a_sum_whose_right_side_holds_more_than_names_and_calls_calls_the_guard() -> None:
     codes = code_objects(compile_block("def f(a, b):\n    return a + [x for x in b]\n", "<block>"))
     assert "_augend_" not in codes["f"].co_varnames and "_add_" in codes["f"].co_names
@@ -83,10 +96,12 @@ def test_inline_sums_give_what_the_operator_gives(isolation: str) -> None:
         "class Number(int):\n    def __add__(self, other):\n        return 'own add'\n"
         "def add(a, b):\n    return a + b\n"
         "def nested(a, b):\n    return a + (b + (a + b))\n"
+        "def grown(a, b):\n    same = a\n    a += b\n    return a, same is a\n"
         "errors = []\n"
         "try:\n    add(1, 'a')\nexcept TypeError as error:\n    errors.append(str(error))\n"
         "(add(1, 2), add(1.5, 2), add(True, 1), add(1, Right()), add(Number(1), 2), add('a', 'b'),"
-        " add([1], [2]), nested(1, 2), nested('a', 'b'), errors)"
+        " add([1], [2]), nested(1, 2), nested('a', 'b'), grown(1, 2.5), grown([1], (2,)), grown('a', Right()),"
+        " grown(Number(1), 2), errors)"
     )
     with LocalExecutor(isolation=isolation) as executor:
         output = executor.run(code).output
@@ -100,5 +115,9 @@ def test_inline_sums_give_what_the_operator_gives(isolation: str) -> None:
         [1, 2],
         6,
         "abab",
+        (3.5, False),
+        ([1, 2], True),  # in place, as CPython's list += any iterable
+        (("radd", "a"), False),
+        ("own add", False),
         ["unsupported operand type(s) for +: 'int' and 'str'"],
     )

@@ -278,6 +278,8 @@ class Instrumenter(ast.NodeTransformer):
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
         """``x += y`` on a name: concatenation can double a value in one C call, so it is sized.
+        In a def's body, a number's sum is settled inline as ``x + y`` is (`number_sum`): the
+        loop's running total is the commonest sum there is.
 
         (The other growing operators on names, and every operator on items and
         attributes, were rewritten by the policy.)
@@ -288,6 +290,9 @@ class Instrumenter(ast.NodeTransformer):
         probe = ast.BinOp(left=ast.Name(id=node.target.id, ctx=ast.Load()), op=node.op, right=node.value)
         if _cannot_grow(probe, self.ints[-1]):
             return node
+        if self.frames[-1] and _small(node.value) and (where := position(node)) is not None:
+            total = number_sum(ast.Name(node.target.id, ast.Load(), **where), node.value, "_iadd_", where)
+            return ast.Assign([node.target], total, **where)
         value = call_node("_iadd_", name_node(node.target.id), node.value)
         return located(ast.Assign(targets=[node.target], value=value), node)
 
