@@ -4,7 +4,7 @@
 # kept outside the checkout and reused; the 3.12 one also serves the codec's cross-interpreter test.
 #
 #   other-pythons.sh prepare   make and install the venvs (what the README's suite needs of them)
-#   other-pythons.sh test      run their tests, one Python after the other
+#   other-pythons.sh test      run their tests, one Python after the other, each whatever the other's outcome
 #   other-pythons.sh           both
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +33,7 @@ prepare() {
 }
 
 run_tests() {
-    local version
+    local version failed=()
     for version in "${VERSIONS[@]}"; do
         log "Python $version: platform, local executor and security tests"
         # Run once, on the README's Python, what does not depend on the interpreter: each rule of the confinement
@@ -44,8 +44,10 @@ run_tests() {
             tests/platform tests/executors/local tests/security \
             --ignore=tests/executors/local/test_confinement_rules.py \
             --ignore=tests/executors/local/test_host_polices_worker.py \
-            --ignore=tests/security/test_harness.py
+            --ignore=tests/security/test_harness.py || failed+=("$version")
     done
+    # every Python runs, so that one failing does not hide what the next would say
+    [ ${#failed[@]} -eq 0 ] || { log "tests failed on Python ${failed[*]}"; return 1; }
 }
 
 case "${1:-all}" in
