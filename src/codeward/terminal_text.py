@@ -12,16 +12,11 @@ markup.
 
 from __future__ import annotations
 
-import unicodedata
-
 from rich.text import Text
 
-__all__ = ["visible", "visible_text"]
+from codeward.acting_characters import acts
 
-#: Unicode categories the terminal acts on rather than shows: controls (C0, C1 and DEL), format
-#: characters (bidi overrides and isolates among them), line and paragraph separators, and lone
-#: surrogates (which would fail the terminal's encoding instead of printing).
-_ACTING_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+__all__ = ["visible", "visible_text"]
 
 
 def visible(text: str, *, keep_lines: bool = True) -> str:
@@ -29,10 +24,7 @@ def visible(text: str, *, keep_lines: bool = True) -> str:
     so it cannot drive the terminal; newlines and tabs stay layout unless `keep_lines` is false."""
     kept = "\n\t" if keep_lines else ""
     return "".join(
-        char
-        if char in kept or unicodedata.category(char) not in _ACTING_CATEGORIES
-        else char.encode("unicode_escape").decode("ascii")
-        for char in text
+        char if char in kept or not acts(char) else char.encode("unicode_escape").decode("ascii") for char in text
     )
 
 

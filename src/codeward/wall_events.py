@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import Any
 
+from codeward.acting_characters import acts
 from codeward.executors.base import BlockEvent
 
 __all__ = [
@@ -46,7 +47,6 @@ MAX_COUNT = 10**12
 #: The characters of a block's events in the worker's wire form: each line a wall, a count and a detail.
 EVENTS_TEXT_LIMIT = (MAX_EVENTS + 1) * (DETAIL_LIMIT + 32)
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\xad\u2028\u2029\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 _COUNT = re.compile(r"[0-9]{1,13}")
 # The running block's ledger, by thread: a block runs on one thread, in a context of its own
 # where it shares the host's process (so not a context variable).
@@ -54,8 +54,9 @@ _CURRENT = threading.local()
 
 
 def plain_detail(text: object) -> str:
-    """`text` as an event's detail: control and direction characters as spaces, at most `DETAIL_LIMIT`."""
-    plain = _CONTROL.sub(" ", str(text)[: DETAIL_LIMIT * 2]).strip()
+    """`text` as an event's detail: the characters a terminal or a layout acts on (`acting_characters`)
+    as spaces, at most `DETAIL_LIMIT`."""
+    plain = "".join(" " if acts(char) else char for char in str(text)[: DETAIL_LIMIT * 2]).strip()
     return plain if len(plain) <= DETAIL_LIMIT else plain[: DETAIL_LIMIT - 1] + "…"
 
 

@@ -15,6 +15,7 @@ from codeward import wall_events
 from codeward.executors import LocalExecutor
 from codeward.executors.base import BlockEvent, ExecutionError
 from codeward.executors.local import process
+from codeward.terminal_text import visible
 from codeward.wall_events import DETAIL_LIMIT, MAX_EVENTS, events_from_text
 from tests.executors.local.test_host_polices_worker import ALARM_OFF, CHANNEL
 
@@ -142,6 +143,29 @@ def test_events_from_a_stranger_keep_known_walls_and_plain_bounded_text():
     (hidden,) = events_from_text("policy\t1\tsock\u2060e\ufefft\xad")
     assert hidden.detail == "sock e t", "an invisible character would make a twin of a real event's name"
     assert len(events[1].detail) <= DETAIL_LIMIT
+
+
+@pytest.mark.parametrize(
+    "acting",
+    ["\u061c", "\u180e", "\u200e", "\u206a", "\ufff9", "\U000e0041", "\ud800", "\x85", "\u2029"],
+    ids=[
+        "arabic-letter-mark",
+        "mongolian-separator",
+        "lrm",
+        "inhibit-swapping",
+        "annotation",
+        "tag",
+        "surrogate",
+        "next-line",
+        "paragraph",
+    ],
+)
+def test_a_strangers_event_detail_holds_no_character_a_terminal_acts_on(acting):
+    """The details the host shows come through the one rule `terminal_text` follows (`acting_characters`):
+    every format, control and separator character, not a list of the known ones."""
+    (event,) = events_from_text(f"policy\t1\timport of s{acting}ocket")
+    assert event.detail == "import of s ocket"
+    assert visible(event.detail) == event.detail
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a Linux worker")
