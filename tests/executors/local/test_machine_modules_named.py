@@ -41,3 +41,21 @@ def test_ordinary_modules_are_not_warned_of() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         LocalExecutor(authorized_imports=["numpy", "pandas.*", "json", "*"]).close()
+
+
+def test_the_warning_names_the_users_line_however_the_executor_is_made() -> None:
+    """Made directly, by name, or by an agent: the warning points at the caller's line, not codeward's."""
+    from codeward import CodeAgent
+    from codeward.executors import create_executor
+    from codeward.platform.models import ScriptedModel
+
+    makers = {
+        "directly": lambda: LocalExecutor(authorized_imports=["builtins"]),
+        "by name": lambda: create_executor("local", authorized_imports=["builtins"]),
+        "by an agent": lambda: CodeAgent(tools=[], model=ScriptedModel([]), additional_authorized_imports=["os"]),
+    }
+    for how, make in makers.items():
+        with pytest.warns(UserWarning, match="a module of the machine") as caught:
+            made = make()
+        made.close()
+        assert [warning.filename for warning in caught] == [__file__], how

@@ -36,6 +36,7 @@ from codeward.executors.settings import (
     checked_variable_names,
 )
 from codeward.tools import called
+from codeward.usage import user_stacklevel
 
 if TYPE_CHECKING:
     from codeward.executors.local.process import WorkerExecutor
@@ -125,7 +126,7 @@ class LocalExecutor(Executor):
                 "all of it (its functions; for builtins eval, exec and globals(), which run code the policy never "
                 f"saw), and {left} then stands between the code and this machine",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=user_stacklevel(),
             )
         self.authorized_imports = tuple(dict.fromkeys(entries))
         #: The folders numpy and pandas may reach; the worker is given these, resolved here.
