@@ -283,12 +283,26 @@ def assert_a_hostile_tool_argument_comes_back_as_an_error(executor: Executor, na
 
 
 def assert_a_hostile_last_value_fails_cleanly(executor: Executor, name: str, slack: float = 1.0) -> None:
+    """The value is refused and the sandbox goes on; then the time, against `within(slack)`. The slow
+    case's 60 MB may reach the host only after the limit on a busy machine: its message is then read
+    and scanned past the limit before decoding refuses it at once, so what a harmless value of the
+    same size costs, measured in the same run, is allowed on top."""
     started = time.perf_counter()
     with pytest.raises(ExecutionError, match=f"the sandbox sent a value codeward refuses: {REFUSALS[name]}"):
         executor.run(f"HOSTILE[{name!r}]")
     took = time.perf_counter() - started
     assert executor.run("len(HOSTILE)").output == len(REFUSALS), "the sandbox lost its state"
-    assert took < within(slack), f"{took:.2f} s, past {within(slack):.2f} s"
+    allowed = within(slack) + (harmless_value_of_the_slow_size(executor) if name == "slow" else 0)
+    assert took < allowed, f"{took:.2f} s, past {allowed:.2f} s"
+
+
+def harmless_value_of_the_slow_size(executor: Executor) -> float:
+    """Seconds for the sandbox to send the host a str as large as the slow payload, which it decodes at
+    once: twice a str of half its size, which leaves room in the cell's output budget for the cell's own."""
+    half = len(json.dumps([{"$": "set", "v": [1]}])) * 2_500_000 // 2
+    started = time.perf_counter()
+    assert len(executor.run(f"'x' * {half}").output) == half
+    return 2 * (time.perf_counter() - started)
 
 
 def within(slack: float) -> float:
