@@ -4,7 +4,8 @@ What a user handed the command line was wrong: a file, an option, an id.
 
 Every such error derives from `UsageError`, so that `codeward` can tell bad input
 (one line that says what to fix, exit 2) from a fault of its own (exit 1, with the
-traceback kept in a file).
+traceback kept in a file). A warning about what the user passed points at the user's
+line (`user_stacklevel`).
 """
 
 from __future__ import annotations
