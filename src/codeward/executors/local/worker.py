@@ -283,22 +283,17 @@ def _run(interpreter: Interpreter, interrupts: _HostInterrupts, code: str, live:
     return {**header, "shown": True}, codec.dumps(interpreter.shown(output.output)[:SHOWN_LIMIT]), ()
 
 
-#: The scalars that `_plain_and_small` lets encode without the block's limits, and how large.
-_QUICK_SCALARS = frozenset({type(None), bool, float})
-_QUICK_INT = 1 << 64
+#: How long a str or bytes `_plain_and_small` lets encode without the block's limits.
 _QUICK_TEXT = 1 << 16
 
 
 def _plain_and_small(value: Any) -> bool:
-    """Whether encoding `value` runs none of the code's methods and takes microseconds: None, a
-    bool, a float, an int under 2**64, a str or bytes under 64 KiB (exactly those types, not a
-    subclass of the code's). The watch around encoding costs as much as running a tiny block."""
+    """Whether encoding `value`, which is not one of `codec.literal_text`'s values (None, a bool, an
+    int under 2**64: written already), runs none of the code's methods and takes microseconds: a
+    float, a str or bytes under 64 KiB (exactly those types, not a subclass of the code's). The
+    watch around encoding costs as much as running a tiny block."""
     kind = type(value)
-    if kind in _QUICK_SCALARS:
-        return True
-    if kind is int:
-        return bool(-_QUICK_INT < value < _QUICK_INT)
-    return (kind is str or kind is bytes) and len(value) < _QUICK_TEXT
+    return kind is float or ((kind is str or kind is bytes) and len(value) < _QUICK_TEXT)
 
 
 def _clipped(text: str) -> str:
