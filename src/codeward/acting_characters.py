@@ -8,16 +8,11 @@ does not import rich.
 
 from __future__ import annotations
 
-import unicodedata
-
-__all__ = ["ACTING_CATEGORIES", "acts"]
+__all__ = ["ACTING_CATEGORIES"]
 
 #: Unicode categories acted on rather than shown: controls (C0, C1 and DEL), format characters
 #: (bidi overrides, isolates and marks, zero-width characters, the soft hyphen), line and paragraph
 #: separators, and lone surrogates (which would fail the terminal's encoding instead of printing).
+#: Each user looks up ``unicodedata.category(char)`` in it inline: a call per character of a large
+#: output costs a fifth more.
 ACTING_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
-
-
-def acts(char: str) -> bool:
-    """Whether `char` (one character) is one a terminal or a layout acts on."""
-    return unicodedata.category(char) in ACTING_CATEGORIES

@@ -12,9 +12,11 @@ markup.
 
 from __future__ import annotations
 
+import unicodedata
+
 from rich.text import Text
 
-from codeward.acting_characters import acts
+from codeward.acting_characters import ACTING_CATEGORIES
 
 __all__ = ["visible", "visible_text"]
 
@@ -24,7 +26,10 @@ def visible(text: str, *, keep_lines: bool = True) -> str:
     so it cannot drive the terminal; newlines and tabs stay layout unless `keep_lines` is false."""
     kept = "\n\t" if keep_lines else ""
     return "".join(
-        char if char in kept or not acts(char) else char.encode("unicode_escape").decode("ascii") for char in text
+        char
+        if char in kept or unicodedata.category(char) not in ACTING_CATEGORIES
+        else char.encode("unicode_escape").decode("ascii")
+        for char in text
     )
 
 

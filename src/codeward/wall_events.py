@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import re
 import threading
+import unicodedata
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from codeward.acting_characters import acts
+from codeward.acting_characters import ACTING_CATEGORIES
 from codeward.executors.base import BlockEvent
 
 __all__ = [
@@ -56,7 +57,8 @@ _CURRENT = threading.local()
 def plain_detail(text: object) -> str:
     """`text` as an event's detail: the characters a terminal or a layout acts on (`acting_characters`)
     as spaces, at most `DETAIL_LIMIT`."""
-    plain = "".join(" " if acts(char) else char for char in str(text)[: DETAIL_LIMIT * 2]).strip()
+    kept = str(text)[: DETAIL_LIMIT * 2]
+    plain = "".join(" " if unicodedata.category(char) in ACTING_CATEGORIES else char for char in kept).strip()
     return plain if len(plain) <= DETAIL_LIMIT else plain[: DETAIL_LIMIT - 1] + "…"
 
 
