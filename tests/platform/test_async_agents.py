@@ -138,16 +138,17 @@ def test_forty_agents_share_one_loop_and_never_hold_it() -> None:
         async with CodeAgent(tools=[], model=model) as agent:
             return await agent.arun("double")
 
-    async def main() -> tuple[list[int], float, float]:
+    async def main() -> tuple[list[int], float, float, int]:
         clock = StepClock()
         started = time.monotonic()
         answers = await asyncio.gather(*(one(index) for index in range(40)))
-        return answers, time.monotonic() - started, clock.stop()
+        return answers, time.monotonic() - started, clock.stop(), len(clock.steps)
 
     assert asyncio.run(one(1)) == 2
-    answers, took, held = asyncio.run(main())
+    answers, took, held, steps = asyncio.run(main())
     assert answers == [index * 2 for index in range(40)]
     assert took < 20, f"forty one-second blocks took {took:.1f} s: they did not wait together"
+    assert steps > 80  # every agent's task was timed, each in more than one step
     assert held < busy_seconds(0.2), f"a step held the loop for {held:.3f} s"
 
 
