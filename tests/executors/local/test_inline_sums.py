@@ -99,6 +99,9 @@ def test_inline_sums_give_what_the_operator_gives(isolation: str) -> None:
         "def grown(a, b):\n    same = a\n    a += b\n    return a, same is a\n"
         "errors = []\n"
         "try:\n    add(1, 'a')\nexcept TypeError as error:\n    errors.append(str(error))\n"
+        "try:\n    grown(1.0, None)\nexcept TypeError as error:\n    errors.append(str(error))\n"
+        "class Counter:\n    def __init__(self):\n        self.n = 1\n    def bump(self, v):\n        self.n += v\n"
+        "try:\n    Counter().bump('a')\nexcept TypeError as error:\n    errors.append(str(error))\n"
         "(add(1, 2), add(1.5, 2), add(True, 1), add(1, Right()), add(Number(1), 2), add('a', 'b'),"
         " add([1], [2]), nested(1, 2), nested('a', 'b'), grown(1, 2.5), grown([1], (2,)), grown('a', Right()),"
         " grown(Number(1), 2), errors)"
@@ -119,5 +122,9 @@ def test_inline_sums_give_what_the_operator_gives(isolation: str) -> None:
         ([1, 2], True),  # in place, as CPython's list += any iterable
         (("radd", "a"), False),
         ("own add", False),
-        ["unsupported operand type(s) for +: 'int' and 'str'"],
+        [  # a running total's error names += as CPython's does, in a def and on an attribute in a method
+            "unsupported operand type(s) for +: 'int' and 'str'",
+            "unsupported operand type(s) for +=: 'float' and 'NoneType'",
+            "unsupported operand type(s) for +=: 'int' and 'str'",
+        ],
     )

@@ -57,8 +57,11 @@ _SIZED_TEXT = ("+", "*", "%", "<<")
 _STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
 _Node = TypeVar("_Node", bound=ast.AST)
 _SPEC_NUMBERS = re.compile(r"(\d+)")
-#: The locals `number_sum` reads its left operand and its class into.
+#: The locals `number_sum` reads its left operand and its class into, and, for ``+=``, its right's.
 _AUGEND, _KIND = "_augend_", "_kind_"
+_ADDEND, _ADDEND_KIND = "_addend_", "_addend_kind_"
+#: The guard of ``+=``, whose inline form `number_sum` writes with `_in_place_sum`.
+_IN_PLACE_GUARD = "_iadd_"
 
 
 class _Visitors(dict[type, Callable[[Any, Any], Any]]):
@@ -348,8 +351,38 @@ def number_sum(left: ast.expr, right: ast.expr, guard: str, where: dict[str, Any
     kind = ast.NamedExpr(name(_KIND, store), call("_type_", augend), **at)
     is_int = ast.Compare(kind, [ast.Is()], [name("_int_")], **at)
     is_float = ast.Compare(name(_KIND), [ast.Is()], [name("_float_")], **at)
+    if guard == _IN_PLACE_GUARD:
+        return _in_place_sum(ast.BoolOp(ast.Or(), [is_int, is_float], **at), right, at)
     plain = ast.BinOp(name(_AUGEND), ast.Add(), right, **at)
     return ast.IfExp(ast.BoolOp(ast.Or(), [is_int, is_float], **at), plain, call(guard, name(_AUGEND), right), **at)
+
+
+def _in_place_sum(left_is_number: ast.BoolOp, right: ast.expr, at: dict[str, Any]) -> ast.IfExp:
+    """``left += right`` as `number_sum` settles it: inline only when `right` is an int or a float
+    too, so that a sum the operands refuse is refused by the guard, whose error names ``+=`` as
+    CPython's does (a plain ``+`` would name ``+``). `right` runs once, after `left`, into
+    ``_addend_`` when `left` is a number (the guard then takes it from there), or in the guard's
+    call when it is not::
+
+        _augend_ + _addend_ if (left_is_number and ((_addend_kind_ := _type_(_addend_ := right))
+            is _int_ or _addend_kind_ is _float_)) else _iadd_(_augend_, _addend_ if left_is_number' else right)
+
+    where ``left_is_number'`` reads ``_kind_`` again, as `left_is_number` bound it."""
+    load, store = ast.Load(), ast.Store()
+
+    def name(identifier: str, ctx: ast.expr_context = load) -> ast.Name:
+        return ast.Name(identifier, ctx, **at)
+
+    def is_number(kind: ast.expr, local: str) -> ast.BoolOp:
+        is_int = ast.Compare(kind, [ast.Is()], [name("_int_")], **at)
+        return ast.BoolOp(ast.Or(), [is_int, ast.Compare(name(local), [ast.Is()], [name("_float_")], **at)], **at)
+
+    addend = ast.NamedExpr(name(_ADDEND, store), right, **at)
+    addend_kind = ast.NamedExpr(name(_ADDEND_KIND, store), ast.Call(name("_type_"), [addend], [], **at), **at)
+    both = ast.BoolOp(ast.And(), [left_is_number, is_number(addend_kind, _ADDEND_KIND)], **at)
+    plain = ast.BinOp(name(_AUGEND), ast.Add(), name(_ADDEND), **at)
+    right_once = ast.IfExp(is_number(name(_KIND), _KIND), name(_ADDEND), right, **at)
+    return ast.IfExp(both, plain, ast.Call(name(_IN_PLACE_GUARD), [name(_AUGEND), right_once], [], **at), **at)
 
 
 def number_product(left: ast.expr, right: ast.expr, where: dict[str, Any] | None = None) -> ast.IfExp:
