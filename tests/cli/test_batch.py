@@ -36,6 +36,11 @@ def _scripts(folder: Path) -> dict[str, str]:
     }
 
 
+# Long enough that a timed-out job's block has begun on a busy machine: the timeout counts
+# from the job's start, sandbox and first model step included, and the audit counts its block.
+TIMEOUT_SECONDS = 3
+
+
 def _kind(index: int) -> str:
     if index in (8, 28):
         return "timeout"
@@ -57,7 +62,7 @@ def write_jobs(folder: Path, count: int = 50, slow: bool = False) -> dict[str, s
             if kind == "out_of_steps":
                 job["max_steps"] = 2
             if kind == "timeout":
-                job["timeout_seconds"] = 1
+                job["timeout_seconds"] = TIMEOUT_SECONDS
             handle.write(json.dumps(job) + "\n")
             kinds[job["id"]] = kind
     return kinds
@@ -80,7 +85,7 @@ def test_fifty_jobs_with_mixed_outcomes_all_recorded_and_audited(codeward, tmp_p
     by_id = {r["id"]: r for r in results}
     assert by_id["job-00"]["output"] == 42 and by_id["job-02"]["output"] == "recovered"
     assert "worker process exited with code 3" in by_id["job-19"]["error"]
-    assert "timeout of 1 s" in by_id["job-08"]["error"]
+    assert f"timeout of {TIMEOUT_SECONDS} s" in by_id["job-08"]["error"]
     assert by_id["job-00"]["sandbox"]["executor"] == "local" and by_id["job-00"]["steps"] == 2
     assert len({r["sandbox"]["id"] for r in results if r["sandbox"]["id"]}) == 49  # a sandbox per job
 
