@@ -57,9 +57,18 @@ _CURRENT = threading.local()
 def plain_detail(text: object) -> str:
     """`text` as an event's detail: the characters a terminal or a layout acts on (`acting_characters`)
     as spaces, at most `DETAIL_LIMIT`."""
-    kept = str(text)[: DETAIL_LIMIT * 2]
+    kept = (text if isinstance(text, str) else _scalar_text(text))[: DETAIL_LIMIT * 2]
     plain = "".join(" " if unicodedata.category(char) in ACTING_CATEGORIES else char for char in kept).strip()
     return plain if len(plain) <= DETAIL_LIMIT else plain[: DETAIL_LIMIT - 1] + "…"
+
+
+def _scalar_text(value: object) -> str:
+    """A detail that is not text (a file's, a caller's): a scalar as its text, anything else as its
+    type's name, since the text of a file's 10 MB list would be made whole before it is cut."""
+    kind = type(value)
+    if value is None or kind in (bool, float) or (kind is int and value.bit_length() <= 64):  # type: ignore[attr-defined]
+        return repr(value)
+    return f"({kind.__name__})"
 
 
 class EventLedger:

@@ -83,6 +83,28 @@ def test_a_saved_run_in_the_browser(browser, saved_run, tmp_path):
     _not_run(browser)
 
 
+def test_a_refusals_stacked_marks_stay_in_their_own_line(browser, saved_run, tmp_path):
+    """An event's detail is text a sandbox or a file chose: 190 combining marks on one letter draw
+    far above and below it, over the lines around, unless its line clips them."""
+    data = json.loads(saved_run.read_text(encoding="utf-8"))
+    action = next(step for step in data["steps"] if step.get("code_action"))
+    stacked = "a" + "\u0301\u0316" * 95
+    action["events"] = [{"wall": "policy", "detail": stacked, "count": 1}, {"wall": "policy", "detail": "import of os"}]
+    handed = tmp_path / "stacked.json"
+    handed.write_text(json.dumps(data), encoding="utf-8")
+    _open(browser, write_view(handed, tmp_path / "stacked.html"))
+    lines = browser.find_elements(By.CSS_SELECTOR, "ul.wall-events li")
+    assert [line.text.split(" ", 1)[0] for line in lines] == ["policy", "policy"]
+    for line in lines:
+        clipped = browser.execute_script(
+            "const s = getComputedStyle(arguments[0]); return [s.overflowX, s.overflowY]", line
+        )
+        assert set(clipped) <= {"hidden", "clip"}, clipped
+    first, second = (browser.execute_script("return arguments[0].getBoundingClientRect().bottom", li) for li in lines)
+    assert first <= browser.execute_script("return arguments[0].getBoundingClientRect().top", lines[1]) < second
+    _not_run(browser)
+
+
 def test_a_batch_folder_in_the_browser(browser, batch_folder, tmp_path):
     results = [json.loads(line) for line in (batch_folder / "results.jsonl").read_text().splitlines()]
     failed = sorted(r["id"] for r in results if r["status"] != "success")

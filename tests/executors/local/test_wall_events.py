@@ -176,3 +176,19 @@ def test_the_worker_answers_within_its_frame_limit_with_a_full_list_of_events():
     with LocalExecutor() as sandbox:
         events = sandbox.run(code).events
     assert len(events) == MAX_EVENTS + 1 and all(len(event.detail) <= DETAIL_LIMIT for event in events)
+
+
+def test_a_files_event_detail_that_is_not_text_is_never_made_text_whole():
+    import tracemalloc
+
+    numbers = list(range(1_000_000))  # a saved run's detail: ten megabytes of numbers in its JSON
+    tracemalloc.start()
+    try:
+        events = wall_events.checked_events([{"wall": "policy", "detail": numbers}])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert events == [BlockEvent("policy", "(list)", 1)]
+    assert peak < 1_000_000, peak  # str() of the list first would build about seven megabytes
+    scalars = [{"wall": "memory", "detail": value} for value in (7, 2.5, None, True, 10**30)]
+    assert [event.detail for event in wall_events.checked_events(scalars)] == ["7", "2.5", "None", "True", "(int)"]
