@@ -8,8 +8,7 @@ interleaved so that load from other processes falls on every runner alike:
 - a tiny block (`x = 1`) end to end, process mode against Monty (target: within 1.5x), and an
   agent's tiny step (`x = 2 + 3`, `print(x)`, `final_answer(x)`); beside them the floor on this
   machine: the block's text sent to a bare child process over a socket pair and echoed back
-  (`pipe`), each end sleeping while it waits (the worker's ends look for a moment first, so a
-  round trip can beat it where waking a sleeping process is slow);
+  (`pipe`), which no worker's round trip can beat;
 - each snippet: process mode against Monty (median at most 1.0x, none over 1.5x), against
   CPython (median within 3x), smolagents against process mode on loop-heavy ones (at least 30x);
 - construction to first result, `LocalExecutor()` then `.run("1")`, against starting

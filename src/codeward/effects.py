@@ -242,37 +242,18 @@ def _left(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
-def _spun(watched: list[int], reading: bool, spin: float, deadline: float | None) -> bool:
-    """Whether the socket became ready within `spin` seconds (and before `deadline`), looked at
-    without sleeping: a reader that sleeps must be woken, which on an idle CPU of a virtual machine
-    costs tens of microseconds, more than a small message's whole trip."""
-    until = time.monotonic() + spin
-    if deadline is not None:
-        until = min(until, deadline)
-    readers, writers = (watched, []) if reading else ([], watched)
-    while True:
-        found = select.select(readers, writers, [], 0)
-        if found[0] or found[1]:
-            return True
-        if time.monotonic() >= until:
-            return False
-
-
 class _Ready(Effect):
     """Wait until a socket is ready, or `deadline` (a `time.monotonic()` instant) passes; the result
     says which. Blocking waits with ``select``; awaiting, with the loop's own watch on the socket."""
 
     _reading: bool
 
-    def __init__(self, sock: socket.socket | int, deadline: float | None, spin: float = 0.0) -> None:
+    def __init__(self, sock: socket.socket | int, deadline: float | None) -> None:
         self.fd = sock if isinstance(sock, int) else sock.fileno()
         self.deadline = deadline
-        self.spin = spin
 
     def call(self) -> bool:
         watched = [self.fd]
-        if self.spin and _spun(watched, self._reading, self.spin, self.deadline):
-            return True
         found = (
             select.select(watched, [], [], _left(self.deadline))
             if self._reading
@@ -306,9 +287,7 @@ class _Ready(Effect):
 
 
 class Readable(_Ready):
-    """Wait until the socket has something to read (or was closed), or the deadline passes. With
-    `spin` seconds, a blocking wait first looks that long without sleeping, for an answer due at
-    once (a local worker's); awaiting never spins, as the loop has other tasks to run."""
+    """Wait until the socket has something to read (or was closed), or the deadline passes."""
 
     _reading = True
 

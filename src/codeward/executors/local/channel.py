@@ -22,13 +22,7 @@ from typing import Any
 
 from codeward.effects import Readable, Steps, Writable, blocking
 
-__all__ = ["SPIN_SECONDS", "TEXT_LIMIT", "Channel", "ChannelClosed", "ChannelError", "ChannelTimeout"]
-
-#: How long each end looks for the other's next message before it sleeps (see `effects.Readable`):
-#: a tiny block's answer, and a block sent at once after the last, then wake no one. Measured by
-#: bench/local_executor.py, it takes a third off a tiny block run after another; it costs each end
-#: at most this much CPU a message, against the block's own milliseconds.
-SPIN_SECONDS = 0.0002
+__all__ = ["TEXT_LIMIT", "Channel", "ChannelClosed", "ChannelError", "ChannelTimeout"]
 
 #: The most characters of an error's message, and of its traceback, that a worker puts in a header:
 #: with the logs (capped by `max_print_outputs_length`) they bound what a header may hold.
@@ -73,10 +67,8 @@ class Channel:
         limit: int | None = None,
         header_limit: int | None = None,
         flat_headers: bool = False,
-        spin: float = 0.0,
     ) -> None:
         self.sock = sock
-        self.spin = spin
         self.limit = limit
         self.header_limit = header_limit
         self.flat_headers = flat_headers
@@ -145,7 +137,7 @@ class Channel:
             raise ChannelTimeout("no answer before the deadline")
         if whole is None:
             return (yield from self._frame(deadline))
-        if not self._pending and not (yield Readable(self.sock, deadline, self.spin)):
+        if not self._pending and not (yield Readable(self.sock, deadline)):
             raise ChannelTimeout("no answer before the deadline")  # nothing of a frame has come: nothing lost
         with whole():
             return (yield from self._frame(deadline))
@@ -188,7 +180,7 @@ class Channel:
 
     def _reading(self, most: int, deadline: float | None) -> Steps[bytes]:
         while True:
-            if not (yield Readable(self.sock, deadline, self.spin)):
+            if not (yield Readable(self.sock, deadline)):
                 raise ChannelTimeout("no answer before the deadline")
             got = self._attempt(self.sock.recv, most, deadline)
             if got is not None:

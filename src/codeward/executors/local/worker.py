@@ -28,7 +28,7 @@ from codeward.executors import codec
 from codeward.executors.base import ExecutionError, ExecutionTimeout, FinalAnswerSignal
 from codeward.executors.kernel import prelude
 from codeward.executors.live import LiveOutput
-from codeward.executors.local.channel import SPIN_SECONDS, TEXT_LIMIT, Channel, ChannelClosed
+from codeward.executors.local.channel import TEXT_LIMIT, Channel, ChannelClosed
 from codeward.executors.local.crossing import SHOWN_LIMIT, final_answer_refused
 from codeward.executors.local.interpreter import Interpreter, ToolHandle
 from codeward.executors.local.output import keep_routed
@@ -44,7 +44,7 @@ _Message = tuple[dict[str, Any], str, Sequence[Any]]
 
 
 def main(fd: int, handover_fd: int | None = None) -> None:
-    channel = Channel(socket.socket(fileno=fd), spin=SPIN_SECONDS)
+    channel = Channel(socket.socket(fileno=fd))
     handover = socket.socket(fileno=handover_fd) if handover_fd is not None else None
     settings, _, _ = channel.receive()
     _die_with_host(settings["host_pid"])

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from codeward.effects import Completed, Exited, Offloaded, Steps, blocking
-from codeward.executors.local.channel import SPIN_SECONDS, TEXT_LIMIT, Channel, ChannelError
+from codeward.executors.local.channel import TEXT_LIMIT, Channel, ChannelError
 from codeward.executors.local.folder_watch import FolderWatch, empty_folder
 from codeward.executors.local.reaper import Reaper
 from codeward.executors.local.seccomp_notices import SeccompNotices
@@ -191,7 +191,7 @@ class WorkerProcess:
         #: A tag of its own, with its pid once known (`sandbox_id`): a pid is reused once the process is gone.
         self._tag = uuid.uuid4().hex[:8]
         header_limit, limit = frame_limits(settings)
-        self.channel = Channel(host_end, limit=limit, header_limit=header_limit, flat_headers=True, spin=SPIN_SECONDS)
+        self.channel = Channel(host_end, limit=limit, header_limit=header_limit, flat_headers=True)
         # what the worker reads first waits in the socket until it starts; a start that failed at
         # once has closed the socket's other end, and its error comes at the first use
         try:
