@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from codeward.acting_characters import ACTING_CATEGORIES
+from codeward.acting_characters import UNSEEN_CATEGORIES, UNSEEN_MARKS
 from codeward.executors.base import BlockEvent
 
 __all__ = [
@@ -55,10 +55,12 @@ _CURRENT = threading.local()
 
 
 def plain_detail(text: object) -> str:
-    """`text` as an event's detail: the characters a terminal or a layout acts on (`acting_characters`)
-    as spaces, at most `DETAIL_LIMIT`."""
+    """`text` as an event's detail: the characters a terminal or a layout acts on, and those that
+    draw nothing (`acting_characters`), as spaces, at most `DETAIL_LIMIT`."""
     kept = (text if isinstance(text, str) else _scalar_text(text))[: DETAIL_LIMIT * 2]
-    plain = "".join(" " if unicodedata.category(char) in ACTING_CATEGORIES else char for char in kept).strip()
+    plain = "".join(
+        " " if char in UNSEEN_MARKS or unicodedata.category(char) in UNSEEN_CATEGORIES else char for char in kept
+    ).strip()
     return plain if len(plain) <= DETAIL_LIMIT else plain[: DETAIL_LIMIT - 1] + "…"
 
 

@@ -168,6 +168,33 @@ def test_a_strangers_event_detail_holds_no_character_a_terminal_acts_on(acting):
     assert visible(event.detail) == event.detail
 
 
+@pytest.mark.parametrize(
+    "unseen",
+    ["\u034f", "\u115f", "\u17b4", "\u180b", "\u3164", "\ufe0f", "\uffa0", "\U000e0100", "\u2065", "\U000e0080"],
+    ids=[
+        "grapheme-joiner",
+        "hangul-filler",
+        "khmer-vowel",
+        "mongolian-selector",
+        "hangul-letter-filler",
+        "variation-selector",
+        "halfwidth-filler",
+        "variation-selector-supplement",
+        "unassigned-ignorable",
+        "unassigned-tag-reserve",
+    ],
+)
+def test_a_forged_detail_that_draws_as_a_real_one_counts_with_it(unseen):
+    """A character that draws nothing would make a twin of a real refusal that counts apart from it."""
+    ledger = wall_events.EventLedger()
+    ledger.record("policy", "import of os")
+    ledger.record("policy", f"import of os{unseen}")
+    ledger.record("policy", f"{unseen}import of os")
+    assert ledger.events() == [BlockEvent("policy", "import of os", 3)]
+    (event,) = events_from_text(f"policy\t1\timport of o{unseen}s")
+    assert event.detail == "import of o s"
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a Linux worker")
 def test_the_worker_answers_within_its_frame_limit_with_a_full_list_of_events():
     """The largest list a worker makes (every detail at its length) fits the header the host allows."""
