@@ -11,6 +11,8 @@ interleaved so that load from other processes falls on every runner alike:
   (`pipe`), which no worker's round trip can beat;
 - each snippet: process mode against Monty (median at most 1.0x, none over 1.5x), against
   CPython (median within 3x), smolagents against process mode on loop-heavy ones (at least 30x);
+- the tiny block again, each runner idle for half a second first, as before each of an agent's
+  steps (its caches, and the worker's CPU, gone cold);
 - construction to first result, `LocalExecutor()` then `.run("1")`, against starting
   `python -c pass` (both in ms: the ratio depends on how fast the interpreter itself starts);
 - a 1-million-row DataFrame sent as a variable and read by `len(df)`, against
@@ -22,8 +24,8 @@ snippet Monty refuses (it runs a subset of Python) is shown as n/a with its reas
 Nothing here asserts on time: targets are printed as met or missed.
 
 Your own snippets: ``--snippets FILE`` (repeatable) times the snippets of FILE beside the built-in
-ones, the same way (``--only-snippets``: only those, with the tiny blocks; no start-up, DataFrame
-or compile sections). FILE is Python source cut into snippets by header lines::
+ones, the same way (``--only-snippets``: only those, with the tiny blocks, idle or not; no start-up,
+DataFrame or compile sections). FILE is Python source cut into snippets by header lines::
 
     ### parse_rows
     rows = [line.split(",") for line in text.splitlines()]
@@ -74,6 +76,8 @@ ECHO = "import socket, sys\ns = socket.socket(fileno=int(sys.argv[1]))\nwhile da
 #: A header line of a snippets file (see the module): ``### name`` and, maybe, ``loops``.
 HEADER = re.compile(r"^###[ \t]+(\S+)[ \t]*(loops)?[ \t]*$", re.MULTILINE)
 FRAME_ROWS = 1_000_000
+#: How long each runner sits idle before the tiny block of the idle section.
+IDLE_SECONDS = 0.5
 
 SNIPPETS: dict[str, tuple[bool, str]] = {
     # name: (loop-heavy, code)
@@ -331,6 +335,31 @@ def bench_snippets(
     print_snippet_targets(tiny, rows)
 
 
+def bench_after_idle(runners: dict[str, Runner], repeat: int) -> None:
+    """The tiny block after each runner sat idle for `IDLE_SECONDS`, as an agent's every step comes
+    after the model's answer: what the sections above time back to back, warm, is what a scripted
+    model's run or a loop of blocks pays; this is what a step pays. Idle, a process's memory goes
+    cold in the CPU's caches, and a worker's CPU may sleep, so this measures the machine as much as
+    the runners: the more of its memory a block touches, the more it pays."""
+    samples: dict[str, list[float]] = {name: [] for name in runners}
+    for _ in range(repeat):
+        for name, run in runners.items():
+            time.sleep(IDLE_SECONDS)
+            started = time.perf_counter()
+            run(TINY)
+            samples[name].append(time.perf_counter() - started)
+    times = {name: statistics.median(values) for name, values in samples.items()}
+    print(f"\n== the tiny block after {IDLE_SECONDS:g} s idle, as an agent's step ({repeat} repetitions)")
+    print_header()
+    print_row("tiny, idle", "-", times)
+    line = ", ".join(
+        f"{top} / {bottom} {value:.2f}x"
+        for top, bottom in (("process", "monty"), ("in_process", "monty"), ("process", "cpython"))
+        if (value := ratio(times, top, bottom)) is not None
+    )
+    print(f"after idle: {line}")
+
+
 def print_floor(rows: dict[str, dict[str, float]]) -> None:
     """What a tiny block costs in a worker beyond the floor (a bare round trip between two processes)."""
     for name, times in rows.items():
@@ -526,6 +555,7 @@ def main() -> None:
         process.run("1")
         print_versions(process)
         bench_snippets(runners, pipe_runner(stack), snippets, args.repeat)
+        bench_after_idle(runners, max(1, args.repeat // 2))  # each repetition idles every runner first
     if args.only_snippets:
         return
     bench_startup(args.repeat)

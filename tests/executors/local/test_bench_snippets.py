@@ -3,6 +3,7 @@ as a user runs the bench (a fresh process)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -36,6 +37,9 @@ def test_the_snippets_of_a_file_are_timed_beside_the_tiny_blocks_and_the_floor(t
     assert "n/a broken (process): ExecutionError: ZeroDivisionError" in done.stdout, done.stdout
     assert "tiny: floor (its text to a bare child process and back)" in done.stdout, done.stdout
     assert "loop_sum" not in rows and "construction to first result" not in done.stdout, done.stdout
+    idle = next(line for line in done.stdout.splitlines() if line.startswith("after idle: "))
+    assert "process / cpython" in idle, done.stdout
+    assert ("process / monty" in idle) == (importlib.util.find_spec("pydantic_monty") is not None), idle
 
 
 def test_a_file_without_headers_is_one_snippet_and_a_name_given_twice_is_refused(tmp_path):
