@@ -17,15 +17,33 @@ import datetime
 import enum
 import json
 import math
+import re
+import sys
 from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from codeward.executors.codec import CodecError, dumps
 
-__all__ = ["carry", "plain", "preview"]
+__all__ = ["carry", "plain", "preview", "read_json"]
 
 _PREVIEW_CHARS = 500
+
+
+def read_json(text: str | bytes) -> Any:
+    """`json.loads` for text from elsewhere (a file a user was handed, a model's answer): a number
+    too long for Python's int fails as the JSON error it is. ``json.loads`` raises a plain
+    `ValueError` for it, which a reader that catches `json.JSONDecodeError` lets through."""
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise
+    except ValueError:  # what is left: Python's limit on the digits it reads as an int
+        document = text if isinstance(text, str) else text.decode("utf-8", "replace")
+        limit = sys.get_int_max_str_digits()
+        found = re.search(f"[0-9]{{{limit + 1},}}", document)
+        message = f"a number of more than {limit:,} digits"
+        raise json.JSONDecodeError(message, document, found.start() if found else 0) from None
 
 
 def carry(value: Any) -> tuple[Any, str | None]:

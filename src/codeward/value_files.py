@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from codeward.executors.settings import taken_name
+from codeward.json_values import read_json
 from codeward.redaction import mark_secrets_in
 from codeward.usage import UsageError
 
@@ -27,7 +28,7 @@ class ValueFileError(UsageError):
 
 def _json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return read_json(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise ValueFileError(f"{path} is not valid JSON: {error}") from None
 

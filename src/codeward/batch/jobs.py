@@ -43,6 +43,7 @@ from codeward.executors.docker.gvisor import GVISOR
 from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS
 from codeward.executors.settings import checked_names, taken_name
 from codeward.handed_files import inside
+from codeward.json_values import read_json
 from codeward.platform.model_ids import ModelIdError, check_model_id
 from codeward.platform.tool_specs import load_tool_specs
 from codeward.usage import UsageError
@@ -205,7 +206,7 @@ def _yaml_entries(path: Path, text: str) -> list[tuple[str, Any]]:
     try:
         data = yaml.safe_load(text)
         lines = _job_lines(yaml.compose(text, Loader=yaml.SafeLoader))
-    except yaml.YAMLError as error:
+    except (yaml.YAMLError, ValueError) as error:  # a number too long for Python's int is a ValueError
         raise JobFileError(f"{path}: not valid YAML: {error}") from None
     if isinstance(data, dict) and "jobs" in data:
         data = data["jobs"]
@@ -230,7 +231,7 @@ def _jsonl_entries(path: Path, text: str) -> list[tuple[str, Any]]:
     for number, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
-                entries.append((f"line {number}", json.loads(line)))
+                entries.append((f"line {number}", read_json(line)))
             except json.JSONDecodeError as error:
                 raise JobFileError(f"{path}: line {number} is not valid JSON: {error}") from None
     return entries

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from codeward.handed_files import open_append, open_handed
+from codeward.json_values import read_json
 from codeward.redaction import redacted_data
 from codeward.usage import UsageError
 
@@ -70,7 +71,7 @@ def repair_and_read(path: str | Path) -> tuple[list[dict[str, Any]], int]:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = read_json(line)
             except json.JSONDecodeError as error:
                 raise UsageError(
                     f"{path}: line {number} is not a JSON record ({error}); was it edited by hand?"

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from codeward.json_values import read_json
 from codeward.platform.model_retries import MAX_WAIT
 from codeward.platform.models import Model, ReplayModel, ScriptedModel
 from codeward.usage import UsageError
@@ -105,8 +106,8 @@ def load_script(path: Path) -> list[Any]:
     except FileNotFoundError:
         raise ModelIdError(f"script:{path}: no such file") from None
     try:
-        responses = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        responses = read_json(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError, ValueError) as error:  # YAML's too long number: a ValueError
         raise ModelIdError(
             f"script:{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}"
         ) from None

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from codeward.effects import offload
 from codeward.handed_files import open_handed
+from codeward.json_values import read_json
 from codeward.platform.model_retries import MAX_WAIT, provider_says, retrying
 from codeward.wording import a
 
@@ -301,7 +302,7 @@ class ReplayModel(ScriptedModel):
         path = Path(path)
         try:
             with open_handed(path) as stream:  # a saved run may sit among links
-                record = json.loads(stream.read())
+                record = read_json(stream.read())
         except FileNotFoundError:
             raise FileNotFoundError(f"no saved run at {path}; save one with agent.memory.save(path)") from None
         except json.JSONDecodeError as error:
@@ -579,7 +580,7 @@ def _key_names(litellm: Any, model_id: str) -> str:
 def _parse_arguments(arguments: Any) -> Any:
     if isinstance(arguments, str):
         try:
-            return json.loads(arguments)
+            return read_json(arguments)
         except json.JSONDecodeError:
             return arguments
     return arguments

@@ -7,6 +7,8 @@ import json
 import re
 from typing import Any
 
+from codeward.json_values import read_json
+
 __all__ = ["extract_code", "extract_tool_call"]
 
 _FENCED = re.compile(r"```(?:py|python)?[ \t]*\n(.*?)\n?```", re.DOTALL)
@@ -53,13 +55,13 @@ def extract_tool_call(text: str) -> tuple[str, Any]:
     for match in re.finditer(r"\{", text):
         try:
             value, _ = decoder.raw_decode(text, match.start())
-        except json.JSONDecodeError:
+        except ValueError:  # not JSON, or a number too long for Python's int
             continue
         if isinstance(value, dict) and isinstance(value.get("name"), str):
             arguments = value.get("arguments", value.get("parameters", {}))
             if isinstance(arguments, str):
                 try:
-                    arguments = json.loads(arguments)
+                    arguments = read_json(arguments)
                 except json.JSONDecodeError:
                     pass
             return value["name"], arguments

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from codeward.executors.codec import CodecError, decode_variables, encode_variables
 from codeward.handed_files import file_name, open_handed, write_fresh
+from codeward.json_values import read_json
 from codeward.platform.tool_specs import load_tools
 from codeward.redaction import holds_secret, redacted_data
 from codeward.value_files import parse_var_option
@@ -212,7 +213,7 @@ def load_run_file(path: str | Path) -> Any:
     """A run file's JSON, read without following a link at its name (`open_handed`): the file may have been
     handed over in a folder of links. Raises what opening (`OSError`, `HandedFileError`) or parsing raises."""
     with open_handed(path) as stream:
-        return json.loads(stream.read())
+        return read_json(stream.read())
 
 
 def run_file(runs: Path, job_id: str) -> Path:

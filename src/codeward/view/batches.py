@@ -32,6 +32,7 @@ from typing import Any
 
 from codeward.batch.results import attempt_of
 from codeward.handed_files import file_name, open_handed
+from codeward.json_values import read_json
 from codeward.platform.run_files import run_file
 from codeward.usage import UsageError
 from codeward.view.runs import RunView, read_run
@@ -146,7 +147,7 @@ def _lines(path: Path, key: str) -> Iterator[tuple[int, dict[str, Any] | BadLine
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = read_json(line)
             except (json.JSONDecodeError, RecursionError) as error:
                 yield line_number, _bad(line_number, line, f"not JSON: {error}")
                 continue
