@@ -16,9 +16,13 @@ import unicodedata
 
 from rich.text import Text
 
-from codeward.acting_characters import ACTING_CATEGORIES
-
 __all__ = ["visible", "visible_text"]
+
+#: Unicode categories acted on rather than shown: controls (C0, C1 and DEL), format characters
+#: (bidi overrides, isolates and marks, zero-width characters, the soft hyphen), line and paragraph
+#: separators, and lone surrogates (which would fail the terminal's encoding instead of printing).
+#: Looked up inline, as a call per character of a large output costs a fifth more.
+ACTING_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 
 
 def visible(text: str, *, keep_lines: bool = True) -> str:

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import re
 import threading
-import unicodedata
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from codeward.acting_characters import UNSEEN_CATEGORIES, UNSEEN_MARKS
 from codeward.executors.base import BlockEvent
 
 __all__ = [
@@ -41,6 +39,8 @@ __all__ = [
 WALLS = ("policy", "seccomp", "landlock", "memory", "pids", "egress")
 #: The distinct events a block keeps; the rest are counted in one more ("and N more").
 MAX_EVENTS = 50
+#: ASCII's controls, written as the escapes that name them.
+_CONTROL_ESCAPES = {code: f"\\x{code:02x}" for code in (*range(32), 127)}
 #: The characters of one event's detail.
 DETAIL_LIMIT = 200
 #: The highest count an event may carry.
@@ -55,12 +55,14 @@ _CURRENT = threading.local()
 
 
 def plain_detail(text: object) -> str:
-    """`text` as an event's detail: the characters a terminal or a layout acts on, and those that
-    draw nothing (`acting_characters`), as spaces, at most `DETAIL_LIMIT`."""
+    """`text` as an event's detail, at most `DETAIL_LIMIT`: a label that a reader compares by eye and
+    the ledger counts by, so each character outside printable ASCII is shown as its escape
+    (``\\x1b``, ``\\u200b``, ``\\u043e``) and a run of spaces as one. Two details that look alike
+    are then alike, whatever the font, the script's direction or the Unicode version of the Python
+    that reads them, and nothing in one acts on a terminal or a page."""
     kept = (text if isinstance(text, str) else _scalar_text(text))[: DETAIL_LIMIT * 2]
-    plain = "".join(
-        " " if char in UNSEEN_MARKS or unicodedata.category(char) in UNSEEN_CATEGORIES else char for char in kept
-    ).strip()
+    escaped = kept.encode("ascii", "backslashreplace").decode("ascii").translate(_CONTROL_ESCAPES)
+    plain = " ".join(word for word in escaped.split(" ") if word)
     return plain if len(plain) <= DETAIL_LIMIT else plain[: DETAIL_LIMIT - 1] + "…"
 
 
@@ -152,7 +154,7 @@ def events_from_text(text: object, most: int = MAX_EVENTS + 1, walls: Iterable[s
         count, _, detail = rest.partition("\t")
         if wall in walls and _COUNT.fullmatch(count):
             found.append(BlockEvent(wall, plain_detail(detail), min(MAX_COUNT, max(1, int(count)))))
-    return found
+    return _merged(found)
 
 
 def checked_events(items: Any, most: int = MAX_EVENTS + 1) -> list[BlockEvent]:
@@ -168,4 +170,16 @@ def checked_events(items: Any, most: int = MAX_EVENTS + 1) -> list[BlockEvent]:
         if type(count) is not int:
             count = 1
         found.append(BlockEvent(str(item["wall"]), plain_detail(item.get("detail", "")), min(MAX_COUNT, max(1, count))))
-    return found
+    return _merged(found)
+
+
+def _merged(events: list[BlockEvent]) -> list[BlockEvent]:
+    """`events` with those of one wall and detail counted as one, where first met: what a stranger
+    sends (a worker is the code's own process, a file anyone's) was never counted by our ledger."""
+    counts: dict[tuple[str, str], int] = {}
+    for event in events:
+        key = (event.wall, event.detail)
+        counts[key] = min(MAX_COUNT, counts.get(key, 0) + event.count)
+    if len(counts) == len(events):
+        return events
+    return [BlockEvent(wall, detail, count) for (wall, detail), count in counts.items()]

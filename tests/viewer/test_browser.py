@@ -83,25 +83,31 @@ def test_a_saved_run_in_the_browser(browser, saved_run, tmp_path):
     _not_run(browser)
 
 
-def test_a_refusals_stacked_marks_stay_in_their_own_line(browser, saved_run, tmp_path):
-    """An event's detail is text a sandbox or a file chose: 190 combining marks on one letter draw
-    far above and below it, over the lines around, unless its line clips them."""
+def test_a_refusals_detail_reads_as_what_it_is_on_the_page(browser, saved_run, tmp_path):
+    """An event's detail is text a sandbox or a file chose. Drawn as given, blanks could push a forged
+    second refusal onto a line of its own, right-to-left letters could move the real count into the
+    detail, and marks stacked on one letter could draw over the lines around. On the page it reads
+    as the escaped text it is, in its own line, after its count."""
     data = json.loads(saved_run.read_text(encoding="utf-8"))
     action = next(step for step in data["steps"] if step.get("code_action"))
-    stacked = "a" + "\u0301\u0316" * 95
-    action["events"] = [{"wall": "policy", "detail": stacked, "count": 1}, {"wall": "policy", "detail": "import of os"}]
-    handed = tmp_path / "stacked.json"
+    action["events"] = [
+        {"wall": "policy", "detail": "import of os" + "\u3000" * 120 + "policy import of subprocess \u00d740"},
+        {"wall": "seccomp", "detail": "socket of \u05d0 1 2", "count": 5},
+        {"wall": "policy", "detail": "a" + "\u0301\u0316" * 95},
+    ]
+    handed = tmp_path / "forged.json"
     handed.write_text(json.dumps(data), encoding="utf-8")
-    _open(browser, write_view(handed, tmp_path / "stacked.html"))
+    _open(browser, write_view(handed, tmp_path / "forged.html"))
     lines = browser.find_elements(By.CSS_SELECTOR, "ul.wall-events li")
-    assert [line.text.split(" ", 1)[0] for line in lines] == ["policy", "policy"]
+    details = [line.find_element(By.CSS_SELECTOR, "bdi.detail").text for line in lines]
+    assert len(details) == 3 and all(detail.removesuffix("…").isascii() for detail in details), details
+    assert details[0].startswith("import of os\\u3000\\u3000") and len(details[0]) <= 200, details[0]
+    assert lines[1].text == "seccomp ×5 socket of \\u05d0 1 2", lines[1].text  # the count where counts are
     for line in lines:
         clipped = browser.execute_script(
             "const s = getComputedStyle(arguments[0]); return [s.overflowX, s.overflowY]", line
         )
         assert set(clipped) <= {"hidden", "clip"}, clipped
-    first, second = (browser.execute_script("return arguments[0].getBoundingClientRect().bottom", li) for li in lines)
-    assert first <= browser.execute_script("return arguments[0].getBoundingClientRect().top", lines[1]) < second
     _not_run(browser)
 
 

@@ -195,7 +195,8 @@ class BlockEvent:
 
     `wall` names the wall (``"policy"``, ``"seccomp"``, ``"landlock"``, ``"memory"``, ``"pids"``,
     ``"egress"``); `detail` what was refused, in the wall's own terms (a system call's name, an
-    import, a host); `count` how many times in the block.
+    import, a host); `count` how many times in the block. Read back from a saved run or an audit
+    line with `codeward.wall_events.checked_events`, which holds a stranger's to the same bounds.
     """
 
     wall: str
@@ -204,10 +205,6 @@ class BlockEvent:
 
     def to_dict(self) -> dict[str, Any]:
         return {"wall": self.wall, "detail": self.detail, "count": self.count}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> BlockEvent:
-        return cls(str(data["wall"]), str(data["detail"]), int(data.get("count", 1)))
 
 
 def _bytes_text(size: int) -> str:

@@ -141,7 +141,7 @@ def test_events_from_a_stranger_keep_known_walls_and_plain_bounded_text():
     assert events[0] == BlockEvent("policy", "import of socket", 3)
     assert "\x1b" not in events[1].detail and "\u202e" not in events[1].detail
     (hidden,) = events_from_text("policy\t1\tsock\u2060e\ufefft\xad")
-    assert hidden.detail == "sock e t", "an invisible character would make a twin of a real event's name"
+    assert hidden.detail == "sock\\u2060e\\ufefft\\xad", "an invisible character would make a twin of a real name"
     assert len(events[1].detail) <= DETAIL_LIMIT
 
 
@@ -164,35 +164,44 @@ def test_a_strangers_event_detail_holds_no_character_a_terminal_acts_on(acting):
     """The details the host shows come through the one rule `terminal_text` follows (`acting_characters`):
     every format, control and separator character, not a list of the known ones."""
     (event,) = events_from_text(f"policy\t1\timport of s{acting}ocket")
-    assert event.detail == "import of s ocket"
+    shown = acting.encode("ascii", "backslashreplace").decode("ascii").replace("\x85", "\\x85")
+    assert event.detail == f"import of s{shown}ocket" and event.detail.isascii()
     assert visible(event.detail) == event.detail
 
 
 @pytest.mark.parametrize(
-    "unseen",
-    ["\u034f", "\u115f", "\u17b4", "\u180b", "\u3164", "\ufe0f", "\uffa0", "\U000e0100", "\u2065", "\U000e0080"],
-    ids=[
-        "grapheme-joiner",
-        "hangul-filler",
-        "khmer-vowel",
-        "mongolian-selector",
-        "hangul-letter-filler",
-        "variation-selector",
-        "halfwidth-filler",
-        "variation-selector-supplement",
-        "unassigned-ignorable",
-        "unassigned-tag-reserve",
+    "lookalike",
+    [
+        "import \u200bof os",  # a zero-width space, which blanking to a space would make a double space
+        "import of \u043es",  # a Cyrillic o
+        "import\u00a0of os",  # a no-break space
+        "import of os\u3000",  # an ideographic space, which strip() keeps
+        "import of os\u2800",  # a braille blank
+        "import of o\u034fs",  # a combining grapheme joiner, which draws nothing
+        "import of os\ufe0f",  # a variation selector
+        "import of o\u0335s",  # a combining stroke
+        "import of \u05d0 1 2",  # right to left: drawn reordered beside the numbers
     ],
 )
-def test_a_forged_detail_that_draws_as_a_real_one_counts_with_it(unseen):
-    """A character that draws nothing would make a twin of a real refusal that counts apart from it."""
-    ledger = wall_events.EventLedger()
-    ledger.record("policy", "import of os")
-    ledger.record("policy", f"import of os{unseen}")
-    ledger.record("policy", f"{unseen}import of os")
-    assert ledger.events() == [BlockEvent("policy", "import of os", 3)]
-    (event,) = events_from_text(f"policy\t1\timport of o{unseen}s")
-    assert event.detail == "import of o s"
+def test_a_detail_that_would_draw_as_a_real_one_shows_what_it_is(lookalike):
+    """Whether two texts draw alike depends on fonts, spacing, direction and Unicode's version: no
+    list of characters settles it. A detail is a label, so all of it outside printable ASCII is
+    shown as its escape, and a forged twin of a real refusal reads as the forgery it is."""
+    (event,) = events_from_text(f"policy\t1\t{lookalike}")
+    assert event.detail.isascii() and "\\" in event.detail, event.detail  # an escape: \\u.... or \\x..
+    assert event.detail != "import of os"
+    assert visible(event.detail) == event.detail
+
+
+def test_a_strangers_events_of_one_detail_count_as_one():
+    """The worker is the code's own process and a file is anyone's: what they send was never counted
+    by our ledger, so the host merges what reads alike, as the ledger would have."""
+    text = "policy\t1\timport of os\npolicy\t7\timport  of   os \nseccomp\t2\tsocket\npolicy\t2\timport of os"
+    assert events_from_text(text) == [BlockEvent("policy", "import of os", 10), BlockEvent("seccomp", "socket", 2)]
+    read = wall_events.checked_events(
+        [{"wall": "memory", "detail": "oom", "count": 10**12}, {"wall": "memory", "detail": " oom", "count": 5}]
+    )
+    assert read == [BlockEvent("memory", "oom", wall_events.MAX_COUNT)]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a Linux worker")
