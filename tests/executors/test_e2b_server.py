@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 import pytest
@@ -101,14 +102,15 @@ def test_a_client_that_disconnects_has_its_execution_interrupted(server: E2BServ
     assert results(got) == ["KeyboardInterrupt"]
 
 
-def test_a_request_whose_client_left_while_it_waited_does_not_run(server: E2BServer) -> None:
+def test_a_request_whose_client_left_while_it_waited_does_not_run(server: E2BServer, tmp_path: Path) -> None:
     """A probe that timed out behind a busy context must not run later: its interrupt for a
     gone client would land in whatever the context runs next."""
     context = new_context(server)
     started = threading.Event()
+    release = tmp_path / "release"  # the context is held until the probe has timed out, however long that takes
 
     def hold_the_context() -> None:
-        code = "import time\nprint('started', flush=True)\ntime.sleep(1.5)"
+        code = f"import os, time\nprint('started', flush=True)\nwhile not os.path.exists({str(release)!r}):\n    time.sleep(0.02)"
         with streamed(server, {"code": code, "context_id": context}) as execution:
             for line in execution:
                 if line["type"] == "stdout":
@@ -116,9 +118,12 @@ def test_a_request_whose_client_left_while_it_waited_does_not_run(server: E2BSer
 
     busy = threading.Thread(target=hold_the_context)
     busy.start()
-    assert started.wait(30)
-    with pytest.raises(httpx.ReadTimeout), httpx.Client(timeout=0.5) as client:
-        client.post(f"{server.url}/execute", json={"code": "ran_late = True", "context_id": context})
+    try:
+        assert started.wait(30)
+        with pytest.raises(httpx.ReadTimeout), httpx.Client(timeout=0.5) as client:
+            client.post(f"{server.url}/execute", json={"code": "ran_late = True", "context_id": context})
+    finally:
+        release.touch()
     busy.join()
     time.sleep(0.5)  # the waiting request, had it run, would have run by now
     _, got = lines(server, {"code": "import time\ntime.sleep(0.5)\n'ran_late' in globals()", "context_id": context})
