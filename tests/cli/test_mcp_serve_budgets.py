@@ -123,7 +123,9 @@ def test_calls_beyond_the_running_one_and_those_waiting_are_refused_at_once(tmp_
     with http_server(tmp_path, "--waiting-calls", "1") as (url, token, _):
         answers = calls_at_once(url, token, 4)
     refused = [(text, when) for text, when in answers if "--waiting-calls" in text]
-    assert len(refused) == 2 and all(when < 0.9 for _, when in refused), answers
+    first_slept = min(when for text, when in answers if "slept" in text)
+    # at once: before the running call's second of sleep is over, whatever a busy machine adds to each
+    assert len(refused) == 2 and all(when < first_slept for _, when in refused), answers
     assert "a call running and 1 waiting" in refused[0][0], refused
     assert [text for text, _ in answers if "slept" in text] == ["Last output from code snippet:\nslept"] * 2
 
