@@ -173,7 +173,7 @@ def test_a_job_deaf_to_cancellation_is_killed_after_the_grace_period(codeward, t
     stuck = write_script(tmp_path / "stuck.yaml", "stubborn_wait(60)")
     fine = write_script(tmp_path / "fine.yaml", "final_answer(double(2))")
     (tmp_path / "jobs.yaml").write_text(
-        f"- {{id: stuck, task: Wait., model: '{stuck}', timeout_seconds: 1}}\n"
+        f"- {{id: stuck, task: Wait., model: '{stuck}', timeout_seconds: {TIMEOUT_SECONDS}}}\n"
         f"- {{id: fine, task: Double., model: '{fine}'}}\n"
     )
     started = time.monotonic()
