@@ -174,11 +174,10 @@ def test_an_expired_sandbox_raises_then_a_new_one_gets_variables_and_tools(
 
 def test_a_sandbox_killed_mid_run_raises_sandbox_error(make: Callable[..., E2BExecutor], server: E2BServer) -> None:
     executor = make(timeout_seconds=20)
-    timer = threading.Timer(0.5, server.expire)
-    timer.start()
+    expiring = threading.Thread(target=server.expire)  # once the block runs, however long a busy machine takes
     with pytest.raises(SandboxError, match="gone"):
-        executor.run("print('working')\nimport time\ntime.sleep(15)")
-    timer.join()
+        executor.run("print('working')\nimport time\ntime.sleep(15)", on_output=lambda stream, text: expiring.start())
+    expiring.join()
     server.replace()
     assert executor.run("'back'").output == "back"
 

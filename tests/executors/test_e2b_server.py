@@ -160,11 +160,12 @@ def test_env_vars_hold_for_one_execution(sandbox: Sandbox) -> None:
 def test_an_expired_sandbox_answers_502_and_cuts_a_running_execution() -> None:
     with E2BServer() as server:
         sandbox = Sandbox.create(**server.connection)
-        timer = threading.Timer(0.5, server.expire)
-        timer.start()
+        # expired once the execution runs: a fixed delay could end while a busy machine's kernel still starts
+        expiring = threading.Thread(target=server.expire)
         with pytest.raises(E2BTimeout, match="killed"):
-            sandbox.run_code("import time\ntime.sleep(30)", timeout=60)
-        timer.join()
+            code = "import time\nprint('running', flush=True)\ntime.sleep(30)"
+            sandbox.run_code(code, timeout=60, on_stdout=lambda message: expiring.start())
+        expiring.join()
         assert sandbox.is_running() is False
         with pytest.raises(E2BTimeout, match="502"):
             sandbox.run_code("1")
