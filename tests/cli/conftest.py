@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -104,3 +105,14 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def files_appear(folder: Path, pattern: str, count: int = 1, seconds: float = 60) -> bool:
+    """Wait until `count` files matching `pattern` are in `folder` (a tool such as sample_tools'
+    touch made them, so the code has got that far); False if they were not there in `seconds`."""
+    deadline = time.monotonic() + seconds
+    while len(list(folder.glob(pattern))) < count:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.cli.conftest import SAMPLE_TOOLS, alive, children, write_script
+from tests.cli.conftest import SAMPLE_TOOLS, alive, children, files_appear, write_script
 
 # What each kind of job does, how it ends, and how many code blocks it runs.
 KINDS = {
@@ -149,16 +149,15 @@ def test_sigkill_halfway_then_rerun_ends_with_exactly_fifty_results(spawn, codew
 def test_ctrl_c_cancels_running_jobs_and_leaves_no_process(spawn, tmp_path):
     jobs = []
     for n in range(6):
-        model = write_script(tmp_path / f"sleepy-{n}.yaml", f"touch('started-{n}')", "import time\ntime.sleep(60)")
+        sleeps = f"touch('asleep-{n}')\nimport time\ntime.sleep(60)"
+        model = write_script(tmp_path / f"sleepy-{n}.yaml", f"touch('started-{n}')", sleeps)
         jobs.append({"id": f"sleepy-{n}", "task": "Sleep.", "model": model})
     (tmp_path / "jobs.yaml").write_text(yaml.safe_dump(jobs))
     batch = spawn("batch", "jobs.yaml", "--concurrency", "3", "--tools", SAMPLE_TOOLS)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(list(tmp_path.glob("started-*"))) < 3:
-        time.sleep(0.05)
+    assert files_appear(tmp_path, "started-*", 3)
     workers = children(batch.pid)
     assert len(workers) == 9  # three job workers, each with its local sandbox's worker process and its reaper
-    time.sleep(0.3)  # into the sleeping block
+    assert files_appear(tmp_path, "asleep-*", 3)  # each job is in its sleeping block, its second step
     batch.send_signal(signal.SIGINT)
     out, err = batch.communicate(timeout=30)
     assert batch.returncode == 130, out + err
@@ -174,7 +173,7 @@ def test_a_job_deaf_to_cancellation_is_killed_after_the_grace_period(codeward, t
     stuck = write_script(tmp_path / "stuck.yaml", "stubborn_wait(60)")
     fine = write_script(tmp_path / "fine.yaml", "final_answer(double(2))")
     (tmp_path / "jobs.yaml").write_text(
-        f"- {{id: stuck, task: Wait., model: '{stuck}', timeout_seconds: 1}}\n"
+        f"- {{id: stuck, task: Wait., model: '{stuck}', timeout_seconds: {TIMEOUT_SECONDS}}}\n"
         f"- {{id: fine, task: Double., model: '{fine}'}}\n"
     )
     started = time.monotonic()

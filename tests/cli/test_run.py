@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.cli.conftest import SAMPLE_TOOLS, write_script
+from tests.cli.conftest import SAMPLE_TOOLS, files_appear, write_script
 
 
 def test_run_shows_the_steps_and_the_answer(codeward, tmp_path):
@@ -144,10 +144,11 @@ def test_a_long_line_of_code_wraps_in_its_box_and_is_shown_whole(codeward, tmp_p
 
 
 def test_ctrl_c_shows_what_the_code_printed_before_it(spawn, tmp_path):
-    printed = "print('half' + 'way there')\nimport time\ntime.sleep(30)"  # the code box does not show the text
+    # the code box does not show the text; the file says the block has printed it and goes on
+    printed = "print('half' + 'way there')\ntouch('printed')\nimport time\ntime.sleep(30)"
     model = write_script(tmp_path / "model.yaml", printed)
-    run = spawn("run", "Work slowly.", "--model", model)
-    time.sleep(3)  # the block is sleeping by now: the process started, the worker ran the print
+    run = spawn("run", "Work slowly.", "--model", model, "--tools", SAMPLE_TOOLS)
+    assert files_appear(tmp_path, "printed"), "the block never got past its print"
     run.send_signal(signal.SIGINT)
     out, err = run.communicate(timeout=30)
     assert run.returncode == 130, out + err

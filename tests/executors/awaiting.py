@@ -82,10 +82,23 @@ class StepClock:
         return max(self.steps)
 
 
-async def cancelled_after(seconds: float, running: Coroutine[Any, Any, Any]) -> float:
+async def cancelled_after(
+    seconds: float, running: Coroutine[Any, Any, Any], ready: asyncio.Event | None = None
+) -> float:
     """Run `running` as a task, cancel it after `seconds`, and return how long it took to end
-    with `CancelledError` (which it must)."""
+    with `CancelledError` (which it must). With `ready`, the `seconds` count from when it is set
+    (the block said it had begun): a sandbox's start and a model's step on a busy machine can
+    outlast any fixed wait, and a cancel that lands before the block tries nothing of it."""
     task = asyncio.create_task(running)
+    if ready is not None:
+        began = asyncio.create_task(ready.wait())
+        await asyncio.wait([began, task], timeout=120, return_when=asyncio.FIRST_COMPLETED)
+        if not began.done():
+            began.cancel()
+            if task.done():
+                task.result()  # what ended it before it was ready
+            task.cancel()
+            raise AssertionError("the block did not begin within 120 s")
     await asyncio.sleep(seconds)
     asked = time.monotonic()
     task.cancel()

@@ -24,6 +24,7 @@ from codeward.executors.e2b import E2BExecutor
 from codeward.platform.tools import FinalAnswerTool, Tool, ToolDefinitionError
 from tests.e2b_server import E2BServer
 from tests.executors import inline_tool_module
+from tests.timing import busy_allowance
 
 LIMIT = 2.0
 #: What `make` builds with; a module that imports the fixture sets its own.
@@ -124,7 +125,10 @@ def test_a_run_stops_at_its_limit_not_at_twice_it(make: Callable[..., E2BExecuto
     with pytest.raises(ExecutionTimeout, match="was stopped") as caught:
         executor.run("print('napping')\nimport time\ntime.sleep(60)")
     elapsed = time.monotonic() - started
-    assert LIMIT <= elapsed < 1.5 * LIMIT, f"stopped after {elapsed:.2f} s for a {LIMIT} s limit"
+    # the SDK's deadline would end it no sooner than 2 * LIMIT; the room past the limit is for the
+    # request to reach the sandbox and the interrupt's answer to come back, on a busy machine
+    assert busy_allowance(LIMIT, 0.6) < 2 * LIMIT
+    assert LIMIT <= elapsed < busy_allowance(LIMIT, 0.6), f"stopped after {elapsed:.2f} s for a {LIMIT} s limit"
     assert "napping" in caught.value.logs and caught.value.error_type == "TimeoutError"
     assert executor.run("kept * 7").output == 42  # interrupted, not restarted: state is kept
 
@@ -170,11 +174,10 @@ def test_an_expired_sandbox_raises_then_a_new_one_gets_variables_and_tools(
 
 def test_a_sandbox_killed_mid_run_raises_sandbox_error(make: Callable[..., E2BExecutor], server: E2BServer) -> None:
     executor = make(timeout_seconds=20)
-    timer = threading.Timer(0.5, server.expire)
-    timer.start()
+    expiring = threading.Thread(target=server.expire)  # once the block runs, however long a busy machine takes
     with pytest.raises(SandboxError, match="gone"):
-        executor.run("print('working')\nimport time\ntime.sleep(15)")
-    timer.join()
+        executor.run("print('working')\nimport time\ntime.sleep(15)", on_output=lambda stream, text: expiring.start())
+    expiring.join()
     server.replace()
     assert executor.run("'back'").output == "back"
 

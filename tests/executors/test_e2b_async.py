@@ -159,15 +159,21 @@ def test_a_failing_on_output_stops_the_block_and_is_raised(acreate: Callable[...
 def test_interrupt_from_another_thread_stops_an_awaited_block(acreate: Callable[..., Awaitable[E2BExecutor]]) -> None:
     async def scenario() -> tuple[ExecutionError, float, Any]:
         executor = await acreate(timeout_seconds=30.0)
-        stopper = threading.Timer(0.5, executor.interrupt)
+        stoppers: list[threading.Thread] = []
+
+        def stop_once_waiting(stream: str, text: str) -> None:
+            """Interrupt from another thread once the block is in its sleep: a fixed delay could
+            end before a busy machine's request reached the sandbox, and try nothing."""
+            if "waiting" in text and not stoppers:
+                stoppers.append(threading.Thread(target=executor.interrupt))
+                stoppers[0].start()
+
         started = time.monotonic()
-        stopper.start()
-        try:
-            with pytest.raises(ExecutionError) as caught:
-                await executor.arun("import time\nprint('waiting')\ntime.sleep(20)")
-        finally:
-            stopper.cancel()
+        with pytest.raises(ExecutionError) as caught:
+            await executor.arun("import time\nprint('waiting')\ntime.sleep(20)", on_output=stop_once_waiting)
         took = time.monotonic() - started
+        for stopper in stoppers:
+            stopper.join()
         return caught.value, took, (await executor.arun("'after'")).output
 
     error, took, after = run_async(scenario())
@@ -245,9 +251,14 @@ def test_a_cancelled_block_stops_and_the_sandbox_is_killed_at_aclose() -> None:
 
         async def scenario() -> tuple[float, Any, float]:
             executor = await E2BExecutor.acreate(connection=own.cloud_connection, timeout_seconds=60.0)
+            printed = asyncio.Event()  # the cancel lands in the sleep, not before the sandbox has the block
             try:
                 cancel_took = await cancelled_after(
-                    1.0, executor.arun("import time\nprint('sleeping')\ntime.sleep(30)")
+                    0.5,
+                    executor.arun(
+                        "import time\nprint('sleeping')\ntime.sleep(30)", on_output=lambda stream, text: printed.set()
+                    ),
+                    ready=printed,
                 )
                 again = time.monotonic()
                 after = (await executor.arun("'usable'")).output

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 import pytest
@@ -101,14 +102,15 @@ def test_a_client_that_disconnects_has_its_execution_interrupted(server: E2BServ
     assert results(got) == ["KeyboardInterrupt"]
 
 
-def test_a_request_whose_client_left_while_it_waited_does_not_run(server: E2BServer) -> None:
+def test_a_request_whose_client_left_while_it_waited_does_not_run(server: E2BServer, tmp_path: Path) -> None:
     """A probe that timed out behind a busy context must not run later: its interrupt for a
     gone client would land in whatever the context runs next."""
     context = new_context(server)
     started = threading.Event()
+    release = tmp_path / "release"  # the context is held until the probe has timed out, however long that takes
 
     def hold_the_context() -> None:
-        code = "import time\nprint('started', flush=True)\ntime.sleep(1.5)"
+        code = f"import os, time\nprint('started', flush=True)\nwhile not os.path.exists({str(release)!r}):\n    time.sleep(0.02)"
         with streamed(server, {"code": code, "context_id": context}) as execution:
             for line in execution:
                 if line["type"] == "stdout":
@@ -116,9 +118,12 @@ def test_a_request_whose_client_left_while_it_waited_does_not_run(server: E2BSer
 
     busy = threading.Thread(target=hold_the_context)
     busy.start()
-    assert started.wait(30)
-    with pytest.raises(httpx.ReadTimeout), httpx.Client(timeout=0.5) as client:
-        client.post(f"{server.url}/execute", json={"code": "ran_late = True", "context_id": context})
+    try:
+        assert started.wait(30)
+        with pytest.raises(httpx.ReadTimeout), httpx.Client(timeout=0.5) as client:
+            client.post(f"{server.url}/execute", json={"code": "ran_late = True", "context_id": context})
+    finally:
+        release.touch()
     busy.join()
     time.sleep(0.5)  # the waiting request, had it run, would have run by now
     _, got = lines(server, {"code": "import time\ntime.sleep(0.5)\n'ran_late' in globals()", "context_id": context})
@@ -155,11 +160,12 @@ def test_env_vars_hold_for_one_execution(sandbox: Sandbox) -> None:
 def test_an_expired_sandbox_answers_502_and_cuts_a_running_execution() -> None:
     with E2BServer() as server:
         sandbox = Sandbox.create(**server.connection)
-        timer = threading.Timer(0.5, server.expire)
-        timer.start()
+        # expired once the execution runs: a fixed delay could end while a busy machine's kernel still starts
+        expiring = threading.Thread(target=server.expire)
         with pytest.raises(E2BTimeout, match="killed"):
-            sandbox.run_code("import time\ntime.sleep(30)", timeout=60)
-        timer.join()
+            code = "import time\nprint('running', flush=True)\ntime.sleep(30)"
+            sandbox.run_code(code, timeout=60, on_stdout=lambda message: expiring.start())
+        expiring.join()
         assert sandbox.is_running() is False
         with pytest.raises(E2BTimeout, match="502"):
             sandbox.run_code("1")

@@ -154,9 +154,14 @@ def test_forty_agents_share_one_loop_and_never_hold_it() -> None:
 
 def test_cancelling_arun_stops_the_block_and_aclose_leaves_nothing(executor):
     async def main():
-        model = ScriptedModel([code("import time\nkept = 5\ntime.sleep(60)"), code("final_answer(kept)")])
-        agent = CodeAgent(tools=[], model=model, executor=executor)
-        stopped_in = await cancelled_after(1.0, agent.arun("sleep"))
+        model = ScriptedModel(
+            [code("import time\nkept = 5\nprint('kept')\ntime.sleep(60)"), code("final_answer(kept)")]
+        )
+        loop, printed = asyncio.get_running_loop(), asyncio.Event()
+        heard = {BlockOutputDelta: [lambda delta: loop.call_soon_threadsafe(printed.set)]}
+        agent = CodeAgent(tools=[], model=model, executor=executor, step_callbacks=heard)
+        # counted from the block's print: the sandbox's start, part of arun, can take seconds on a busy machine
+        stopped_in = await cancelled_after(0.5, agent.arun("sleep"), ready=printed)
         step = await agent.arun_code("kept + 1")  # the sandbox still serves, with what the code defined
         await agent.aclose()
         return stopped_in, step, agent

@@ -11,8 +11,9 @@ import time
 import pytest
 
 from codeward.executors.base import ExecutionError, ExecutionTimeout, Executor
+from tests.timing import busy_seconds
 
-from .conftest import PROFILES
+from .conftest import PROFILES, TIMEOUT
 
 #: A block that prints, sleeps two seconds (within the suite's time limit) and prints again.
 PRINT_SLEEP_PRINT = "import time\nprint('first')\ntime.sleep(2)\nprint('second')"
@@ -25,7 +26,9 @@ def test_output_reaches_on_output_while_the_block_runs(executor: Executor) -> No
     )
     ended = time.monotonic()
     first_at = next(at for at, _, text in heard if "first" in text)
-    assert ended - first_at >= 1.5, f"the first line came {ended - first_at:.2f} s before the block ended"
+    # held until the end, it would come as the block ends; a busy machine may hand it over up to a
+    # second late (a kernel flushes its output every so often, and each hop waits for a core)
+    assert ended - first_at >= 1.0, f"the first line came {ended - first_at:.2f} s before the block ended"
     assert "".join(text for _, _, text in heard) == "first\nsecond\n"
     assert {stream for _, stream, _ in heard} == {"stdout"}
     assert "first\nsecond\n" in result.logs
@@ -37,6 +40,12 @@ def test_stderr_is_delivered_as_such(executor: Executor) -> None:
         "import sys\nprint('oops', file=sys.stderr)", on_output=lambda stream, text: heard.append((stream, text))
     )
     assert "".join(text for stream, text in heard if stream == "stderr") == "oops\n"
+
+
+#: How long a stop may take on a busy machine, from the ask to the block's end; shorter than the
+#: 2.5 s the stopped blocks below sleep past their print, so a block that went on to its end fails.
+STOPPED_WITHIN = busy_seconds(0.6)
+assert STOPPED_WITHIN < 2.5 < TIMEOUT
 
 
 def test_interrupt_from_another_thread_stops_a_sleeping_block_and_keeps_the_state(executor: Executor) -> None:
@@ -55,7 +64,7 @@ def test_interrupt_from_another_thread_stops_a_sleeping_block_and_keeps_the_stat
     stopped = time.monotonic()
     assert not isinstance(caught.value, ExecutionTimeout)
     assert caught.value.error_type == "KeyboardInterrupt"
-    assert stopped - asked[0] < 1.0, f"the block ended {stopped - asked[0]:.2f} s after interrupt()"
+    assert stopped - asked[0] < STOPPED_WITHIN, f"the block ended {stopped - asked[0]:.2f} s after interrupt()"
     assert "sleeping" in caught.value.logs
     assert executor.run("kept + 1").output == 42
 
@@ -64,13 +73,15 @@ def test_a_callback_that_raises_stops_the_block_and_the_executor_stays_usable(ex
     class Enough(Exception):
         pass
 
+    raised: list[float] = []
+
     def enough(stream: str, text: str) -> None:
+        raised.append(time.monotonic())  # from here, not from run(): the sandbox's start is not the stop's
         raise Enough(text)
 
-    started = time.monotonic()
     with pytest.raises(Enough):
         executor.run("import time\nstate = 1\nprint('go')\ntime.sleep(2.5)\nstate = 2", on_output=enough)
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - raised[0] < STOPPED_WITHIN
     assert executor.run("state").output == 1
     assert executor.run("print('again')", on_output=lambda stream, text: None).logs.strip() == "again"
 

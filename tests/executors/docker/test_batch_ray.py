@@ -201,6 +201,11 @@ def test_an_unset_env_name_is_refused_before_anything_runs(cluster: Cluster, tmp
     assert not (tmp_path / "results.jsonl").exists()
 
 
+#: Long enough that the hanging job's block has begun on a busy machine before its timeout ends it: the
+#: timeout counts from the job's start on its node, sandbox and tools included, and the audit counts its block.
+HANG_TIMEOUT = 5
+
+
 def test_python_api_with_a_timeout_and_a_named_key(
     cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -217,7 +222,7 @@ def test_python_api_with_a_timeout_and_a_named_key(
     (tmp_path / "jobs.yaml").write_text(
         yaml.safe_dump(
             [
-                {"id": "hangs", "task": "Hang.", "model": "script:hang.yaml", "timeout_seconds": 2},
+                {"id": "hangs", "task": "Hang.", "model": "script:hang.yaml", "timeout_seconds": HANG_TIMEOUT},
                 *({"id": f"key-{n}", "task": "Key.", "model": "script:key.yaml"} for n in range(4)),
             ]
         )
@@ -234,7 +239,7 @@ def test_python_api_with_a_timeout_and_a_named_key(
     assert time.monotonic() - started < 60, "the hanging job held the batch past its timeout"
     assert outcome.counts == {"success": 4, "timeout": 1}
     results = {r["id"]: r for r in read_lines(tmp_path / "results.jsonl")}
-    assert "timeout of 2 s" in results["hangs"]["error"]
+    assert f"timeout of {HANG_TIMEOUT} s" in results["hangs"]["error"]
     # the named key only reached the tasks, and a key sent with --env is a secret: the results never hold it
     assert all(results[f"key-{n}"]["output"] == [REDACTED, None] for n in range(4))
     hang_blocks = [line for line in read_lines(tmp_path / "audit.jsonl") if line["job_id"] == "hangs"]

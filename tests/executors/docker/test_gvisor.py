@@ -139,8 +139,9 @@ def test_a_fork_bomb_under_gvisor_ends_its_own_sandbox_and_the_next_block_runs(g
         assert sandbox is not None
         assert executor.run(LAUNCH_FORK_BOMB).logs == "launched\n"
         counts = []
+        deadline = time.monotonic() + 60  # the bomb's interpreter, then gVisor's kernel, are slow on a busy machine
         with pytest.raises(SandboxError, match="the sandbox died while running the code"):
-            for _ in range(40):
+            while time.monotonic() < deadline:
                 counts.append(sandbox.task_count())
                 executor.run("import time\ntime.sleep(0.25)")
         assert all(count is None or count <= Hardening().pids_limit for count in counts), counts

@@ -20,7 +20,7 @@ from tests.timing import busy_seconds
 
 T = TypeVar("T")
 
-SLEEPS = "import time; time.sleep(30)"
+SLEEPS = "import time; print('asleep', flush=True); time.sleep(30)"
 #: A block that catches the interrupt and sleeps on: only a restart stops it.
 STUBBORN = "import time\nwhile True:\n    try:\n        time.sleep(30)\n    except KeyboardInterrupt:\n        pass"
 
@@ -122,11 +122,13 @@ def test_an_async_tool_runs_on_the_loop_and_a_sync_tool_in_the_pool() -> None:
 
 def test_cancelling_arun_during_an_async_tool_cancels_the_tool_and_stops_the_block() -> None:
     events: list[str] = []
+    started = asyncio.Event()
 
     @tool
     async def wait_long() -> str:
         """Wait a long time."""
         events.append("started")
+        started.set()
         try:
             await asyncio.sleep(30)
         except asyncio.CancelledError:
@@ -136,7 +138,7 @@ def test_cancelling_arun_during_an_async_tool_cancels_the_tool_and_stops_the_blo
 
     async def cancel(ex: JupyterExecutor) -> float:
         await ex.asend_tools({"wait_long": wait_long})
-        took = await cancelled_after(1.0, ex.arun("wait_long()"))
+        took = await cancelled_after(0.5, ex.arun("wait_long()"), ready=started)
         assert (await ex.arun("6 * 7")).output == 42
         return took
 
@@ -149,7 +151,8 @@ def test_cancelling_arun_stops_the_block_keeps_the_state_and_aclose_leaves_no_ke
     async def cancel(ex: JupyterExecutor) -> tuple[int, float]:
         await ex.arun("kept = 'yes'")
         pid = (await ex.arun("import os; os.getpid()")).output
-        took = await cancelled_after(0.5, ex.arun(SLEEPS, on_output=lambda stream, text: None))
+        printed = asyncio.Event()  # the cancel lands in the sleep, not before the kernel has the block
+        took = await cancelled_after(0.5, ex.arun(SLEEPS, on_output=lambda stream, text: printed.set()), ready=printed)
         assert (await ex.arun("kept")).output == "yes"  # interrupted, not restarted
         assert process_runs(pid)
         return pid, took

@@ -13,6 +13,7 @@ import pytest
 from codeward import CodeAgent, ScriptedModel
 from codeward.executors import LocalExecutor
 from codeward.executors.base import ExecutionError
+from codeward.platform.live_blocks import BlockOutputDelta
 from codeward.platform.memory import ActionStep
 from codeward.platform.tools import tool
 from tests.executors.contract.conftest import process_gone
@@ -87,10 +88,21 @@ def test_a_worker_stuck_in_c_code_is_stopped_after_a_moment_with_nothing_to_show
 
 def test_an_agent_keeps_the_interrupted_step_with_what_its_code_printed():
     model = ScriptedModel([f"<code>\n{SLOW_BLOCK}\n</code>"])
-    with CodeAgent(tools=[], model=model, verbosity_level=-1) as agent:
-        ctrl_c_in(1.0)
-        with pytest.raises(KeyboardInterrupt):
-            agent.run("Work slowly.")
+    pressed: list[bool] = []
+
+    def press_once_printed(delta: BlockOutputDelta) -> None:
+        """Ctrl-C a moment after the block printed: a fixed delay from the start could end
+        before a busy machine had started the worker and the block printed anything."""
+        if not pressed:
+            pressed.append(True)
+            ctrl_c_in(0.2)
+
+    callbacks = {BlockOutputDelta: [press_once_printed]}
+    with (
+        CodeAgent(tools=[], model=model, verbosity_level=-1, step_callbacks=callbacks) as agent,
+        pytest.raises(KeyboardInterrupt),
+    ):
+        agent.run("Work slowly.")
     step = agent.memory.steps[-1]
     assert isinstance(step, ActionStep) and step.error is not None
     assert "interrupted" in step.error.message

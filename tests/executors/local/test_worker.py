@@ -163,6 +163,7 @@ def test_an_interrupted_block_does_not_leave_its_answer_for_the_next_one():
     import threading
 
     with LocalExecutor(timeout_seconds=20) as executor:
+        executor.run("None")  # the worker has started: the interrupt lands in the slow block, not in the start
         threading.Timer(0.5, _thread.interrupt_main).start()
         with pytest.raises(KeyboardInterrupt):
             executor.run("import time\ntime.sleep(3)\n'the slow block'")
