@@ -26,6 +26,7 @@ import sys
 import threading
 import unicodedata
 from collections.abc import AsyncIterator, Coroutine, Sequence
+from concurrent.futures import CancelledError
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard, TypeVar
@@ -51,6 +52,8 @@ CONNECT_TIMEOUT = 30.0
 CALL_TIMEOUT = 120.0
 #: Seconds the server gets to stop when the tools are closed.
 CLOSE_TIMEOUT = 10.0
+#: Characters of the reason a server's message could not be read that an error shows: it quotes the message.
+_SHOWN_REASON = 200
 
 
 class MCPToolError(RuntimeError):
@@ -110,12 +113,37 @@ class _Session:
         self.server = server
         self.stop = asyncio.Event()
         self.lost = False
+        #: Why a message from the server could not be read, once one could not.
+        self.unreadable: str | None = None
+        self.calls: set[asyncio.Task[Any]] = set()
         self.ready: asyncio.Future[tuple[ClientSession, list[types.Tool]]] = asyncio.get_running_loop().create_future()
         self.task = asyncio.ensure_future(self._hold())
 
+    async def answer(self, call: Coroutine[Any, Any, _T]) -> _T:
+        """`call`'s result, or its cancellation when the server sends what cannot be read."""
+        task = asyncio.ensure_future(call)
+        self.calls.add(task)
+        try:
+            return await task
+        finally:
+            self.calls.discard(task)
+
+    async def _heard(self, message: Any) -> None:
+        """The SDK hands over a message it could not read (not JSON-RPC, a number too long for an
+        int) as an exception, and goes on waiting for the answer that message may have been: each
+        call would wait out its whole timeout. They end now, and the next call connects again."""
+        if isinstance(message, ValueError):  # pydantic's ValidationError is one; a budget's StreamError is not
+            self.unreadable = _unreadable(message)
+            self.lost = True
+            for call in list(self.calls):
+                call.cancel()
+
     async def _hold(self) -> None:
         try:
-            async with self.server.transport() as (read, write), ClientSession(read, write) as session:
+            async with (
+                self.server.transport() as (read, write),
+                ClientSession(read, write, message_handler=self._heard) as session,
+            ):
                 await session.initialize()
                 listed = await session.list_tools()
                 self.ready.set_result((session, listed.tools))
@@ -197,8 +225,18 @@ class MCPTools:
     def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         """Call the server's tool `name`; a dead connection is reported now and made again at the next call."""
         session = self._live_session()
+        held = self._session
+        assert held is not None
         try:
-            result = self._wait(session.call_tool(name, arguments, read_timeout_seconds=self.timeout), self.timeout + 5)
+            called = session.call_tool(name, arguments, read_timeout_seconds=self.timeout)
+            result = self._wait(held.answer(called), self.timeout + 5)
+        except CancelledError:
+            if held.unreadable is None:
+                raise
+            raise MCPToolError(
+                f"the MCP server {self.server} sent a message codeward cannot read during the call to {name} "
+                f"({held.unreadable}); the next call connects again"
+            ) from None
         except MCPError as error:
             if error.code == OVER_BUDGET:
                 raise MCPToolError(f"{error.error.message} (the call to {name})") from None
@@ -269,6 +307,17 @@ def _reason(error: BaseException) -> str:
     if isinstance(error, httpx2.HTTPStatusError):
         return f"HTTP {error.response.status_code}"
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def _unreadable(error: ValueError) -> str:
+    """What was wrong with a message that could not be read, in a line: pydantic's first complaint
+    (``Invalid JSON: number out of range at line 1 column 4412``) without the message it quotes."""
+    errors = getattr(error, "errors", None)
+    try:
+        said = str(errors()[0]["msg"]) if callable(errors) else str(error)
+    except (IndexError, KeyError, TypeError):
+        said = str(error)
+    return (said.splitlines() or [type(error).__name__])[0][:_SHOWN_REASON]
 
 
 def served_over_http(server: str | Sequence[str]) -> TypeGuard[str]:
