@@ -161,8 +161,8 @@ def test_events_from_a_stranger_keep_known_walls_and_plain_bounded_text():
     ],
 )
 def test_a_strangers_event_detail_holds_no_character_a_terminal_acts_on(acting):
-    """The details the host shows come through the one rule `terminal_text` follows (`acting_characters`):
-    every format, control and separator character, not a list of the known ones."""
+    """Every format, control and separator character of a detail is shown as its escape, as
+    `terminal_text` shows them, and so is everything else outside printable ASCII."""
     (event,) = events_from_text(f"policy\t1\timport of s{acting}ocket")
     shown = acting.encode("ascii", "backslashreplace").decode("ascii").replace("\x85", "\\x85")
     assert event.detail == f"import of s{shown}ocket" and event.detail.isascii()
