@@ -224,9 +224,7 @@ class MCPTools:
 
     def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         """Call the server's tool `name`; a dead connection is reported now and made again at the next call."""
-        session = self._live_session()
-        held = self._session
-        assert held is not None
+        session, held = self._live_session()
         try:
             called = session.call_tool(name, arguments, read_timeout_seconds=self.timeout)
             result = self._wait(held.answer(called), self.timeout + 5)
@@ -261,14 +259,16 @@ class MCPTools:
             "(it may or may not have run); the next call connects again"
         )
 
-    def _live_session(self) -> ClientSession:
+    def _live_session(self) -> tuple[ClientSession, _Session]:
+        """The SDK's session and the connection that holds it, read together under the lock: another
+        thread may connect again as soon as it is let go."""
         with self._lock:
             if self._closed:
                 raise MCPToolError(f"the MCP server {self.server} was closed: its tools can no longer be called")
             if self._session is None or self._session.lost:
                 self._connect()
-            assert self._client is not None
-            return self._client
+            assert self._client is not None and self._session is not None
+            return self._client, self._session
 
     def _connect(self) -> list[types.Tool]:
         """Start (or start again) the session; the caller holds the lock or is the constructor."""
