@@ -13,7 +13,6 @@ offline users drive the command.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -107,7 +106,7 @@ def load_script(path: Path) -> list[Any]:
         raise ModelIdError(f"script:{path}: no such file") from None
     try:
         responses = read_json(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError, ValueError) as error:  # YAML's too long number: a ValueError
+    except (yaml.YAMLError, ValueError) as error:  # JSON's errors, and YAML's too long number, are ValueErrors
         raise ModelIdError(
             f"script:{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}"
         ) from None
