@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -217,8 +218,14 @@ def test_a_forged_length_over_the_frame_limit_is_refused_before_the_host_reads_i
         later_blocks_hold(sandbox)
 
 
-def _preallocating(self: Any, size: int, deadline: float | None) -> bytes:
+def _preallocating(self: Any, deadline: float | None) -> Any:
     """How the channel read a large frame before: a buffer of the announced size, allocated first."""
+    while len(self._pending) < 12:
+        if not (yield Readable(self.sock, deadline)):
+            raise ChannelTimeout("no answer before the deadline")
+        self._pending += self._attempt(self.sock.recv, 65536, deadline) or b""
+    head_size, body_size = struct.unpack_from("!IQ", self._pending)
+    size = 12 + head_size + body_size
     buffer = bytearray(size)
     got = len(self._pending)
     buffer[:got] = self._pending
@@ -228,14 +235,15 @@ def _preallocating(self: Any, size: int, deadline: float | None) -> bytes:
         if not (yield Readable(self.sock, deadline)):
             raise ChannelTimeout("no answer before the deadline")
         got += self._attempt(lambda into, flags: self.sock.recv_into(into, 0, flags), view[got:], deadline) or 0
-    return bytes(buffer)
+    self._pending += buffer
+    return self._taken()
 
 
 def test_a_length_within_the_limit_is_not_allocated_before_its_bytes_come(monkeypatch):
     claim = CHANNEL + ALARM_OFF + "write_all(struct.pack('!IQ', 2, 100 * 2**20) + b'{}')\ntime.sleep(30)"
     options = {"max_value_size": 4_000_000}  # a body limit of 128 MB
     with monkeypatch.context() as old:
-        old.setattr(Channel, "_read_exactly", _preallocating)  # control: the old read
+        old.setattr(Channel, "_message", _preallocating)  # control: the old read
         with executor(**options) as sandbox, peak_growth() as grown:
             timed(lambda: sandbox.run(claim))
         assert grown[0] > 80 * 2**20, f"control: the host grew by only {grown[0] / 2**20:.0f} MiB"
@@ -356,15 +364,19 @@ DEAF = (
 )
 
 
-def _write_without_deadline(self, data, deadline, sent):
-    self.sock.sendall(data)
-    sent[0] += len(data)
+def _write_without_deadline(self, pieces, total, deadline, sent):
+    """The channel's write as it was before it had a deadline: all of it, however long the reader takes."""
+    skip = sent[0]
+    for piece in pieces:
+        self.sock.sendall(memoryview(piece).cast("B")[skip:])
+        skip = 0
+    sent[0] = total
     yield from ()
 
 
 def test_a_worker_that_stops_reading_cannot_hold_the_host_in_a_send(monkeypatch):
     with monkeypatch.context() as blocking, executor() as sandbox:
-        blocking.setattr(Channel, "_writing", _write_without_deadline)  # control
+        blocking.setattr(Channel, "_writing_all", _write_without_deadline)  # control
         sandbox.send_tools({"big": big})
         sandbox.run("1")
         worker = sandbox._worker._worker  # type: ignore[union-attr]

@@ -34,7 +34,7 @@ from codeward.executors.local.folder_watch import FolderWatch, empty_folder
 from codeward.executors.local.reaper import Reaper
 from codeward.executors.local.seccomp_notices import SeccompNotices
 from codeward.executors.local.working_folder import DEFAULT_FOLDER_BYTES
-from codeward.executors.metering import ProcessMeter
+from codeward.executors.metering import SingleProcessMeter
 from codeward.executors.settings import DEFAULT_OUTPUT_BUDGET
 from codeward.wall_events import EVENTS_TEXT_LIMIT
 
@@ -199,7 +199,7 @@ class WorkerProcess:
         except (OSError, ChannelError):
             self.start_seq = -1
         self.ready = False
-        self._meter: ProcessMeter | None = None
+        self._meter: SingleProcessMeter | None = None
         self._cpu_at_answer: float | None = None
         #: Its CPU seconds as `busy_while_idle` last read them.
         self.cpu_read: float | None = None  # its CPU time when it last answered, where the system says
@@ -240,14 +240,14 @@ class WorkerProcess:
         self._emptied.set()
 
     @property
-    def meter(self) -> ProcessMeter:
-        """What reads its CPU time and memory peak from /proc (its files kept open while it lives)."""
+    def meter(self) -> SingleProcessMeter:
+        """What reads its CPU time and memory peak (its /proc files kept open while it lives)."""
         if self._meter is None:
-            self._meter = ProcessMeter(self.process.pid, children=False)  # its seccomp filter refuses fork
+            self._meter = SingleProcessMeter(self.process.pid)  # its seccomp filter refuses fork
         return self._meter
 
     def cpu_seconds(self) -> float | None:
-        """The user and system CPU time of all its threads, from /proc; None where there is no /proc."""
+        """The user and system CPU time of all its threads, as the system counts it; None where it cannot be read."""
         return self.meter.cpu_seconds()
 
     @property
