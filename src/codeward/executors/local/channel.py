@@ -105,6 +105,8 @@ class Channel:
         return sent[0] == len(frame)
 
     def _writing_all(self, pieces: list[Any], total: int, deadline: float | None, sent: list[int]) -> Steps[None]:
+        """Write `pieces` from byte `sent` on, each wait for room yielded; stopped midway, the frame is
+        cut, and the channel says so (`cut`): the reader's next frame would be garbled."""
         skip = sent[0]
         try:
             for piece in pieces:
