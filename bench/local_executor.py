@@ -6,9 +6,10 @@ Run: python bench/local_executor.py [--repeat N] [--snippets FILE ...] [--only-s
 Prints medians and the ratios that the targets speak of, each measured in this run,
 interleaved so that load from other processes falls on every runner alike:
 - a tiny block (`x = 1`) end to end, process mode against Monty (target: within 1.5x), and an
-  agent's tiny step (`x = 2 + 3`, `print(x)`, `final_answer(x)`); beside them the floor on this
-  machine: the block's text sent to a bare child process over a socket pair and echoed back
-  (`pipe`), which no worker's round trip can beat;
+  agent's tiny step (`x = 2 + 3`, `print(x)`, `final_answer(x)`); beside them two floors on this
+  machine (`worker_floors`): the block's text sent to a bare child process over a socket pair and
+  echoed back (`pipe`), which no worker's round trip can beat, and a bare worker in Python that
+  does the least it can (`bare_worker`: a JSON header each way, a cached compile, `exec`);
 - each snippet: process mode against Monty (median at most 1.0x, none over 1.5x), against
   CPython (median within 3x), smolagents against process mode on loop-heavy ones (at least 30x);
 - the tiny block again, each runner idle for half a second first, as before each of an agent's
@@ -51,7 +52,6 @@ import contextlib
 import io
 import pickle
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -63,16 +63,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from worker_floors import Runner, bare_worker_runner, pipe_runner  # beside this file
+
 from codeward.executors import LocalExecutor
 from codeward.executors.local.policy import compile_block
 from codeward.tools import FinalAnswerTool
 
-Runner = Callable[[str], object]
 LIMITS = {"timeout_seconds": 120, "max_operations": 10**9}
 TINY = "x = 1"
 TINY_FINAL = "x = 2 + 3\nprint(x)\nfinal_answer(x)"
-#: A child that echoes what it reads: the floor of a round trip between two processes.
-ECHO = "import socket, sys\ns = socket.socket(fileno=int(sys.argv[1]))\nwhile data := s.recv(1 << 16):\n    s.sendall(data)"
 #: A header line of a snippets file (see the module): ``### name`` and, maybe, ``loops``.
 HEADER = re.compile(r"^###[ \t]+(\S+)[ \t]*(loops)?[ \t]*$", re.MULTILINE)
 FRAME_ROWS = 1_000_000
@@ -226,25 +225,6 @@ def cpython_runner() -> Runner:
     return run
 
 
-def pipe_runner(stack: contextlib.ExitStack) -> Runner:
-    """The block's text to a bare child process over a socket pair, and back: the floor."""
-    ours, theirs = socket.socketpair()
-    child = subprocess.Popen([sys.executable, "-c", ECHO, str(theirs.fileno())], pass_fds=[theirs.fileno()])
-    theirs.close()
-    stack.callback(child.wait)
-    stack.callback(ours.close)
-
-    def run(code: str) -> object:
-        data = code.encode()
-        ours.sendall(data)
-        got = 0
-        while got < len(data):
-            got += len(ours.recv(1 << 16))
-        return got
-
-    return run
-
-
 def monty_runner(stack: contextlib.ExitStack) -> Runner | None:
     """One Monty session for the whole run, kept open like an agent's REPL, with no cap on its calls."""
     try:
@@ -315,13 +295,13 @@ def print_row(name: str, loops: str, times: dict[str, float]) -> None:
 
 
 def bench_snippets(
-    runners: dict[str, Runner], pipe: Runner, snippets: dict[str, tuple[bool, str]], repeat: int
+    runners: dict[str, Runner], floors: dict[str, Runner], snippets: dict[str, tuple[bool, str]], repeat: int
 ) -> None:
     print(f"\n== tiny blocks end to end ({repeat * 20} repetitions) and agent-style snippets ({repeat})")
     print_header()
-    tiny, _ = time_runners({**runners, "pipe": pipe}, TINY, repeat * 20)
+    tiny, _ = time_runners({**runners, **floors}, TINY, repeat * 20)
     print_row("tiny", "-", tiny)
-    step, _ = time_runners({**runners, "pipe": pipe}, TINY_FINAL, repeat * 20)
+    step, _ = time_runners({**runners, **floors}, TINY_FINAL, repeat * 20)
     print_row("tiny_final", "-", step)
     print_floor({"tiny": tiny, "tiny_final": step})
     rows, refused_by = [], {}
@@ -361,17 +341,21 @@ def bench_after_idle(runners: dict[str, Runner], repeat: int) -> None:
 
 
 def print_floor(rows: dict[str, dict[str, float]]) -> None:
-    """What a tiny block costs in a worker beyond the floor (a bare round trip between two processes)."""
+    """What a tiny block costs in a worker beyond the floors (see `worker_floors`): a bare round trip
+    between two processes, and a worker in Python that does the least it can."""
     for name, times in rows.items():
-        floor, process, inside = times["pipe"], times["process"], times["in_process"]
+        floor, bare, process, inside = times["pipe"], times["bare_worker"], times["process"], times["in_process"]
         line = (
-            f"{name}: floor (its text to a bare child process and back) {floor * 1e3:.3f} ms; process "
-            f"{process * 1e3:.3f} ms = {process / floor:.0f}x the floor; in_process {inside * 1e3:.3f} ms, so the "
-            f"worker's round trip adds {(process - inside) * 1e3:.3f} ms"
+            f"{name}: floor (its text to a bare child process and back) {floor * 1e3:.3f} ms; a bare Python worker "
+            f"{bare * 1e3:.3f} ms; process {process * 1e3:.3f} ms = {process / floor:.0f}x the floor and "
+            f"{process / bare:.1f}x the bare worker; in_process {inside * 1e3:.3f} ms, so the worker's round trip "
+            f"adds {(process - inside) * 1e3:.3f} ms"
         )
         if "monty" in times:
             monty = times["monty"]
-            line += f"; Monty {monty * 1e3:.3f} ms ({monty / floor:.0f}x the floor)"
+            line += (
+                f"; Monty {monty * 1e3:.3f} ms ({monty / floor:.0f}x the floor, the bare worker {bare / monty:.2f}x it)"
+            )
             # the floor and the interpreter's own block are paid in any worker: what 1.5x Monty leaves the wire
             left = 1.5 * monty - floor - inside
             line += (
@@ -554,7 +538,8 @@ def main() -> None:
         runners.update({name: run for name, run in optional.items() if run is not None})
         process.run("1")
         print_versions(process)
-        bench_snippets(runners, pipe_runner(stack), snippets, args.repeat)
+        floors = {"pipe": pipe_runner(stack), "bare_worker": bare_worker_runner(stack)}
+        bench_snippets(runners, floors, snippets, args.repeat)
         bench_after_idle(runners, max(1, args.repeat // 2))  # each repetition idles every runner first
     if args.only_snippets:
         return

@@ -36,6 +36,7 @@ def test_the_snippets_of_a_file_are_timed_beside_the_tiny_blocks_and_the_floor(t
     assert rows["squares"].split()[1] == "yes", done.stdout
     assert "n/a broken (process): ExecutionError: ZeroDivisionError" in done.stdout, done.stdout
     assert "tiny: floor (its text to a bare child process and back)" in done.stdout, done.stdout
+    assert "; a bare Python worker " in done.stdout and "x the bare worker" in done.stdout, done.stdout
     assert "loop_sum" not in rows and "construction to first result" not in done.stdout, done.stdout
     idle = next(line for line in done.stdout.splitlines() if line.startswith("after idle: "))
     assert "process / cpython" in idle, done.stdout
