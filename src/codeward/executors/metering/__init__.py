@@ -122,18 +122,14 @@ class ProcessMeter(Meter):
         self._cpu: float | None = None
         self._reset = False
         self._files: dict[str, int] = {}
-        #: The root process's last stat reading: CPU seconds, page faults, resident bytes.
-        self._last: tuple[float, int, int] | None = None
-        self._at_begin: tuple[float, int, int] | None = None
 
     def begin(self, cpu: float | None = None) -> None:
-        self._cpu = self.cpu_seconds() if cpu is None or not self._just_read(cpu) else cpu
-        self._at_begin = self._last
+        self._cpu = self.cpu_seconds() if cpu is None else cpu
         self._reset = self._clear_peaks()
 
     def end(self, cpu: float | None = None) -> Measured:
-        cpu = self.cpu_seconds() if cpu is None or not self._just_read(cpu) else cpu
-        peak = self._untouched_peak() or self._peak()
+        cpu = self.cpu_seconds() if cpu is None else cpu
+        peak = self._peak()
         gone = "the process ended before it was read" if _HAS_PROC else self.reason
         measured = Measured()
         if cpu is None or self._cpu is None:
@@ -151,28 +147,12 @@ class ProcessMeter(Meter):
         """User and system time of the process and its children so far (those reaped included)."""
         fields = _stat_fields(self._read("stat"))
         if fields is None:
-            self._last = None
             return None
         ticks = sum(map(int, fields[11:15]))  # utime, stime, cutime, cstime: fields 14 to 17
-        # minflt and majflt (fields 10 and 12), and the resident pages (field 24)
-        self._last = (ticks / _CLOCK_TICKS, int(fields[7]) + int(fields[9]), int(fields[21]) * _PAGE_BYTES)
         for child in self._children():
             child_fields = _stat_fields(_read_path(f"/proc/{child}/stat"))
             ticks += sum(map(int, child_fields[11:15])) if child_fields else 0
         return ticks / _CLOCK_TICKS
-
-    def _just_read(self, cpu: float) -> bool:
-        """Whether `cpu` is this meter's own last reading (then its faults and resident size go with it)."""
-        return not self.children and self._last is not None and self._last[0] == cpu
-
-    def _untouched_peak(self) -> int | None:
-        """A process alone that took no page fault in the block grew no larger than it began (memory
-        becomes resident only through faults, counted by the kernel, not the process): its peak is
-        its size then, read with its CPU time, and /proc/<pid>/status need not be read."""
-        begun, now = self._at_begin, self._last
-        if self.children or not self._reset or begun is None or now is None or now[1] != begun[1]:
-            return None
-        return max(begun[2], now[2]) or None
 
     def close(self) -> None:
         for descriptor in self._files.values():
