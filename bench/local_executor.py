@@ -70,6 +70,9 @@ from codeward.executors.local.policy import compile_block
 from codeward.tools import FinalAnswerTool
 
 LIMITS = {"timeout_seconds": 120, "max_operations": 10**9}
+#: What the sandboxes of the snippet runs may import besides the default list: a data snippet's libraries,
+#: as the user who runs such code allows them (Monty and smolagents cannot import them at all: n/a).
+DATA_IMPORTS = ("numpy", "pandas")
 TINY = "x = 1"
 TINY_FINAL = "x = 2 + 3\nprint(x)\nfinal_answer(x)"
 #: A header line of a snippets file (see the module): ``### name`` and, maybe, ``loops``.
@@ -527,9 +530,9 @@ def main() -> None:
                 raise SystemExit(f"{path}: the snippet name {name!r} is taken; rename it")
             snippets[name] = snippet
     with contextlib.ExitStack() as stack:
-        process = LocalExecutor(**LIMITS)
+        process = LocalExecutor(DATA_IMPORTS, **LIMITS)
         stack.callback(process.close)
-        in_process = LocalExecutor(isolation="in_process", **LIMITS)
+        in_process = LocalExecutor(DATA_IMPORTS, isolation="in_process", **LIMITS)
         stack.callback(in_process.close)
         for executor in (process, in_process):
             executor.send_tools({"final_answer": FinalAnswerTool()})
