@@ -34,8 +34,6 @@ _HEADER = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", 
 #: What a flat header's fields hold (besides the parts' sizes): JSON's scalars.
 FLAT = (str, int, float, bool, type(None))
 _FLAT_TYPES = frozenset(FLAT)  # checked against a header's values' types in C, twice a message
-# In a flat header every opening bracket but the object's own and the parts' list is inside a string:
-# written as an escape there, so that a reader can count a header's containers before it parses it.
 #: What a large frame is read in: the buffer grows by what comes, not by what was announced.
 _LARGE_READ = 1 << 20
 
@@ -198,21 +196,17 @@ class Channel:
 
     def _read(self, most: int) -> bytes:
         """A blocking read of up to `most` bytes."""
-        try:
-            got = self.sock.recv(most)
-        except OSError as error:
-            raise ChannelClosed(f"the connection broke: {error}") from None
-        if not got:
-            raise ChannelClosed("the other side closed the connection")
+        got: bytes = self._attempt(self.sock.recv, most, None, flags=0)
         return got
 
-    def _attempt(self, move: Any, argument: Any, deadline: float | None) -> Any:
-        """``move(argument)`` (the socket's send or recv) without blocking: what it gives, or None
-        when the socket is not ready. A deadline past ends it even when the socket is ready."""
+    def _attempt(self, move: Any, argument: Any, deadline: float | None, flags: int = socket.MSG_DONTWAIT) -> Any:
+        """``move(argument)`` (the socket's send or recv) without blocking (unless `flags` say
+        otherwise): what it gives, or None when the socket is not ready. A deadline past ends it even
+        when the socket is ready."""
         if deadline is not None and deadline <= time.monotonic():
             raise ChannelTimeout("no answer before the deadline")
         try:
-            got = move(argument, socket.MSG_DONTWAIT)
+            got = move(argument, flags)
         except BlockingIOError:
             return None
         except OSError as error:
@@ -241,7 +235,9 @@ def _framed(header: dict[str, Any], body: str, parts: Sequence[Any]) -> tuple[li
 def _header_text(header: dict[str, Any], sizes: list[int]) -> str:
     text = _HEADER.encode(header)
     if _FLAT_TYPES.issuperset(map(type, header.values())):
-        # two replaces, not a `str.translate`, which looks each character up in a dict: ten times slower
+        # In a flat header every opening bracket but the object's own and the parts' list is inside a string:
+        # written as an escape there, so that a reader can count a header's containers before it parses it.
+        # Two replaces, not a `str.translate`, which looks each character up in a dict: ten times slower.
         text = "{" + text[1:].replace("{", "\\u007b").replace("[", "\\u005b")
     if sizes:
         text = text[:-1] + ("," if header else "") + '"parts":' + _HEADER.encode(sizes) + "}"

@@ -130,7 +130,7 @@ class ProcessMeter(Meter):
     def end(self, cpu: float | None = None) -> Measured:
         cpu = self.cpu_seconds() if cpu is None else cpu
         peak = self._peak()
-        gone = "the process ended before it was read" if _HAS_PROC else self.reason
+        gone = self._gone()
         measured = Measured()
         if cpu is None or self._cpu is None:
             measured.unmeasured["cpu_seconds"] = gone
@@ -153,6 +153,10 @@ class ProcessMeter(Meter):
             child_fields = _stat_fields(_read_path(f"/proc/{child}/stat"))
             ticks += sum(map(int, child_fields[11:15])) if child_fields else 0
         return ticks / _CLOCK_TICKS
+
+    def _gone(self) -> str:
+        """Why a figure is missing: the process ended, or this machine has no /proc to read."""
+        return "the process ended before it was read" if _HAS_PROC else self.reason
 
     def close(self) -> None:
         for descriptor in self._files.values():
@@ -239,8 +243,7 @@ class SingleProcessMeter(ProcessMeter):
         began, now = self._state, self._faults_and_size()
         measured = Measured()
         if now is None or cpu is None or self._cpu is None:  # its stat line reads nothing once it has ended
-            gone = "the process ended before it was read" if _HAS_PROC else self.reason
-            measured.unmeasured = {"cpu_seconds": gone, "peak_memory_bytes": gone}
+            measured.unmeasured = {"cpu_seconds": self._gone(), "peak_memory_bytes": self._gone()}
             return measured
         measured.cpu_seconds = round(max(0.0, cpu - self._cpu), 3)
         if self._peak_current and began is not None and now[0] == began[0]:
@@ -252,7 +255,7 @@ class SingleProcessMeter(ProcessMeter):
             measured.peak_memory_scope = "block" if self._reset else "sandbox"
             self._peak_current = False  # reset before the next block
             if measured.peak_memory_bytes is None:
-                measured.unmeasured["peak_memory_bytes"] = "the process ended before it was read"
+                measured.unmeasured["peak_memory_bytes"] = self._gone()
         self._state = now
         return measured
 
