@@ -1,6 +1,6 @@
 """`SingleProcessMeter`, the local worker's meter, on a real child process the test steers: its CPU
-time read from the process's CPU-time clock agrees with /proc, and its lazily reset peak is still
-each block's own after a block that let memory go, whether or not that block faulted."""
+time read from the process's CPU-time clock agrees with /proc, and its peak is each block's own,
+after a block that let memory go and in a block whose memory grew without a page fault."""
 
 from __future__ import annotations
 
@@ -16,10 +16,17 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 
 #: A child that does what it reads, one line at a time, and says when it is done: `spin` a third of a
 #: second of CPU, `grow` 100 MB of anonymous memory touched page by page, `free` it (an munmap: no page
-#: fault), `small` 5 MB it keeps.
+#: fault), `small` 5 MB it keeps; `arm` 256 MB with one small page touched in each 2 MiB, and
+#: `collapse` them into huge pages (``MADV_COLLAPSE``: 256 MB resident, no page fault) and let them go.
 _CHILD = """
-import mmap, sys, time
-held, kept = None, []
+import ctypes, mmap, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+SIZE, HUGE = 256 << 20, 2 << 20
+held, kept, armed = None, [], None
 for line in sys.stdin:
     command = line.strip()
     if command == "spin":
@@ -34,6 +41,20 @@ for line in sys.stdin:
         held.close()
     elif command == "small":
         kept.append(b"x" * (5 * 2**20))
+    elif command == "arm":
+        raw = libc.mmap(None, SIZE + HUGE, 3, 0x22, -1, 0)
+        start = (raw + HUGE - 1) & ~(HUGE - 1)
+        libc.madvise(start, SIZE, 15)  # MADV_NOHUGEPAGE while one small page in each 2 MiB is touched
+        pages = (ctypes.c_char * SIZE).from_address(start)
+        for at in range(0, SIZE, HUGE):
+            pages[at] = b"x"
+        libc.madvise(start, SIZE, 14)  # MADV_HUGEPAGE
+        armed = raw, start
+    elif command == "collapse":
+        raw, start = armed
+        collapsed = libc.madvise(start, SIZE, 25) == 0  # MADV_COLLAPSE
+        libc.munmap(raw, SIZE + HUGE)
+        print("collapsed" if collapsed else "refused", flush=True)
     print("done", flush=True)
 """
 
@@ -44,11 +65,16 @@ class _Child:
             [sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
 
-    def do(self, command: str) -> None:
+    def do(self, command: str) -> list[str]:
+        """What the child said before it was done."""
         assert self.process.stdin is not None and self.process.stdout is not None
         self.process.stdin.write(command + "\n")
         self.process.stdin.flush()
-        assert self.process.stdout.readline() == "done\n"
+        said = []
+        while (line := self.process.stdout.readline()) != "done\n":
+            assert line, "the child ended"
+            said.append(line.strip())
+        return said
 
 
 @pytest.fixture
@@ -96,7 +122,31 @@ def test_a_block_after_one_that_let_memory_go_has_a_peak_of_its_own(child: _Chil
         meter.close()
 
 
-def test_a_block_that_took_no_fault_gets_the_size_it_had(child: _Child) -> None:
+def _faults_and_resident(pid: int) -> tuple[int, int]:
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        fields = stat.read().rpartition(b")")[2].split()
+    return int(fields[7]) + int(fields[9]), int(fields[21]) * 4096
+
+
+def test_memory_grown_without_a_page_fault_counts_in_the_blocks_peak(child: _Child) -> None:
+    """The control is what a count of page faults would have given: none taken, and the size at the
+    block's end no larger than at its start."""
+    meter = SingleProcessMeter(child.process.pid)
+    try:
+        child.do("arm")
+        meter.begin()
+        faults, resident = _faults_and_resident(child.process.pid)
+        if child.do("collapse") != ["collapsed"]:
+            pytest.skip("this kernel does not collapse memory into huge pages (MADV_COLLAPSE, Linux 6.1)")
+        after_faults, after_resident = _faults_and_resident(child.process.pid)
+        peak = meter.end().peak_memory_bytes
+    finally:
+        meter.close()
+    assert after_faults == faults and max(resident, after_resident) < 100 * 2**20, "control"
+    assert peak is not None and peak >= 200 * 2**20, peak
+
+
+def test_a_quiet_blocks_peak_is_the_status_files(child: _Child) -> None:
     meter = SingleProcessMeter(child.process.pid)
     try:
         quiet = [_block(meter, child, "nothing") for _ in range(5)]

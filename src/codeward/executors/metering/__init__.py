@@ -8,9 +8,8 @@ about the sandbox, never from what the sandbox says:
   ``/proc/<pid>/stat`` (user and system time, the reaped children's included) and
   ``/proc/<pid>/status`` (``VmHWM``, the resident high-water mark, reset at the block's start by
   writing ``5`` to ``/proc/<pid>/clear_refs``).
-- `SingleProcessMeter`: a process that starts no other (the local worker), the same way, made cheap
-  for a tiny block: its CPU time from its CPU-time clock, its status file only after a block that
-  took a page fault.
+- `SingleProcessMeter`: a process that starts no other (the local worker), the same way, but its
+  CPU time read from its CPU-time clock.
 - `CgroupMeter`: a container, from its control group: cgroup v2's ``cpu.stat`` and
   ``memory.peak`` (reset for the block where the kernel allows it, 6.12 on), or cgroup v1's
   ``cpuacct.usage`` and ``memory.max_usage_in_bytes`` (reset by writing 0). Under gVisor the
@@ -45,7 +44,6 @@ __all__ = [
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _HAS_PROC = os.path.isdir("/proc/self")
-_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 #: Children of children are followed this deep at most (a kernel's tree is shallow), and this many
 #: processes read at most a block, whatever the code started.
 _TREE_DEPTH = 4
@@ -208,20 +206,15 @@ class ProcessMeter(Meter):
 
 
 class SingleProcessMeter(ProcessMeter):
-    """A process that starts no other (the local worker, whose seccomp filter refuses fork), read
-    as cheaply as a block allows, for it is read on every block's path: its CPU time from its CPU-time
-    clock (one system call, not a file to read and split), and its stat line once a block, at the
-    end, for its page faults and resident size. Its peak is reset only before a block that follows
-    one that faulted or let memory go: a block that took no fault grew no larger than it began, and
-    while its size stays, the kernel's peak stays where the last reset put it, at that size. What
-    a thread of the code's left running adds between blocks counts in the next block that faults."""
+    """A process that starts no other (the local worker, whose seccomp filter refuses fork): its CPU
+    time read from its CPU-time clock, one system call on every block's path instead of /proc's stat
+    line read and split. Its peak is read from /proc/<pid>/status after every block, reset before
+    each: resident memory can grow without a page fault (``MADV_COLLAPSE``, or the kernel's own
+    khugepaged making huge pages), so no count of faults can stand in for it."""
 
     def __init__(self, pid: int) -> None:
         super().__init__(pid, children=False)
         self._clock = _cpu_clock(pid)
-        #: The page faults and resident bytes as the last block ended (or its peak was reset).
-        self._state: tuple[int, int] | None = None
-        self._peak_current = False  # the peak was reset, and the process's size has not changed since
 
     def cpu_seconds(self) -> float | None:
         if self._clock is None:
@@ -230,40 +223,6 @@ class SingleProcessMeter(ProcessMeter):
             return time.clock_gettime(self._clock)
         except OSError:  # gone (and reaped)
             return None
-
-    def begin(self, cpu: float | None = None) -> None:
-        self._cpu = self.cpu_seconds() if cpu is None else cpu
-        if not self._peak_current:
-            self._reset = self._clear_peaks()
-            self._state = self._faults_and_size()
-            self._peak_current = self._reset and self._state is not None
-
-    def end(self, cpu: float | None = None) -> Measured:
-        cpu = self.cpu_seconds() if cpu is None else cpu
-        began, now = self._state, self._faults_and_size()
-        measured = Measured()
-        if now is None or cpu is None or self._cpu is None:  # its stat line reads nothing once it has ended
-            measured.unmeasured = {"cpu_seconds": self._gone(), "peak_memory_bytes": self._gone()}
-            return measured
-        measured.cpu_seconds = round(max(0.0, cpu - self._cpu), 3)
-        if self._peak_current and began is not None and now[0] == began[0]:
-            measured.peak_memory_bytes = max(began[1], now[1])  # no fault since the reset: no growth
-            # memory let go leaves the kernel's peak above what the next block starts from: reset it then
-            self._peak_current = now[1] == began[1]
-        else:
-            measured.peak_memory_bytes = self._peak()
-            measured.peak_memory_scope = "block" if self._reset else "sandbox"
-            self._peak_current = False  # reset before the next block
-            if measured.peak_memory_bytes is None:
-                measured.unmeasured["peak_memory_bytes"] = self._gone()
-        self._state = now
-        return measured
-
-    def _faults_and_size(self) -> tuple[int, int] | None:
-        fields = _stat_fields(self._read("stat"))
-        if fields is None:
-            return None
-        return int(fields[7]) + int(fields[9]), int(fields[21]) * _PAGE_BYTES  # minflt + majflt, resident
 
 
 def _cpu_clock(pid: int) -> int | None:
@@ -289,7 +248,7 @@ def _read_path(path: str) -> bytes:
 
 def _stat_fields(stat: bytes) -> list[bytes] | None:
     """A /proc stat line's fields from the third on (the command, field 2, may hold spaces and parentheses)."""
-    fields = stat.rpartition(b")")[2].split(maxsplit=22)  # the resident pages (field 24) the last read
+    fields = stat.rpartition(b")")[2].split(maxsplit=15)  # cstime (field 17) the last read
     return fields if len(fields) > 14 else None
 
 
