@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 
 from codeward.executors import LocalExecutor
 from codeward.executors.base import BlockUsage, ExecutionError, SandboxError
-from codeward.executors.local import worker_process
+from codeward.executors.local import process, worker_process
 from codeward.executors.metering import ProcessMeter
 from tests.executors.usage_checks import CALLS, check_cpu, check_memory, check_output_and_calls, double, usage_of
 
@@ -113,6 +114,48 @@ def test_the_cpu_a_worker_spent_is_the_hosts_measure_whatever_its_answer_says(mo
     with _lying_worker(monkeypatch, {}) as executor:
         usage = usage_of(executor, "x = 1")
     assert usage.cpu_seconds is not None and usage.cpu_seconds >= 0.7, usage
+
+
+#: A worker whose every block leaves a thread that spends 0.3 CPU seconds just after the answer: under
+#: the idle allowance, so the worker is not stopped for it.
+_AFTER_THE_ANSWER_BOOT = (
+    "import sys, json; sys.path[:] = json.loads(sys.argv[2])\n"
+    "import threading, time\n"
+    "from codeward.executors import codec\n"
+    "from codeward.executors.local import worker\n"
+    "def spin():\n"
+    "    time.sleep(0.05)\n"
+    "    started = time.thread_time()\n"
+    "    while time.thread_time() - started < 0.3:\n"
+    "        pass\n"
+    "def run(interpreter, interrupts, code, live):\n"
+    "    threading.Thread(target=spin).start()\n"
+    "    return {'op': 'done', 'final': False, 'logs': ''}, codec.dumps(None), ()\n"
+    "worker._run = run\n"
+    "worker.main(int(sys.argv[1]))\n"
+)
+
+
+def _cpu_after_answers(monkeypatch: pytest.MonkeyPatch) -> float:
+    monkeypatch.setattr(worker_process, "_BOOT", _AFTER_THE_ANSWER_BOOT)
+    with LocalExecutor(confinement="none") as executor:
+        spent = 0.0
+        for _ in range(4):
+            spent += usage_of(executor, "x = 1").cpu_seconds or 0.0
+            time.sleep(0.6)  # the thread's 0.3 s, done before the next block
+        return spent
+
+
+def test_the_cpu_a_worker_spends_between_blocks_counts_in_the_next_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker's CPU time is counted from one answer to the next: what it spends after an answer
+    is not lost between two blocks. The control measures each block from its request."""
+    measured_from_the_request = process._Tally.begin
+    with monkeypatch.context() as control:
+        control.setattr(process._Tally, "begin", lambda self, cpu=None: measured_from_the_request(self, None))
+        hidden = _cpu_after_answers(control)
+    assert hidden < 0.3, f"control: {hidden} CPU seconds counted"
+    counted = _cpu_after_answers(monkeypatch)
+    assert counted >= 0.7, f"{counted} CPU seconds counted of the 1.2 spent"
 
 
 def test_a_process_meter_resets_the_peak_of_a_process_it_reads() -> None:

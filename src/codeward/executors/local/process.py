@@ -227,7 +227,9 @@ class WorkerExecutor(RememberingExecutor):
         as `interrupt()` stops it and its answer awaited for `INTERRUPT_GRACE_SECONDS`: the worker
         that answers stays, with what the code defined; then the cancellation goes on up."""
         deadline = time.monotonic() + self.timeout_seconds + GRACE_SECONDS
-        tally.begin(self._check_idle(worker))  # one reading of its CPU time for both
+        now = self._check_idle(worker)
+        # what the code's threads spent since the last answer, under the idle allowance, counts in this block
+        tally.begin(now if worker.cpu_at_answer is None else worker.cpu_at_answer)
         seq = yield from self._transmit(
             worker, {"op": "run", "live": live.wanted}, code, deadline=deadline, checked=True
         )
