@@ -131,7 +131,9 @@ LONG_LOGS = {"authorized_imports": ["*"], "max_print_outputs_length": 1_000_000,
 def test_a_header_of_containers_is_refused_before_it_is_parsed(monkeypatch):
     flat = channel._parse
     with monkeypatch.context() as control:  # control: the header parsed before it is looked at
-        control.setattr(channel, "_parse", lambda frame, head_size, flat_headers: flat(frame, head_size, False))
+        control.setattr(
+            channel, "_parse", lambda frame, head_size, flat_headers, deadline=None: flat(frame, head_size, False)
+        )
         with _executor(**LONG_LOGS) as executor:
             held, outcome = asyncio.run(_held(NESTED, executor))
         assert isinstance(outcome, SandboxError), outcome

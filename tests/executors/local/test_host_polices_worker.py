@@ -31,7 +31,7 @@ import pytest
 from codeward.effects import Readable
 from codeward.executors import LocalExecutor
 from codeward.executors.base import ExecutionError, ExecutionTimeout, SandboxError
-from codeward.executors.local import process, worker_process
+from codeward.executors.local import channel, process, worker_process
 from codeward.executors.local.channel import Channel, ChannelTimeout
 from codeward.executors.local.watchdog import resident_bytes
 from codeward.platform.tools import tool
@@ -252,6 +252,40 @@ def test_a_length_within_the_limit_is_not_allocated_before_its_bytes_come(monkey
             outcome, took = timed(lambda: sandbox.run(claim))
         assert isinstance(outcome, SandboxError) and "time limit" in outcome.message, outcome
         assert grown[0] < GROWTH, f"the host grew by {grown[0] / 2**20:.0f} MiB"
+        assert took < LIMIT + ROOM
+        later_blocks_hold(sandbox)
+
+
+#: A block's answer whose body is 120 MB of lone surrogates, UTF-8-encoded as `Channel.send` writes
+#: them: within the frame limit, and seconds of the interpreter's lock if decoded whole.
+SURROGATES = (
+    CHANNEL
+    + ALARM_OFF
+    + """
+chunk = b'\\xed\\xa0\\x80' * (1 << 20)
+head = json.dumps({'op': 'done', 'final': False, 'logs': '', 'seq': request_number()}).encode()
+write_all(struct.pack('!IQ', len(head), len(chunk) * 40) + head)
+for _ in range(40):
+    write_all(chunk)
+time.sleep(30)
+"""
+)
+
+
+def _decoded_whole(data: Any, deadline: float | None) -> str:
+    """How the channel decoded a body before: all of it at once, whatever the deadline."""
+    return bytes(data).decode("utf-8", "surrogatepass")
+
+
+def test_a_body_of_lone_surrogates_is_decoded_within_the_blocks_time(monkeypatch):
+    with monkeypatch.context() as whole:
+        whole.setattr(channel, "_text", _decoded_whole)  # control
+        with executor() as sandbox:
+            _, took = timed(lambda: sandbox.run(SURROGATES))
+        assert took > LIMIT + ROOM, f"control: the body was decoded whole in {took:.1f} s"
+    with executor() as sandbox:
+        outcome, took = timed(lambda: sandbox.run(SURROGATES))
+        assert isinstance(outcome, SandboxError) and "time limit" in outcome.message, outcome
         assert took < LIMIT + ROOM
         later_blocks_hold(sandbox)
 
