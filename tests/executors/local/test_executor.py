@@ -288,3 +288,17 @@ def test_package_grants_its_attribute_submodules_and_star_grants_imports_by_name
         assert "'numpy.linalg' is not allowed" in info.value.message
     with LocalExecutor(authorized_imports=["numpy.*"]) as ex:
         assert ex.run("from numpy.linalg import norm\nfloat(norm([6, 8]))").output == 10.0
+
+
+@pytest.mark.parametrize("isolation", ["process", "in_process"])
+def test_a_lone_surrogate_in_the_code_is_a_syntax_error_and_the_sandbox_stays(isolation):
+    code = 'y = 2\nx = "\ud800"'
+    with pytest.raises(UnicodeEncodeError):  # control: CPython's own parser fails without naming a line
+        compile(code, "<block>", "exec")
+    with LocalExecutor(isolation=isolation) as sandbox:
+        sandbox.run("kept = 1")
+        with pytest.raises(ExecutionError) as refused:
+            sandbox.run(code)
+        assert refused.value.error_type == "SyntaxError", refused.value
+        assert "line 2" in refused.value.message and "U+D800" in refused.value.message, refused.value.message
+        assert sandbox.run("kept + 1").output == 2

@@ -37,7 +37,7 @@ from codeward.executors.local.instrumenter import (
 from codeward.executors.local.name_bindings import later_global_bindings
 from codeward.executors.local.own_reads import fast_own_reads, own_attribute_names
 from codeward.executors.local.receivers import fast_receivers
-from codeward.executors.local.refusals import CodeRefused, Problem, policy_report, syntax_report
+from codeward.executors.local.refusals import CodeRefused, Problem, policy_report, syntax_report, unencodable
 from codeward.executors.local.type_inference import (
     PLAIN_TYPES,
     is_plain_expression,
@@ -606,6 +606,8 @@ def compile_block(
         tree = ast.parse(source, filename=filename, mode="exec")
     except SyntaxError as error:
         raise CodeRefused(syntax_report(source, error), "SyntaxError") from None
+    except UnicodeEncodeError as error:  # a lone surrogate: no Python source can hold one
+        raise CodeRefused(syntax_report(source, unencodable(source, filename, error)), "SyntaxError") from None
     declared = declared_global if declared_global is not None else set()
     block_globals = later_global_bindings(tree, source)
     policy = SandboxPolicy(reserved, plain_names(tree, declared | block_globals, source))

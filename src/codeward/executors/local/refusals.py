@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CodeRefused", "Problem", "policy_report", "syntax_report"]
+__all__ = ["CodeRefused", "Problem", "policy_report", "syntax_report", "unencodable"]
 
 
 class CodeRefused(Exception):
@@ -53,3 +53,14 @@ def policy_report(source: str, problems: list[Problem]) -> str:
         text = _source_line(source, problem.line)
         parts.append(f"Line {problem.line}: {problem.message}\n{_caret(text, problem.col, problem.end_col)}")
     return "\n".join(parts)
+
+
+def unencodable(source: str, filename: str, error: UnicodeEncodeError) -> SyntaxError:
+    """The SyntaxError a block with a character UTF-8 cannot encode (a lone surrogate) is reported as,
+    at that character: CPython's own parser raises an encoding error that names no line."""
+    line_start = source.rfind("\n", 0, error.start) + 1
+    line = source.count("\n", 0, error.start) + 1
+    text = source[line_start:].partition("\n")[0]
+    character = source[error.start]
+    message = f"a lone surrogate {character!r} (U+{ord(character):04X}), which Python source cannot hold"
+    return SyntaxError(message, (filename, line, error.start - line_start + 1, text))
