@@ -66,7 +66,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from worker_floors import Runner, bare_worker_runner, pipe_runner  # beside this file
 
 from codeward.executors import LocalExecutor
-from codeward.executors.local.policy import compile_block
+from codeward.executors.local.block_compiler import compile_block
 from codeward.tools import FinalAnswerTool
 
 LIMITS = {"timeout_seconds": 120, "max_operations": 10**9}

@@ -52,6 +52,17 @@ ANSWERS = {
         "        return iter([])\n"
         "tuple(Lying())"
     ),
+    "len-a-decorator-replaced-sizes-a-tuple": (
+        "def lying(method):\n"
+        "    return lambda self: 10**9\n"
+        "class Lying:\n"
+        "    @lying\n"
+        "    def __len__(self):\n"
+        "        return 0\n"
+        "    def __iter__(self):\n"
+        "        return iter([])\n"
+        "tuple(Lying())"
+    ),
     "len-read-by-init-subclass-before-the-class-is-done": (
         "class Base:\n"
         "    def __init_subclass__(cls):\n"

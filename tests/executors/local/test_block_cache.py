@@ -11,7 +11,7 @@ import pytest
 from codeward.executors import LocalExecutor
 from codeward.executors.base import ExecutionError
 from codeward.executors.local.block_cache import CACHED_SOURCE, BlockCache, renamed
-from codeward.executors.local.policy import CodeRefused, compile_block
+from codeward.executors.local.block_compiler import CodeRefused, compile_block
 
 #: A block whose compile adds to both sets: a name a function declares global, a class's names.
 ADDING = (

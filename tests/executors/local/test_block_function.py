@@ -10,7 +10,7 @@ import inspect
 
 import pytest
 
-from codeward.executors.local.policy import compile_block
+from codeward.executors.local.block_compiler import compile_block
 
 
 def is_function_body(source: str) -> bool:

@@ -11,13 +11,9 @@ from types import CodeType, ModuleType
 import pytest
 
 from codeward.executors import LocalExecutor
+from codeward.executors.local.block_compiler import compile_block
 from codeward.executors.local.imports import machine_objects
-from codeward.executors.local.policy import (
-    FORMAT_METHODS,
-    PLAIN_METHODS,
-    SIZING_METHODS,
-    compile_block,
-)
+from codeward.executors.local.policy import FORMAT_METHODS, PLAIN_METHODS, SIZING_METHODS
 from codeward.executors.local.type_inference import PLAIN_TYPES
 
 

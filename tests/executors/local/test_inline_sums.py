@@ -12,7 +12,7 @@ from types import CodeType
 import pytest
 
 from codeward.executors import LocalExecutor
-from codeward.executors.local.policy import compile_block
+from codeward.executors.local.block_compiler import compile_block
 
 
 def code_objects(code: CodeType) -> dict[str, CodeType]:

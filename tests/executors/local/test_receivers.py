@@ -15,7 +15,7 @@ import pytest
 
 from codeward.executors import LocalExecutor
 from codeward.executors.base import ExecutionError
-from codeward.executors.local.policy import compile_block
+from codeward.executors.local.block_compiler import compile_block
 from codeward.executors.local.receivers import PLAIN_RECEIVER
 
 

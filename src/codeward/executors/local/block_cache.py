@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from types import CodeType
 
-from codeward.executors.local.policy import compile_block
+from codeward.executors.local.block_compiler import compile_block
 
 __all__ = ["CACHED_BLOCKS", "CACHED_SOURCE", "BlockCache"]
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import ast
 from types import CodeType
 
-from codeward.executors.local.instrumenter import located
 from codeward.executors.local.name_bindings import bound_here, child_nodes, walk
+from codeward.executors.local.syntax_nodes import located
 
 __all__ = ["as_function", "function_code"]
 

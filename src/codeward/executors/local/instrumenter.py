@@ -1,37 +1,35 @@
 """What makes the local executor's limits hold while the model's code runs, added to
-its syntax tree once the policy (`policy`) has accepted it: a tick at
+its syntax tree in the same walk in which the policy (`policy`) accepts it: a tick at
 every loop iteration, function entry and comprehension step, size guards on the
 operators that can build huge values in one step, a re-raise of the sandbox's own
 signals at the top of every ``except`` block, and capture of the last
 expression's value.
+
+`Instrumenter` is the policy's transformer with these added: each of its visitors
+lets the policy's visitor of the node check it and visit the children (through this
+walk), then adds to what the policy gave back. One walk over the tree does both, where
+two walks did, and the policy still sees the code as the model wrote it.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from codeward.executors.local.int_inference import comprehension_ints, function_ints, is_range_call, module_loop_ints
-from codeward.executors.local.name_bindings import CHILD_FIELDS, SCOPES, child_nodes, may_bind_inside
+from codeward.executors.local.name_bindings import SCOPES, child_nodes, may_bind_inside
+from codeward.executors.local.policy import SandboxPolicy
+from codeward.executors.local.syntax_nodes import call_at, call_node, located, name_node, place, position, visitor_of
 
 __all__ = [
-    "LEAVES",
     "MAX_FORMAT_WIDTH",
     "RESULT_NAME",
     "Instrumenter",
-    "call_at",
-    "call_node",
     "capture_last_expression",
-    "dispatched_visit",
-    "located",
-    "name_node",
     "number_product",
     "number_sum",
-    "position",
     "tick_at",
-    "transform_children",
 ]
 
 #: Where the value of the block's last expression is left for the executor.
@@ -39,15 +37,6 @@ RESULT_NAME = "_result_"
 
 #: Format-spec widths and precisions above this are refused (they allocate).
 MAX_FORMAT_WIDTH = 100_000
-
-# Field-less nodes (contexts, operators, pass): a third of a tree, and nothing to instrument.
-LEAVES = frozenset(
-    kind for kind in vars(ast).values() if isinstance(kind, type) and issubclass(kind, ast.AST) and not kind._fields
-)
-
-# Names and constants: a third of what is left, with no node inside them to instrument or place.
-_NAMES_AND_CONSTANTS = frozenset({ast.Name, ast.Constant})
-_INSTRUMENTED_LEAVES = LEAVES | _NAMES_AND_CONSTANTS
 
 # Operators that can build a huge value in one C-level step, and their guards.
 _SIZED_OPERATORS = {ast.Add: "_add_", ast.Mult: "_mul_", ast.Pow: "_pow_", ast.LShift: "_lshift_", ast.Mod: "_mod_"}
@@ -64,78 +53,20 @@ _ADDEND, _ADDEND_KIND = "_addend_", "_addend_kind_"
 _IN_PLACE_GUARD = "_iadd_"
 
 
-class _Visitors(dict[type, Callable[[Any, Any], Any]]):
-    """The visitor of each node class (``visit_<class>`` or ``generic_visit``) for one
-    transformer class, looked up once per class: a visit is then one dict access."""
+class Instrumenter(SandboxPolicy):
+    """The policy's walk, adding ticks, operator size guards and signal re-raises to what it
+    accepts (see the module's docstring); the policy's `problems` say whether it accepted."""
 
-    def __init__(self, transformer: type[ast.NodeVisitor]) -> None:
-        super().__init__()
-        self.transformer = transformer
-
-    def __missing__(self, kind: type) -> Callable[[Any, Any], Any]:
-        generic: Callable[[Any, Any], Any] = self.transformer.generic_visit
-        found: Callable[[Any, Any], Any] = getattr(self.transformer, f"visit_{kind.__name__}", generic)
-        self[kind] = found
-        return found
-
-
-class _TransformerVisitors(dict[type[ast.NodeVisitor], _Visitors]):
-    """``_VISITORS[transformer class]``: its `_Visitors`, made when the class is first met."""
-
-    def __missing__(self, transformer: type[ast.NodeVisitor]) -> _Visitors:
-        table = self[transformer] = _Visitors(transformer)
-        return table
-
-
-_VISITORS = _TransformerVisitors()  # see dispatched_visit
-
-
-def transform_children(transformer: ast.NodeTransformer, node: _Node, leaves: frozenset[type]) -> _Node:
-    """`ast.NodeTransformer.generic_visit` without visiting nodes of the `leaves` types,
-    which every block has many of (every visit is a Python call), nor reading the fields that
-    hold no node (`CHILD_FIELDS`); each child's visitor is called directly, as
-    `dispatched_visit` would call it, and a list of children is changed only where a visitor
-    replaced one."""
-    visitors = _VISITORS[type(transformer)]
-    for field in CHILD_FIELDS[type(node)]:
-        old = getattr(node, field, None)
-        if type(old) is list:
-            index = 0
-            while index < len(old):
-                item = old[index]
-                if isinstance(item, ast.AST) and type(item) not in leaves:
-                    visit = visitors[type(item)]
-                    result = visit(transformer, item)
-                    if result is None:
-                        del old[index]
-                        continue
-                    if not isinstance(result, ast.AST):
-                        old[index : index + 1] = result
-                        index += len(result)
-                        continue
-                    old[index] = result
-                index += 1
-        elif isinstance(old, ast.AST) and type(old) not in leaves:
-            visit = visitors[type(old)]
-            replacement = visit(transformer, old)
-            if replacement is None:
-                delattr(node, field)
-            elif replacement is not old:
-                setattr(node, field, replacement)
-    return node
-
-
-def dispatched_visit(transformer: ast.NodeVisitor, node: ast.AST) -> Any:
-    """`ast.NodeVisitor.visit` with the visitor of each node class looked up once per
-    transformer class, not by building its name at every node."""
-    return _VISITORS[type(transformer)][type(node)](transformer, node)
-
-
-class Instrumenter(ast.NodeTransformer):
-    """Adds ticks, operator size guards, signal re-raises and result capture."""
-
-    def __init__(self, source: str, declared_global: set[str]) -> None:
-        """`declared_global`: the names any function of any block of the sandbox declares ``global``."""
+    def __init__(
+        self,
+        source: str,
+        declared_global: set[str],
+        reserved: frozenset[str] = frozenset(),
+        plain: frozenset[ast.Name] = frozenset(),
+    ) -> None:
+        """`declared_global`: the names any function of any block of the sandbox declares ``global``,
+        this block's included; `reserved` and `plain`: as for `SandboxPolicy`."""
+        super().__init__(reserved, plain)
         self.lines = source.splitlines()
         self.declared_global = declared_global
         self.ints: list[frozenset[str]] = [frozenset()]  # names certainly ints, per scope
@@ -152,17 +83,19 @@ class Instrumenter(ast.NodeTransformer):
         Keywords are spelled in ASCII; a ``range`` spelled otherwise only loses a fast path."""
         return any(word in line for line in self.lines[node.lineno - 1 : node.end_lineno])  # type: ignore[attr-defined]
 
-    visit = dispatched_visit
-
-    def generic_visit(self, node: ast.AST) -> ast.AST:
-        return transform_children(self, node, _INSTRUMENTED_LEAVES)  # no visitor of its own looks at those
+    def accepted(self, node: _Node) -> _Node:
+        """The policy's visit of `node`: its checks, and its children visited by this walk.
+        What it gives back is what the instrumenting sees, as if the policy had walked first:
+        the node itself for every class the walk instruments but ``AugAssign``, which the
+        policy may rewrite into another statement."""
+        return cast(_Node, visitor_of(SandboxPolicy, type(node))(self, node))
 
     def _in_scope(self, node: ast.AST, ints: frozenset[str], suspends: bool = False, frame: bool = False) -> None:
         self.ints.append(ints)
         self.suspends.append(suspends)
         self.frames.append(frame)
         try:
-            self.generic_visit(node)
+            self.accepted(node)  # the policy's scope visitors give the node back
         finally:
             self.ints.pop()
             self.suspends.pop()
@@ -172,14 +105,14 @@ class Instrumenter(ast.NodeTransformer):
         """Defaults and annotations, evaluated around the def or lambda: not in its frame."""
         self.frames.append(False)
         try:
-            return self.generic_visit(node)
+            return self.accepted(node)
         finally:
             self.frames.pop()
 
-    def visit_Module(self, node: ast.Module) -> ast.AST:
+    def visit_Module(self, node: ast.Module) -> ast.AST:  # type: ignore[override]  # the policy's takes any node
         if self.infer_ints and self._sized_range_loop(node.body):
             self.module_candidates = module_loop_ints(node, self.declared_global, self.inner_binders)
-        return self.generic_visit(node)
+        return self.accepted(node)
 
     def _sized_range_loop(self, body: list[ast.stmt]) -> bool:
         """Whether a module-level ``for name in range(...)`` loop has in its text an operator that
@@ -210,9 +143,10 @@ class Instrumenter(ast.NodeTransformer):
 
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _visit_comprehension_scope
 
-    def visit_For(self, node: ast.For) -> ast.AST:
+    def visit_For(self, node: ast.For) -> ast.AST:  # type: ignore[override]  # as visit_Module
         name = node.target.id if isinstance(node.target, ast.Name) else None
         if len(self.ints) == 1 and name in self.module_candidates and is_range_call(node.iter):
+            node.target = self.visit(node.target)  # what the policy's visitor of a loop visits, in its order
             node.iter = self.visit(node.iter)
             self.ints.append(self.ints[-1] | {name})
             try:
@@ -221,7 +155,7 @@ class Instrumenter(ast.NodeTransformer):
                 self.ints.pop()
             node.orelse = [self.visit(statement) for statement in node.orelse]
         else:
-            self.generic_visit(node)
+            node = self.accepted(node)
         if self.suspends[-1]:
             node.body.insert(0, tick_at(position(node)))
         else:
@@ -229,7 +163,7 @@ class Instrumenter(ast.NodeTransformer):
         return node
 
     def visit_While(self, node: ast.While) -> ast.AST:
-        self.generic_visit(node)
+        node = self.accepted(node)
         node.body.insert(0, tick_at(position(node)))
         return node
 
@@ -237,7 +171,7 @@ class Instrumenter(ast.NodeTransformer):
         ints = function_ints(node, self.inner_binders) if self._mentions(node, "range") else frozenset()
         decorators, node.decorator_list = node.decorator_list, []  # evaluated around the def
         self._in_scope(node, ints, self._mentions(node, "yield") and _is_generator(node), frame=True)
-        node.decorator_list = [self.visit(decorator) for decorator in decorators]
+        node.decorator_list += [self.visit(decorator) for decorator in decorators]  # after the policy's own
         has_docstring = (
             node.body
             and isinstance(node.body[0], ast.Expr)
@@ -255,8 +189,8 @@ class Instrumenter(ast.NodeTransformer):
         node.body = located(ast.BoolOp(op=ast.And(), values=[call_node("_tick_"), node.body]), node.body)
         return node
 
-    def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
-        self.generic_visit(node)
+    def visit_comprehension(self, node: ast.comprehension) -> ast.AST:  # type: ignore[override]  # as visit_Module
+        node = self.accepted(node)
         if self.suspends[-1]:
             node.ifs.insert(0, call_at("_tick_", [], position(node.iter)))
         else:
@@ -264,12 +198,12 @@ class Instrumenter(ast.NodeTransformer):
         return node
 
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> ast.AST:
-        self.generic_visit(node)
+        node = self.accepted(node)
         node.body.insert(0, located(ast.Expr(call_node("_handled_")), node))
         return node
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
-        self.generic_visit(node)
+        node = self.accepted(node)
         guard = _SIZED_OPERATORS.get(type(node.op))
         if guard is None or _cannot_grow(node, self.ints[-1]):
             return node
@@ -285,11 +219,11 @@ class Instrumenter(ast.NodeTransformer):
         loop's running total is the commonest sum there is.
 
         (The other growing operators on names, and every operator on items and
-        attributes, were rewritten by the policy.)
+        attributes, the policy rewrites: what it gives back for those is not an ``AugAssign``.)
         """
-        self.generic_visit(node)
-        if not isinstance(node.op, ast.Add) or not isinstance(node.target, ast.Name):
-            return node
+        accepted: ast.AST = self.accepted(node)
+        if accepted is not node or not isinstance(node.op, ast.Add) or not isinstance(node.target, ast.Name):
+            return accepted
         probe = ast.BinOp(left=ast.Name(id=node.target.id, ctx=ast.Load()), op=node.op, right=node.value)
         if _cannot_grow(probe, self.ints[-1]):
             return node
@@ -300,7 +234,7 @@ class Instrumenter(ast.NodeTransformer):
         return located(ast.Assign(targets=[node.target], value=value), node)
 
     def visit_FormattedValue(self, node: ast.FormattedValue) -> ast.AST:
-        self.generic_visit(node)
+        node = self.accepted(node)
         spec = node.format_spec
         if spec is None:
             return node
@@ -315,14 +249,6 @@ class Instrumenter(ast.NodeTransformer):
 
 
 # Building nodes -------------------------------------------------------------
-def name_node(identifier: str) -> ast.Name:
-    return ast.Name(id=identifier, ctx=ast.Load())
-
-
-def call_node(function: str, *args: ast.expr) -> ast.Call:
-    return ast.Call(func=name_node(function), args=list(args), keywords=[])
-
-
 def number_sum(left: ast.expr, right: ast.expr, guard: str, where: dict[str, Any] | None = None) -> ast.IfExp:
     """``left + right`` settled inline when `left` is an int or a float, as the guard settles
     it first (the operator's own sum, or `right`'s ``__radd__``); ``guard(left, right)``
@@ -345,7 +271,7 @@ def number_sum(left: ast.expr, right: ast.expr, guard: str, where: dict[str, Any
     if where is not None:
         for operand in (left, right):
             if "lineno" not in operand.__dict__:
-                _place(operand, where)
+                place(operand, where)
     # Fields by position: a node is made in two thirds of the time it takes by keyword.
     augend = ast.NamedExpr(name(_AUGEND, store), left, **at)
     left_is_number = _int_or_float(ast.NamedExpr(name(_KIND, store), call("_type_", augend), **at), _KIND, at)
@@ -420,7 +346,7 @@ def number_product(left: ast.expr, right: ast.expr, where: dict[str, Any] | None
     if where is not None:
         for operand in (left, right):
             if "lineno" not in operand.__dict__:
-                _place(operand, where)
+                place(operand, where)
     is_float = ast.Compare(kind_of("_factor_kind_", "_factor_", left), [ast.Is()], [name("_float_")], **at)
     other_float = ast.Compare(kind_of("_multiplier_kind_", "_multiplier_", right), [ast.Is()], [name("_float_")], **at)
     both_ints = ast.BoolOp(
@@ -478,60 +404,11 @@ def ticking(iterable: ast.expr) -> ast.Call:
     return call_at("_each_", [iterable, budget], where)
 
 
-def located(new: _Node, old: ast.AST) -> _Node:
-    """Give `new`, and the nodes made with it, the position of `old`.
-
-    Nodes that came from the parsed code keep theirs, which spares a pass over
-    the whole tree (`ast.fix_missing_locations`) for every block.
-    """
-    where = position(old)
-    if where is None:
-        return new
-    return _place(new, where)
-
-
-def call_at(function: str, args: list[ast.expr], where: dict[str, Any] | None) -> ast.Call:
-    """``located(call_node(function, *args), old)`` for `where` = ``position(old)``, its nodes
-    made at their place: only the arguments that have no position are walked to place them."""
-    if where is None:
-        return ast.Call(func=name_node(function), args=args, keywords=[])
-    for arg in args:
-        if "lineno" not in arg.__dict__:
-            _place(arg, where)
-    return ast.Call(func=ast.Name(id=function, ctx=ast.Load(), **where), args=args, keywords=[], **where)
-
-
 def tick_at(where: dict[str, Any] | None) -> ast.Expr:
     """``located(tick_statement(), old)`` for `where` = ``position(old)``, made at its place."""
     if where is None:
         return tick_statement()
     return ast.Expr(value=call_at("_tick_", [], where), **where)
-
-
-def position(node: ast.AST) -> dict[str, Any] | None:
-    """`node`'s position, as `located` gives it; None when it has none. Read from the node's
-    own attributes: the node classes default the end of a position to None, and no more."""
-    own = node.__dict__
-    lineno = own.get("lineno")
-    if lineno is None:
-        return None
-    return {
-        "lineno": lineno,
-        "col_offset": own.get("col_offset"),
-        "end_lineno": own.get("end_lineno"),
-        "end_col_offset": own.get("end_col_offset"),
-    }
-
-
-def _place(new: _Node, where: dict[str, Any]) -> _Node:
-    """`located`'s work with the position given: `new` and the nodes in it that have none."""
-    pending: list[ast.AST] = [new]
-    while pending:
-        node = pending.pop()
-        node.__dict__.update(where)  # ast.copy_location's work, without its per-attribute checks
-        if type(node) not in _NAMES_AND_CONSTANTS:  # most new nodes, and nothing inside them to place
-            pending.extend(child for child in child_nodes(node) if "lineno" not in child.__dict__)
-    return new
 
 
 def _is_generator(function: ast.FunctionDef | ast.Lambda) -> bool:

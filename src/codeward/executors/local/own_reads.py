@@ -14,7 +14,6 @@ from __future__ import annotations
 import ast
 import re
 
-from codeward.executors.local.instrumenter import LEAVES, position
 from codeward.executors.local.name_bindings import CHILD_FIELDS, COMPREHENSIONS, walk
 from codeward.executors.local.receivers import (
     CALL_STATEMENTS,
@@ -25,6 +24,7 @@ from codeward.executors.local.receivers import (
     repeatable_arguments,
     with_value,
 )
+from codeward.executors.local.syntax_nodes import LEAVES, position
 
 __all__ = ["fast_own_reads", "own_attribute_names"]
 

@@ -8,45 +8,38 @@ dunder methods on the model's own classes. RestrictedPython's per-item
 iteration and unpacking guards are dropped: iterating cannot reach anything new,
 and they cost a Python call per element.
 
-A second pass (`instrumenter`) then adds what makes limits hold while the code
-runs; `compile_block` runs both.
+The instrumenter (`instrumenter`) walks the tree with these visitors, adding what makes
+limits hold while the code runs to what they accept; `block_compiler` runs it.
 """
 
 from __future__ import annotations
 
 import ast
-from types import CodeType
 from typing import TypeVar
 
 from RestrictedPython.transformer import RestrictingNodeTransformer
 
-from codeward.executors.local.block_function import as_function, function_code
 from codeward.executors.local.data_policy import DataPolicy
 from codeward.executors.local.forbidden import FORBIDDEN_ATTRIBUTES
-from codeward.executors.local.instrumenter import (
-    Instrumenter,
+from codeward.executors.local.refusals import CodeRefused, Problem
+from codeward.executors.local.syntax_nodes import (
     call_at,
     call_node,
-    capture_last_expression,
     dispatched_visit,
     located,
     name_node,
     position,
     transform_children,
 )
-from codeward.executors.local.name_bindings import later_global_bindings
-from codeward.executors.local.own_reads import fast_own_reads, own_attribute_names
-from codeward.executors.local.receivers import fast_receivers
-from codeward.executors.local.refusals import CodeRefused, Problem, policy_report, syntax_report, unencodable
 from codeward.executors.local.type_inference import (
     PLAIN_TYPES,
     is_plain_expression,
-    plain_names,
 )
 
 __all__ = [
     "AUGMENTED",
     "FORMAT_METHODS",
+    "GUARDED_ATTRIBUTES",
     "MATCH_CLASS",
     "MATCH_VALUE",
     "PLAIN_METHODS",
@@ -56,7 +49,7 @@ __all__ = [
     "SIZE_ANSWERS",
     "SIZING_METHODS",
     "CodeRefused",
-    "compile_block",
+    "SandboxPolicy",
 ]
 
 #: Special methods the model may define on its own classes: the operator and
@@ -585,49 +578,6 @@ class SandboxPolicy(RestrictingNodeTransformer):
 for _name in [name for name in vars(RestrictingNodeTransformer) if name.startswith("visit_")]:
     if _name not in vars(SandboxPolicy) and _delegates(_name):
         setattr(SandboxPolicy, _name, SandboxPolicy.node_contents_visit)
-
-
-def compile_block(
-    source: str,
-    filename: str,
-    reserved: frozenset[str] = frozenset(),
-    declared_global: set[str] | None = None,
-    class_attributes: set[str] | None = None,
-) -> CodeType:
-    """Compile one block of the model's code, or raise `CodeRefused` with a readable report.
-
-    `reserved` names (the tools) cannot be assigned. `declared_global` collects,
-    across the blocks of one sandbox, the names code may bind at module level after the
-    statement that holds it (``global`` in a function, a walrus in a kept generator);
-    `class_attributes` the public names its classes define (see `receivers`); pass the
-    same sets every time (None: a one-off block).
-    """
-    try:
-        tree = ast.parse(source, filename=filename, mode="exec")
-    except SyntaxError as error:
-        raise CodeRefused(syntax_report(source, error), "SyntaxError") from None
-    except UnicodeEncodeError as error:  # a lone surrogate: no Python source can hold one
-        raise CodeRefused(syntax_report(source, unencodable(source, filename, error)), "SyntaxError") from None
-    declared = declared_global if declared_global is not None else set()
-    block_globals = later_global_bindings(tree, source)
-    policy = SandboxPolicy(reserved, plain_names(tree, declared | block_globals, source))
-    tree = policy.visit(tree)
-    if policy.problems:
-        raise CodeRefused(policy_report(source, policy.problems), "CodeRefused", policy.problems)
-    declared |= block_globals
-    instrumenter = Instrumenter(source, declared)
-    tree = instrumenter.visit(tree)
-    fast_receivers(instrumenter.classes, source, GUARDED_ATTRIBUTES, AUGMENTED["attribute"])
-    capture_last_expression(tree)
-    wrapped = as_function(tree, source)
-    attributes = class_attributes if class_attributes is not None else set()
-    attributes |= own_attribute_names(source, GUARDED_ATTRIBUTES)
-    fast_own_reads(tree, source, attributes)
-    try:
-        code = compile(tree, filename, "exec", dont_inherit=True)  # the block's own future imports, not ours
-    except SyntaxError as error:  # what only the compiler sees: 'return' or 'break' outside their place
-        raise CodeRefused(syntax_report(source, error), "SyntaxError") from None
-    return function_code(code) if wrapped else code
 
 
 def _finally_escape(statement: ast.stmt) -> ast.stmt | None:

@@ -38,8 +38,9 @@ from types import FunctionType
 from typing import Any, TypeGuard
 
 from codeward.executors.local.imports import SandboxViolation
-from codeward.executors.local.instrumenter import call_node, located, name_node, number_sum, position
+from codeward.executors.local.instrumenter import number_sum
 from codeward.executors.local.name_bindings import BINDERS, CHILD_FIELDS, bound_here, child_nodes, walk
+from codeward.executors.local.syntax_nodes import call_node, located, name_node, position
 from codeward.wording import a
 
 __all__ = [

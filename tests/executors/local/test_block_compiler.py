@@ -1,0 +1,94 @@
+"""The block compiler's one walk: the policy and the instrumenting in a single pass over the tree."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections import Counter
+
+import pytest
+
+from codeward.executors.local import syntax_nodes
+from codeward.executors.local.block_compiler import CodeRefused, compile_block
+
+#: A block with a little of everything the two used to walk separately: a class, a def with a
+#: range loop, a comprehension, a lambda, try/except, an f-string with a spec, operators.
+BLOCK = """
+class Account:
+    def __init__(self, owner):
+        self.owner = owner
+        self.total = 0
+    def add(self, amount):
+        self.total += amount
+        return self.total
+
+def squares(n):
+    out = []
+    for i in range(n):
+        out.append(i * i + 1)
+    return out
+
+account = Account("ada")
+for step in range(5):
+    account.add(step % 3)
+pairs = {k: v for k, v in zip("abc", squares(3))}
+pick = lambda items: items[0]
+try:
+    value = pick([account.total, 2 ** 8])
+except (IndexError, KeyError) as error:
+    value = -1
+text = f"{value:>8} {pairs['a']!r}"
+text
+"""
+
+
+def test_the_policy_and_the_instrumenting_enter_each_node_once(monkeypatch):
+    entered: Counter[int] = Counter()
+    kept: list[ast.AST] = []  # ids stay unique while the nodes live
+    real = syntax_nodes.transform_children
+
+    def counting(transformer, node, leaves):
+        entered[id(node)] += 1
+        kept.append(node)
+        return real(transformer, node, leaves)
+
+    for name, module in list(sys.modules.items()):  # every walker that imported it, however named
+        if name.startswith("codeward.") and getattr(module, "transform_children", None) is real:
+            monkeypatch.setattr(module, "transform_children", counting)
+    compile_block(BLOCK, "<block>")
+    assert len(entered) > 50, "the walk went through the patched function"
+    twice = [type(node).__name__ for node in kept if entered[id(node)] > 1]
+    assert not twice, f"nodes walked more than once: {sorted(set(twice))}"
+
+
+LOOPS_THE_INT_INFERENCE_TAKES = {
+    "private-name": ("for _hidden in range(3):\n    y = 2 * 3\n", 'names starting with "_"'),
+    "a-tool": ("for search in range(3):\n    y = 2 * 3\n", "'search' is a tool"),
+    "range-itself": ("for range in range(3):\n    y = 2 * 3\n", "'range' cannot be redefined"),
+}
+
+
+def test_a_module_loop_whose_ints_are_inferred_skips_the_product_guard():
+    """The control for the attacks below: such a loop takes the walk's own path for loops."""
+    code = compile_block("for step in range(3):\n    y = step * 3\n", "<block>", frozenset({"search"}))
+    assert "_mul_" not in code.co_names
+    guarded = compile_block("for step in [0, 1]:\n    y = step * 3\n", "<block>", frozenset({"search"}))
+    assert "_mul_" in guarded.co_names
+
+
+@pytest.mark.parametrize("code, reason", LOOPS_THE_INT_INFERENCE_TAKES.values(), ids=LOOPS_THE_INT_INFERENCE_TAKES)
+def test_the_target_of_a_loop_the_int_inference_takes_is_still_checked(code, reason):
+    with pytest.raises(CodeRefused) as refused:
+        compile_block(code, "<block>", frozenset({"search"}))
+    assert reason in str(refused.value) and "Line 1" in str(refused.value)
+
+
+def test_a_refused_block_adds_nothing_to_what_later_blocks_are_compiled_against():
+    declared: set[str] = set()
+    attributes: set[str] = set()
+    block = "def bump():\n    global counter\n    counter = 1\nclass Box:\n    def put(self):\n        self.item = 1\n_x = 1"
+    with pytest.raises(CodeRefused):
+        compile_block(block, "<block>", frozenset(), declared, attributes)
+    assert declared == set()
+    compile_block(block.replace("_x", "x"), "<block>", frozenset(), declared, attributes)
+    assert declared == {"counter"}
