@@ -37,6 +37,23 @@ _IN_EXPRESSIONS = (":=", "yield", "await")
 #: The fields of statements that hold statements, and those that hold binding targets.
 _BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
 _TARGETS = ("targets", "target", "items", "names", "pattern")
+_MODULE_ONLY_KINDS = frozenset(_MODULE_ONLY)
+
+
+class _StatementFields(dict[type[ast.AST], tuple[tuple[str, ...], tuple[str, ...]]]):
+    """``_STATEMENT_FIELDS[kind]``: which of `_TARGETS` and of `_BODIES` a node of class `kind` has,
+    found once per class: a statement is then not asked for ten fields it may not have."""
+
+    def __missing__(self, kind: type[ast.AST]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        fields = kind._fields
+        found = self[kind] = (
+            tuple(field for field in _TARGETS if field in fields),
+            tuple(field for field in _BODIES if field in fields),
+        )
+        return found
+
+
+_STATEMENT_FIELDS = _StatementFields()
 
 
 def as_function(tree: ast.Module, source: str) -> bool:
@@ -93,20 +110,23 @@ def _statement_bindings(body: list[ast.stmt]) -> set[str] | None:
     pending: list[ast.AST] = list(body)
     while pending:
         node = pending.pop()
-        if isinstance(node, _MODULE_ONLY) or (isinstance(node, ast.ImportFrom) and node.names[0].name == "*"):
+        kind = type(node)
+        targets, bodies = _STATEMENT_FIELDS[kind]
+        if kind in _MODULE_ONLY_KINDS or (kind is ast.ImportFrom and node.names[0].name == "*"):  # type: ignore[attr-defined]
             return None
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        if kind is ast.AnnAssign and type(node.target) is ast.Name:  # type: ignore[attr-defined]
             return None
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            names.add(node.name)
+        if kind is ast.FunctionDef or kind is ast.ClassDef:
+            names.add(node.name)  # type: ignore[attr-defined]
             continue
-        names.update(bound_here(node))  # an except handler's name
-        for field in _TARGETS:
+        if kind is ast.ExceptHandler and node.name:  # type: ignore[attr-defined]
+            names.add(node.name)  # type: ignore[attr-defined]
+        for field in targets:
             value = getattr(node, field, None)
-            for target in value if isinstance(value, list) else [value]:
+            for target in value if type(value) is list else [value]:
                 if isinstance(target, ast.AST):
                     names.update(name for item in walk(target) for name in bound_here(item))
-        for field in _BODIES:
+        for field in bodies:
             pending.extend(getattr(node, field, ()))
     return names
 
