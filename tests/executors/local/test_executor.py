@@ -302,3 +302,25 @@ def test_a_lone_surrogate_in_the_code_is_a_syntax_error_and_the_sandbox_stays(is
         assert refused.value.error_type == "SyntaxError", refused.value
         assert "line 2" in refused.value.message and "U+D800" in refused.value.message, refused.value.message
         assert sandbox.run("kept + 1").output == 2
+
+
+@pytest.mark.parametrize("isolation", ["process", "in_process"])
+def test_the_sources_kept_for_tracebacks_are_bounded_and_old_frames_keep_their_place(isolation):
+    from codeward.executors.local.interpreter import KEPT_SOURCE_CHARACTERS
+
+    filler = "# " + "x" * 998 + "\n"  # 1,000 characters a line
+    big_block = filler * (KEPT_SOURCE_CHARACTERS // 4_000) + "y = 1"  # a quarter of what is kept
+    with LocalExecutor(isolation=isolation) as sandbox:
+        sandbox.run("def fail():\n    return 1 / 0")
+        sandbox.run("def fail_too():\n    return 1 / 0")
+        for _ in range(3):
+            sandbox.run(big_block)
+        with pytest.raises(ExecutionError) as still_kept:
+            sandbox.run("fail_too()")
+        assert '"<code block 2>", line 2, in fail_too\n    return 1 / 0' in still_kept.value.message
+        sandbox.run(big_block)  # past the bound: the oldest blocks' lines go
+        with pytest.raises(ExecutionError) as gone:
+            sandbox.run("fail()")
+        message = gone.value.message
+        assert '"<code block 1>", line 2, in fail\nZeroDivisionError' in message, message
+        assert 'File "<code block 8>", line 1, in <module>\n    fail()' in message, message

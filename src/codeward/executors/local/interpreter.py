@@ -62,6 +62,11 @@ from codeward.wall_events import EventLedger, recording
 __all__ = ["Interpreter", "ToolHandle", "interrupted"]
 
 _FILENAME = "<code block {}>"
+#: The characters of the blocks' sources kept for their tracebacks, the newest blocks' first (the
+#: running block's always): a sandbox that runs many thousands of blocks holds no more than this. A
+#: frame of a block whose source has gone (a function it defined, called much later) shows its
+#: place without its line.
+KEPT_SOURCE_CHARACTERS = 4_000_000
 #: The tick of the code's functions outside its blocks: the code runs only while a block (or a text
 #: worked out under a block's limits) is watched, never when a program or library calls it later
 #: (a callback, a cache's comparison, an object's method it left somewhere): that raises at once.
@@ -137,7 +142,9 @@ class Interpreter:
         self._settings = CodeSettings() if host_process else None
         self._watchdog = watchdog
         self._globals: dict[str, Any] = {}
-        self._sources: dict[str, list[str]] = {}
+        self._sources: dict[str, tuple[list[str], int]] = {}  # the newest blocks' lines and size, oldest first
+        self._source_characters = 0  # the sizes in `_sources`
+        self._blocks = 0  # compiled: each has a file name of its own
         self._declared_global: set[str] = set()  # names any block's functions declare global
         self._class_attributes: set[str] = set()  # public names any block's classes define
         self._compiled = BlockCache()  # the code of blocks seen before, by all their compile reads
@@ -218,7 +225,7 @@ class Interpreter:
         return output
 
     def _run(self, code: str, live: LiveOutput | None, ledger: EventLedger) -> CodeOutput:
-        filename = _FILENAME.format(len(self._sources) + 1)
+        filename = _FILENAME.format(self._blocks + 1)
         try:
             compiled = self._compiled.compile(
                 code, filename, self._tool_names, self._declared_global, self._class_attributes
@@ -227,7 +234,7 @@ class Interpreter:
             for problem in refused.problems:
                 ledger.record("policy", problem.message)
             raise ExecutionError(refused.report, traceback=refused.report, error_type=refused.error_type) from None
-        self._sources[filename] = code.splitlines()
+        self._keep_source(filename, code)
         self._logs = BlockOutput(self.max_print_outputs_length, live)
         self._globals.pop(RESULT_NAME, None)
         self._globals["_tick_"] = make_tick(self.max_operations)
@@ -390,15 +397,30 @@ class Interpreter:
         tb = self._traceback(error, text)
         return ExecutionError(f"{message}\n{tb}" if tb else message, logs=logs, traceback=tb, error_type=error_type)
 
+    def _keep_source(self, filename: str, code: str) -> None:
+        """Keep the block's lines for its tracebacks, letting the oldest blocks' go past `KEPT_SOURCE_CHARACTERS`."""
+        self._blocks += 1
+        self._sources[filename] = (code.splitlines(), len(code))
+        self._source_characters += len(code)
+        while self._source_characters > KEPT_SOURCE_CHARACTERS and len(self._sources) > 1:
+            self._source_characters -= self._sources.pop(next(iter(self._sources)))[1]
+
     def _traceback(self, error: BaseException, text: str) -> str:
-        """The traceback as the model needs it: only frames of its own code, with their lines."""
+        """The traceback as the model needs it: only frames of its own code, with their lines (a frame
+        of a block whose lines have gone, without)."""
         lines = ["Traceback (most recent call last):"]
         for frame in traceback.extract_tb(error.__traceback__):
-            source = self._sources.get(frame.filename)
-            if source is None:
+            source, _ = self._sources.get(frame.filename, (None, 0))
+            if source is None and not _is_block_file(frame.filename):
                 continue
             lines.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}')
-            if frame.lineno and 0 < frame.lineno <= len(source):
+            if source is not None and frame.lineno and 0 < frame.lineno <= len(source):
                 lines.append(f"    {source[frame.lineno - 1].strip()}")
         lines.append(f"{type(error).__name__}: {text}" if text else type(error).__name__)
         return "\n".join(lines)
+
+
+def _is_block_file(filename: str) -> bool:
+    """Whether `filename` names one of the code's blocks (`_FILENAME`), its lines kept or not."""
+    prefix, _, rest = filename.partition(" block ")
+    return prefix == "<code" and rest.endswith(">") and rest[:-1].isdigit()
