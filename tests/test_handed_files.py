@@ -20,6 +20,7 @@ from codeward.handed_files import HandedFileError, file_name, open_append, open_
 from codeward.platform.memory import AgentMemory
 from codeward.platform.models import ReplayModel
 from codeward.platform.run_files import load_run_file, run_file, write_run
+from codeward.usage import UsageError
 
 SECRET = "ssh-ed25519 AAAA-the-users-own-key"
 
@@ -232,3 +233,85 @@ def test_control_without_narrowing_a_handed_world_readable_file_stays_so(folder,
     with JsonlAppender(folder / "audit.jsonl") as audit:
         audit.append({"job_id": "a"})
     assert _mode(folder / "audit.jsonl") == 0o666
+
+
+# Sizes: one read of a handed file holds at most the budget ----------------------------------------------
+
+
+def _saved_run(path: Path, padding: int) -> Path:
+    steps = [{"type": "action", "step_number": 1, "model_output_message": {"role": "assistant", "content": "x"}}]
+    path.write_text(json.dumps({"steps": steps, "padding": "p" * padding}))
+    return path
+
+
+def test_a_saved_run_over_the_budget_is_refused_by_its_size_everywhere_it_is_read(folder, monkeypatch):
+    from codeward.view.runs import read_run
+
+    run = _saved_run(folder / "run.json", 5_000)
+    monkeypatch.setenv(handed_files.MOST_HANDED_BYTES_VARIABLE, "1000")
+    for read in (load_run_file, ReplayModel, AgentMemory.load, read_run):
+        with pytest.raises(UsageError) as refused:
+            read(run)
+        message = str(refused.value)
+        assert f"holds {run.stat().st_size:,} bytes" in message and "1,000 bytes" in message, message
+        assert handed_files.MOST_HANDED_BYTES_VARIABLE in message
+
+
+def test_control_under_a_larger_budget_the_same_run_is_read(folder, monkeypatch):
+    run = _saved_run(folder / "run.json", 5_000)
+    monkeypatch.setenv(handed_files.MOST_HANDED_BYTES_VARIABLE, "10_000")
+    assert len(load_run_file(run)["padding"]) == 5_000
+    assert ReplayModel(run) is not None
+
+
+def test_a_huge_handed_run_is_refused_before_a_byte_is_read(folder, monkeypatch):
+    run = folder / "run.json"
+    with open(run, "wb") as handle:
+        handle.truncate(8 * 2**30)  # 8 GiB on paper, no block on disk: read whole, it would take 8 GiB
+    reads: list[int] = []
+    real_open = handed_files.open_handed
+
+    def counting(path, **kwargs):
+        stream = real_open(path, **kwargs)
+        real_read = stream.read
+        stream.read = lambda *size: reads.append(1) or real_read(*size)  # type: ignore[method-assign]
+        return stream
+
+    monkeypatch.setattr(handed_files, "open_handed", counting)
+    with pytest.raises(HandedFileError, match="8,589,934,592 bytes"):
+        load_run_file(run)
+    assert reads == []
+
+
+def test_a_line_over_the_budget_is_passed_over_and_the_lines_after_it_are_read(folder, monkeypatch):
+    from codeward.view.batches import read_batch
+
+    record = json.dumps({"id": "after", "ok": True, "output": 1})
+    results = folder / "results.jsonl"
+    with open(results, "wb") as handle:
+        handle.write(b'{"id": "long", "output": "')
+        handle.seek(64 * 2**20, os.SEEK_CUR)  # a 64 MiB line of zero bytes, sparse
+        handle.write(b'"}\n' + record.encode() + b"\n")
+    monkeypatch.setenv(handed_files.MOST_HANDED_BYTES_VARIABLE, str(2**20))
+    lines = list(handed_files.handed_lines(results))
+    assert [(number, line) for number, line in lines] == [(1, None), (2, record.encode() + b"\n")]
+    view = read_batch(folder)
+    assert [(bad.number, bad.reason) for bad in view.bad_lines] == [(1, "over the 1,048,576 bytes a line may hold")]
+    with pytest.raises(UsageError, match="line 1 is over the 1,048,576 bytes"):
+        repair_and_read(results)
+
+
+def test_control_under_a_larger_budget_the_long_line_is_read_whole(folder, monkeypatch):
+    results = folder / "results.jsonl"
+    results.write_text(json.dumps({"id": "long", "output": "o" * 3_000}) + "\n")
+    monkeypatch.setenv(handed_files.MOST_HANDED_BYTES_VARIABLE, "10000")
+    records, _ = repair_and_read(results)
+    assert len(records[0]["output"]) == 3_000
+
+
+def test_a_budget_that_is_not_a_number_of_bytes_says_so(folder, monkeypatch):
+    run = _saved_run(folder / "run.json", 10)
+    for setting in ("lots", "0", "-5"):
+        monkeypatch.setenv(handed_files.MOST_HANDED_BYTES_VARIABLE, setting)
+        with pytest.raises(HandedFileError, match="is not a number of bytes"):
+            load_run_file(run)

@@ -11,6 +11,11 @@ in one place.
 - Paths a file names: a path written in a handed file (a job's ``@file`` value or ``script:``
   model, a saved run's variable file or tool file) counts only if, its links resolved, it lies
   inside the file's folder (`inside`): a file never reaches out of where it was handed.
+- Sizes: a handed file is read whole (a saved run) or a line at a time (a batch's results and
+  audit), and one read holds at most `most_handed_bytes` bytes, 256 MiB unless
+  ``CODEWARD_MOST_FILE_BYTES`` says otherwise (`read_handed`, `handed_lines`): a larger file is
+  refused by its size before it is read, and a longer line is passed over without being held:
+  parsing one read's JSON then takes a bounded multiple of the budget.
 - Names: an id that becomes a file name (a batch job's run file) keeps only letters, digits,
   ``.``, ``_`` and ``-``, never starts with a dot, and is at most `MOST_NAME_CHARACTERS` long;
   a changed id gains a hash of the whole, so two ids never share a file (`file_name`).
@@ -33,27 +38,36 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from codeward.usage import UsageError
 
 __all__ = [
+    "MOST_HANDED_BYTES",
+    "MOST_HANDED_BYTES_VARIABLE",
     "MOST_NAME_CHARACTERS",
     "SHARED_FILES_VARIABLE",
     "HandedFileError",
     "file_mode",
     "file_name",
+    "handed_lines",
     "inside",
+    "most_handed_bytes",
     "open_append",
     "open_folder",
     "open_handed",
+    "read_handed",
     "write_fresh",
 ]
 
 #: The environment variable that makes the files codeward writes readable by others (0644), when "1".
 SHARED_FILES_VARIABLE = "CODEWARD_SHARED_FILES"
+#: The most bytes one read of a handed file holds (a whole saved run, or one line of a batch's files).
+MOST_HANDED_BYTES = 256 * 2**20
+#: The environment variable that sets another `MOST_HANDED_BYTES`, for a larger file the user trusts.
+MOST_HANDED_BYTES_VARIABLE = "CODEWARD_MOST_FILE_BYTES"
 #: The longest file name (before its suffix) an id becomes; file systems allow 255 bytes.
 MOST_NAME_CHARACTERS = 120
 #: The flag that keeps a read or an append from following a link at the file's name.
@@ -117,6 +131,66 @@ def open_handed(path: str | Path, *, update: bool = False) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def most_handed_bytes() -> int:
+    """The most bytes one read of a handed file holds: `MOST_HANDED_BYTES`, or the user's own figure."""
+    setting = os.environ.get(MOST_HANDED_BYTES_VARIABLE)
+    if setting is None:
+        return MOST_HANDED_BYTES
+    try:
+        most = int(setting.replace("_", ""))
+    except ValueError:
+        most = 0
+    if most < 1:
+        raise HandedFileError(
+            f"{MOST_HANDED_BYTES_VARIABLE}={setting!r} is not a number of bytes; set it to a whole number "
+            f"such as {2 * MOST_HANDED_BYTES}, or unset it for {MOST_HANDED_BYTES:,}"
+        )
+    return most
+
+
+def _too_large(path: Path, what: str, most: int) -> HandedFileError:
+    return HandedFileError(
+        f"{path}: {what} is over the {most:,} bytes codeward reads of a file it was handed; if you trust "
+        f"the file, set {MOST_HANDED_BYTES_VARIABLE} to a larger number of bytes"
+    )
+
+
+def read_handed(path: str | Path) -> bytes:
+    """The whole of the file at `path`, opened as `open_handed` opens it, if it holds at most
+    `most_handed_bytes`; a larger one is refused by its size, before a byte of it is read."""
+    path = Path(path)
+    most = most_handed_bytes()
+    with open_handed(path) as stream:
+        size = os.fstat(stream.fileno()).st_size
+        if size > most:
+            raise _too_large(path, f"the file holds {size:,} bytes, which", most)
+        data = stream.read(size + 1)  # the size it has: a read of more would take that much memory first
+    if len(data) > size:
+        raise HandedFileError(f"{path} grew as it was read; read it again once nothing writes to it")
+    return data
+
+
+def handed_lines(path: str | Path) -> Iterator[tuple[int, bytes | None]]:
+    """Each line of the file at `path` (opened as `open_handed` opens it) with its number from 1, its
+    newline kept; None for a line of more than `most_handed_bytes`, which is passed over a piece at
+    a time, never held whole."""
+    most = most_handed_bytes()
+    with open_handed(path) as stream:
+        number = 0
+        while line := stream.readline(most + 1):
+            number += 1
+            if len(line) <= most or line.endswith(b"\n"):
+                yield number, line
+                continue
+            while line and not line.endswith(b"\n"):
+                line = stream.readline(_SKIPPED_PIECE)
+            yield number, None
+
+
+#: How much of a line over the budget `handed_lines` reads at once as it passes over it.
+_SKIPPED_PIECE = 1 << 20
 
 
 def open_append(path: str | Path, *, read_only: bool = False) -> int:

@@ -18,7 +18,6 @@ and never opened through a link (`codeward.handed_files`).
 from __future__ import annotations
 
 import fcntl
-import io
 import json
 import os
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from codeward.handed_files import open_append, open_handed
+from codeward.handed_files import handed_lines, most_handed_bytes, open_append, open_handed
 from codeward.json_values import read_json
 from codeward.redaction import redacted_data
 from codeward.usage import UsageError
@@ -66,18 +65,21 @@ def repair_and_read(path: str | Path) -> tuple[list[dict[str, Any]], int]:
         return [], 0
     dropped = _cut_torn_tail(path)
     records = []
-    with open_handed(path) as stream, io.TextIOWrapper(stream, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = read_json(line)
-            except json.JSONDecodeError as error:
-                raise UsageError(
-                    f"{path}: line {number} is not a JSON record ({error}); was it edited by hand?"
-                ) from None
-            if isinstance(record, dict):
-                records.append(record)
+    for number, data in handed_lines(path):
+        if data is None:
+            raise UsageError(
+                f"{path}: line {number} is over the {most_handed_bytes():,} bytes a line may hold; was it edited "
+                "by hand? If you trust the file, set CODEWARD_MOST_FILE_BYTES to a larger number of bytes"
+            )
+        line = data.decode("utf-8")
+        if not line.strip():
+            continue
+        try:
+            record = read_json(line)
+        except json.JSONDecodeError as error:
+            raise UsageError(f"{path}: line {number} is not a JSON record ({error}); was it edited by hand?") from None
+        if isinstance(record, dict):
+            records.append(record)
     return records, dropped
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codeward.effects import offload
-from codeward.handed_files import open_handed
+from codeward.handed_files import read_handed
 from codeward.json_values import read_json
 from codeward.platform.model_retries import MAX_WAIT, provider_says, retrying
 from codeward.wording import a
@@ -301,8 +301,7 @@ class ReplayModel(ScriptedModel):
     def __init__(self, path: str | Path) -> None:
         path = Path(path)
         try:
-            with open_handed(path) as stream:  # a saved run may sit among links
-                record = read_json(stream.read())
+            record = read_json(read_handed(path))  # a saved run may sit among links, or be too large to read
         except FileNotFoundError:
             raise FileNotFoundError(f"no saved run at {path}; save one with agent.memory.save(path)") from None
         except json.JSONDecodeError as error:

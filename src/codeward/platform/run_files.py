@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from codeward.executors.codec import CodecError, decode_variables, encode_variables
-from codeward.handed_files import file_name, open_handed, write_fresh
+from codeward.handed_files import file_name, read_handed, write_fresh
 from codeward.json_values import read_json
 from codeward.platform.tool_specs import load_tools
 from codeward.redaction import holds_secret, redacted_data
@@ -210,10 +210,10 @@ def write_run(
 
 
 def load_run_file(path: str | Path) -> Any:
-    """A run file's JSON, read without following a link at its name (`open_handed`): the file may have been
-    handed over in a folder of links. Raises what opening (`OSError`, `HandedFileError`) or parsing raises."""
-    with open_handed(path) as stream:
-        return read_json(stream.read())
+    """A run file's JSON, read without following a link at its name and within the bytes a handed file may
+    hold (`read_handed`): the file may have been handed over in a folder of links. Raises what opening
+    (`OSError`, `HandedFileError`) or parsing raises."""
+    return read_json(read_handed(path))
 
 
 def run_file(runs: Path, job_id: str) -> Path:

@@ -21,7 +21,6 @@ costs the pages no more than one of `MOST_JOBS`.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from collections import Counter
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from codeward.batch.results import attempt_of
-from codeward.handed_files import file_name, open_handed
+from codeward.handed_files import file_name, handed_lines, most_handed_bytes
 from codeward.json_values import read_json
 from codeward.platform.run_files import run_file
 from codeward.usage import UsageError
@@ -140,21 +139,24 @@ def _bad(number: int, line: str, reason: str) -> BadLine:
 
 
 def _lines(path: Path, key: str) -> Iterator[tuple[int, dict[str, Any] | BadLine]]:
-    """Each non-empty line of a JSON-lines file, read one at a time (never through a link), with its number:
-    a record with `key`, or a `BadLine` saying what is wrong."""
-    with open_handed(path) as stream, io.TextIOWrapper(stream, encoding="utf-8", errors="replace") as handle:
-        for line_number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = read_json(line)
-            except (json.JSONDecodeError, RecursionError) as error:
-                yield line_number, _bad(line_number, line, f"not JSON: {error}")
-                continue
-            if isinstance(record, dict) and key in record:
-                yield line_number, record
-            else:
-                yield line_number, _bad(line_number, line, f"not a record with {key!r}")
+    """Each non-empty line of a JSON-lines file, read one at a time (never through a link, each within the
+    bytes a handed file may hold), with its number: a record with `key`, or a `BadLine` saying what is wrong."""
+    for line_number, data in handed_lines(path):
+        if data is None:
+            yield line_number, BadLine(line_number, "", f"over the {most_handed_bytes():,} bytes a line may hold")
+            continue
+        line = data.decode("utf-8", "replace")
+        if not line.strip():
+            continue
+        try:
+            record = read_json(line)
+        except (json.JSONDecodeError, RecursionError) as error:
+            yield line_number, _bad(line_number, line, f"not JSON: {error}")
+            continue
+        if isinstance(record, dict) and key in record:
+            yield line_number, record
+        else:
+            yield line_number, _bad(line_number, line, f"not a record with {key!r}")
 
 
 def _time(record: dict[str, Any], duration: float | None) -> dict[str, float]:
