@@ -92,3 +92,38 @@ def test_a_refused_block_adds_nothing_to_what_later_blocks_are_compiled_against(
     assert declared == set()
     compile_block(block.replace("_x", "x"), "<block>", frozenset(), declared, attributes)
     assert declared == {"counter"}
+
+
+MATCH_IN_AN_INFERRED_LOOP = """
+class Point:
+    def __init__(self, x):
+        self.x = x
+seen = []
+for i in range(3):
+    y = i * 2
+    match Point(y):
+        case Point(x=0):
+            seen.append("zero")
+        case _:
+            seen.append(y)
+else:
+    match Point(5):
+        case Point(x=5):
+            seen.append("five")
+seen
+"""
+
+
+@pytest.mark.parametrize("isolation", ["process", "in_process"])
+def test_a_match_whose_patterns_are_hoisted_runs_in_a_loop_the_int_inference_takes(isolation):
+    """The loop's body is walked statement by statement there; the policy gives a ``match`` back as
+    the statements that read its patterns' classes first, and the match: all of them stand in its place."""
+    from codeward.executors import LocalExecutor
+
+    plain: dict[str, object] = {}
+    exec(MATCH_IN_AN_INFERRED_LOOP, plain)
+    assert plain["seen"] == ["zero", 2, 4, "five"]
+    code = compile_block(MATCH_IN_AN_INFERRED_LOOP, "<block>")
+    assert "_mul_" not in code.co_names and "_match_class_" in code.co_names  # the path, and the hoisting
+    with LocalExecutor(isolation=isolation) as sandbox:
+        assert sandbox.run(MATCH_IN_AN_INFERRED_LOOP).output == plain["seen"]

@@ -150,10 +150,10 @@ class Instrumenter(SandboxPolicy):
             node.iter = self.visit(node.iter)
             self.ints.append(self.ints[-1] | {name})
             try:
-                node.body = [self.visit(statement) for statement in node.body]
+                node.body = self._statements(node.body)
             finally:
                 self.ints.pop()
-            node.orelse = [self.visit(statement) for statement in node.orelse]
+            node.orelse = self._statements(node.orelse)
         else:
             node = self.accepted(node)
         if self.suspends[-1]:
@@ -161,6 +161,15 @@ class Instrumenter(SandboxPolicy):
         else:
             node.iter = ticking(node.iter)
         return node
+
+    def _statements(self, statements: list[ast.stmt]) -> list[ast.stmt]:
+        """`statements` visited, as the policy's own visit of a body would: a statement it gives back
+        as several (a ``match`` with what its patterns read hoisted before it) stands in their place."""
+        visited: list[ast.stmt] = []
+        for statement in statements:
+            result = self.visit(statement)
+            visited += result if isinstance(result, list) else [result]
+        return visited
 
     def visit_While(self, node: ast.While) -> ast.AST:
         node = self.accepted(node)
