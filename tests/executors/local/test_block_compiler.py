@@ -127,3 +127,64 @@ def test_a_match_whose_patterns_are_hoisted_runs_in_a_loop_the_int_inference_tak
     assert "_mul_" not in code.co_names and "_match_class_" in code.co_names  # the path, and the hoisting
     with LocalExecutor(isolation=isolation) as sandbox:
         assert sandbox.run(MATCH_IN_AN_INFERRED_LOOP).output == plain["seen"]
+
+
+AWAITS = {
+    "loop-over-it": "for x in await fetch():\n    pass",
+    "in-a-sum": "x = 2 + await fetch()",
+    "in-a-product": "x = (await fetch()) * 3",
+    "in-an-inferred-loop": "for i in range(3):\n    x = i * 2 + await fetch()",
+    "in-a-lambda": "f = lambda: await fetch()",
+    "comprehension-over-it": "xs = [i for i in await fetch()]",
+    "in-a-format-spec": "w = 3\nx = f'{await fetch():{w}}'",
+    "added-in-place": "total = 0\ntotal += await fetch()",
+    "in-place-other-operator": "total = 1\ntotal %= await fetch()",
+    "as-an-index": "xs = [1]\nx = xs[await fetch()]",
+    "deleted-attribute": "del (await fetch()).a",
+}
+
+
+@pytest.mark.parametrize("code", AWAITS.values(), ids=AWAITS)
+def test_an_await_anywhere_is_refused_with_the_blocks_other_problems(code):
+    """RestrictedPython takes a refused ``await`` out of the tree; the walk's work on its parent then
+    found a field gone. The policy keeps it in place, so the block is refused, every problem named."""
+    with pytest.raises(CodeRefused) as refused:
+        compile_block(code + "\n_hidden = 1", "<block>")
+    report = str(refused.value)
+    assert "Await statements are not allowed" in report and "'_hidden'" in report, report
+
+
+def test_what_the_instrumenting_trips_over_in_a_refused_block_is_the_refusal(monkeypatch):
+    from codeward.executors.local.instrumenter import Instrumenter
+
+    def tripping(self, node):
+        raise AttributeError("a field the refused code took away")
+
+    monkeypatch.setattr(Instrumenter, "visit_While", tripping)
+    with pytest.raises(CodeRefused, match="names starting with"):
+        compile_block("_hidden = 1\nwhile True:\n    break", "<block>")
+    with pytest.raises(AttributeError):  # control: in a block the policy accepted, it is a fault of ours
+        compile_block("hidden = 1\nwhile True:\n    break", "<block>")
+
+
+@pytest.mark.parametrize("isolation", ["process", "in_process"])
+def test_a_block_nested_past_the_walks_depth_is_refused_and_the_sandbox_stays(isolation):
+    from codeward.executors import LocalExecutor
+    from codeward.executors.base import ExecutionError
+
+    with LocalExecutor(isolation=isolation) as sandbox:
+        sandbox.run("kept = 41")
+        assert sandbox.run("x = " + " + ".join(["1"] * 300) + "\nx").output == 300  # as deep as the two walks took
+        with pytest.raises(ExecutionError) as refused:
+            sandbox.run("x = " + " + ".join(["1"] * 3000))
+        assert "nests too deeply" in refused.value.message, refused.value.message
+        with pytest.raises(ExecutionError, match="Await statements are not allowed"):
+            sandbox.run("total = 0\ntotal += await fetch()")
+        assert sandbox.run("kept + 1").output == 42
+
+
+def test_a_format_width_of_thousands_of_digits_is_left_to_the_format_guard():
+    """``int()`` of more than 4,300 digits raises; the width is guarded where the code runs instead."""
+    code = compile_block("y = 1\nx = f'{y:>" + "9" * 5_000 + "}'", "<block>")
+    assert "_format_" in code.co_names
+    assert "_format_" not in compile_block("y = 1\nx = f'{y:>12}'", "<block>").co_names

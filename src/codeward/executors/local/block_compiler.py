@@ -19,6 +19,11 @@ from codeward.executors.local.type_inference import plain_names
 
 __all__ = ["CodeRefused", "compile_block"]
 
+_TOO_DEEP = (
+    "the code nests too deeply for the sandbox to compile it (hundreds of operators in one chain, or "
+    "brackets, calls or functions hundreds deep); build the value in steps, with a name for each part"
+)
+
 
 def compile_block(
     source: str,
@@ -33,8 +38,22 @@ def compile_block(
     across the blocks of one sandbox, the names code may bind at module level after the
     statement that holds it (``global`` in a function, a walrus in a kept generator);
     `class_attributes` the public names its classes define (see `receivers`); pass the
-    same sets every time (None: a one-off block). Neither grows for a block refused.
+    same sets every time (None: a one-off block). Neither grows for a block the policy refused.
+    A block nested too deeply for the walks over its tree (CPython's own included) is refused too.
     """
+    try:
+        return _compiled(source, filename, reserved, declared_global, class_attributes)
+    except RecursionError:  # ours or CPython's own: the walks over the tree recurse
+        raise CodeRefused(_TOO_DEEP, "SyntaxError") from None
+
+
+def _compiled(
+    source: str,
+    filename: str,
+    reserved: frozenset[str],
+    declared_global: set[str] | None,
+    class_attributes: set[str] | None,
+) -> CodeType:
     try:
         tree = ast.parse(source, filename=filename, mode="exec")
     except SyntaxError as error:
@@ -45,7 +64,15 @@ def compile_block(
     block_globals = later_global_bindings(tree, source)
     with_block_globals = declared | block_globals
     walk = Instrumenter(source, with_block_globals, reserved, plain_names(tree, with_block_globals, source))
-    tree = walk.visit(tree)
+    try:
+        tree = walk.visit(tree)
+    except RecursionError:
+        raise
+    except Exception:
+        # The instrumenting works on what the policy accepted; on a tree it refused, what it trips
+        # over is the refused code's, and the refusal is the answer.
+        if not walk.problems:
+            raise
     if walk.problems:
         raise CodeRefused(policy_report(source, walk.problems), "CodeRefused", walk.problems)
     declared |= block_globals

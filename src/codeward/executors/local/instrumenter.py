@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from codeward.executors.local.int_inference import comprehension_ints, function_ints, is_range_call, module_loop_ints
 from codeward.executors.local.name_bindings import SCOPES, child_nodes, may_bind_inside
 from codeward.executors.local.policy import SandboxPolicy
-from codeward.executors.local.syntax_nodes import call_at, call_node, located, name_node, place, position, visitor_of
+from codeward.executors.local.syntax_nodes import call_at, call_node, located, name_node, place, position, visitors_of
 
 __all__ = [
     "MAX_FORMAT_WIDTH",
@@ -37,6 +37,7 @@ RESULT_NAME = "_result_"
 
 #: Format-spec widths and precisions above this are refused (they allocate).
 MAX_FORMAT_WIDTH = 100_000
+_WIDTH_DIGITS = len(str(MAX_FORMAT_WIDTH))
 
 # Operators that can build a huge value in one C-level step, and their guards.
 _SIZED_OPERATORS = {ast.Add: "_add_", ast.Mult: "_mul_", ast.Pow: "_pow_", ast.LShift: "_lshift_", ast.Mod: "_mod_"}
@@ -44,7 +45,13 @@ _SIZED_OPERATORS = {ast.Add: "_add_", ast.Mult: "_mul_", ast.Pow: "_pow_", ast.L
 _SIZED_TEXT = ("+", "*", "%", "<<")
 #: The fields of statements that hold statements.
 _STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
-_Node = TypeVar("_Node", bound=ast.AST)
+#: The policy's visitor of each node class: what each visitor here calls on its node first, for the
+#: policy's checks and its visit of the children (through this walk). It gives back what the
+#: instrumenting then sees, as if the policy had walked first: the node itself for every class
+#: instrumented here but ``AugAssign``, which the policy may rewrite into another statement.
+#: Called from the table, with no call between: a block nested deeply costs no more frames than
+#: the two walks did.
+_POLICY = visitors_of(SandboxPolicy)
 _SPEC_NUMBERS = re.compile(r"(\d+)")
 #: The locals `number_sum` reads its left operand and its class into, and, for ``+=``, its right's.
 _AUGEND, _KIND = "_augend_", "_kind_"
@@ -83,19 +90,12 @@ class Instrumenter(SandboxPolicy):
         Keywords are spelled in ASCII; a ``range`` spelled otherwise only loses a fast path."""
         return any(word in line for line in self.lines[node.lineno - 1 : node.end_lineno])  # type: ignore[attr-defined]
 
-    def accepted(self, node: _Node) -> _Node:
-        """The policy's visit of `node`: its checks, and its children visited by this walk.
-        What it gives back is what the instrumenting sees, as if the policy had walked first:
-        the node itself for every class the walk instruments but ``AugAssign``, which the
-        policy may rewrite into another statement."""
-        return cast(_Node, visitor_of(SandboxPolicy, type(node))(self, node))
-
     def _in_scope(self, node: ast.AST, ints: frozenset[str], suspends: bool = False, frame: bool = False) -> None:
         self.ints.append(ints)
         self.suspends.append(suspends)
         self.frames.append(frame)
         try:
-            self.accepted(node)  # the policy's scope visitors give the node back
+            _POLICY[type(node)](self, node)  # the policy's scope visitors give the node back
         finally:
             self.ints.pop()
             self.suspends.pop()
@@ -105,14 +105,16 @@ class Instrumenter(SandboxPolicy):
         """Defaults and annotations, evaluated around the def or lambda: not in its frame."""
         self.frames.append(False)
         try:
-            return self.accepted(node)
+            accepted: ast.AST = _POLICY[type(node)](self, node)
         finally:
             self.frames.pop()
+        return accepted
 
     def visit_Module(self, node: ast.Module) -> ast.AST:  # type: ignore[override]  # the policy's takes any node
         if self.infer_ints and self._sized_range_loop(node.body):
             self.module_candidates = module_loop_ints(node, self.declared_global, self.inner_binders)
-        return self.accepted(node)
+        accepted: ast.AST = _POLICY[type(node)](self, node)
+        return accepted
 
     def _sized_range_loop(self, body: list[ast.stmt]) -> bool:
         """Whether a module-level ``for name in range(...)`` loop has in its text an operator that
@@ -155,7 +157,7 @@ class Instrumenter(SandboxPolicy):
                 self.ints.pop()
             node.orelse = self._statements(node.orelse)
         else:
-            node = self.accepted(node)
+            node = _POLICY[type(node)](self, node)
         if self.suspends[-1]:
             node.body.insert(0, tick_at(position(node)))
         else:
@@ -172,7 +174,7 @@ class Instrumenter(SandboxPolicy):
         return visited
 
     def visit_While(self, node: ast.While) -> ast.AST:
-        node = self.accepted(node)
+        node = _POLICY[type(node)](self, node)
         node.body.insert(0, tick_at(position(node)))
         return node
 
@@ -199,7 +201,7 @@ class Instrumenter(SandboxPolicy):
         return node
 
     def visit_comprehension(self, node: ast.comprehension) -> ast.AST:  # type: ignore[override]  # as visit_Module
-        node = self.accepted(node)
+        node = _POLICY[type(node)](self, node)
         if self.suspends[-1]:
             node.ifs.insert(0, call_at("_tick_", [], position(node.iter)))
         else:
@@ -207,12 +209,12 @@ class Instrumenter(SandboxPolicy):
         return node
 
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> ast.AST:
-        node = self.accepted(node)
+        node = _POLICY[type(node)](self, node)
         node.body.insert(0, located(ast.Expr(call_node("_handled_")), node))
         return node
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
-        node = self.accepted(node)
+        node = _POLICY[type(node)](self, node)
         guard = _SIZED_OPERATORS.get(type(node.op))
         if guard is None or _cannot_grow(node, self.ints[-1]):
             return node
@@ -230,7 +232,7 @@ class Instrumenter(SandboxPolicy):
         (The other growing operators on names, and every operator on items and
         attributes, the policy rewrites: what it gives back for those is not an ``AugAssign``.)
         """
-        accepted: ast.AST = self.accepted(node)
+        accepted: ast.AST = _POLICY[type(node)](self, node)
         if accepted is not node or not isinstance(node.op, ast.Add) or not isinstance(node.target, ast.Name):
             return accepted
         probe = ast.BinOp(left=ast.Name(id=node.target.id, ctx=ast.Load()), op=node.op, right=node.value)
@@ -243,13 +245,14 @@ class Instrumenter(SandboxPolicy):
         return located(ast.Assign(targets=[node.target], value=value), node)
 
     def visit_FormattedValue(self, node: ast.FormattedValue) -> ast.AST:
-        node = self.accepted(node)
+        node = _POLICY[type(node)](self, node)
         spec = node.format_spec
         if spec is None:
             return node
         if all(isinstance(part, ast.Constant) for part in spec.values):  # type: ignore[attr-defined]
             text = "".join(str(part.value) for part in spec.values)  # type: ignore[attr-defined]
-            if all(int(number) <= MAX_FORMAT_WIDTH for number in _SPEC_NUMBERS.findall(text)):
+            numbers = _SPEC_NUMBERS.findall(text)  # a width of thousands of digits is past int()'s own limit
+            if all(len(number) <= _WIDTH_DIGITS and int(number) <= MAX_FORMAT_WIDTH for number in numbers):
                 return node
         node.value = located(call_node("_format_", node.value, ast.Constant(node.conversion), spec), node)
         node.conversion = -1

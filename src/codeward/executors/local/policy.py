@@ -290,6 +290,20 @@ class SandboxPolicy(RestrictingNodeTransformer):
         return transform_children(self, node, _POLICY_LEAVES)
 
     # Reporting -----------------------------------------------------------
+    def refused(self, node: _T) -> _T:
+        """RestrictedPython's refusal (`not_allowed`), the node kept where it stood: taken out of the
+        tree, it would leave its parent without a field that the walk's later work on the parent
+        reads (see `instrumenter`), and the rest of the block's problems unreported."""
+        self.not_allowed(node)
+        return node
+
+    visit_Await = visit_AsyncFor = visit_AsyncWith = refused
+
+    def generic_visit(self, node: _T) -> _T:
+        """A node class RestrictedPython has not reviewed (newer syntax): refused as it refuses it."""
+        super().generic_visit(node)
+        return node
+
     def error(self, node: ast.AST, info: str) -> None:
         self.errors.append(info)
         self.problems.append(

@@ -22,7 +22,7 @@ __all__ = [
     "place",
     "position",
     "transform_children",
-    "visitor_of",
+    "visitors_of",
 ]
 
 _Node = TypeVar("_Node", bound=ast.AST)
@@ -102,10 +102,10 @@ def dispatched_visit(transformer: ast.NodeVisitor, node: ast.AST) -> Any:
     return _VISITORS[type(transformer)][type(node)](transformer, node)
 
 
-def visitor_of(transformer: type[ast.NodeVisitor], kind: type[ast.AST]) -> Callable[[Any, Any], Any]:
-    """The visitor class `transformer` has for nodes of class `kind`, as `dispatched_visit`
-    finds it: for a subclass to call a base class's visitor of a node without naming it."""
-    return _VISITORS[transformer][kind]
+def visitors_of(transformer: type[ast.NodeVisitor]) -> dict[type, Callable[[Any, Any], Any]]:
+    """The visitor class `transformer` has for each node class, as `dispatched_visit` finds it: for a
+    subclass to call a base class's visitor of a node without naming it, nor a call between."""
+    return _VISITORS[transformer]
 
 
 def name_node(identifier: str) -> ast.Name:
