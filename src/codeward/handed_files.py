@@ -59,6 +59,7 @@ __all__ = [
     "open_folder",
     "open_handed",
     "read_handed",
+    "too_large",
     "write_fresh",
 ]
 
@@ -150,7 +151,8 @@ def most_handed_bytes() -> int:
     return most
 
 
-def _too_large(path: Path, what: str, most: int) -> HandedFileError:
+def too_large(path: Path, what: str, most: int) -> HandedFileError:
+    """The refusal of `what` (a file, a line of it) for holding more than `most` bytes, and its remedy."""
     return HandedFileError(
         f"{path}: {what} is over the {most:,} bytes codeward reads of a file it was handed; if you trust "
         f"the file, set {MOST_HANDED_BYTES_VARIABLE} to a larger number of bytes"
@@ -165,7 +167,7 @@ def read_handed(path: str | Path) -> bytes:
     with open_handed(path) as stream:
         size = os.fstat(stream.fileno()).st_size
         if size > most:
-            raise _too_large(path, f"the file holds {size:,} bytes, which", most)
+            raise too_large(path, f"the file holds {size:,} bytes, which", most)
         data = stream.read(size + 1)  # the size it has: a read of more would take that much memory first
     if len(data) > size:
         raise HandedFileError(f"{path} grew as it was read; read it again once nothing writes to it")

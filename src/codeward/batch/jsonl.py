@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from codeward.handed_files import handed_lines, most_handed_bytes, open_append, open_handed
+from codeward.handed_files import handed_lines, most_handed_bytes, open_append, open_handed, too_large
 from codeward.json_values import read_json
 from codeward.redaction import redacted_data
 from codeward.usage import UsageError
@@ -67,10 +67,7 @@ def repair_and_read(path: str | Path) -> tuple[list[dict[str, Any]], int]:
     records = []
     for number, data in handed_lines(path):
         if data is None:
-            raise UsageError(
-                f"{path}: line {number} is over the {most_handed_bytes():,} bytes a line may hold; was it edited "
-                "by hand? If you trust the file, set CODEWARD_MOST_FILE_BYTES to a larger number of bytes"
-            )
+            raise too_large(path, f"line {number}", most_handed_bytes())
         line = data.decode("utf-8")
         if not line.strip():
             continue
