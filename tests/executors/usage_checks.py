@@ -6,6 +6,8 @@ load can move them (CPU against wall time), and each is set against a control in
 
 from __future__ import annotations
 
+import time
+
 from codeward import tool
 from codeward.executors.base import BlockUsage, Executor
 
@@ -15,6 +17,8 @@ HOLD = "held = b'x' * (200 * 2**20)\nlen(held)"
 RELEASE = "del held"
 SPIN = "import time\nstarted = time.process_time()\nwhile time.process_time() - started < 1:\n    pass"
 SLEEP = "import time\ntime.sleep(1)"
+#: How long released memory may take to leave the sandbox's charge.
+RELEASE_SECONDS = 10.0
 CALLS = "print('x' * 5000)\nfirst = double(2)\nsecond = double(first)\nsecond"
 
 
@@ -35,14 +39,23 @@ def usage_of(executor: Executor, code: str) -> BlockUsage:
 
 
 def check_memory(executor: Executor) -> None:
-    """200 MB held shows in the block's peak; a later block, with it released, does not carry it on."""
+    """200 MB held shows in the block's peak; a later block, with it released, does not carry it on.
+
+    A sandbox may give freed memory back to the machine a moment after the block that freed it
+    (gVisor's kernel does, later on a busy machine), and a block's peak starts from what is charged
+    when it starts: so the later blocks are given a few seconds to show it gone. A peak that is never
+    reset for the block stays at 200 MB however long they are given."""
     held = usage_of(executor, HOLD)
     assert held.peak_memory_bytes is not None, held.unmeasured
     assert held.peak_memory_bytes >= 200 * MB, held
     assert held.peak_memory_scope == "block"
     usage_of(executor, RELEASE)
+    deadline = time.monotonic() + RELEASE_SECONDS
     after = usage_of(executor, "x = 1")
-    assert after.peak_memory_bytes is not None and after.peak_memory_bytes < 150 * MB, after
+    while not (after.peak_memory_bytes is not None and after.peak_memory_bytes < 150 * MB):
+        assert time.monotonic() < deadline, after
+        time.sleep(0.2)
+        after = usage_of(executor, "x = 1")
 
 
 def check_cpu(executor: Executor) -> None:

@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from codeward.executors.base import ExecutionError
+from codeward.executors.base import ExecutionError, ExecutionTimeout
 from codeward.executors.jupyter import JupyterExecutor
+from codeward.tools import FinalAnswerTool
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -55,4 +56,46 @@ def test_interrupt_asked_before_the_cell_begins_still_stops_it_and_keeps_the_sta
             executor.run("import time\ntime.sleep(30)")
         assert raised.value.error_type == "KeyboardInterrupt"
         assert time.monotonic() - started < 5
+        assert executor.run("kept * 2").output == 42
+
+
+#: A value whose encoding the code slows: its class's encoder sleeps before giving what it holds.
+SLOW_TO_SEND = """
+import sys, time
+
+class SlowToSend:
+    pass
+
+def _encode_slowly(encoder, value):
+    time.sleep(30)
+    return 1
+
+sys.modules["_codeward_codec.wire"].ENCODERS[SlowToSend] = _encode_slowly
+"""
+
+
+@pytest.mark.parametrize("code", ["SlowToSend()", "final_answer(SlowToSend())"], ids=["last-value", "final-answer"])
+def test_the_time_limit_that_lands_while_the_value_is_sent_is_a_timeout(code: str) -> None:
+    """The kernel sends a block's value from IPython's hooks, which report an exception raised in them
+    and carry on: an interrupt that lands there once ended the cell as finished, and the host gave
+    back the value's repr in place of the timeout."""
+    with JupyterExecutor(timeout_seconds=2) as executor:
+        executor.send_tools({"final_answer": FinalAnswerTool()})
+        executor.run(SLOW_TO_SEND + "kept = 21")
+        started = time.monotonic()
+        with pytest.raises(ExecutionTimeout, match="ran past its time limit of 2 s and was interrupted"):
+            executor.run(code)
+        assert time.monotonic() - started < 10
+        assert executor.run("kept * 2").output == 42
+
+
+def test_an_interrupt_asked_while_the_value_is_sent_ends_the_block_as_interrupted() -> None:
+    with JupyterExecutor(timeout_seconds=60) as executor:
+        executor.run(SLOW_TO_SEND + "kept = 21")
+        threading.Timer(1.0, executor.interrupt).start()
+        started = time.monotonic()
+        with pytest.raises(ExecutionError, match="interrupted as it sent its value") as raised:
+            executor.run("SlowToSend()")
+        assert raised.value.error_type == "KeyboardInterrupt"
+        assert time.monotonic() - started < 10
         assert executor.run("kept * 2").output == 42

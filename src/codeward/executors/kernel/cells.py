@@ -214,6 +214,12 @@ def code_outputting(result: CellResult) -> Steps[CodeOutput]:
             logs=result.logs,
             error_type="OutputLimitExceeded",
         )
+    if "interrupted" in entries:
+        raise ExecutionError(
+            "the code was interrupted as it sent its value or final answer; its state is kept",
+            logs=result.logs,
+            error_type="KeyboardInterrupt",
+        )
     if "final" in entries:
         final = yield from decoding_sandbox_value(entries["final"], result.logs)
         return CodeOutput(final, result.logs, True, displays)
@@ -316,6 +322,13 @@ class CellCollector:
     @property
     def reply_status(self) -> str:
         return self._reply["status"] if self._reply else ""
+
+    @property
+    def interrupted_as_it_reported(self) -> bool:
+        """The interrupt landed as the cell sent its value or answer (`prelude._report`): its reply
+        says ok, but the cell did not finish."""
+        payload = self._reply.get("payload", []) if self._reply else []
+        return any(entry.get("source") == PAYLOAD_SOURCE and "interrupted" in entry for entry in payload)
 
     def give_up_waiting_for_idle(self) -> None:
         """End a replied cell whose idle status never came: the kernel's iopub queue overflowed

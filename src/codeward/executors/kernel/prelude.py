@@ -129,10 +129,7 @@ def _report_final_answer(shell: Any, etype: type, value: BaseException, tb: Any,
 
 
 def _report_answer(answer: Any) -> None:
-    try:
-        _write_payload(final=_Sandbox.codec.dumps(answer))
-    except Exception as error:  # any encoder failure must reach the host as a readable message
-        _write_payload(final_error=_cannot_leave("the final answer", answer, error))
+    _report("final", "the final answer", answer)
 
 
 def _report_last_value(result: Any) -> None:
@@ -144,10 +141,19 @@ def _report_last_value(result: Any) -> None:
     value = getattr(result, "result", None)
     if value is None or not getattr(result, "success", False):
         return
+    _report("value", "the last expression's value", value)
+
+
+def _report(key: str, what: str, value: Any) -> None:
+    """Send `value` to the host under `key`. An interrupt (the time limit) that lands while it is
+    encoded is said as one: IPython's hooks report an exception raised in them and carry on, so the
+    cell would otherwise end as if it had finished, without its value."""
     try:
-        _write_payload(value=_Sandbox.codec.dumps(value))
-    except Exception as error:
-        _write_payload(value_error=_cannot_leave("the last expression's value", value, error))
+        _write_payload(**{key: _Sandbox.codec.dumps(value)})
+    except KeyboardInterrupt:
+        _write_payload(interrupted=key)
+    except Exception as error:  # any encoder failure must reach the host as a readable message
+        _write_payload(**{f"{key}_error": _cannot_leave(what, value, error)})
 
 
 def _cannot_leave(what: str, value: Any, error: Exception) -> str:

@@ -315,7 +315,7 @@ class KernelSession:
             if not cell.done:
                 yield from self.restarting()
             raise
-        if stopping.timed_out_at is not None and cell.reply_status != "ok":
+        if stopping.timed_out_at is not None and (cell.reply_status != "ok" or cell.interrupted_as_it_reported):
             raise ExecutionTimeout(
                 f"the code ran past its time limit of {timeout:g} s and was interrupted",
                 logs=cell.logs(),
