@@ -13,6 +13,8 @@ import pytest
 from codeward import CodeAgent, ScriptedModel
 from codeward.executors import LocalExecutor
 from codeward.executors.base import ExecutionError
+from codeward.executors.local.limits import BlockInterrupted
+from codeward.executors.local.watchdog import _Watch
 from codeward.platform.live_blocks import BlockOutputDelta
 from codeward.platform.memory import ActionStep
 from codeward.platform.tools import tool
@@ -136,3 +138,21 @@ def test_an_interrupt_while_a_large_tool_reply_crosses_leaves_the_worker_in_step
             started = time.monotonic()
             assert executor.run("keep").output == "state", f"state lost after an interrupt at {delay:.2f} s"
             assert time.monotonic() - started < 5
+
+
+def test_a_watch_stopped_before_its_first_sleep_does_not_sleep() -> None:
+    """A block's sleep waits on an Event made at its first sleep: a stop that came before must still
+    wake it (in the host's process the stop's own exception may reach the block only after it sleeps)."""
+    watch = _Watch(threading.get_ident(), time.monotonic() + 60, None)
+    watch.fired = BlockInterrupted
+    started = time.monotonic()
+    watch.sleep(5)
+    assert time.monotonic() - started < 1
+
+
+def test_a_sleeping_watch_wakes_when_stopped() -> None:
+    watch = _Watch(threading.get_ident(), time.monotonic() + 60, None)
+    threading.Timer(0.2, watch.wake).start()
+    started = time.monotonic()
+    watch.sleep(5)
+    assert 0.1 < time.monotonic() - started < 2

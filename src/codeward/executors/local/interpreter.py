@@ -283,7 +283,7 @@ class Interpreter:
         if watch is None or not seconds > 0:  # time.sleep's own errors for a bad length
             time.sleep(seconds)
         else:
-            watch.stopping.wait(seconds)
+            watch.sleep(seconds)
 
     def close(self) -> None:
         if "_tick_" in self._globals:
