@@ -23,9 +23,9 @@ of ``sys.unraisablehook`` (the next signal, an interval later, stops the block).
 
 from __future__ import annotations
 
-import _signal
 import ctypes
 import functools
+import importlib
 import os
 import signal
 import sys
@@ -43,6 +43,8 @@ from codeward.executors.local.limits import (
 __all__ = ["WATCHDOG", "AlarmWatchdog", "Watchdog", "resident_bytes"]
 
 _set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+#: `signal`'s C functions, without the enum wrapping of its Python ones (see `_can_use_cpu_timer`).
+_c_signal = importlib.import_module("_signal")
 _set_async_exc.argtypes = (ctypes.c_ulong, ctypes.py_object)
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -121,7 +123,7 @@ class Watchdog:
         watch = _Watch(threading.get_ident(), time.monotonic() + seconds, ceiling)
         _drop_stray_signals()
         if _can_use_cpu_timer():
-            watch.previous_handler = _signal.signal(signal.SIGVTALRM, functools.partial(_on_cpu_timer, watch))
+            watch.previous_handler = _c_signal.signal(signal.SIGVTALRM, functools.partial(_on_cpu_timer, watch))
             signal.setitimer(signal.ITIMER_VIRTUAL, seconds, self.interval)
         with self._wake:
             self._watches.add(watch)
@@ -147,7 +149,7 @@ class Watchdog:
                     self._last_active = time.monotonic()
                 if watch.previous_handler is not None:
                     signal.setitimer(signal.ITIMER_VIRTUAL, 0)
-                    _signal.signal(signal.SIGVTALRM, watch.previous_handler)
+                    _c_signal.signal(signal.SIGVTALRM, watch.previous_handler)
                     watch.previous_handler = None
                 if watch.fired is not None:
                     _set_async_exc(watch.thread_id, ctypes.py_object())  # clears a pending one
@@ -273,10 +275,10 @@ def _on_cpu_timer(watch: _Watch, signum: int, frame: object) -> None:
 def _can_use_cpu_timer() -> bool:
     """Signals can be handled only in the main thread; and SIGVTALRM must be nobody else's.
 
-    `_signal`'s functions, not `signal`'s: those turn each handler into an enum member first, and
+    `_c_signal`'s functions, not `signal`'s: those turn each handler into an enum member first, and
     for a handler that is none (ours) build, then drop, an error that holds its repr, every block."""
     return (
         hasattr(signal, "SIGVTALRM")
         and threading.get_ident() == threading.main_thread().ident
-        and _signal.getsignal(signal.SIGVTALRM) == signal.SIG_DFL
+        and _c_signal.getsignal(signal.SIGVTALRM) == signal.SIG_DFL
     )
