@@ -154,6 +154,19 @@ def test_an_await_anywhere_is_refused_with_the_blocks_other_problems(code):
     assert "Await statements are not allowed" in report and "'_hidden'" in report, report
 
 
+@pytest.mark.parametrize(
+    "code",
+    ["g = (1 async for i in fetch())", "g = ((i async for i in fetch()) for j in range(2))"],
+    ids=["generator", "nested-generator"],
+)
+def test_an_async_generator_expression_is_refused_as_async_code(code):
+    """CPython compiles ``async for`` in a generator expression outside an async function (it fails
+    only when iterated); the sandbox refuses it when it compiles, as it does any async code."""
+    compile(code, "<control>", "exec")  # control: CPython itself accepts it
+    with pytest.raises(CodeRefused, match="async code is not supported"):
+        compile_block(code, "<block>")
+
+
 def test_what_the_instrumenting_trips_over_in_a_refused_block_is_the_refusal(monkeypatch):
     from codeward.executors.local.instrumenter import Instrumenter
 

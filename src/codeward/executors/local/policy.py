@@ -373,7 +373,14 @@ class SandboxPolicy(RestrictingNodeTransformer):
         """Visit the children only: no unpacking or iteration guards (they protect nothing here)."""
         return self.node_contents_visit(node)
 
-    visit_Assign = visit_AnnAssign = visit_For = visit_comprehension = visit_With = visit_Module = allow
+    visit_Assign = visit_AnnAssign = visit_For = visit_With = visit_Module = allow
+
+    def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
+        """As `allow`; but ``async for`` in a generator expression, which CPython compiles outside an
+        async function (it fails only when it runs), is refused as async code is."""
+        if node.is_async:
+            self.error(node.target, _ASYNC_REFUSED)
+        return self.allow(node)
     visit_match_case = visit_MatchSequence = visit_MatchOr = allow
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
