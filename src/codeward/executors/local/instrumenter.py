@@ -200,7 +200,7 @@ class Instrumenter(SandboxPolicy):
         node.body = located(ast.BoolOp(op=ast.And(), values=[call_node("_tick_"), node.body]), node.body)
         return node
 
-    def visit_comprehension(self, node: ast.comprehension) -> ast.AST:  # type: ignore[override]  # as visit_Module
+    def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
         node = _POLICY[type(node)](self, node)
         if self.suspends[-1]:
             node.ifs.insert(0, call_at("_tick_", [], position(node.iter)))

@@ -381,6 +381,7 @@ class SandboxPolicy(RestrictingNodeTransformer):
         if node.is_async:
             self.error(node.target, _ASYNC_REFUSED)
         return self.allow(node)
+
     visit_match_case = visit_MatchSequence = visit_MatchOr = allow
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
