@@ -11,6 +11,7 @@ pickle and eval routes by `data_policy`.
 
 from __future__ import annotations
 
+import re
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -62,6 +63,8 @@ from codeward.wall_events import EventLedger, recording
 __all__ = ["Interpreter", "ToolHandle", "interrupted"]
 
 _FILENAME = "<code block {}>"
+#: Any block's `_FILENAME`, its lines kept or not.
+_BLOCK_FILE = re.compile(re.escape(_FILENAME).replace(re.escape("{}"), "[0-9]+"))
 #: The characters of the blocks' sources kept for their tracebacks, the newest blocks' first (the
 #: running block's always): a sandbox that runs many thousands of blocks holds no more than this. A
 #: frame of a block whose source has gone (a function it defined, called much later) shows its
@@ -411,16 +414,10 @@ class Interpreter:
         lines = ["Traceback (most recent call last):"]
         for frame in traceback.extract_tb(error.__traceback__):
             source, _ = self._sources.get(frame.filename, (None, 0))
-            if source is None and not _is_block_file(frame.filename):
+            if source is None and not _BLOCK_FILE.fullmatch(frame.filename):
                 continue
             lines.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}')
             if source is not None and frame.lineno and 0 < frame.lineno <= len(source):
                 lines.append(f"    {source[frame.lineno - 1].strip()}")
         lines.append(f"{type(error).__name__}: {text}" if text else type(error).__name__)
         return "\n".join(lines)
-
-
-def _is_block_file(filename: str) -> bool:
-    """Whether `filename` names one of the code's blocks (`_FILENAME`), its lines kept or not."""
-    prefix, _, rest = filename.partition(" block ")
-    return prefix == "<code" and rest.endswith(">") and rest[:-1].isdigit()
