@@ -115,11 +115,12 @@ def _refused(path: Path, error: OSError) -> HandedFileError | OSError:
     return error
 
 
-def open_handed(path: str | Path, *, update: bool = False) -> BinaryIO:
+def open_handed(path: str | Path, *, update: bool = False, through_link: bool = False) -> BinaryIO:
     """The file at `path` opened for reading (or, with `update`, reading and writing), never through a
-    link at its name, and only if it is a regular file; `HandedFileError` says what was refused."""
+    link at its name (unless `through_link`: a path the user named), and only if it is a regular file;
+    `HandedFileError` says what was refused."""
     path = Path(path)
-    flags = (os.O_RDWR if update else os.O_RDONLY) | _NO_FOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    flags = (os.O_RDWR if update else os.O_RDONLY) | os.O_NONBLOCK | os.O_CLOEXEC | (0 if through_link else _NO_FOLLOW)
     try:
         fd = os.open(path, flags)
     except OSError as error:
@@ -159,12 +160,12 @@ def too_large(path: Path, what: str, most: int) -> HandedFileError:
     )
 
 
-def read_handed(path: str | Path) -> bytes:
+def read_handed(path: str | Path, *, through_link: bool = False) -> bytes:
     """The whole of the file at `path`, opened as `open_handed` opens it, if it holds at most
     `most_handed_bytes`; a larger one is refused by its size, before a byte of it is read."""
     path = Path(path)
     most = most_handed_bytes()
-    with open_handed(path) as stream:
+    with open_handed(path, through_link=through_link) as stream:
         size = os.fstat(stream.fileno()).st_size
         if size > most:
             raise too_large(path, f"the file holds {size:,} bytes, which", most)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from codeward.batch.jobs import JobDefaults, JobFileError, load_jobs
+from codeward.usage import UsageError
 from tests.cli.conftest import SAMPLE_TOOLS, write_script
 
 
@@ -74,12 +75,36 @@ def test_every_fault_is_reported_with_its_job_and_field(tmp_path, model):
         ("jobs.txt", "", "jobs files are .yaml, .yml or .jsonl"),
         ("jobs.jsonl", "\n", "holds no jobs"),
         ("jobs.yaml", "- just a string\n", "a job is a map"),
+        ("jobs.yaml", b"- {id: a, task: caf\xe9}\n", "not UTF-8 text"),
     ],
 )
 def test_a_malformed_file_is_refused(tmp_path, model, name, text, message):
-    (tmp_path / name).write_text(text)
+    (tmp_path / name).write_bytes(text if isinstance(text, bytes) else text.encode())
     with pytest.raises(JobFileError, match=message):
         load_jobs(tmp_path / name, JobDefaults(model=model))
+
+
+def test_a_jobs_file_past_the_budget_of_a_read_file_is_refused_by_its_size(tmp_path, model, monkeypatch):
+    """A jobs file may come from someone else: it is read whole only within the budget any file
+    codeward reads whole is held to, and refused by its size before it is read."""
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text(json.dumps({"id": "a", "task": "t"}) + "\n" + " " * 4000 + "\n")
+    monkeypatch.setenv("CODEWARD_MOST_FILE_BYTES", "4000")
+    size = jobs.stat().st_size
+    with pytest.raises(
+        UsageError, match=f"holds {size:,} bytes, which is over the 4,000 bytes.*CODEWARD_MOST_FILE_BYTES"
+    ):
+        load_jobs(jobs, JobDefaults(model=model))
+    monkeypatch.setenv("CODEWARD_MOST_FILE_BYTES", "5000")  # control: within the budget it is read
+    assert [job.id for job in load_jobs(jobs, JobDefaults(model=model))] == ["a"]
+
+
+def test_a_jobs_file_named_through_a_link_is_read(tmp_path, model):
+    """The jobs file is the user's own argument: a link they made to it is followed, as any path they type."""
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "jobs.yaml").write_text("- {id: a, task: t}\n")
+    (tmp_path / "jobs.yaml").symlink_to(tmp_path / "kept" / "jobs.yaml")
+    assert [job.id for job in load_jobs(tmp_path / "jobs.yaml", JobDefaults(model=model))] == ["a"]
 
 
 def test_a_job_without_any_model_says_where_to_set_one(tmp_path):

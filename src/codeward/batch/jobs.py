@@ -42,7 +42,7 @@ from codeward.executors.base import available_executors, executor_class
 from codeward.executors.docker.gvisor import GVISOR
 from codeward.executors.local.imports import DEFAULT_AUTHORIZED_IMPORTS
 from codeward.executors.settings import checked_names, taken_name
-from codeward.handed_files import inside
+from codeward.handed_files import inside, read_handed
 from codeward.json_values import read_json
 from codeward.platform.model_ids import ModelIdError, check_model_id
 from codeward.platform.tool_specs import load_tool_specs
@@ -190,10 +190,12 @@ def file_reference(value: Any) -> str | None:
 
 def _read_entries(path: Path) -> list[tuple[str, Any]]:
     """(where, raw entry) pairs; `where` names the entry for error messages."""
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # the user's own file, maybe a link to it; but held to the budget of a handed file
+        text = read_handed(path, through_link=True).decode("utf-8")
     except FileNotFoundError:
         raise JobFileError(f"{path}: no such jobs file") from None
+    except UnicodeDecodeError as error:
+        raise JobFileError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start:,})") from None
     if path.suffix.lower() in (".yaml", ".yml"):
         return _yaml_entries(path, text)
     if path.suffix.lower() in (".jsonl", ".ndjson"):
