@@ -43,9 +43,9 @@ from codeward.executors.local.limits import (
 __all__ = ["WATCHDOG", "AlarmWatchdog", "Watchdog", "resident_bytes"]
 
 _set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+_set_async_exc.argtypes = (ctypes.c_ulong, ctypes.py_object)
 #: `signal`'s C functions, without the enum wrapping of its Python ones (see `_can_use_cpu_timer`).
 _c_signal = importlib.import_module("_signal")
-_set_async_exc.argtypes = (ctypes.c_ulong, ctypes.py_object)
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
