@@ -24,7 +24,14 @@ import pytest
 from codeward.executors import LocalExecutor
 from codeward.executors.base import ExecutionError, Executor, SandboxError
 from codeward.platform.tools import FinalAnswerTool
-from tests.security.unsandboxed import ALLOWANCE, CONTROL_SECONDS, MEMORY_ROOM, HostHarmed, Unsandboxed
+from tests.security.unsandboxed import (
+    ALLOWANCE,
+    CONTROL_SECONDS,
+    EXHAUSTED_SECONDS,
+    MEMORY_ROOM,
+    HostHarmed,
+    Unsandboxed,
+)
 from tests.timing import busy_seconds
 
 SANDBOX_OFF = os.environ.get("CODEWARD_SECURITY_SANDBOX") == "off"
@@ -55,8 +62,9 @@ def refused_by_sandbox(error: ExecutionError | SandboxError) -> bool:
 
 
 def sandbox(**options: Any) -> Executor:
-    """The executor under attack: the local executor, or nothing at all with the switch off."""
-    return Unsandboxed(**options) if SANDBOX_OFF else LocalExecutor(**options)
+    """The executor under attack: the local executor, or nothing at all with the switch off (where an
+    attack that hangs fails as soon as it shows, as the suite only asks whether each attack fails)."""
+    return Unsandboxed(hung_after=EXHAUSTED_SECONDS, **options) if SANDBOX_OFF else LocalExecutor(**options)
 
 
 @pytest.fixture
@@ -143,7 +151,7 @@ def _check_control(code: str, canary: Path, control: str, setup: tuple[bool, dic
     """The payload must do its harm with no sandbox; a control that fails is a broken attack test."""
     outcome: BaseException | None = None
     # A hang is the harm an exhausting payload may do; any other control must end, if slowly on a busy machine.
-    hung_after = CONTROL_SECONDS if control == "exhausts" else busy_seconds(CONTROL_SECONDS)
+    hung_after = EXHAUSTED_SECONDS if control == "exhausts" else busy_seconds(CONTROL_SECONDS)
     with Unsandboxed(hung_after=hung_after, memory_room=ALLOWANCE if control == "exhausts" else MEMORY_ROOM) as plain:
         _prepare(plain, setup)
         try:

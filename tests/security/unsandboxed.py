@@ -34,6 +34,10 @@ MEMORY_ROOM = 4 * 1024**3
 ALLOWANCE = 1024**3
 #: Seconds a block may take before the copy counts as hung.
 CONTROL_SECONDS = 2.0
+#: Seconds an exhausting payload runs before it counts as hung: its harm is endless (or astronomically
+#: long), so that it is still running after a second shows it on any machine. The attack suite waits
+#: this long for each such control, and with the sandbox off for each attack.
+EXHAUSTED_SECONDS = 1.0
 
 
 class HostHarmed(Exception):
