@@ -267,11 +267,12 @@ def creators(creations: Creations) -> dict[str, int]:
 def test_local_and_docker_jobs_over_the_nodes_one_removed_midway(
     cluster: Cluster, docker_client: docker.DockerClient, tmp_path: Path
 ) -> None:
-    ids = write_jobs(tmp_path, local=60, docker_jobs=20, sleep=0.5)
+    docker_jobs = 10
+    ids = write_jobs(tmp_path, local=30, docker_jobs=docker_jobs, sleep=0.5)
     docker_nodes = _docker_nodes(cluster)
     creations = Creations(docker_client)
     batch = start_batch(cluster, tmp_path)
-    wait_for_results(tmp_path / "results.jsonl", 15, batch)
+    wait_for_results(tmp_path / "results.jsonl", 10, batch)
     doomed = busy_node(cluster)
     kill_node(cluster, doomed)
     cluster.add_node(num_cpus=1, resources={DOCKER_RESOURCE: 1}, object_store_memory=_STORE)
@@ -284,9 +285,11 @@ def test_local_and_docker_jobs_over_the_nodes_one_removed_midway(
     assert all(r["status"] == "success" for r in results), [r for r in results if r["status"] != "success"]
     assert len({r["node"] for r in results}) >= 3  # spread over the nodes
     assert {r["node"] for r in results if r["id"].startswith("docker")} <= _docker_nodes(cluster) | docker_nodes
-    assert sorted(r["output"][0] for r in results if r["id"].startswith("docker")) == [2 * n for n in range(20)]
+    assert sorted(r["output"][0] for r in results if r["id"].startswith("docker")) == [
+        2 * n for n in range(docker_jobs)
+    ]
     hosts = {r["output"][1] for r in results if r["id"].startswith("docker")}
-    assert len(hosts) == 20  # a container per job
+    assert len(hosts) == docker_jobs  # a container per job
     assert not [c for c in list_sandboxes(docker_client) if c.id[:12] in hosts]  # each removed by its job
     started_by = creators(creations)
     creations.close()
