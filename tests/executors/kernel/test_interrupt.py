@@ -92,7 +92,7 @@ def test_the_time_limit_that_lands_while_the_value_is_sent_is_a_timeout(code: st
 def test_an_interrupt_asked_while_the_value_is_sent_ends_the_block_as_interrupted() -> None:
     with JupyterExecutor(timeout_seconds=60) as executor:
         executor.run(SLOW_TO_SEND + "kept = 21")
-        threading.Timer(1.0, executor.interrupt).start()
+        threading.Timer(2.0, executor.interrupt).start()  # well after the instant cell, within the encoding
         started = time.monotonic()
         with pytest.raises(ExecutionError, match="interrupted as it sent its value") as raised:
             executor.run("SlowToSend()")
