@@ -196,6 +196,12 @@ class BoundedText:
         return f"{head}\n[... {self._dropped} characters of output cut ...]\n{self._tail}"
 
 
+def prelude_entries(payload: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What the prelude wrote into a cell's reply (`prelude._write_payload`), as one map; the entries of
+    anything else in the kernel left out."""
+    return {key: value for entry in payload if entry.get("source") == PAYLOAD_SOURCE for key, value in entry.items()}
+
+
 def code_output(result: CellResult) -> CodeOutput:
     """Turn the kernel's reply into the contract's answer: a final answer, a value, or an error."""
     return blocking(code_outputting(result))
@@ -203,9 +209,7 @@ def code_output(result: CellResult) -> CodeOutput:
 
 def code_outputting(result: CellResult) -> Steps[CodeOutput]:
     """`code_output`, as steps: awaited, a large value is decoded off the loop (`codec.steps`)."""
-    entries = {
-        key: value for entry in result.payload if entry.get("source") == PAYLOAD_SOURCE for key, value in entry.items()
-    }
+    entries = prelude_entries(result.payload)
     displays = [shown for shown in map(richest_display, result.displays) if shown is not None]
     if "cut" in entries:
         raise ExecutionError(
@@ -327,8 +331,7 @@ class CellCollector:
     def interrupted_as_it_reported(self) -> bool:
         """The interrupt landed as the cell sent its value or answer (`prelude._report`): its reply
         says ok, but the cell did not finish."""
-        payload = self._reply.get("payload", []) if self._reply else []
-        return any(entry.get("source") == PAYLOAD_SOURCE and "interrupted" in entry for entry in payload)
+        return "interrupted" in prelude_entries(self._reply.get("payload", []) if self._reply else [])
 
     def give_up_waiting_for_idle(self) -> None:
         """End a replied cell whose idle status never came: the kernel's iopub queue overflowed

@@ -22,8 +22,7 @@ from typing import Any
 from codeward.executors import codec
 from codeward.executors.files import FileBudgetExceeded, FilesError, Names, SandboxFiles
 from codeward.executors.kernel.bridge import cell_calling
-from codeward.executors.kernel.cells import DECODING_GRACE, CellResult
-from codeward.executors.kernel.prelude import PAYLOAD_SOURCE
+from codeward.executors.kernel.cells import DECODING_GRACE, CellResult, prelude_entries
 
 __all__ = ["MAX_LISTING_NAMES", "KernelFiles"]
 
@@ -65,12 +64,7 @@ class KernelFiles(SandboxFiles):
         result = self._run_cell(cell_calling("files", operation, *arguments), answers or {})
         if result.status != "ok":
             raise FilesError(f"{result.error_name}: {result.error_value}", error_type=result.error_name)
-        entries = {
-            key: value
-            for entry in result.payload
-            if entry.get("source") == PAYLOAD_SOURCE
-            for key, value in entry.items()
-        }
+        entries = prelude_entries(result.payload)
         if "cut" in entries:
             raise FileBudgetExceeded(
                 f"the answer is {entries['cut']:,} bytes, past the cell's output budget; a file read through "

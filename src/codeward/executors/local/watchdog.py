@@ -275,8 +275,8 @@ def _on_cpu_timer(watch: _Watch, signum: int, frame: object) -> None:
 def _can_use_cpu_timer() -> bool:
     """Signals can be handled only in the main thread; and SIGVTALRM must be nobody else's.
 
-    `_c_signal`'s functions, not `signal`'s: those turn each handler into an enum member first, and
-    for a handler that is none (ours) build, then drop, an error that holds its repr, every block."""
+    `_c_signal`'s functions, not `signal`'s: those look each handler up among an enum's members
+    first, and for one that is none of them (ours) build, then drop, an error holding its repr."""
     return (
         hasattr(signal, "SIGVTALRM")
         and threading.get_ident() == threading.main_thread().ident
