@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-#: The local internet's origins (HTTP, HTTPS with a test CA, raw TCP) for every egress test.
-pytest_plugins = ["tests.egress.internet"]
+#: The local internet's origins (HTTP, HTTPS with a test CA, raw TCP) for every egress test; how the tests
+#: are shared out among workers.
+pytest_plugins = ["tests.egress.internet", "tests.lanes"]
 
 #: The flag, and its old name from when it required only the Docker tests.
 REQUIRE_ALL_FLAG, OLD_FLAG = "CODEWARD_REQUIRE_ALL", "CODEWARD_REQUIRE_DOCKER"
