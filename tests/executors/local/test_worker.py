@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sqlite3
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -194,6 +197,43 @@ def test_the_worker_dies_with_its_host(tmp_path):
     while not process_gone(worker_pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert process_gone(worker_pid)
+
+
+def test_a_killed_hosts_working_folder_is_removed_with_what_the_code_wrote():
+    """The host's own cleanup never runs when it is killed; the worker's reaper removes the folder."""
+    import subprocess
+
+    script = (
+        "from codeward.executors import LocalExecutor\n"
+        "executor = LocalExecutor(timeout_seconds=100)\n"
+        "executor.run(\"open('kept.txt', 'w').write('x' * 1000)\")\n"
+        "print(executor.working_folder, flush=True)\n"
+        "executor.run('any(iter(int, 1))')\n"
+    )
+    host = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    folder = Path(host.stdout.readline().strip())
+    assert (folder / "kept.txt").stat().st_size == 1000
+    host.kill()
+    host.wait()
+    deadline = time.monotonic() + 10
+    while folder.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not folder.exists()
+
+
+def test_a_replaced_worker_leaves_the_working_folder_to_the_next():
+    """The control: a worker the host stops (here, one killed from outside) releases its reaper, and the
+    folder, which belongs to the executor, stays with its files for the next worker."""
+    from codeward.executors.base import SandboxError
+
+    with LocalExecutor(authorized_imports=["os"]) as executor:
+        pid = executor.run("import os\nopen('kept.txt', 'w').write('kept')\nos.getpid()").output
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(SandboxError, match="SIGKILL"):
+            executor.run("1")
+        time.sleep(1)  # what the old worker's reaper would do, it has done
+        assert executor.run("open('kept.txt').read()").output == "kept"
+    assert not Path(executor.working_folder).exists()  # closed, the host removes it itself
 
 
 def test_a_worker_that_cannot_start_says_so_at_its_first_block_and_closes_cleanly(monkeypatch):

@@ -8,7 +8,13 @@ never a pid reused after it) and the read end of a pipe whose write end only the
 worker never gets it (it inherits only its socket), nor does anything else the host starts
 (the host's descriptors are close-on-exec). When the host ends, by any means, SIGKILL included,
 the kernel closes the write end; the reaper reads end-of-file, kills the worker, and exits. A
-worker stopped by the host closes the pipe the same way.
+worker stopped by the host closes the pipe the same way, after a byte that says so.
+
+The code's working folder outlives each worker (a replaced worker's successor finds its files), and the
+host removes it when the executor closes. A host that is killed never does: a batch job killed midway
+left the folder, with whatever the code wrote into it, behind in the temporary folder. So when the pipe
+ends without the host's byte, the reaper also waits for the worker's end (nothing writes into the folder
+after it) and removes the folder, never following a link in it.
 
 Why beside the worker and not between host and worker (a supervisor that starts it): the worker
 stays the host's own child, so its exit status (a SIGSEGV, the out-of-memory killer's SIGKILL),
@@ -31,9 +37,10 @@ __all__ = ["Reaper"]
 
 #: The reaper's whole program, run as ``python -I -S -c``: no site, no environment, no imports of ours.
 _PROGRAM = """\
-import os, signal, sys
+import os, select, shutil, signal, sys, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-pid = int(sys.argv[1])
+pid, folder = int(sys.argv[1]), sys.argv[2]
+worker = None
 try:
     worker = os.pidfd_open(pid)
     kill = lambda: signal.pidfd_send_signal(worker, signal.SIGKILL)
@@ -41,12 +48,26 @@ except AttributeError:
     kill = lambda: os.kill(pid, signal.SIGKILL)
 except OSError:
     sys.exit(0)
-while os.read(0, 512):
-    pass
+released = False
+while chunk := os.read(0, 512):
+    released = True
 try:
     kill()
 except ProcessLookupError:
     pass
+if released or not folder:
+    sys.exit(0)
+if worker is not None:
+    select.select([worker], [], [], 10)
+else:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+shutil.rmtree(folder, ignore_errors=True)
 """
 
 #: How long a released reaper may take to end before it is killed itself.
@@ -54,13 +75,14 @@ _RELEASE_SECONDS = 2.0
 
 
 class Reaper:
-    """Kills the worker `pid` when this host process ends or `release()` is called, whichever first."""
+    """Kills the worker `pid` when this host process ends or `release()` is called, whichever first;
+    removes `folder` (the code's working folder) when the host ended without releasing it."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, folder: str = "") -> None:
         read_end, self._write_end = os.pipe()
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", _PROGRAM, str(pid)],
+                [sys.executable, "-I", "-S", "-c", _PROGRAM, str(pid), folder],
                 stdin=read_end,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -84,6 +106,10 @@ class Reaper:
         if self._released:
             return
         self._released = True
+        try:
+            os.write(self._write_end, b"r")  # the host lives on, and so does the folder
+        except OSError:  # the reaper has gone: the worker with it, or it is killed below
+            pass
         os.close(self._write_end)
         try:
             yield Exited(self.process, _RELEASE_SECONDS)

@@ -139,7 +139,7 @@ def worker_environment(extra: Mapping[str, str] | None) -> dict[str, str]:
 
 
 def _spawn(
-    argv: list[str], worker_ends: list[socket.socket], env: dict[str, str], stderr: Any
+    argv: list[str], worker_ends: list[socket.socket], env: dict[str, str], stderr: Any, folder: str
 ) -> tuple[subprocess.Popen[bytes], Reaper]:
     """Start the worker and its reaper (on the spawner thread: the worker dies with the thread that
     started it, so that thread lives as long as the host)."""
@@ -157,14 +157,14 @@ def _spawn(
     finally:
         for end in worker_ends:
             end.close()
-    return process, _reaper_for(process)
+    return process, _reaper_for(process, folder)
 
 
-def _reaper_for(process: subprocess.Popen[bytes]) -> Reaper:
-    """The reaper of a worker just started; a worker that cannot have one is killed at once,
-    as nothing would end it with its host."""
+def _reaper_for(process: subprocess.Popen[bytes], folder: str) -> Reaper:
+    """The reaper of a worker just started, which removes its working `folder` if the host is killed; a
+    worker that cannot have one is killed at once, as nothing would end it with its host."""
     try:
-        return Reaper(process.pid)
+        return Reaper(process.pid, folder)
     except BaseException:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
@@ -187,7 +187,7 @@ class WorkerProcess:
             argv.append(str(handover_worker.fileno()))
             worker_ends.append(handover_worker)
             self.notices = SeccompNotices(handover_host)
-        self._spawned = _SPAWNER.submit(_spawn, argv, worker_ends, env, self.stderr)
+        self._spawned = _SPAWNER.submit(_spawn, argv, worker_ends, env, self.stderr, settings["working_folder"])
         #: A tag of its own, with its pid once known (`sandbox_id`): a pid is reused once the process is gone.
         self._tag = uuid.uuid4().hex[:8]
         header_limit, limit = frame_limits(settings)
