@@ -1,14 +1,19 @@
 """`blocking`, the driver every sync `run` of a local worker goes through: it does plain effects
-itself and hands the rest to `events`, and either way the generator sees the same values and errors."""
+itself and hands the rest to `events`, and either way the generator sees the same values and errors; and
+its waits on a socket, which hold for any descriptor a busy program's socket gets."""
 
 from __future__ import annotations
 
+import os
+import resource
+import socket
+import time
 from collections.abc import Generator
 from typing import Any
 
 import pytest
 
-from codeward.effects import Effect, StreamingEffect, blocking, events
+from codeward.effects import Effect, Readable, StreamingEffect, Writable, blocking, events
 
 
 class Value(Effect):
@@ -85,3 +90,42 @@ def _returned(driver: Generator[Any, Any, Any]) -> Any:
     except StopIteration as stop:
         return stop.value
     raise AssertionError(f"an event: {item!r}")
+
+
+@pytest.fixture
+def many_files_open() -> Generator[None, None, None]:
+    """More than a thousand files open, so the next socket's descriptor is past what ``select`` takes."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this machine lets a process open {hard} files, too few to pass descriptor 1023")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200) if hard == resource.RLIM_INFINITY else hard, hard))
+    opened = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        yield
+    finally:
+        for fd in opened:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_socket_past_descriptor_1023_is_waited_for(many_files_open: None) -> None:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        assert ours.fileno() > 1023
+        assert blocking(_ready(Readable(ours, time.monotonic() + 0.05))) is False  # nothing came by the deadline
+        assert blocking(_ready(Writable(ours, time.monotonic() + 5))) is True
+        theirs.send(b"x")
+        assert blocking(_ready(Readable(ours, time.monotonic() + 5))) is True
+
+
+def _ready(effect: Effect) -> Generator[Any, Any, bool]:
+    ready: bool = yield effect
+    return ready
+
+
+def test_a_local_executor_runs_in_a_program_with_many_files_open(many_files_open: None) -> None:
+    from codeward.executors import LocalExecutor
+
+    with LocalExecutor() as executor:
+        assert executor.run("sum(range(10))").output == 45
+        assert executor.run("'again'").output == "again"

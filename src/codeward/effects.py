@@ -244,7 +244,8 @@ def _left(deadline: float | None) -> float | None:
 
 class _Ready(Effect):
     """Wait until a socket is ready, or `deadline` (a `time.monotonic()` instant) passes; the result
-    says which. Blocking waits with ``select``; awaiting, with the loop's own watch on the socket."""
+    says which. Blocking waits with ``poll`` (``select`` refuses a descriptor past 1023, and a program
+    with many files open gets such sockets); awaiting, with the loop's own watch on the socket."""
 
     _reading: bool
 
@@ -253,13 +254,10 @@ class _Ready(Effect):
         self.deadline = deadline
 
     def call(self) -> bool:
-        watched = [self.fd]
-        found = (
-            select.select(watched, [], [], _left(self.deadline))
-            if self._reading
-            else select.select([], watched, [], _left(self.deadline))
-        )
-        return bool(found[0] or found[1])
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN if self._reading else select.POLLOUT)
+        left = _left(self.deadline)
+        return bool(poller.poll(None if left is None else left * 1000))
 
     async def acall(self) -> bool:
         import asyncio
