@@ -78,6 +78,33 @@ def test_tools_are_called_with_checked_arguments(executor):
     assert info.value.error_type == ToolCallError.__name__ and "argument 'a' must be integer" in info.value.message
 
 
+@tool
+def scaled(value: int, factor: int = 10) -> int:
+    """Scales a number.
+
+    Args:
+        value: the number
+        factor: what it is multiplied by
+    """
+    return value * factor
+
+
+@pytest.mark.parametrize("isolation", ["process", "in_process"])
+def test_a_tool_called_with_one_argument_binds_it_as_any_call_does(isolation):
+    """One positional argument is the usual call, bound by a quicker path where the other inputs have
+    defaults; a tool with a second required input still says which is missing."""
+    with LocalExecutor(isolation=isolation) as ex:
+        ex.send_tools({"add": add, "scaled": scaled, "final_answer": FinalAnswerTool()})
+        assert ex.run("scaled(4)").output == 40
+        assert ex.run("scaled(4, 3) + scaled(value=2) + scaled(1, factor=2)").output == 34
+        with pytest.raises(ExecutionError, match="missing (a|the) required argument:? 'b'"):
+            ex.run("add(1)")
+        with pytest.raises(ExecutionError, match="ToolCallError"):
+            ex.run("scaled('x')")
+        final = ex.run("final_answer([1, 2])")
+        assert final.is_final_answer and final.output == [1, 2]
+
+
 def test_tool_errors_are_catchable_by_the_code(executor):
     out = executor.run("try:\n    explode('boom')\nexcept RuntimeError as e:\n    caught = str(e)\ncaught")
     assert out.output == "boom"

@@ -204,18 +204,23 @@ def make_tool(spec: dict[str, Any], ending: type[BaseException] = FinalAnswerExc
     name, run, final = spec["name"], spec["run"], spec["final"]
     signature = _signature(spec)
     target: Any = _define_inline(name, spec["source"], spec["context"]) if run == "inline" else None
+    single = _single_positional(signature)
 
     def tool(*args: Any, **kwargs: Any) -> Any:
-        try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError as error:
-            raise ToolCallError(f"{name}(): {error}") from None
+        if single is not None and len(args) == 1 and not kwargs:  # what bind gives, without its walk
+            arguments, positional, keywords = {single: args[0]}, args, {}
+        else:
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError as error:
+                raise ToolCallError(f"{name}(): {error}") from None
+            arguments, positional, keywords = bound.arguments, bound.args, bound.kwargs
         if run == "host":
-            value = _call_host(name, dict(bound.arguments))
+            value = _call_host(name, dict(arguments))
         elif run == "inline":
-            value = target(*bound.args, **bound.kwargs)
+            value = target(*positional, **keywords)
         else:  # "identity": the plain final_answer tool
-            value = next(iter(bound.arguments.values()), None)
+            value = next(iter(arguments.values()), None)
         if final:
             if ending is FinalAnswerException:  # recorded, for a kernel whose code catches the exception
                 _Sandbox.answered = (value,)
@@ -227,6 +232,17 @@ def make_tool(spec: dict[str, Any], ending: type[BaseException] = FinalAnswerExc
     tool.__doc__ = spec["doc"]
     tool.__signature__ = signature  # type: ignore[attr-defined]
     return tool
+
+
+def _single_positional(signature: inspect.Signature) -> str | None:
+    """The input that one positional argument alone fills, where the others have defaults (the usual
+    call, ``final_answer(x)``): `bind` takes as long as a tiny block's own code to say so."""
+    params = list(signature.parameters.values())
+    if not params or params[0].kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
+        return None
+    if any(param.default is inspect.Parameter.empty for param in params[1:]):
+        return None
+    return params[0].name
 
 
 def _signature(spec: dict[str, Any]) -> inspect.Signature:
