@@ -97,7 +97,7 @@ def test_a_tool_called_with_one_argument_binds_it_as_any_call_does(isolation):
         ex.send_tools({"add": add, "scaled": scaled, "final_answer": FinalAnswerTool()})
         assert ex.run("scaled(4)").output == 40
         assert ex.run("scaled(4, 3) + scaled(value=2) + scaled(1, factor=2)").output == 34
-        with pytest.raises(ExecutionError, match="missing (a|the) required argument:? 'b'"):
+        with pytest.raises(ExecutionError, match=r"missing (a|the) required argument:? 'b'"):
             ex.run("add(1)")
         with pytest.raises(ExecutionError, match="ToolCallError"):
             ex.run("scaled('x')")
