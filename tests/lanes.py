@@ -50,7 +50,9 @@ def unit_of(nodeid: str, rootdir: Path) -> str:
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # the count the user set, as xdist reads it
     return max(1, min(os.cpu_count() or 1, MOST_WORKERS))
 
 
