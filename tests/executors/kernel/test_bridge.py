@@ -289,37 +289,3 @@ def test_a_loop_of_tool_calls_is_stopped_by_the_time_limit() -> None:
         assert calls > 0
         assert executor.run("counter(0)").output == calls  # the next run works, with the tool state kept
 
-
-@tool
-def add_inline(a: int, b: int) -> int:
-    """Adds two numbers.
-
-    Args:
-        a: first number
-        b: second number
-    """
-    return a + b
-
-
-@tool
-def scale_inline(value: int, factor: int = 10) -> int:
-    """Scales a number.
-
-    Args:
-        value: the number
-        factor: what it is multiplied by
-    """
-    return value * factor
-
-
-def test_a_sandboxs_tool_binds_one_argument_as_any_call_does() -> None:
-    """The sandbox's own tool functions, made from the specs a sandbox gets: one positional argument
-    (the usual call) takes a quicker path than `bind` only where the other inputs have defaults."""
-    from codeward.executors.kernel.prelude import ToolCallError, make_tool
-
-    bridge = ToolBridge({"add_inline": add_inline, "scale_inline": scale_inline}, mode="inline")
-    made = {spec["name"]: make_tool(spec) for spec in codec.loads(bridge.specs_text)}
-    assert made["scale_inline"](4) == 40 and made["scale_inline"](4, 3) == 12 and made["scale_inline"](value=2) == 20
-    assert made["add_inline"](1, 2) == 3
-    with pytest.raises(ToolCallError, match="missing a required argument: 'b'"):
-        made["add_inline"](1)

@@ -105,6 +105,22 @@ def test_a_tool_called_with_one_argument_binds_it_as_any_call_does(isolation):
         assert final.is_final_answer and final.output == [1, 2]
 
 
+def test_a_sandboxs_tool_binds_one_argument_as_any_call_does():
+    """The sandbox's own tool functions, made from the specs a sandbox gets (here, to run inline): one
+    positional argument takes a quicker path than `bind` only where the other inputs have defaults."""
+    from codeward.executors import codec
+    from codeward.executors.kernel.bridge import ToolBridge
+    from codeward.executors.kernel.prelude import ToolCallError as SandboxToolCallError
+    from codeward.executors.kernel.prelude import make_tool
+
+    bridge = ToolBridge({"add": add, "scaled": scaled}, mode="inline")
+    made = {spec["name"]: make_tool(spec) for spec in codec.loads(bridge.specs_text)}
+    assert made["scaled"](4) == 40 and made["scaled"](4, 3) == 12 and made["scaled"](value=2) == 20
+    assert made["add"](1, 2) == 3
+    with pytest.raises(SandboxToolCallError, match="missing a required argument: 'b'"):
+        made["add"](1)
+
+
 def test_tool_errors_are_catchable_by_the_code(executor):
     out = executor.run("try:\n    explode('boom')\nexcept RuntimeError as e:\n    caught = str(e)\ncaught")
     assert out.output == "boom"
