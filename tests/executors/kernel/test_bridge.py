@@ -288,4 +288,3 @@ def test_a_loop_of_tool_calls_is_stopped_by_the_time_limit() -> None:
         calls = counter.total
         assert calls > 0
         assert executor.run("counter(0)").output == calls  # the next run works, with the tool state kept
-
