@@ -19,7 +19,7 @@ after it) and removes the folder, never following a link in it.
 Why beside the worker and not between host and worker (a supervisor that starts it): the worker
 stays the host's own child, so its exit status (a SIGSEGV, the out-of-memory killer's SIGKILL),
 its pid and the Ctrl-C the host sends it are the worker's own, read as before; the reaper is one
-small interpreter with nothing to import, started while the worker imports and confines itself.
+small interpreter with nothing of codeward's to import, started while the worker imports and confines itself.
 Why not a PID namespace whose init would take the worker with it: an unprivileged one needs a user
 namespace, which many containers and distributions refuse. Where pidfds are missing (Linux before
 5.3, macOS) the reaper signals the pid instead.
