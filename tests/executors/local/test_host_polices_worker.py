@@ -439,7 +439,7 @@ from codeward.executors.local import worker_process
 
 if sys.argv[2] == "no-reaper":
     class NoReaper:
-        def __init__(self, pid):
+        def __init__(self, pid, folder):
             self.process = None
         def releasing(self):
             yield from ()
