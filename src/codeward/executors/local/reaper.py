@@ -49,13 +49,13 @@ except AttributeError:
 except OSError:
     sys.exit(0)
 released = False
-while chunk := os.read(0, 512):
+while os.read(0, 512):
     released = True
 try:
     kill()
 except ProcessLookupError:
     pass
-if released or not folder:
+if released:
     sys.exit(0)
 if worker is not None:
     select.select([worker], [], [], 10)
@@ -78,7 +78,7 @@ class Reaper:
     """Kills the worker `pid` when this host process ends or `release()` is called, whichever first;
     removes `folder` (the code's working folder) when the host ended without releasing it."""
 
-    def __init__(self, pid: int, folder: str = "") -> None:
+    def __init__(self, pid: int, folder: str) -> None:
         read_end, self._write_end = os.pipe()
         try:
             self.process = subprocess.Popen(
