@@ -1,19 +1,25 @@
 """`blocking`, the driver every sync `run` of a local worker goes through: it does plain effects
 itself and hands the rest to `events`, and either way the generator sees the same values and errors; and
-its waits on a socket, which hold for any descriptor a busy program's socket gets."""
+its waits on a socket, which hold for any descriptor a busy program's socket gets, and which look
+without sleeping for a moment first where asked."""
 
 from __future__ import annotations
 
 import os
 import resource
+import select
 import socket
+import threading
 import time
 from collections.abc import Generator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from codeward import effects
 from codeward.effects import Effect, Readable, StreamingEffect, Writable, blocking, events
+from tests.timing import busy_seconds
 
 
 class Value(Effect):
@@ -129,3 +135,49 @@ def test_a_local_executor_runs_in_a_program_with_many_files_open(many_files_open
     with LocalExecutor() as executor:
         assert executor.run("sum(range(10))").output == 45
         assert executor.run("'again'").output == "again"
+
+
+@pytest.fixture
+def poll_timeouts(monkeypatch: pytest.MonkeyPatch) -> list[float | None]:
+    """The timeout of every ``poll`` the effects make: 0 is a look, anything else a sleep."""
+    timeouts: list[float | None] = []
+
+    class Recorded:
+        def __init__(self) -> None:
+            self.poller = select.poll()
+
+        def register(self, fd: int, mask: int) -> None:
+            self.poller.register(fd, mask)
+
+        def poll(self, timeout: float | None = None) -> list[tuple[int, int]]:
+            timeouts.append(timeout)
+            return self.poller.poll(timeout)
+
+    monkeypatch.setattr(effects, "select", SimpleNamespace(poll=Recorded, POLLIN=select.POLLIN, POLLOUT=select.POLLOUT))
+    return timeouts
+
+
+def test_a_socket_ready_within_the_spin_is_found_without_sleeping(poll_timeouts: list[float | None]) -> None:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        threading.Timer(0.01, theirs.send, [b"x"]).start()
+        assert blocking(_ready(Readable(ours, time.monotonic() + 5, spin=busy_seconds(1)))) is True
+        assert poll_timeouts and set(poll_timeouts) == {0}, poll_timeouts
+        ours.recv(1)
+        poll_timeouts.clear()
+        threading.Timer(0.01, theirs.send, [b"x"]).start()
+        assert blocking(_ready(Readable(ours, time.monotonic() + 5))) is True  # control: no spin
+        assert any(timeout != 0 for timeout in poll_timeouts), poll_timeouts
+
+
+def test_a_spin_ends_at_the_deadline_and_a_short_one_then_sleeps(poll_timeouts: list[float | None]) -> None:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        started = time.monotonic()
+        assert blocking(_ready(Readable(ours, started + 0.05, spin=60.0))) is False
+        assert time.monotonic() - started < busy_seconds(1), "the spin outlived the deadline"
+        poll_timeouts.clear()
+        started = time.monotonic()
+        assert blocking(_ready(Readable(ours, started + 0.3, spin=0.01))) is False
+        assert time.monotonic() - started >= 0.3
+        assert poll_timeouts[-1] != 0, "the wait past the spin should sleep, not look"

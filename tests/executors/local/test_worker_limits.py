@@ -126,6 +126,7 @@ FORGE = (
 FORGERIES = {
     "over-the-limit": ("b'{}'", 2**40, "over the limit"),
     "not-json": ("b'{not json'", 0, "does not decode"),
+    "more-after-the-header": ('b\'{"op": "done"} {}\'', 0, "does not decode"),
     "not-an-object": ("b'[1, 2]'", 0, "not a dict"),
     "deeply-nested": ("b'[' * 100000 + b']' * 100000", 0, "more than plain fields"),
     "parts-that-do-not-fit": ('b\'{"op": "done", "parts": [1000000]}\'', 10, "do not fit"),

@@ -32,6 +32,7 @@ TEXT_LIMIT = 100_000
 _LENGTHS = struct.Struct("!IQ")  # header bytes, body bytes
 _CHUNK = 65536  # what one read asks for: a whole small message, and maybe the next
 _HEADER = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+_HEADER_DECODER = json.JSONDecoder()
 #: What a flat header's fields hold (besides the parts' sizes): JSON's scalars.
 FLAT = (str, int, float, bool, type(None))
 _FLAT_TYPES = frozenset(FLAT)  # checked against a header's values' types in C, twice a message
@@ -59,7 +60,8 @@ class Channel:
     `header_limit` its header, which is parsed whole as JSON and so must stay small. With
     `flat_headers`, a received header whose fields hold more than scalars (and the parts' sizes) is
     refused before it is parsed: the C parser holds the interpreter's lock for a whole header, and a
-    header of nested containers takes a hundred times longer to parse than one of text."""
+    header of nested containers takes a hundred times longer to parse than one of text. `spin`: seconds
+    a blocking wait for a message looks before it sleeps (see `effects.Readable`)."""
 
     def __init__(
         self,
@@ -68,8 +70,10 @@ class Channel:
         limit: int | None = None,
         header_limit: int | None = None,
         flat_headers: bool = False,
+        spin: float = 0.0,
     ) -> None:
         self.sock = sock
+        self.spin = spin
         self.limit = limit
         self.header_limit = header_limit
         self.flat_headers = flat_headers
@@ -157,7 +161,7 @@ class Channel:
 
     def _message(self, deadline: float | None) -> Steps[tuple[dict[str, Any], str, list[bytes]]]:
         while wanted := self._wanted():
-            if not (yield Readable(self.sock, deadline)):
+            if not (yield Readable(self.sock, deadline, self.spin)):
                 raise ChannelTimeout("no answer before the deadline")
             got = self._attempt(self.sock.recv, wanted, deadline)
             if got is not None:
@@ -236,15 +240,30 @@ def _framed(header: dict[str, Any], body: str, parts: Sequence[Any]) -> tuple[li
     return [frame, data, *parts], len(frame) + size
 
 
+def _json_encoder() -> Callable[[Any], str]:
+    """`_HEADER.encode`, or where the C encoder is there (CPython's) one made once and kept: `encode`
+    makes a new one for every call, which is two thirds of the time a small header takes."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return _HEADER.encode
+    encoder = make(
+        None, _HEADER.default, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, False
+    )  # no markers: a header is a dict of ours, never circular
+    return lambda value: "".join(encoder(value, 0))
+
+
+_to_json = _json_encoder()
+
+
 def _header_text(header: dict[str, Any], sizes: list[int]) -> str:
-    text = _HEADER.encode(header)
+    text = _to_json(header)
     if _FLAT_TYPES.issuperset(map(type, header.values())):
         # In a flat header every opening bracket but the object's own and the parts' list is inside a string:
         # written as an escape there, so that a reader can count a header's containers before it parses it.
         # Two replaces, not a `str.translate`, which looks each character up in a dict: ten times slower.
         text = "{" + text[1:].replace("{", "\\u007b").replace("[", "\\u005b")
     if sizes:
-        text = text[:-1] + ("," if header else "") + '"parts":' + _HEADER.encode(sizes) + "}"
+        text = text[:-1] + ("," if header else "") + '"parts":' + _to_json(sizes) + "}"
     return text
 
 
@@ -261,9 +280,12 @@ def _parse(
     if flat and head.count(b"{") + head.count(b"[") > 2:
         raise ChannelError("a message header that holds more than plain fields")
     try:
-        header = json.loads(head)
-    except (ValueError, RecursionError) as error:  # JSONDecodeError is a ValueError
+        text = head.decode("utf-8")
+        header, end = _HEADER_DECODER.raw_decode(text)  # `json.loads` less its steps for bytes of any encoding
+    except (ValueError, RecursionError) as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise ChannelError(f"a message that does not decode: {error}") from None
+    if end != len(text):
+        raise ChannelError("a message that does not decode: more after its header's end")
     if not isinstance(header, dict):
         raise ChannelError(f"a message whose header is a {type(header).__name__}, not a dict")
     sizes = header.pop("parts", [])

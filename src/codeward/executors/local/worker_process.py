@@ -15,16 +15,16 @@ import contextlib
 import functools
 import json
 import os
-import secrets
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,10 @@ _EMPTYING_SECONDS = 10.0
 STOP_SECONDS = 0.5
 #: Bytes a header may hold besides the logs and an error's texts: the operation, flags, parts' sizes.
 HEADER_ROOM = 1 << 16
+#: How long the host looks for a worker's message before it sleeps on the socket (`effects.Readable`):
+#: a small block answers within this, and a wake-up would add a fifth to its round trip. A longer
+#: block spends at most this much of the host's CPU time beside its own.
+ANSWER_SPIN_SECONDS = 0.0003
 #: Bytes of codec text one item of a value may take: the longest, about 31, is a complex number or
 #: a dict's int key with its float (a character takes at most 12, an astral one escaped).
 ITEM_BYTES = 32
@@ -133,6 +137,12 @@ def frame_limits(settings: Mapping[str, Any]) -> tuple[int, int]:
     return header, header + body
 
 
+def _unpredictable_numbers() -> Iterator[int]:
+    """Numbers of 62 random bits, drawn from the system 64 at a time (one system call, not one a request)."""
+    while True:
+        yield from (number >> 2 for number in struct.unpack("!64Q", os.urandom(512)))
+
+
 def worker_environment(extra: Mapping[str, str] | None) -> dict[str, str]:
     """The worker's environment: none of the host's variables, only ours and those passed in `env=`."""
     return {**_BASE_ENVIRONMENT, **dict(extra or {})}
@@ -190,8 +200,11 @@ class WorkerProcess:
         self._spawned = _SPAWNER.submit(_spawn, argv, worker_ends, env, self.stderr, settings["working_folder"])
         #: A tag of its own, with its pid once known (`sandbox_id`): a pid is reused once the process is gone.
         self._tag = uuid.uuid4().hex[:8]
+        self._request_numbers = _unpredictable_numbers()
         header_limit, limit = frame_limits(settings)
-        self.channel = Channel(host_end, limit=limit, header_limit=header_limit, flat_headers=True)
+        self.channel = Channel(
+            host_end, limit=limit, header_limit=header_limit, flat_headers=True, spin=ANSWER_SPIN_SECONDS
+        )
         # what the worker reads first waits in the socket until it starts; a start that failed at
         # once has closed the socket's other end, and its error comes at the first use
         try:
@@ -273,7 +286,7 @@ class WorkerProcess:
         """Send a request under a number of its own, and return that number. The number is drawn
         at random: code in the worker that reads the current one still cannot write the answer to
         the next request ahead of time, to be taken for a later block's result."""
-        seq = secrets.randbits(62)
+        seq = next(self._request_numbers)
         yield from self.channel.sending({**header, "seq": seq}, body, parts, deadline)
         return seq
 
