@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from codeward import effects
 from codeward.effects import Readable
 from codeward.executors import LocalExecutor
 from codeward.executors.base import ExecutionError, ExecutionTimeout, SandboxError
@@ -434,6 +435,36 @@ def test_a_worker_that_stops_reading_cannot_hold_the_host_in_a_send(monkeypatch)
         assert isinstance(outcome, SandboxError) and "stopped taking" in outcome.message, outcome
         assert took < LIMIT + ROOM
         later_blocks_hold(sandbox)
+
+
+#: Live output in a trickle: each piece comes a moment after the host began to wait for the next.
+TRICKLE = "import time\nfor i in range(200):\n    print(i)\n    time.sleep(0.001)\n'done'"
+
+
+def test_a_trickle_of_messages_gets_the_host_to_look_once_a_request(monkeypatch):
+    """The host looks for an answer without sleeping for a moment after each request: a worker that
+    paces its messages must not turn that into a core of the host's CPU time for its whole block."""
+    looks: list[float] = []
+    made = effects._Ready.__init__
+
+    def recorded(self: Any, sock: Any, deadline: float | None, spin: float = 0.0) -> None:
+        made(self, sock, deadline, spin)
+        if spin:
+            looks.append(spin)
+
+    monkeypatch.setattr(effects._Ready, "__init__", recorded)
+    heard: list[str] = []
+    with monkeypatch.context() as every_wait:
+        every_wait.setattr(Channel, "_spin_now", lambda self: worker_process.ANSWER_SPIN_SECONDS)  # control
+        with executor() as sandbox:
+            looks.clear()
+            assert sandbox.run(TRICKLE, on_output=lambda stream, text: heard.append(text)).output == "done"
+        assert len(looks) > 50, f"control: the host looked before {len(looks)} waits"
+    with executor() as sandbox:
+        looks.clear()
+        assert sandbox.run(TRICKLE, on_output=lambda stream, text: heard.append(text)).output == "done"
+        assert len(looks) <= 1, f"the host looked before {len(looks)} waits of one block"
+    assert "199\n" in heard
 
 
 # --- life: the worker ends with its host -----------------------------------------------------

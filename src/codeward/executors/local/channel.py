@@ -60,8 +60,7 @@ class Channel:
     `header_limit` its header, which is parsed whole as JSON and so must stay small. With
     `flat_headers`, a received header whose fields hold more than scalars (and the parts' sizes) is
     refused before it is parsed: the C parser holds the interpreter's lock for a whole header, and a
-    header of nested containers takes a hundred times longer to parse than one of text. `spin`: seconds
-    a blocking wait for a message looks before it sleeps (see `effects.Readable`)."""
+    header of nested containers takes a hundred times longer to parse than one of text."""
 
     def __init__(
         self,
@@ -70,10 +69,9 @@ class Channel:
         limit: int | None = None,
         header_limit: int | None = None,
         flat_headers: bool = False,
-        spin: float = 0.0,
     ) -> None:
         self.sock = sock
-        self.spin = spin
+        self._spin = 0.0  # see `spin_next`
         self.limit = limit
         self.header_limit = header_limit
         self.flat_headers = flat_headers
@@ -82,6 +80,17 @@ class Channel:
         self.cut = False
         #: The bytes of the last header received: what its fields took, escapes and blanks included.
         self.header_size = 0
+
+    def spin_next(self, seconds: float) -> None:
+        """Let the next blocking wait for a message look for `seconds` before it sleeps (see
+        `effects.Readable`): once, so that what the other side sends (a trickle of messages, each
+        just past the last wait) cannot keep this side looking, a core's worth of CPU time."""
+        self._spin = seconds
+
+    def _spin_now(self) -> float:
+        """The look `spin_next` allowed, taken: the waits after it sleep at once."""
+        spin, self._spin = self._spin, 0.0
+        return spin
 
     def send(
         self, header: dict[str, Any], body: str = "", parts: Sequence[Any] = (), deadline: float | None = None
@@ -161,7 +170,7 @@ class Channel:
 
     def _message(self, deadline: float | None) -> Steps[tuple[dict[str, Any], str, list[bytes]]]:
         while wanted := self._wanted():
-            if not (yield Readable(self.sock, deadline, self.spin)):
+            if not (yield Readable(self.sock, deadline, self._spin_now())):
                 raise ChannelTimeout("no answer before the deadline")
             got = self._attempt(self.sock.recv, wanted, deadline)
             if got is not None:

@@ -50,9 +50,10 @@ _EMPTYING_SECONDS = 10.0
 STOP_SECONDS = 0.5
 #: Bytes a header may hold besides the logs and an error's texts: the operation, flags, parts' sizes.
 HEADER_ROOM = 1 << 16
-#: How long the host looks for a worker's message before it sleeps on the socket (`effects.Readable`):
-#: a small block answers within this, and a wake-up would add a fifth to its round trip. A longer
-#: block spends at most this much of the host's CPU time beside its own.
+#: How long the host looks for the worker's first message after a request before it sleeps on the
+#: socket (`Channel.spin_next`): a small block answers within this, and a wake-up would add a fifth
+#: to its round trip. A request costs at most this much of the host's CPU time beside the worker's,
+#: whatever the worker sends; a tool's reply, which the block's own code paces, arms none.
 ANSWER_SPIN_SECONDS = 0.0003
 #: Bytes of codec text one item of a value may take: the longest, about 31, is a complex number or
 #: a dict's int key with its float (a character takes at most 12, an astral one escaped).
@@ -202,9 +203,7 @@ class WorkerProcess:
         self._tag = uuid.uuid4().hex[:8]
         self._request_numbers = _unpredictable_numbers()
         header_limit, limit = frame_limits(settings)
-        self.channel = Channel(
-            host_end, limit=limit, header_limit=header_limit, flat_headers=True, spin=ANSWER_SPIN_SECONDS
-        )
+        self.channel = Channel(host_end, limit=limit, header_limit=header_limit, flat_headers=True)
         # what the worker reads first waits in the socket until it starts; a start that failed at
         # once has closed the socket's other end, and its error comes at the first use
         try:
@@ -288,6 +287,8 @@ class WorkerProcess:
         the next request ahead of time, to be taken for a later block's result."""
         seq = next(self._request_numbers)
         yield from self.channel.sending({**header, "seq": seq}, body, parts, deadline)
+        if header["op"] != "reply":
+            self.channel.spin_next(ANSWER_SPIN_SECONDS)
         return seq
 
     def interrupt(self) -> None:
