@@ -253,11 +253,12 @@ def _json_encoder() -> Callable[[Any], str]:
     """`_HEADER.encode`, or where the C encoder is there (CPython's) one made once and kept: `encode`
     makes a new one for every call, which is two thirds of the time a small header takes."""
     make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
+    try:
+        encoder = make(  # type: ignore[misc]
+            None, _HEADER.default, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, False
+        )  # no markers: a header is a dict of ours, never circular
+    except TypeError:  # no C encoder, or one that takes other arguments
         return _HEADER.encode
-    encoder = make(
-        None, _HEADER.default, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, False
-    )  # no markers: a header is a dict of ours, never circular
     return lambda value: "".join(encoder(value, 0))
 
 
