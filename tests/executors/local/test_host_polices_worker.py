@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import struct
 import subprocess
@@ -484,6 +485,7 @@ if sys.argv[2] == "no-reaper":
             yield from ()
     worker_process.Reaper = NoReaper
 executor = LocalExecutor(authorized_imports=["*"], timeout_seconds=100, confinement=sys.argv[1])
+print(executor.working_folder, flush=True)
 cleared = executor.run(sys.argv[3]).output
 reaper = executor._worker._worker.reaper.process
 print(executor.run("import os\\nos.getpid()").output, reaper.pid if reaper else 0, cleared, flush=True)
@@ -491,13 +493,15 @@ executor.run("any(iter(int, 1))")
 """
 
 
-def _host_dies(confinement: str, reaper: str) -> tuple[list[int], tuple[int, int]]:
+def _host_dies(confinement: str, reaper: str) -> tuple[list[int], tuple[int, int], str]:
     """Start a host that owns a LocalExecutor whose code clears its PDEATHSIG, SIGKILL the host
-    mid-block; return the worker's and reaper's pids still alive 5 s later, and what prctl said."""
+    mid-block; return the worker's and reaper's pids still alive 5 s later, what prctl said, and
+    the host's working folder (which, without a reaper, nothing else removes)."""
     host = subprocess.Popen(
         [sys.executable, "-c", HOST, confinement, reaper, CLEAR_PDEATHSIG], stdout=subprocess.PIPE, text=True
     )
     assert host.stdout is not None
+    folder = host.stdout.readline().strip()
     worker, reaper_pid, result, errno = host.stdout.readline().replace("(", " ").replace(",", " ").split()[:4]
     pids = [int(worker)] + ([int(reaper_pid)] if int(reaper_pid) else [])
     time.sleep(0.3)
@@ -507,20 +511,21 @@ def _host_dies(confinement: str, reaper: str) -> tuple[list[int], tuple[int, int
     deadline = time.monotonic() + 5
     while not all(map(process_gone, pids)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return [pid for pid in pids if not process_gone(pid)], (int(result), int(errno.rstrip(")")))
+    return [pid for pid in pids if not process_gone(pid)], (int(result), int(errno.rstrip(")"))), folder
 
 
 def test_a_worker_that_clears_its_parent_death_signal_still_dies_with_its_host():
-    alive, cleared = _host_dies("none", "no-reaper")  # control: unconfined, no reaper
+    alive, cleared, folder = _host_dies("none", "no-reaper")  # control: unconfined, no reaper
     try:
         assert alive, "control: the worker should outlive its host once it cleared PR_SET_PDEATHSIG"
         assert cleared == (0, 0)
     finally:
         for pid in alive:
             os.kill(pid, signal.SIGKILL)
-    alive, cleared = _host_dies("none", "reaper")  # the reaper alone holds
+        shutil.rmtree(folder, ignore_errors=True)
+    alive, cleared, _ = _host_dies("none", "reaper")  # the reaper alone holds
     assert not alive, f"left running after the host was killed: {alive}"
-    alive, cleared = _host_dies("auto", "reaper")  # and seccomp refuses the call itself
+    alive, cleared, _ = _host_dies("auto", "reaper")  # and seccomp refuses the call itself
     assert not alive, f"left running after the host was killed: {alive}"
     assert cleared == (-1, 1), "seccomp should refuse prctl(PR_SET_PDEATHSIG) with EPERM"
 
