@@ -242,6 +242,10 @@ def _left(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
+#: Lets anything else that would run on this core run (a system without it: nothing to yield to).
+_yield_core: Callable[[], None] = getattr(os, "sched_yield", lambda: None)
+
+
 def _ready_within(poller: select.poll, seconds: float, deadline: float | None) -> bool:
     """Whether `poller` finds its socket ready within `seconds` (and by `deadline`) of looking
     without sleeping, the core yielded between looks."""
@@ -251,7 +255,7 @@ def _ready_within(poller: select.poll, seconds: float, deadline: float | None) -
     while not poller.poll(0):
         if time.monotonic() >= end:
             return False
-        os.sched_yield()
+        _yield_core()
     return True
 
 
