@@ -17,7 +17,8 @@ from codeward.executors import JupyterExecutor
 from codeward.executors.base import SandboxError
 from codeward.executors.kernel import messages, session
 from tests.executors.awaiting import Heartbeat
-from tests.executors.kernel.test_output_budget import BUDGET, peak_growth
+from tests.executors.kernel.test_output_budget import BUDGET
+from tests.memory import peak_growth
 from tests.timing import busy_seconds
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.skipif(sys.platform != "linux", reason="a local kernel")]

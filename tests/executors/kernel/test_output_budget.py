@@ -14,9 +14,7 @@ import re
 import subprocess
 import sys
 import textwrap
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
@@ -26,6 +24,7 @@ from codeward.executors.displays import Display, DisplayError
 from codeward.executors.kernel.cells import OutputBudget
 from codeward.platform.tools import tool
 from tests.executors.contract.conftest import PROFILES, _module_missing
+from tests.memory import peak_growth
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -57,26 +56,6 @@ PNG_BOMB = textwrap.dedent(
 def resident() -> int:
     with open(f"/proc/{os.getpid()}/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-@contextmanager
-def peak_growth() -> Iterator[Callable[[], int]]:
-    """How far the host's resident memory rose above its start while the block ran, sampled every 5 ms."""
-    start, peak, running = resident(), [0], threading.Event()
-    running.set()
-
-    def sample() -> None:
-        while running.is_set():
-            peak[0] = max(peak[0], resident() - start)
-            time.sleep(0.005)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
-        yield lambda: peak[0]
-    finally:
-        running.clear()
-        sampler.join()
 
 
 @pytest.fixture(scope="module")

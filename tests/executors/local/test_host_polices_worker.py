@@ -15,7 +15,6 @@ so a check that stopped holding would fail here.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import shutil
 import signal
@@ -24,8 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -36,9 +34,9 @@ from codeward.executors import LocalExecutor
 from codeward.executors.base import ExecutionError, ExecutionTimeout, SandboxError
 from codeward.executors.local import channel, process, worker_process
 from codeward.executors.local.channel import Channel, ChannelTimeout
-from codeward.executors.local.watchdog import resident_bytes
 from codeward.platform.tools import tool
 from tests.executors.contract.conftest import process_gone
+from tests.memory import peak_growth
 from tests.timing import busy_seconds
 
 pytestmark = [
@@ -131,35 +129,6 @@ def later_blocks_hold(sandbox: LocalExecutor, *, allow_one_loss: bool = False) -
             assert sandbox.run(f"x = {n}\nx * 2").output == n * 2
 
 
-def _return_free_memory() -> None:
-    """Hand the heap's free pages back to the system (glibc's ``malloc_trim``): a heap an earlier test
-    grew would otherwise lend a new allocation pages already resident, and hide its growth."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).malloc_trim(0)
-
-
-@contextmanager
-def peak_growth() -> Iterator[list[int]]:
-    """The host's largest resident growth while the body runs, sampled every 5 ms from /proc."""
-    _return_free_memory()
-    start = resident_bytes() or 0
-    peak = [0]
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.is_set():
-            peak[0] = max(peak[0], (resident_bytes() or start) - start)
-            time.sleep(0.005)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
-        yield peak
-    finally:
-        done.set()
-        sampler.join()
-
-
 def timed(run: Callable[[], Any]) -> tuple[BaseException | Any, float]:
     """What `run` returned or raised, and the seconds it took."""
     started = time.monotonic()
@@ -227,12 +196,12 @@ def test_a_forged_length_over_the_frame_limit_is_refused_before_the_host_reads_i
         with executor(**options) as sandbox, peak_growth() as grown:
             outcome, _ = timed(lambda: sandbox.run(stream))
         assert isinstance(outcome, SandboxError), outcome
-        assert grown[0] > 150 * 2**20, f"control: the host grew by only {grown[0] / 2**20:.0f} MiB"
+        assert grown() > 150 * 2**20, f"control: the host grew by only {grown() / 2**20:.0f} MiB"
     with executor(**options) as sandbox:
         with peak_growth() as grown:
             outcome, took = timed(lambda: sandbox.run(stream))
         assert isinstance(outcome, SandboxError) and "over the limit" in outcome.message, outcome
-        assert grown[0] < GROWTH, f"the host grew by {grown[0] / 2**20:.0f} MiB"
+        assert grown() < GROWTH, f"the host grew by {grown() / 2**20:.0f} MiB"
         assert took < LIMIT + ROOM
         later_blocks_hold(sandbox)
 
@@ -265,12 +234,12 @@ def test_a_length_within_the_limit_is_not_allocated_before_its_bytes_come(monkey
         old.setattr(Channel, "_message", _preallocating)  # control: the old read
         with executor(**options) as sandbox, peak_growth() as grown:
             timed(lambda: sandbox.run(claim))
-        assert grown[0] > 80 * 2**20, f"control: the host grew by only {grown[0] / 2**20:.0f} MiB"
+        assert grown() > 80 * 2**20, f"control: the host grew by only {grown() / 2**20:.0f} MiB"
     with executor(**options) as sandbox:
         with peak_growth() as grown:
             outcome, took = timed(lambda: sandbox.run(claim))
         assert isinstance(outcome, SandboxError) and "time limit" in outcome.message, outcome
-        assert grown[0] < GROWTH, f"the host grew by {grown[0] / 2**20:.0f} MiB"
+        assert grown() < GROWTH, f"the host grew by {grown() / 2**20:.0f} MiB"
         assert took < LIMIT + ROOM
         later_blocks_hold(sandbox)
 
@@ -654,7 +623,7 @@ def test_a_value_that_decodes_past_the_memory_allowance_is_refused(monkeypatch):
     with executor(**options) as sandbox, peak_growth() as grown:
         outcome, _ = timed(lambda: sandbox.run("[{}] * 2_000_000"))
         assert isinstance(outcome, ExecutionError) and "once decoded" in outcome.message, outcome
-        assert grown[0] < GROWTH, f"the host grew by {grown[0] / 2**20:.0f} MiB"
+        assert grown() < GROWTH, f"the host grew by {grown() / 2**20:.0f} MiB"
         assert sandbox.run("len([{}] * 200_000)").output == 200_000
 
 
