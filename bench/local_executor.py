@@ -8,9 +8,10 @@ interleaved so that load from other processes falls on every runner alike:
 - an agent's tiny step (`x = 2 + 3`, `print(x)`, `final_answer(x)`), the tiny block an agent pays at
   every step, end to end, process mode against Monty (target: within 1.5x), and the least block
   (`x = 1`) beside it, against Monty too, with no target: on it Monty takes about what a bare
-  round trip between two Python processes does; beside them two floors on this machine (`worker_floors`): the block's text sent to a bare child process over a socket pair and
-  echoed back (`pipe`), which no worker's round trip can beat, and a bare worker in Python that
-  does the least it can (`bare_worker`: a JSON header each way, a cached compile, `exec`);
+  round trip between two Python processes does; beside them two floors on this machine
+  (`worker_floors`): the block's text sent to a bare child process over a socket pair and echoed
+  back (`pipe`), which no worker's round trip can beat, and a bare worker in Python that does the
+  least it can (`bare_worker`: a JSON header each way, a cached compile, `exec`);
 - each snippet: process mode against Monty (median at most 1.0x, none over 1.5x), against
   CPython (median within 3x), smolagents against process mode on loop-heavy ones (at least 30x);
 - the tiny block again, each runner idle for half a second first, as before each of an agent's
